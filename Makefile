@@ -68,7 +68,7 @@ test-wasm: wasmexec chromium
 	GOOS=js GOARCH=wasm $(GO) test -count=1 $(WASM_PKGS)
 
 test-e2e: build chromium
-	TABFENCE_E2E=1 $(GO) test -count=1 -timeout 20m ./e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
 
 ## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
 bench: deps build
