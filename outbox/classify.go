@@ -1,0 +1,53 @@
+package outbox
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
+)
+
+// Verdict is what the flusher does with one send's result.
+type Verdict struct {
+	Outcome    wire.Outcome
+	RetryAfter time.Duration // when HasRetryAfter
+	HasRetry   bool
+	Highest    uint64 // X-Fencing-Highest on OutcomeStale
+	Err        ErrorInfo
+}
+
+// Classify turns a transport result into a Verdict with wire.Classify, the
+// single client-side policy table: 2xx ack; 408/425/429/5xx/network retry;
+// 401 auth; 409 with X-Fencing-Highest stale; other 409 conflict; other 4xx
+// terminal. One refinement: a 409 whose problem type is request-in-flight
+// (the same key is still running at the server, e.g. a dead owner's request)
+// is retried, not a conflict — it is the same command, not a disagreement.
+func Classify(resp Response, err error, now time.Time) Verdict {
+	if err != nil {
+		return Verdict{Outcome: wire.OutcomeRetry, Err: ErrorInfo{Code: "network", Message: short(err.Error())}}
+	}
+	highest := resp.Header.Get(wire.HeaderFencingHighest)
+	v := Verdict{Outcome: wire.Classify(resp.Status, highest != "")}
+	if v.Outcome == wire.OutcomeConflict && bytes.Contains(resp.Body, []byte(wire.ProblemInFlight)) {
+		v.Outcome = wire.OutcomeRetry
+	}
+	if v.Outcome == wire.OutcomeStale {
+		v.Highest, _ = wire.ParseToken(highest)
+	}
+	if ra := resp.Header.Get(wire.HeaderRetryAfter); ra != "" {
+		v.RetryAfter, v.HasRetry = wire.ParseRetryAfter(ra, now)
+	}
+	if v.Outcome != wire.OutcomeAck {
+		v.Err = ErrorInfo{Code: "http_" + strconv.Itoa(resp.Status), Message: v.Outcome.String(), Status: resp.Status}
+	}
+	return v
+}
+
+// short bounds an error message kept in a record or an event.
+func short(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}

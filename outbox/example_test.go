@@ -1,0 +1,71 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/outbox"
+)
+
+// A tab enqueues offline edits, takes the flush lease (after winning the Web
+// Lock) and flushes them to the receiver.
+func Example() {
+	ctx := context.Background()
+	store := outbox.NewMemStore()
+	seen := map[string]bool{} // a receiver that dedupes by idempotency key
+	server := outbox.TransportFunc(func(_ context.Context, req outbox.Request) (outbox.Response, error) {
+		key, _ := wire.ParseIdempotencyKey(req.Header.Get(wire.HeaderIdempotencyKey))
+		if seen[key] {
+			return outbox.Response{Status: 200, Header: outbox.Header{wire.HeaderReplayed: "true"}}, nil
+		}
+		seen[key] = true
+		return outbox.Response{Status: 201}, nil
+	})
+	ob, _ := outbox.New(outbox.Config{
+		Name: "notes", Store: store, Transport: server,
+		Policies: map[string]outbox.Policy{
+			"add-comment": {Dedupe: outbox.Append},        // distinct facts
+			"set-title":   {Dedupe: outbox.ReplaceLatest}, // last write wins
+		},
+	})
+	ob.Login(outbox.Session{UserID: "alice"})
+
+	ob.Enqueue(ctx, outbox.Op{OperationType: "set-title", OperationKey: "title:n1", EntityID: "n1", Payload: []byte(`"draft"`)})
+	r, _ := ob.Enqueue(ctx, outbox.Op{OperationType: "set-title", OperationKey: "title:n1", EntityID: "n1", Payload: []byte(`"final"`)})
+	fmt.Println("second title edit:", r.Action)
+	ob.Enqueue(ctx, outbox.Op{OperationType: "add-comment", EntityID: "n1", Payload: []byte(`"nice"`)})
+
+	lease, _ := ob.Acquire(ctx, "tab-1", true) // steal=true: we hold the Web Lock
+	lease.Resource, lease.FenceToken = "outbox:notes", 1
+	rep, err := ob.Flush(ctx, lease)
+	fmt.Println("acked:", rep.Acked, "err:", err)
+	st, _ := ob.Status(ctx)
+	fmt.Println("pending:", st.Pending, "acked:", st.Acked)
+	// Output:
+	// second title edit: replaced
+	// acked: 2 err: <nil>
+	// pending: 0 acked: 2
+}
+
+// Dead letters and conflicts wait for the app, which retries or discards them.
+func ExampleOutbox_DeadLetters() {
+	ctx := context.Background()
+	ob, _ := outbox.New(outbox.Config{
+		Store: outbox.NewMemStore(), MaxAttempts: 1,
+		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
+			return outbox.Response{Status: 503}, nil
+		}),
+		Policies: map[string]outbox.Policy{"pay": {Dedupe: outbox.Append}},
+	})
+	ob.Login(outbox.Session{UserID: "bob"})
+	ob.Enqueue(ctx, outbox.Op{OperationType: "pay", Payload: []byte(`{"cents":100}`)})
+	lease, _ := ob.Acquire(ctx, "tab-1", true)
+	ob.Flush(ctx, lease)
+	dead, _ := ob.DeadLetters(ctx)
+	fmt.Println(len(dead), dead[0].Status, dead[0].LastError.Code)
+	fmt.Println(ob.Discard(ctx, dead[0].ID))
+	// Output:
+	// 1 dead_letter http_503
+	// <nil>
+}

@@ -1,0 +1,357 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
+)
+
+func TestFlushHeadersAndIdempotencyKeyStableAcrossRetries(t *testing.T) {
+	h := newHarness(t, nil)
+	n := 0
+	h.reply = func(Request) (Response, error) {
+		n++
+		switch n {
+		case 1:
+			return Response{Status: 503, Header: Header{"Retry-After": "5"}}, nil
+		case 2:
+			return Response{}, errors.New("offline")
+		}
+		return Response{Status: 201, Body: []byte("done"), Header: Header{wire.HeaderReplayed: "true"}}, nil
+	}
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	r := h.get(a.ID)
+	require.Equal(t, StatusFailed, r.Status)
+	require.True(t, !r.NextAttemptAt.Before(t0.Add(5*time.Second))) // Retry-After floor
+	h.clock.Add(time.Hour)
+	_, _ = h.flush("A")
+	h.clock.Add(time.Hour)
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Acked)
+	r = h.get(a.ID)
+	require.Equal(t, StatusAcked, r.Status)
+	require.Equal(t, "done", string(r.Response.Body))
+	require.True(t, r.Response.Replayed)
+	require.Equal(t, 3, r.Attempts)
+	reqs := h.sent()
+	require.Len(t, reqs, 3)
+	for _, q := range reqs {
+		require.Equal(t, wire.FormatIdempotencyKey(r.IdempotencyKey), q.Header.Get(wire.HeaderIdempotencyKey))
+		require.Equal(t, a.ID, q.Header.Get(wire.HeaderOperationID))
+		require.Equal(t, "outbox:test", q.Header.Get(wire.HeaderResource))
+		require.Equal(t, "p", string(q.Body))
+		require.Equal(t, "/api/commands", q.Endpoint)
+	}
+	// the fencing token is the owner's: a new owner's requests carry a higher one
+	t1, _ := wire.ParseToken(reqs[0].Header.Get(wire.HeaderFencingToken))
+	t3, _ := wire.ParseToken(reqs[2].Header.Get(wire.HeaderFencingToken))
+	require.True(t, t3 > t1)
+}
+
+func TestTerminalNotRetriedAndBlocksEntity(t *testing.T) {
+	h := newHarness(t, nil)
+	h.reply = func(r Request) (Response, error) {
+		if string(r.Body) == "bad" {
+			return Response{Status: 422}, nil
+		}
+		return Response{Status: 200}, nil
+	}
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("bad")})
+	b := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("good")})
+	c := h.enqueue(Op{OperationType: "comment", EntityID: "m", Payload: []byte("good")})
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Terminal)
+	require.Equal(t, StatusTerminalFailed, h.get(a.ID).Status)
+	require.Equal(t, "http_422", h.get(a.ID).LastError.Code)
+	require.Equal(t, StatusPending, h.get(b.ID).Status) // blocked behind a
+	require.Equal(t, StatusAcked, h.get(c.ID).Status)
+	h.clock.Add(time.Hour)
+	_, _ = h.flush("A")
+	require.Len(t, h.sent(), 2) // never retried
+	dl, _ := h.ob.DeadLetters(context.Background())
+	require.Len(t, dl, 1)
+	require.NoError(t, h.ob.Discard(context.Background(), a.ID))
+	require.ErrorIs(t, h.ob.Discard(context.Background(), b.ID), ErrInvalidTransition)
+	_, _ = h.flush("A")
+	require.Equal(t, StatusAcked, h.get(b.ID).Status)
+}
+
+func TestDeadLetterAfterMaxAttempts(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxAttempts = 3 })
+	h.reply = func(Request) (Response, error) { return Response{Status: 500}, nil }
+	a := h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	for i := 0; i < 10; i++ {
+		_, _ = h.flush("A")
+		h.clock.Add(time.Hour)
+	}
+	require.Equal(t, StatusDeadLetter, h.get(a.ID).Status)
+	require.Len(t, h.sent(), 3)
+	var dead int
+	for _, e := range h.events {
+		if e.Kind == EventDeadLetter {
+			dead++
+		}
+	}
+	require.Equal(t, 1, dead)
+	p, _ := h.ob.Status(context.Background())
+	require.Equal(t, 1, p.DeadLetter)
+	require.Equal(t, "http_500", p.LastError.Code)
+	h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+	require.NoError(t, h.ob.Retry(context.Background(), a.ID))
+	_, _ = h.flush("A")
+	require.Equal(t, StatusAcked, h.get(a.ID).Status)
+}
+
+func TestConflictIsVisibleAndResolvable(t *testing.T) {
+	h := newHarness(t, nil)
+	h.reply = func(Request) (Response, error) { return Response{Status: 409, Body: []byte(wire.ProblemConflict)}, nil }
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, StatusConflict, h.get(a.ID).Status)
+	p, _ := h.ob.Status(context.Background())
+	require.Equal(t, 1, p.Conflict)
+	h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+	require.NoError(t, h.ob.Retry(context.Background(), a.ID))
+	_, _ = h.flush("A")
+	require.Equal(t, StatusAcked, h.get(a.ID).Status)
+}
+
+func TestAuthPausesUserAndDoesNotCharge(t *testing.T) {
+	var asked []string
+	h := newHarness(t, func(c *Config) { c.OnAuthRequired = func(u string) { asked = append(asked, u) } })
+	h.reply = func(Request) (Response, error) { return Response{Status: 401}, nil }
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	b := h.enqueue(Op{OperationType: "comment", EntityID: "m", Payload: []byte("p")})
+	_, err := h.flush("A")
+	require.ErrorIs(t, err, ErrAuthRequired)
+	require.Equal(t, []string{"alice"}, asked)
+	r := h.get(a.ID)
+	require.Equal(t, StatusPending, r.Status)
+	require.Equal(t, 0, r.Attempts)
+	require.Equal(t, StatusPending, h.get(b.ID).Status) // released, never sent
+	_, err = h.flush("A")
+	require.ErrorIs(t, err, ErrPaused)
+	require.Len(t, h.sent(), 1)
+	h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+	require.NoError(t, h.ob.Resume(context.Background()))
+	_, err = h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, StatusAcked, h.get(b.ID).Status)
+}
+
+func TestStaleFencingTokenStepsDown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.reply = func(Request) (Response, error) {
+		return Response{Status: 409, Header: Header{wire.HeaderFencingHighest: "99"}}, nil
+	}
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	_, err := h.flush("A")
+	require.ErrorIs(t, err, ErrStepDown)
+	var sd *StepDownError
+	require.True(t, errors.As(err, &sd))
+	require.Equal(t, uint64(99), sd.Highest)
+	r := h.get(a.ID)
+	require.Equal(t, StatusPending, r.Status)
+	require.Equal(t, 0, r.Attempts)
+}
+
+func TestStaleOwnerChangesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	old := h.lease("A")
+	var stolen Lease
+	h.reply = func(Request) (Response, error) {
+		// while A's request is on the wire, B steals the lock
+		stolen = h.lease("B")
+		return Response{Status: 200}, nil
+	}
+	_, err := h.ob.Flush(context.Background(), old)
+	require.ErrorIs(t, err, ErrStaleOwner)
+	r := h.get(a.ID)
+	require.Equal(t, StatusSending, r.Status) // A could not ack
+	require.Equal(t, old.Token, r.LeaseToken)
+	// B recovers it only after the record lease expires; the resend is safe
+	h.reply = func(Request) (Response, error) {
+		return Response{Status: 200, Header: Header{wire.HeaderReplayed: "true"}}, nil
+	}
+	_, err = h.ob.Flush(context.Background(), stolen)
+	require.NoError(t, err)
+	require.Equal(t, StatusSending, h.get(a.ID).Status)
+	h.clock.Add(31 * time.Second)
+	_, err = h.ob.Flush(context.Background(), stolen)
+	require.NoError(t, err)
+	r = h.get(a.ID)
+	require.Equal(t, StatusAcked, r.Status)
+	require.Equal(t, 2, r.Attempts)
+	// A's old lease can neither claim nor update
+	_, err = h.store.Claim(context.Background(), ClaimRequest{Lease: old, Now: h.clock.Now(), Limit: 1, UserID: "alice"})
+	require.ErrorIs(t, err, ErrStaleOwner)
+}
+
+func TestFallbackLeaseHeld(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a, err := h.ob.Acquire(ctx, "A", false)
+	require.NoError(t, err)
+	_, err = h.ob.Acquire(ctx, "B", false)
+	require.ErrorIs(t, err, ErrLeaseHeld)
+	require.NoError(t, h.ob.Release(ctx, a))
+	b, err := h.ob.Acquire(ctx, "B", false)
+	require.NoError(t, err)
+	require.True(t, b.Token > a.Token)
+}
+
+func TestMigrations(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.SchemaVersion = 3
+		c.Migrations = []Migration{
+			{From: 1, To: 2, Migrate: func(p []byte) ([]byte, error) { return append(p, "+v2"...), nil }},
+			{From: 2, To: 3, Migrate: func(p []byte) ([]byte, error) { return append(p, "+v3"...), nil }},
+		}
+	})
+	ctx := context.Background()
+	mk := func(id string, seq uint64, ver int) {
+		_, err := h.store.Enqueue(ctx, EnqueueRequest{Policy: Policy{Dedupe: Append}, Record: Record{
+			ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "comment", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "alice", TenantID: "t1", MaxAttempts: 5, CreatedAt: t0,
+		}})
+		require.NoError(t, err)
+	}
+	mk("v1", 1, 1)
+	mk("v0", 2, 0)
+	mk("v9", 3, 9)
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, StatusAcked, h.get("v1").Status)
+	require.Equal(t, "p+v2+v3", string(h.sent()[0].Body))
+	require.Equal(t, "p", string(h.get("v1").Payload)) // stored record untouched
+	old := h.get("v0")
+	require.Equal(t, StatusTerminalFailed, old.Status)
+	require.Equal(t, "schema_unsupported", old.LastError.Code)
+	newer := h.get("v9")
+	require.Equal(t, StatusPending, newer.Status) // left alone, not sent
+	require.Equal(t, 0, newer.Attempts)
+	require.Len(t, h.sent(), 1)
+	p, _ := h.ob.Status(ctx)
+	require.Equal(t, 1, p.Unsupported)
+}
+
+func TestLogoutPauseAndPurge(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a := h.enqueue(Op{OperationType: "comment", Payload: []byte("alice's")})
+	_, _ = h.ob.Logout(ctx, false)
+	h.ob.Login(Session{UserID: "bob", TenantID: "t1"})
+	b := h.enqueue(Op{OperationType: "comment", Payload: []byte("bob's")})
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	require.Len(t, h.sent(), 1)
+	require.Equal(t, "bob's", string(h.sent()[0].Body))
+	require.Equal(t, "bob", h.sent()[0].UserID)
+	require.Equal(t, StatusPending, h.get(a.ID).Status) // kept, not sent under bob
+	require.Equal(t, StatusAcked, h.get(b.ID).Status)
+	h.ob.Login(Session{UserID: "alice", TenantID: "t1"})
+	n, err := h.ob.Logout(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = h.store.Get(ctx, a.ID)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestAppPause(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	require.NoError(t, h.ob.Pause(ctx))
+	_, err := h.flush("A")
+	require.ErrorIs(t, err, ErrPaused)
+	require.NoError(t, h.ob.Resume(ctx))
+	_, err = h.flush("A")
+	require.NoError(t, err)
+	require.Len(t, h.sent(), 1)
+}
+
+func TestBoundedConcurrencyAcrossEntities(t *testing.T) {
+	var cur, peak atomic.Int32
+	var mu sync.Mutex
+	order := map[string][]string{}
+	h := newHarness(t, func(c *Config) { c.Concurrency = 3; c.BatchSize = 100 })
+	h.reply = func(r Request) (Response, error) {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		cur.Add(-1)
+		mu.Lock()
+		e := string(r.Body[:2])
+		order[e] = append(order[e], string(r.Body))
+		mu.Unlock()
+		return Response{Status: 200}, nil
+	}
+	for i := 0; i < 5; i++ {
+		for e := 0; e < 8; e++ {
+			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(e), Payload: []byte("e" + strconv.Itoa(e) + "#" + strconv.Itoa(i))})
+		}
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 40, rep.Acked)
+	require.True(t, peak.Load() <= 3 && peak.Load() >= 2, peak.Load())
+	for e, got := range order {
+		for i, b := range got {
+			require.Equal(t, e+"#"+strconv.Itoa(i), b) // per-entity order kept
+		}
+	}
+}
+
+func TestFlushDeadlineReleasesUnsent(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxFlushDuration = 10 * time.Second })
+	h.reply = func(Request) (Response, error) { h.clock.Add(4 * time.Second); return Response{Status: 200}, nil }
+	for i := 0; i < 5; i++ {
+		h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Acked)
+	require.Equal(t, 2, rep.Released)
+	p, _ := h.ob.Status(context.Background())
+	require.Equal(t, 2, p.Pending)
+	require.Equal(t, 0, p.Sending)
+	require.Equal(t, 12*time.Second, p.OldestPendingAge)
+}
+
+func TestEventsNeverCarryPayload(t *testing.T) {
+	h := newHarness(t, nil)
+	h.enqueue(Op{OperationType: "comment", OperationKey: "secret-key", Payload: []byte("secret-payload")})
+	_, _ = h.flush("A")
+	require.True(t, len(h.events) >= 4)
+	for _, e := range h.events {
+		s := e.RecordID + e.OperationKeyHash + e.Reason + e.ErrorCode + e.Owner
+		require.False(t, stringsContains(s, "secret"), e)
+	}
+}
+
+func stringsContains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

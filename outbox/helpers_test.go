@@ -1,0 +1,106 @@
+package outbox
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// seqIDs returns deterministic ids.
+func seqIDs() func() string {
+	var mu sync.Mutex
+	n := 0
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return "id" + strconv.Itoa(n)
+	}
+}
+
+type harness struct {
+	t      *testing.T
+	clock  *fakeClock
+	store  *MemStore
+	ob     *Outbox
+	events []Event
+	reqs   []Request
+	mu     sync.Mutex
+	reply  func(req Request) (Response, error)
+}
+
+func newHarness(t *testing.T, mod func(*Config)) *harness {
+	h := &harness{t: t, clock: &fakeClock{now: t0}, store: NewMemStore()}
+	h.reply = func(Request) (Response, error) { return Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil }
+	cfg := Config{
+		Name: "test", Store: h.store, Clock: h.clock, NewID: seqIDs(), Concurrency: 1,
+		Transport: TransportFunc(func(_ context.Context, r Request) (Response, error) {
+			h.mu.Lock()
+			h.reqs = append(h.reqs, r)
+			reply := h.reply
+			h.mu.Unlock()
+			return reply(r)
+		}),
+		Events: EventsFunc(func(e Event) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() }),
+		Policies: map[string]Policy{
+			"comment": {Dedupe: Append},
+			"title":   {Dedupe: ReplaceLatest},
+			"tags":    {Dedupe: Merge, Merge: func(a, b []byte) ([]byte, error) { return append(append(append([]byte{}, a...), ','), b...), nil }},
+			"star":    {Dedupe: DropIfExists},
+		},
+		Backoff: &Backoff{Base: time.Second, Cap: time.Minute, Rand: rand.New(rand.NewPCG(1, 2))},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ob, err := New(cfg)
+	require.NoError(t, err)
+	ob.Login(Session{UserID: "alice", TenantID: "t1", AuthGeneration: 1})
+	h.ob = ob
+	return h
+}
+
+func (h *harness) enqueue(op Op) EnqueueResult {
+	h.t.Helper()
+	r, err := h.ob.Enqueue(context.Background(), op)
+	require.NoError(h.t, err)
+	return r
+}
+
+func (h *harness) lease(owner string) Lease {
+	h.t.Helper()
+	l, err := h.ob.Acquire(context.Background(), owner, true)
+	require.NoError(h.t, err)
+	l.Resource, l.FenceToken = "outbox:test", l.Token
+	return l
+}
+
+func (h *harness) get(id string) Record {
+	h.t.Helper()
+	r, err := h.store.Get(context.Background(), id)
+	require.NoError(h.t, err)
+	return r
+}
+
+func (h *harness) flush(owner string) (FlushReport, error) {
+	return h.ob.Flush(context.Background(), h.lease(owner))
+}
+
+func (h *harness) sent() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Request(nil), h.reqs...)
+}

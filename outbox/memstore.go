@@ -1,0 +1,308 @@
+package outbox
+
+import (
+	"context"
+	"sort"
+	"sync"
+)
+
+// MemStore is a thread-safe in-memory Store for tests and the simulation. It
+// follows the Store contract exactly (one lock = one transaction), so it is
+// also the executable specification of an IndexedDB store.
+type MemStore struct {
+	mu     sync.Mutex
+	recs   map[string]Record
+	blobs  map[string][]byte
+	leases map[string]Lease
+	meta   Meta
+	seq    uint64
+
+	// OnWrite, when set, observes every record write made under a lease
+	// (Claim, Update) while the store's lock is held: the simulation checks
+	// that no stale owner ever wrote. Set it before use.
+	OnWrite func(w Write)
+}
+
+// Write describes one record write made under a lease.
+type Write struct {
+	Op        string // "claim" or "update"
+	RecordID  string
+	Owner     string
+	Token     uint64 // the writer's lease token
+	Current   uint64 // the lease row's token at the time of the write
+	NewStatus Status
+}
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore {
+	return &MemStore{recs: map[string]Record{}, blobs: map[string][]byte{}, leases: map[string]Lease{}}
+}
+
+func (s *MemStore) ctxErr(ctx context.Context) error { return ctx.Err() }
+
+// Enqueue implements Store.
+func (s *MemStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return EnqueueResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := &req.Record
+	key := in.EntityKey()
+	var related []Record
+	for _, r := range s.recs {
+		if r.UserID != in.UserID || r.Status.Settled() {
+			continue
+		}
+		if (in.OperationKey != "" && r.OperationKey == in.OperationKey) || r.EntityKey() == key {
+			c := r.Clone()
+			if c.PayloadRef != "" {
+				c.Payload = append([]byte(nil), s.blobs[c.PayloadRef]...)
+			}
+			related = append(related, c)
+		}
+	}
+	now := in.CreatedAt
+	plan, err := PlanEnqueue(related, req, now)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	if !plan.Write {
+		return plan.Result, nil
+	}
+	if plan.Result.Action == ActionAppended {
+		s.seq++
+		plan.Put.Seq = s.seq
+		plan.Result.Record.Seq = s.seq
+	}
+	if plan.DeleteBlob != "" {
+		delete(s.blobs, plan.DeleteBlob)
+	}
+	if plan.Put.PayloadRef != "" {
+		s.blobs[plan.Put.PayloadRef] = plan.Blob
+	}
+	s.recs[plan.Put.ID] = plan.Put.Clone()
+	plan.Result.Record = plan.Result.Record.Clone()
+	return plan.Result, nil
+}
+
+func (s *MemStore) current(l Lease) (uint64, bool) {
+	cur, found := s.leases[l.Name]
+	return cur.Token, CurrentLease(cur, found, l)
+}
+
+// Claim implements Store.
+func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	curTok, ok := s.current(req.Lease)
+	if !ok {
+		return nil, ErrStaleOwner
+	}
+	all := make([]Record, 0, len(s.recs))
+	for _, r := range s.recs {
+		if r.Status != StatusAcked {
+			all = append(all, r)
+		}
+	}
+	plan := PlanClaim(all, req)
+	for _, r := range plan.Put {
+		s.recs[r.ID] = r.Clone()
+		if s.OnWrite != nil {
+			s.OnWrite(Write{Op: "claim", RecordID: r.ID, Owner: req.Lease.Owner, Token: req.Lease.Token, Current: curTok, NewStatus: r.Status})
+		}
+	}
+	out := make([]Record, len(plan.Claimed))
+	for i, r := range plan.Claimed {
+		out[i] = r.Clone()
+	}
+	return out, nil
+}
+
+// Update implements Store.
+func (s *MemStore) Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	curTok, ok := s.current(lease)
+	if !ok {
+		return Record{}, ErrStaleOwner
+	}
+	r, found := s.recs[id]
+	if !found {
+		return Record{}, ErrNotFound
+	}
+	if !holds(&r, lease) {
+		return r.Clone(), ErrStaleOwner
+	}
+	c := r.Clone()
+	if err := fn(&c); err != nil {
+		return r.Clone(), err
+	}
+	s.recs[id] = c.Clone()
+	if s.OnWrite != nil {
+		s.OnWrite(Write{Op: "update", RecordID: id, Owner: lease.Owner, Token: lease.Token, Current: curTok, NewStatus: c.Status})
+	}
+	return c, nil
+}
+
+// Amend implements Store.
+func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, found := s.recs[id]
+	if !found {
+		return Record{}, ErrNotFound
+	}
+	c := r.Clone()
+	if err := fn(&c); err != nil {
+		return r.Clone(), err
+	}
+	s.recs[id] = c.Clone()
+	return c, nil
+}
+
+// Delete implements Store.
+func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, r := range s.recs {
+		if f.Match(&r) && (f.Limit <= 0 || n < f.Limit) {
+			if r.PayloadRef != "" {
+				delete(s.blobs, r.PayloadRef)
+			}
+			delete(s.recs, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Get implements Store.
+func (s *MemStore) Get(ctx context.Context, id string) (Record, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r.Clone(), nil
+}
+
+// List implements Store.
+func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Record
+	for _, r := range s.recs {
+		if f.Match(&r) {
+			out = append(out, r.Clone())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// Payload implements Store.
+func (s *MemStore) Payload(ctx context.Context, ref string) ([]byte, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.blobs[ref]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// Status implements Store.
+func (s *MemStore) Status(ctx context.Context) (Projection, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Projection{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]Record, 0, len(s.recs))
+	for _, r := range s.recs {
+		all = append(all, r)
+	}
+	return ProjectRecords(all, cloneMeta(s.meta)), nil
+}
+
+// GetLease implements Store.
+func (s *MemStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Lease{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[name]
+	return l, ok, nil
+}
+
+// UpdateLease implements Store.
+func (s *MemStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Lease{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, found := s.leases[name]
+	if !found {
+		cur.Name = name
+	}
+	next, err := fn(cur, found)
+	if err != nil {
+		return cur, err
+	}
+	next.Name = name
+	s.leases[name] = next
+	return next, nil
+}
+
+// UpdateMeta implements Store.
+func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return Meta{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := cloneMeta(s.meta)
+	if err := fn(&m); err != nil {
+		return cloneMeta(s.meta), err
+	}
+	s.meta = cloneMeta(m)
+	return m, nil
+}
+
+func cloneMeta(m Meta) Meta {
+	m.AuthPaused = append([]string(nil), m.AuthPaused...)
+	if m.LastError != nil {
+		e := *m.LastError
+		m.LastError = &e
+	}
+	return m
+}

@@ -1,0 +1,289 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
+)
+
+// Config configures an Outbox. Store, Transport and Policies are required.
+type Config struct {
+	Name      string // queue scope; the lease is named "outbox-flush:v1:"+Name
+	Store     Store
+	Transport Transport
+	Clock     Clock  // default SystemClock
+	Events    Events // default: none
+	Endpoint  string // default "/api/commands"
+	// Policies maps OperationType to its dedupe policy. An operation type
+	// without one is refused: dedupe is domain logic, never guessed.
+	Policies    map[string]Policy
+	MaxAttempts int // default 10
+	Backoff     *Backoff
+	InlineLimit int // payloads above this many bytes go to the blob store; default 64 KiB, <0: never
+
+	BatchSize        int           // records per claim; default 25
+	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
+	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines
+	LeaseTTL         time.Duration // record and fallback-lease lifetime; default 30s
+
+	SchemaVersion int // payload schema of new records; default 1
+	Migrations    []Migration
+
+	NewID func() string // record ids and idempotency keys; default 128 random bits, hex
+	// OnAuthRequired is called (at most once per Flush) when the receiver
+	// answered 401: the user's queue is paused until the app calls Resume.
+	OnAuthRequired func(userID string)
+}
+
+// Outbox is one tab's handle on the shared queue.
+type Outbox struct {
+	cfg      Config
+	lockName string
+
+	mu      sync.Mutex
+	session Session
+}
+
+// New validates cfg and applies defaults.
+func New(cfg Config) (*Outbox, error) {
+	if cfg.Store == nil || cfg.Transport == nil || len(cfg.Policies) == 0 {
+		return nil, ErrInvalidRecord
+	}
+	for _, p := range cfg.Policies {
+		if p.Dedupe == Merge && p.Merge == nil {
+			return nil, ErrInvalidRecord
+		}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Events == nil {
+		cfg.Events = EventsFunc(func(Event) {})
+	}
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = "/api/commands"
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = &Backoff{}
+	}
+	if cfg.InlineLimit == 0 {
+		cfg.InlineLimit = 64 << 10
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 25
+	}
+	if cfg.MaxFlushDuration <= 0 {
+		cfg.MaxFlushDuration = 20 * time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 30 * time.Second
+	}
+	if cfg.SchemaVersion <= 0 {
+		cfg.SchemaVersion = 1
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name}, nil
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// LockName is the Web Lock / lease name of this queue scope.
+func (o *Outbox) LockName() string { return o.lockName }
+
+// Login sets the session new records are enqueued and sent under.
+func (o *Outbox) Login(s Session) {
+	o.mu.Lock()
+	o.session = s
+	o.mu.Unlock()
+}
+
+// Session returns the current session.
+func (o *Outbox) Session() Session {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.session
+}
+
+// Logout ends the session. With purge the user's records are deleted (an
+// in-flight send may still reach the server; its idempotency key keeps it to
+// one effect). Without purge they are kept, and never sent under another
+// user: the scheduler only sends the current user's records.
+func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
+	o.mu.Lock()
+	user := o.session.UserID
+	o.session = Session{}
+	o.mu.Unlock()
+	if !purge || user == "" {
+		return 0, nil
+	}
+	return o.cfg.Store.Delete(ctx, Filter{UserID: user})
+}
+
+// Op is one mutation to enqueue.
+type Op struct {
+	OperationType string // selects the Policy
+	OperationKey  string // dedupe key; empty: never coalesced
+	EntityType    string
+	EntityID      string
+	Payload       []byte
+	DependencyIDs []string
+}
+
+// Enqueue durably records op for the current user and returns once the
+// store committed. The caller then announces OUTBOX_CHANGED.
+func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
+	s := o.Session()
+	if s.UserID == "" {
+		return EnqueueResult{}, ErrNoSession
+	}
+	pol, ok := o.cfg.Policies[op.OperationType]
+	if !ok {
+		return EnqueueResult{}, ErrUnknownOperation
+	}
+	now := o.cfg.Clock.Now()
+	max := pol.MaxAttempts
+	if max <= 0 {
+		max = o.cfg.MaxAttempts
+	}
+	key := o.cfg.NewID()
+	if !wire.ValidKey(key) {
+		return EnqueueResult{}, ErrInvalidRecord
+	}
+	rec := Record{
+		ID: o.cfg.NewID(), OperationKey: op.OperationKey, IdempotencyKey: key,
+		EntityType: op.EntityType, EntityID: op.EntityID, OperationType: op.OperationType,
+		Payload: op.Payload, PayloadSchemaVersion: o.cfg.SchemaVersion,
+		Status: StatusPending, MaxAttempts: max, NextAttemptAt: now,
+		DependencyIDs: append([]string(nil), op.DependencyIDs...),
+		CreatedAt:     now, UpdatedAt: now,
+		UserID: s.UserID, TenantID: s.TenantID, AuthGeneration: s.AuthGeneration,
+	}
+	res, err := o.cfg.Store.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit})
+	if err != nil {
+		return res, err
+	}
+	o.emit(Event{Kind: EventEnqueue, At: now, RecordID: res.ID, OperationKeyHash: hashKey(op.OperationKey), Reason: string(res.Action)})
+	return res, nil
+}
+
+// Status returns the shared projection, with the oldest pending age and the
+// count of records of a newer payload schema this tab leaves alone.
+func (o *Outbox) Status(ctx context.Context) (Projection, error) {
+	p, err := o.cfg.Store.Status(ctx)
+	if err != nil {
+		return p, err
+	}
+	newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1})
+	if err != nil {
+		return p, err
+	}
+	for i := range newer {
+		if !newer[i].Status.Settled() {
+			p.Unsupported++
+		}
+	}
+	if !p.OldestPendingAt.IsZero() {
+		p.OldestPendingAge = o.cfg.Clock.Now().Sub(p.OldestPendingAt)
+	}
+	return p, nil
+}
+
+// DeadLetters lists the records that need the app: dead letters, conflicts
+// and terminal failures.
+func (o *Outbox) DeadLetters(ctx context.Context) ([]Record, error) {
+	return o.cfg.Store.List(ctx, Filter{Statuses: []Status{StatusDeadLetter, StatusConflict, StatusTerminalFailed}})
+}
+
+// Retry puts a dead-letter, conflict or terminal record back in the queue.
+func (o *Outbox) Retry(ctx context.Context, id string) error {
+	now := o.cfg.Clock.Now()
+	_, err := o.cfg.Store.Amend(ctx, id, func(r *Record) error {
+		n, err := AppRetry(*r, now)
+		*r = n
+		return err
+	})
+	return err
+}
+
+// Discard deletes a dead-letter, conflict or terminal record: the app has
+// resolved it. Waiting and in-flight records cannot be discarded.
+func (o *Outbox) Discard(ctx context.Context, id string) error {
+	n, err := o.cfg.Store.Delete(ctx, Filter{IDs: []string{id}, Statuses: []Status{StatusDeadLetter, StatusConflict, StatusTerminalFailed}})
+	if err != nil || n == 1 {
+		return err
+	}
+	r, err := o.cfg.Store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return transitionError("discard", r.Status)
+}
+
+// Pause stops every flush (all tabs) until Resume.
+func (o *Outbox) Pause(ctx context.Context) error {
+	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error { m.Paused = true; return nil })
+	return err
+}
+
+// Resume lifts the app pause and the current user's auth pause (call it
+// after re-authenticating).
+func (o *Outbox) Resume(ctx context.Context) error {
+	user := o.Session().UserID
+	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
+		m.Paused = false
+		m.AuthPaused = removeString(m.AuthPaused, user)
+		return nil
+	})
+	return err
+}
+
+func removeString(xs []string, x string) []string {
+	out := xs[:0]
+	for _, v := range xs {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Acquire takes the flush lease for owner with a higher token. Call it with
+// steal=true while holding the Web Lock (or when stealing it from a frozen
+// owner), steal=false for the IndexedDB fallback without Web Locks (fails
+// with ErrLeaseHeld while another owner's lease is unexpired). The caller sets
+// Resource and FenceToken (issued by POST /fence/{resource}) before Flush.
+func (o *Outbox) Acquire(ctx context.Context, owner string, steal bool) (Lease, error) {
+	now := o.cfg.Clock.Now()
+	return o.cfg.Store.UpdateLease(ctx, o.lockName, AcquireLease(owner, now, o.cfg.LeaseTTL, steal))
+}
+
+// Release expires l at once if it is still current.
+func (o *Outbox) Release(ctx context.Context, l Lease) error {
+	_, err := o.cfg.Store.UpdateLease(ctx, o.lockName, ReleaseLease(l, o.cfg.Clock.Now()))
+	return err
+}
+
+func (o *Outbox) emit(e Event) { o.cfg.Events.Emit(e) }
+
+// SkippedLocked records that a flush trigger found the lock taken (Web Lock
+// ifAvailable returned no lock, or the fallback lease is held): the lock
+// deduplicated the work. reason names the trigger.
+func (o *Outbox) SkippedLocked(owner, reason string) {
+	o.emit(Event{Kind: EventSkipLocked, At: o.cfg.Clock.Now(), Owner: owner, Reason: reason})
+}

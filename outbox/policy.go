@@ -1,0 +1,157 @@
+package outbox
+
+import "time"
+
+// Dedupe is how an enqueue treats earlier records with the same operation
+// key. It is domain logic, so it is configured per operation type.
+type Dedupe string
+
+const (
+	// Append keeps every operation: distinct business facts (comments,
+	// payments, audit events, messages) must use it.
+	Append Dedupe = "append"
+	// ReplaceLatest overwrites the payload of the latest waiting record with
+	// the same operation key (e.g. "set draft title").
+	ReplaceLatest Dedupe = "replace-latest"
+	// Merge combines the payload of the latest waiting record with the new
+	// one through Policy.Merge.
+	Merge Dedupe = "merge"
+	// DropIfExists drops the new operation when one with the same key is
+	// still waiting or in flight.
+	DropIfExists Dedupe = "drop-if-exists"
+)
+
+// MergeFunc combines an earlier payload with a newer one. It must be pure and
+// deterministic: it runs inside the Store's transaction.
+type MergeFunc func(older, newer []byte) ([]byte, error)
+
+// Policy configures one operation type.
+type Policy struct {
+	Dedupe      Dedupe
+	Merge       MergeFunc // required for Merge
+	MaxAttempts int       // 0: the Outbox default
+	Endpoint    string    // "": the Outbox default
+}
+
+// Action says what an enqueue did.
+type Action string
+
+const (
+	ActionAppended Action = "appended"
+	ActionReplaced Action = "replaced"
+	ActionMerged   Action = "merged"
+	ActionDropped  Action = "dropped"
+)
+
+// EnqueueRequest is one enqueue, applied by Store.Enqueue in one transaction.
+// Record.Payload holds the full payload; Record.Seq is assigned by the store.
+type EnqueueRequest struct {
+	Record      Record
+	Policy      Policy
+	InlineLimit int // payloads longer than this go to the blob store; <=0: always inline
+}
+
+// EnqueueResult reports the record the operation now lives in.
+type EnqueueResult struct {
+	ID     string
+	Action Action
+	Record Record // as stored (Payload empty when it went to the blob store)
+}
+
+// EnqueuePlan is what a Store must write for an enqueue: Put (with Blob under
+// Put.PayloadRef when that is set), and DeleteBlob when a replaced payload
+// leaves the blob store.
+type EnqueuePlan struct {
+	Put        Record
+	Write      bool // false: nothing to write (dropped)
+	Blob       []byte
+	DeleteBlob string
+	Result     EnqueueResult
+}
+
+// PlanEnqueue decides an enqueue. related must hold every unsettled record of
+// the same user with the same operation key or the same entity, with full
+// payloads (blob payloads loaded). It is pure, so a Store runs it inside its
+// transaction.
+//
+// Replace and merge only touch a record that the server cannot have seen
+// (waiting, never handed to the transport) and that is the latest unsettled
+// record of its entity, so coalescing never reorders operations nor reuses an
+// idempotency key with another payload; otherwise the operation is appended.
+func PlanEnqueue(related []Record, req EnqueueRequest, now time.Time) (EnqueuePlan, error) {
+	in := req.Record
+	if in.ID == "" || in.IdempotencyKey == "" || in.UserID == "" {
+		return EnqueuePlan{}, ErrInvalidRecord
+	}
+	var latest *Record // latest unsettled record with the same operation key
+	var entityTail uint64
+	key := in.EntityKey()
+	for i := range related {
+		r := &related[i]
+		if r.UserID != in.UserID || r.Status.Settled() {
+			continue
+		}
+		if r.EntityKey() == key && r.Seq > entityTail {
+			entityTail = r.Seq
+		}
+		if in.OperationKey != "" && r.OperationKey == in.OperationKey && (latest == nil || r.Seq > latest.Seq) {
+			latest = r
+		}
+	}
+	switch req.Policy.Dedupe {
+	case Append:
+	case DropIfExists:
+		if latest != nil {
+			return EnqueuePlan{Result: EnqueueResult{ID: latest.ID, Action: ActionDropped, Record: *latest}}, nil
+		}
+	case ReplaceLatest, Merge:
+		if latest == nil || !latest.Status.Waiting() || latest.Sends > 0 || latest.Seq < entityTail {
+			break
+		}
+		payload, action := in.Payload, ActionReplaced
+		if req.Policy.Dedupe == Merge {
+			if req.Policy.Merge == nil {
+				return EnqueuePlan{}, ErrInvalidRecord
+			}
+			m, err := req.Policy.Merge(latest.Payload, in.Payload)
+			if err != nil {
+				return EnqueuePlan{}, err
+			}
+			payload, action = m, ActionMerged
+		}
+		put := latest.Clone()
+		oldRef := put.PayloadRef
+		put.PayloadSchemaVersion = in.PayloadSchemaVersion
+		put.AuthGeneration = in.AuthGeneration
+		put.NextAttemptAt, put.UpdatedAt = now, now
+		plan := placePayload(put, payload, req.InlineLimit)
+		if oldRef != "" && oldRef != plan.Put.PayloadRef {
+			plan.DeleteBlob = oldRef
+		}
+		plan.Result = EnqueueResult{ID: put.ID, Action: action, Record: plan.Put}
+		return plan, nil
+	default:
+		return EnqueuePlan{}, ErrUnknownOperation
+	}
+	in.Status = StatusPending
+	in.CreatedAt, in.UpdatedAt = now, now
+	if in.NextAttemptAt.IsZero() {
+		in.NextAttemptAt = now
+	}
+	plan := placePayload(in, in.Payload, req.InlineLimit)
+	plan.Result = EnqueueResult{ID: in.ID, Action: ActionAppended, Record: plan.Put}
+	return plan, nil
+}
+
+// placePayload stores p inline or by reference, and hashes it.
+func placePayload(r Record, p []byte, inlineLimit int) EnqueuePlan {
+	r.PayloadHash = HashPayload(p)
+	if inlineLimit > 0 && len(p) > inlineLimit {
+		r.PayloadRef = "blob:" + r.ID
+		r.Payload = nil
+		return EnqueuePlan{Put: r, Write: true, Blob: append([]byte(nil), p...)}
+	}
+	r.PayloadRef = ""
+	r.Payload = append([]byte(nil), p...)
+	return EnqueuePlan{Put: r, Write: true}
+}

@@ -1,0 +1,139 @@
+package outbox
+
+import (
+	"sort"
+	"time"
+)
+
+// ClaimRequest asks a Store for the next batch. The Store verifies, in the
+// same transaction, that Lease is still the current lease (owner and token),
+// then applies PlanClaim.
+type ClaimRequest struct {
+	Lease     Lease
+	Now       time.Time
+	Limit     int           // records per batch
+	LeaseTTL  time.Duration // how long claimed records stay leased
+	UserID    string        // session boundary: only this user's records
+	TenantID  string
+	MaxSchema int      // records of a newer payload schema are left alone
+	Paused    []string // users whose queue is paused (auth)
+}
+
+// ClaimPlan is what a Store writes for a claim: Put (recovered and claimed
+// records) and returns Claimed, in send order.
+type ClaimPlan struct {
+	Put     []Record
+	Claimed []Record
+}
+
+// PlanClaim picks a bounded batch of due records. It is pure; a Store passes
+// every record that is not acked (acked ones may be omitted: an absent
+// dependency counts as done).
+//
+// Rules, in order:
+//   - In-flight records whose lease expired are recovered first (RecoverExpired),
+//     so no state can only be left by its dead owner.
+//   - Session boundary: only records of req.UserID/TenantID are considered;
+//     a paused user's records are skipped.
+//   - Per-entity order: within an entity (EntityKey), records go by Seq. Only
+//     the oldest unsettled record may head a lane; the lane continues with the
+//     following records of the entity while they are due too. A record that is
+//     in flight, not due, blocked (conflict, terminal, dead letter: they stop
+//     the entity until the app retries or discards them), of a newer schema,
+//     or waiting on a dependency stops its entity there.
+//   - Dependencies: every DependencyID must be acked (absent counts as acked)
+//     or precede the record in the same lane.
+//   - Lanes are ordered by their head's Seq; at most Limit records in all.
+func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
+	var plan ClaimPlan
+	putAt := map[string]int{} // id -> index in plan.Put: each record is put once
+	put := func(r Record) {
+		if i, ok := putAt[r.ID]; ok {
+			plan.Put[i] = r
+			return
+		}
+		putAt[r.ID] = len(plan.Put)
+		plan.Put = append(plan.Put, r)
+	}
+	recs := make([]Record, len(all))
+	copy(recs, all)
+	for i := range recs {
+		if LeaseExpired(&recs[i], req.Now) {
+			if r, err := RecoverExpired(recs[i], req.Now); err == nil {
+				recs[i] = r
+				put(r)
+			}
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	status := make(map[string]Status, len(recs))
+	for i := range recs {
+		status[recs[i].ID] = recs[i].Status
+	}
+	paused := false
+	for _, u := range req.Paused {
+		if u == req.UserID {
+			paused = true
+		}
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = 1
+	}
+	if req.UserID == "" || paused {
+		return plan
+	}
+	stopped := map[string]bool{} // entity keys that cannot advance further
+	laneOf := map[string]int{}   // entity key -> lane index
+	inLane := map[string]int{}   // record id -> lane index
+	var lanes [][]Record
+	total := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.UserID != req.UserID || r.TenantID != req.TenantID || r.Status == StatusAcked {
+			continue
+		}
+		key := r.EntityKey()
+		if stopped[key] {
+			continue
+		}
+		lane, hasLane := laneOf[key]
+		ok := total < limit && Due(r, req.Now) &&
+			(req.MaxSchema <= 0 || r.PayloadSchemaVersion <= req.MaxSchema)
+		if ok {
+			for _, d := range r.DependencyIDs {
+				st, present := status[d]
+				if !present || st == StatusAcked {
+					continue
+				}
+				if l, same := inLane[d]; same && hasLane && l == lane {
+					continue
+				}
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			stopped[key] = true
+			continue
+		}
+		c, err := Claim(*r, req.Lease, req.Now, req.LeaseTTL)
+		if err != nil {
+			stopped[key] = true
+			continue
+		}
+		if !hasLane {
+			lane = len(lanes)
+			laneOf[key] = lane
+			lanes = append(lanes, nil)
+		}
+		lanes[lane] = append(lanes[lane], c)
+		inLane[c.ID] = lane
+		put(c)
+		total++
+	}
+	for _, l := range lanes {
+		plan.Claimed = append(plan.Claimed, l...)
+	}
+	return plan
+}

@@ -1,0 +1,106 @@
+package outbox
+
+import (
+	"testing"
+	"time"
+)
+
+func rec(id string, seq uint64, entity string, st Status) Record {
+	return Record{ID: id, IdempotencyKey: "k" + id, Seq: seq, EntityType: "note", EntityID: entity, UserID: "u", Status: st, NextAttemptAt: t0, MaxAttempts: 5}
+}
+
+func claimIDs(p ClaimPlan) []string {
+	var ids []string
+	for _, r := range p.Claimed {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func req(limit int) ClaimRequest {
+	return ClaimRequest{Lease: la, Now: t0, Limit: limit, LeaseTTL: time.Minute, UserID: "u"}
+}
+
+func TestPerEntityOrderAndLanes(t *testing.T) {
+	all := []Record{rec("a1", 1, "a", StatusPending), rec("b1", 2, "b", StatusPending), rec("a2", 3, "a", StatusPending), rec("solo", 4, "", StatusPending)}
+	p := PlanClaim(all, req(10))
+	require.Equal(t, []string{"a1", "a2", "b1", "solo"}, claimIDs(p)) // lanes contiguous, in order
+	require.Len(t, lanesOf(p.Claimed), 3)
+	p = PlanClaim(all, req(2))
+	require.Equal(t, []string{"a1", "b1"}, claimIDs(p))
+}
+
+func TestEntityBlockedByHeadState(t *testing.T) {
+	for _, st := range []Status{StatusSending, StatusLeased, StatusConflict, StatusTerminalFailed, StatusDeadLetter} {
+		head := rec("a1", 1, "a", st)
+		head.LeaseExpiresAt = t0.Add(time.Minute)
+		p := PlanClaim([]Record{head, rec("a2", 2, "a", StatusPending), rec("b1", 3, "b", StatusPending)}, req(10))
+		require.Equal(t, []string{"b1"}, claimIDs(p), st)
+	}
+	// a not-yet-due head blocks its followers too
+	head := rec("a1", 1, "a", StatusFailed)
+	head.NextAttemptAt = t0.Add(time.Second)
+	p := PlanClaim([]Record{head, rec("a2", 2, "a", StatusPending)}, req(10))
+	require.Len(t, p.Claimed, 0)
+	// acked heads don't block
+	p = PlanClaim([]Record{rec("a1", 1, "a", StatusAcked), rec("a2", 2, "a", StatusPending)}, req(10))
+	require.Equal(t, []string{"a2"}, claimIDs(p))
+}
+
+func TestExpiredLeaseRecoveredByClaim(t *testing.T) {
+	head := rec("a1", 1, "a", StatusSending)
+	head.Attempts, head.LeaseOwner, head.LeaseToken, head.LeaseExpiresAt = 1, "dead", 3, t0
+	p := PlanClaim([]Record{head, rec("a2", 2, "a", StatusPending)}, req(10))
+	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
+	require.Len(t, p.Put, 2)
+	require.Equal(t, "A", p.Claimed[0].LeaseOwner)
+	require.Equal(t, 1, p.Claimed[0].Attempts)
+}
+
+func TestDependencies(t *testing.T) {
+	c := rec("c", 3, "c", StatusPending)
+	c.DependencyIDs = []string{"a1"}
+	// dependency not acked yet (in another entity): wait
+	p := PlanClaim([]Record{rec("a1", 1, "a", StatusPending), c}, req(10))
+	require.Equal(t, []string{"a1"}, claimIDs(p))
+	// acked or absent: go
+	p = PlanClaim([]Record{rec("a1", 1, "a", StatusAcked), c}, req(10))
+	require.Equal(t, []string{"c"}, claimIDs(p))
+	p = PlanClaim([]Record{c}, req(10))
+	require.Equal(t, []string{"c"}, claimIDs(p))
+	// dependency dead-lettered: stays blocked until the app resolves it
+	p = PlanClaim([]Record{rec("a1", 1, "a", StatusDeadLetter), c}, req(10))
+	require.Len(t, p.Claimed, 0)
+	// dependency earlier in the same lane: allowed, the lane keeps order
+	a2 := rec("a2", 2, "a", StatusPending)
+	a2.DependencyIDs = []string{"a1"}
+	p = PlanClaim([]Record{rec("a1", 1, "a", StatusPending), a2}, req(10))
+	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
+}
+
+func TestSessionBoundary(t *testing.T) {
+	other := rec("x", 1, "a", StatusPending)
+	other.UserID = "mallory"
+	mine := rec("m", 2, "a", StatusPending)
+	p := PlanClaim([]Record{other, mine}, req(10))
+	require.Equal(t, []string{"m"}, claimIDs(p)) // other users' records neither sent nor blocking
+	r := req(10)
+	r.Paused = []string{"u"}
+	require.Len(t, PlanClaim([]Record{mine}, r).Claimed, 0)
+	r = req(10)
+	r.UserID = ""
+	require.Len(t, PlanClaim([]Record{mine}, r).Claimed, 0)
+	r = req(10)
+	r.TenantID = "t2"
+	require.Len(t, PlanClaim([]Record{mine}, r).Claimed, 0)
+}
+
+func TestNewerSchemaLeftAlone(t *testing.T) {
+	newer := rec("n", 1, "a", StatusPending)
+	newer.PayloadSchemaVersion = 3
+	r := req(10)
+	r.MaxSchema = 2
+	p := PlanClaim([]Record{newer, rec("a2", 2, "a", StatusPending), rec("b", 3, "b", StatusPending)}, r)
+	require.Equal(t, []string{"b"}, claimIDs(p))
+	require.Len(t, p.Put, 1)
+}

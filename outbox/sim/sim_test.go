@@ -1,0 +1,128 @@
+// Run: go test ./outbox/sim (2000 seeds; 200 in wasm or -short),
+// -sim.seeds=N for more, -sim.first=F to start elsewhere, and
+// -sim.seed=S -v to replay one seed with its full trace.
+
+package sim
+
+import (
+	"flag"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeeds = flag.Int("sim.seeds", 0, "number of seeds to run (default 2000 native, 200 in wasm)")
+	flagSeed  = flag.Uint64("sim.seed", 0, "replay one seed with its full trace")
+	flagFirst = flag.Uint64("sim.first", 1, "first seed of the range")
+)
+
+func replayCmd(seed uint64) string {
+	return "go test ./outbox/sim -run 'TestSimulation$' -sim.seed=" + itoa(seed) + " -v"
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+func report(t *testing.T, w *World, fails []string) {
+	t.Helper()
+	t.Errorf("seed %d failed: %s\n  replay: %s\n  trace tail:\n    %s", w.Seed, strings.Join(fails, "\n  "),
+		replayCmd(w.Seed), strings.Join(tail(w.trace, 40), "\n    "))
+}
+
+func tail(xs []string, n int) []string {
+	if len(xs) > n {
+		return xs[len(xs)-n:]
+	}
+	return xs
+}
+
+// TestSimulation runs many seeds; -sim.seed=S replays one with its trace.
+func TestSimulation(t *testing.T) {
+	if *flagSeed != 0 {
+		w := NewWorld(*flagSeed, Options{Trace: true})
+		fails := w.Run()
+		for _, l := range w.trace {
+			t.Log(l)
+		}
+		t.Logf("stats %+v", w.stats)
+		if len(fails) > 0 {
+			report(t, w, fails)
+		}
+		return
+	}
+	n := *flagSeeds
+	if n == 0 {
+		n = 2000
+		if runtime.GOOS == "js" || testing.Short() {
+			n = 200
+		}
+	}
+	start := time.Now()
+	var total Stats
+	failures := 0
+	for s := *flagFirst; s < *flagFirst+uint64(n); s++ {
+		w := NewWorld(s, Options{})
+		if fails := w.Run(); len(fails) > 0 {
+			report(t, w, fails)
+			if failures++; failures >= 3 {
+				t.Fatalf("stopping after 3 failing seeds")
+			}
+		}
+		total.add(w.stats)
+	}
+	t.Logf("%d seeds in %v: %+v", n, time.Since(start).Round(time.Millisecond), total)
+}
+
+func (s *Stats) add(o Stats) {
+	s.Steps += o.Steps
+	s.Enqueued += o.Enqueued
+	s.Coalesced += o.Coalesced
+	s.Flushes += o.Flushes
+	s.Crashes += o.Crashes
+	s.Freezes += o.Freezes
+	s.Steals += o.Steals
+	s.Effects += o.Effects
+	s.Requests += o.Requests
+	s.Acked += o.Acked
+	s.Discarded += o.Discarded
+	s.Purged += o.Purged
+	s.StaleRejected += o.StaleRejected
+}
+
+// TestDeterministic: a seed replays exactly.
+func TestDeterministic(t *testing.T) {
+	for _, s := range []uint64{3, 77, 1234} {
+		a, b := NewWorld(s, Options{Trace: true}), NewWorld(s, Options{Trace: true})
+		a.Run()
+		b.Run()
+		if strings.Join(a.trace, "\n") != strings.Join(b.trace, "\n") || a.stats != b.stats {
+			t.Fatalf("seed %d is not deterministic", s)
+		}
+	}
+}
+
+// TestCheckerCatchesDuplicates: without server idempotency, duplicates and
+// resends after crashes must be reported as double effects.
+func TestCheckerCatchesDuplicates(t *testing.T) {
+	caught := 0
+	for s := uint64(1); s <= 50; s++ {
+		if fails := NewWorld(s, Options{BreakIdempotency: true}).Run(); len(fails) > 0 {
+			caught++
+		}
+	}
+	if caught < 10 {
+		t.Fatalf("the checker caught only %d of 50 broken runs", caught)
+	}
+}

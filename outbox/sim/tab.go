@@ -1,0 +1,184 @@
+package sim
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tabfence/tabfence/outbox"
+)
+
+// errCrashed is what a dead tab's code sees from every store or network call
+// after its crash point: nothing it does afterwards reaches shared state.
+var errCrashed = errors.New("sim: tab crashed")
+
+// errNetwork is a request or response lost on the network.
+var errNetwork = errors.New("sim: network error")
+
+// Tab is one simulated browser tab. Its flush runs as a coroutine
+// (iter.Pull) that yields to the world before every store call and around
+// every network round trip, so tabs interleave, freeze and crash at exactly
+// those points, in an order chosen by the seed. Only one coroutine ever runs
+// at a time: the simulation is single-threaded and deterministic.
+type Tab struct {
+	w      *World
+	idx    int
+	gen    int
+	owner  string
+	ob     *outbox.Outbox
+	alive  bool
+	killed bool // crashed mid-flush: every later call fails
+
+	flushing bool
+	inCoro   bool
+	yield    func(struct{}) bool
+	next     func() (struct{}, bool)
+	stop     func()
+	lease    outbox.Lease
+	frozen   bool
+	thawAt   int64 // virtual ms
+}
+
+// step is a yield point: the world may run other tabs, advance time, freeze
+// or crash this one before the call goes ahead.
+func (t *Tab) step() error {
+	if t.killed {
+		return errCrashed
+	}
+	if !t.inCoro {
+		return nil
+	}
+	if !t.yield(struct{}{}) {
+		t.killed = true
+		return errCrashed
+	}
+	if t.killed {
+		return errCrashed
+	}
+	return nil
+}
+
+// tabStore routes a tab's store calls through its yield points.
+type tabStore struct{ t *Tab }
+
+func (s tabStore) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.EnqueueResult{}, err
+	}
+	return s.t.w.store.Enqueue(ctx, req)
+}
+
+func (s tabStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+	if err := s.t.step(); err != nil {
+		return nil, err
+	}
+	return s.t.w.store.Claim(ctx, req)
+}
+
+func (s tabStore) Update(ctx context.Context, l outbox.Lease, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Record{}, err
+	}
+	return s.t.w.store.Update(ctx, l, id, fn)
+}
+
+func (s tabStore) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Record{}, err
+	}
+	return s.t.w.store.Amend(ctx, id, fn)
+}
+
+func (s tabStore) Delete(ctx context.Context, f outbox.Filter) (int, error) {
+	if err := s.t.step(); err != nil {
+		return 0, err
+	}
+	return s.t.w.store.Delete(ctx, f)
+}
+
+func (s tabStore) Get(ctx context.Context, id string) (outbox.Record, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Record{}, err
+	}
+	return s.t.w.store.Get(ctx, id)
+}
+
+func (s tabStore) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
+	if err := s.t.step(); err != nil {
+		return nil, err
+	}
+	return s.t.w.store.List(ctx, f)
+}
+
+func (s tabStore) Payload(ctx context.Context, ref string) ([]byte, error) {
+	if err := s.t.step(); err != nil {
+		return nil, err
+	}
+	return s.t.w.store.Payload(ctx, ref)
+}
+
+func (s tabStore) Status(ctx context.Context) (outbox.Projection, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Projection{}, err
+	}
+	return s.t.w.store.Status(ctx)
+}
+
+func (s tabStore) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Lease{}, false, err
+	}
+	return s.t.w.store.GetLease(ctx, name)
+}
+
+func (s tabStore) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Lease{}, err
+	}
+	l, err := s.t.w.store.UpdateLease(ctx, name, fn)
+	if err == nil && l.Token > s.t.w.maxToken {
+		s.t.w.maxToken = l.Token
+	}
+	return l, err
+}
+
+func (s tabStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
+	if err := s.t.step(); err != nil {
+		return outbox.Meta{}, err
+	}
+	return s.t.w.store.UpdateMeta(ctx, fn)
+}
+
+// tabTransport is the lossy, slow, duplicating network between a tab and the
+// server. Credentials are the tab's current session, attached at send time.
+type tabTransport struct{ t *Tab }
+
+func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
+	t, w := n.t, n.t.w
+	user := t.ob.Session().UserID
+	if err := t.step(); err != nil { // request on the wire
+		if w.chance(0.5) { // the tab died, its request still arrives
+			w.srv.Handle(w.time(), user, req)
+			w.tracef("%s orphan request %s delivered", t.owner, req.RecordID)
+		}
+		return outbox.Response{}, err
+	}
+	if w.chance(w.pDropBefore) {
+		w.tracef("%s request %s dropped before server", t.owner, req.RecordID)
+		return outbox.Response{}, errNetwork
+	}
+	resp := w.srv.Handle(w.time(), user, req)
+	if w.chance(w.pDup) { // the browser resends on a new connection
+		resp = w.srv.Handle(w.time(), user, req)
+		w.tracef("%s request %s duplicated", t.owner, req.RecordID)
+	}
+	w.tracef("%s sent %s tok=%s -> %d", t.owner, req.RecordID, req.Header.Get("X-Client-Fencing-Token"), resp.Status)
+	if err := t.step(); err != nil { // response on the wire
+		w.tracef("%s died after server answered %s", t.owner, req.RecordID)
+		return outbox.Response{}, err
+	}
+	if w.chance(w.pDropAfter) {
+		w.tracef("%s response for %s lost", t.owner, req.RecordID)
+		return outbox.Response{}, errNetwork
+	}
+	return resp, nil
+}

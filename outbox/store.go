@@ -1,0 +1,180 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the durable queue. Every method is ONE atomic transaction, and the
+// only thing a method runs between its requests is pure Go (PlanEnqueue,
+// PlanClaim, the fn arguments), so it can be implemented on IndexedDB, whose
+// transactions die when anything awaits a later task.
+type Store interface {
+	// Enqueue reads the unsettled records of req.Record.UserID with the same
+	// OperationKey or the same EntityKey (blob payloads loaded), runs
+	// PlanEnqueue, assigns Put.Seq from a monotonic counter when the plan
+	// appends, writes Put (and Blob under Put.PayloadRef, deleting DeleteBlob),
+	// and returns the plan's Result with the stored Seq. It returns only after
+	// the transaction committed. req.Record.CreatedAt is the enqueue time.
+	Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error)
+	// Claim checks that req.Lease is the current lease of req.Lease.Name
+	// (same Owner and Token, else ErrStaleOwner), runs PlanClaim over the
+	// unacked records, writes plan.Put and returns plan.Claimed.
+	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
+	// Update checks that lease is the current lease and that record id is
+	// leased to lease.Owner/lease.Token (else ErrStaleOwner; ErrNotFound if
+	// absent), applies fn to a copy and writes it unless fn fails.
+	Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error)
+	// Amend applies an app action (retry, discard-like edits) without a
+	// lease: fn itself refuses records that are in flight.
+	Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error)
+	// Delete removes the records matching f (and their blobs) and returns how many.
+	Delete(ctx context.Context, f Filter) (int, error)
+	// Get returns one record (Payload empty if it lives in the blob store).
+	Get(ctx context.Context, id string) (Record, error)
+	// List returns the records matching f in Seq order.
+	List(ctx context.Context, f Filter) ([]Record, error)
+	// Payload loads a blob-store payload by PayloadRef.
+	Payload(ctx context.Context, ref string) ([]byte, error)
+	// Status returns the projection every tab renders.
+	Status(ctx context.Context) (Projection, error)
+	// GetLease reads the lease row of name.
+	GetLease(ctx context.Context, name string) (Lease, bool, error)
+	// UpdateLease runs fn on the lease row of name (found=false: none yet)
+	// and writes its result unless it fails. AcquireLease, RenewLease and
+	// ReleaseLease are the fns.
+	UpdateLease(ctx context.Context, name string, fn func(cur Lease, found bool) (Lease, error)) (Lease, error)
+	// UpdateMeta runs fn on the queue's metadata (pause state, last flush,
+	// last error) and writes it unless it fails.
+	UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error)
+}
+
+// Filter selects records. Zero fields match everything.
+type Filter struct {
+	IDs              []string
+	UserID           string
+	Statuses         []Status
+	MinSchemaVersion int // records with PayloadSchemaVersion >= this
+	Limit            int
+}
+
+// Match reports whether r passes f (Limit aside).
+func (f *Filter) Match(r *Record) bool {
+	if f.UserID != "" && r.UserID != f.UserID {
+		return false
+	}
+	if f.MinSchemaVersion > 0 && r.PayloadSchemaVersion < f.MinSchemaVersion {
+		return false
+	}
+	if len(f.IDs) > 0 && !contains(f.IDs, r.ID) {
+		return false
+	}
+	if len(f.Statuses) > 0 {
+		ok := false
+		for _, s := range f.Statuses {
+			ok = ok || s == r.Status
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Meta is the queue's durable, shared metadata.
+type Meta struct {
+	Paused      bool     // paused by the app for everyone
+	AuthPaused  []string // users waiting for re-authentication (401)
+	LastFlushAt time.Time
+	LastError   *ErrorInfo
+}
+
+// Projection is the status every tab renders ("3 changes pending").
+type Projection struct {
+	Pending, Sending, Failed, DeadLetter, Conflict, Terminal, Acked int
+	Unsupported                                                     int // newer payload schema, left alone (filled by Outbox.Status)
+	OldestPendingAt                                                 time.Time
+	OldestPendingAge                                                time.Duration // filled by Outbox.Status
+	Meta
+}
+
+// ProjectRecords computes the counts of a Projection; a Store may use it.
+func ProjectRecords(recs []Record, meta Meta) Projection {
+	p := Projection{Meta: meta}
+	for i := range recs {
+		r := &recs[i]
+		switch r.Status {
+		case StatusPending:
+			p.Pending++
+		case StatusLeased, StatusSending:
+			p.Sending++
+		case StatusFailed:
+			p.Failed++
+		case StatusDeadLetter:
+			p.DeadLetter++
+		case StatusConflict:
+			p.Conflict++
+		case StatusTerminalFailed:
+			p.Terminal++
+		case StatusAcked:
+			p.Acked++
+		}
+		if !r.Status.Settled() && (p.OldestPendingAt.IsZero() || r.CreatedAt.Before(p.OldestPendingAt)) {
+			p.OldestPendingAt = r.CreatedAt
+		}
+	}
+	return p
+}
+
+// AcquireLease returns the UpdateLease fn that takes the lease for owner
+// until now+ttl with a higher token. Without steal it fails with ErrLeaseHeld
+// while another owner's lease is unexpired (the IndexedDB fallback); with
+// steal it always takes over (the caller holds the Web Lock, or is stealing
+// it from a frozen owner). The token grows on every acquisition, so the old
+// owner's changes are rejected from then on.
+func AcquireLease(owner string, now time.Time, ttl time.Duration, steal bool) func(Lease, bool) (Lease, error) {
+	return func(cur Lease, found bool) (Lease, error) {
+		if found && !steal && cur.Owner != owner && now.Before(cur.ExpiresAt) {
+			return cur, ErrLeaseHeld
+		}
+		tok := cur.Token + 1
+		return Lease{Name: cur.Name, Owner: owner, Token: tok, ExpiresAt: now.Add(ttl), UpdatedAt: now}, nil
+	}
+}
+
+// RenewLease returns the fn that extends l if it is still the current lease.
+func RenewLease(l Lease, now time.Time, ttl time.Duration) func(Lease, bool) (Lease, error) {
+	return func(cur Lease, found bool) (Lease, error) {
+		if !found || cur.Owner != l.Owner || cur.Token != l.Token {
+			return cur, ErrStaleOwner
+		}
+		cur.ExpiresAt, cur.UpdatedAt = now.Add(ttl), now
+		return cur, nil
+	}
+}
+
+// ReleaseLease returns the fn that expires l at once if it is still current,
+// so a fallback contender need not wait for the TTL. The token is kept.
+func ReleaseLease(l Lease, now time.Time) func(Lease, bool) (Lease, error) {
+	return func(cur Lease, found bool) (Lease, error) {
+		if !found || cur.Owner != l.Owner || cur.Token != l.Token {
+			return cur, ErrStaleOwner
+		}
+		cur.ExpiresAt, cur.UpdatedAt = now, now
+		return cur, nil
+	}
+}
+
+// CurrentLease reports whether l is the lease row cur (owner and token).
+func CurrentLease(cur Lease, found bool, l Lease) bool {
+	return found && cur.Owner == l.Owner && cur.Token == l.Token
+}
