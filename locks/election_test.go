@@ -1,0 +1,609 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// These scenarios run twice: natively on fakeLocks (with -race) and in
+// Chromium on navigator.locks, where several elections in one page contend
+// for an origin's locks exactly like several tabs.
+
+const wait = 5 * time.Second
+
+var scopeSeq atomic.Int64
+
+func uniqueScope(t *testing.T) string {
+	return "t" + strconv.FormatInt(scopeSeq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// probe records one election's callbacks.
+type probe struct {
+	t        *testing.T
+	name     string
+	e        *Election
+	leaderCh chan *Leadership
+	followCh chan struct{}
+	lostCh   chan *LostError
+}
+
+func newProbe(t *testing.T, name, scope string, protocol int, mod func(*Config)) *probe {
+	t.Helper()
+	p := &probe{t: t, name: name, leaderCh: make(chan *Leadership, 256), followCh: make(chan struct{}, 256),
+		lostCh: make(chan *LostError, 256)}
+	cfg := Config{Scope: scope, Protocol: protocol,
+		OnLeader:   func(l *Leadership) { p.leaderCh <- l },
+		OnFollower: func() { p.followCh <- struct{}{} },
+		OnLost: func(r Reason, err error) {
+			le, ok := err.(*LostError)
+			if !ok || le.Reason != r {
+				t.Errorf("%s: OnLost(%v, %#v): want a *LostError of that reason", name, r, err)
+				le = &LostError{Reason: r, Err: err}
+			}
+			p.lostCh <- le
+		}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e, err := newElection(cfg, testBackend(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.e = e
+	t.Cleanup(func() {
+		e.Close()
+		select {
+		case <-e.Done():
+		case <-time.After(wait):
+			t.Errorf("%s: Done not closed after Close", name)
+		}
+	})
+	return p
+}
+
+func (p *probe) start() *probe {
+	p.t.Helper()
+	if err := p.e.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	return p
+}
+
+func (p *probe) waitLeader() *Leadership {
+	p.t.Helper()
+	select {
+	case l := <-p.leaderCh:
+		return l
+	case <-time.After(wait):
+		p.t.Fatalf("%s: never became leader", p.name)
+	}
+	return nil
+}
+
+func (p *probe) waitFollower() {
+	p.t.Helper()
+	select {
+	case <-p.followCh:
+	case <-time.After(wait):
+		p.t.Fatalf("%s: never reported follower", p.name)
+	}
+}
+
+func (p *probe) waitLost(want Reason) *LostError {
+	p.t.Helper()
+	select {
+	case le := <-p.lostCh:
+		if le.Reason != want {
+			p.t.Fatalf("%s: lost with %v (%v), want %v", p.name, le.Reason, le, want)
+		}
+		return le
+	case <-time.After(wait):
+		p.t.Fatalf("%s: OnLost(%v) never came", p.name, want)
+	}
+	return nil
+}
+
+func (p *probe) noLeader(d time.Duration) {
+	p.t.Helper()
+	select {
+	case l := <-p.leaderCh:
+		p.t.Fatalf("%s: became leader (generation %d), must not", p.name, l.Generation)
+	case <-time.After(d):
+	}
+}
+
+// firstLeader waits for whichever probe leads next.
+func firstLeader(t *testing.T, ps ...*probe) (*probe, *Leadership) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		for _, p := range ps {
+			select {
+			case l := <-p.leaderCh:
+				return p, l
+			default:
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("nobody became leader")
+	return nil, nil
+}
+
+// sampler checks "at most one leader" every millisecond until stopped.
+func sampler(t *testing.T, ps ...*probe) (stop func() (max int)) {
+	var mu sync.Mutex
+	maxSeen := 0
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			n := 0
+			for _, p := range ps {
+				if p.e.IsLeader() {
+					n++
+				}
+			}
+			mu.Lock()
+			maxSeen = max(maxSeen, n)
+			mu.Unlock()
+			select {
+			case <-quit:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() int {
+		close(quit)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return maxSeen
+	}
+}
+
+func leaders(ps ...*probe) int {
+	n := 0
+	for _, p := range ps {
+		if p.e.IsLeader() {
+			n++
+		}
+	}
+	return n
+}
+
+func TestElectionOneLeaderAndHandover(t *testing.T) {
+	scope := uniqueScope(t)
+	a := newProbe(t, "a", scope, 1, nil).start()
+	la := a.waitLeader()
+	if la.Generation != 1 || la.LockName != "tabfence:"+scope+":v1" || la.Resource != la.LockName ||
+		la.OwnerID == "" || la.Token != 0 || la.StartedAt.IsZero() || la.Ctx.Err() != nil {
+		t.Fatalf("leadership %+v", la)
+	}
+	if !a.e.IsLeader() || a.e.Leadership() != la {
+		t.Fatal("a must lead")
+	}
+	b := newProbe(t, "b", scope, 1, nil).start()
+	c := newProbe(t, "c", scope, 1, nil).start()
+	b.waitFollower()
+	c.waitFollower()
+	stop := sampler(t, a, b, c)
+	if leaders(a, b, c) != 1 || b.e.Leadership() != nil {
+		t.Fatal("exactly one leader")
+	}
+	if ok, err := a.e.HasLeader(context.Background()); !ok || err != nil {
+		t.Fatal("HasLeader", ok, err)
+	}
+
+	a.e.Close()
+	a.waitLost(ReasonClosed)
+	if la.Ctx.Err() == nil || !errors.Is(context.Cause(la.Ctx), ErrClosed) {
+		t.Fatal("closed leader's ctx must end with ErrClosed", context.Cause(la.Ctx))
+	}
+	next, ln := firstLeader(t, b, c)
+	rest := c
+	if next == c {
+		rest = b
+	}
+	if ln.Generation != 1 || !next.e.IsLeader() || rest.e.IsLeader() {
+		t.Fatal("handover")
+	}
+	next.e.Close()
+	next.waitLost(ReasonClosed)
+	rest.waitLeader()
+	if m := stop(); m != 1 {
+		t.Fatalf("saw %d leaders at once", m)
+	}
+	rest.e.Close()
+	rest.waitLost(ReasonClosed)
+	<-rest.e.Done()
+	if ok, err := rest.e.HasLeader(context.Background()); ok || err != nil {
+		t.Fatal("nobody leads after all closed", ok, err)
+	}
+}
+
+func TestElectionClosedWaiterNeverLeads(t *testing.T) {
+	scope := uniqueScope(t)
+	a := newProbe(t, "a", scope, 1, nil).start()
+	a.waitLeader()
+	b := newProbe(t, "b", scope, 1, nil).start()
+	b.waitFollower()
+	c := newProbe(t, "c", scope, 1, nil).start()
+	c.waitFollower()
+	b.e.Close()
+	select {
+	case <-b.e.Done():
+	case <-time.After(wait):
+		t.Fatal("closing a waiter must finish")
+	}
+	if err := b.e.Close(); err != nil {
+		t.Fatal("Close is idempotent", err)
+	}
+	a.e.Close()
+	c.waitLeader()
+	b.noLeader(50 * time.Millisecond)
+	select {
+	case le := <-b.lostCh:
+		t.Fatal("a waiter that never led loses nothing", le)
+	default:
+	}
+	if err := b.e.Start(); !errors.Is(err, ErrClosed) {
+		t.Fatal("Start after Close", err)
+	}
+	if err := b.e.Resign(); !errors.Is(err, ErrClosed) {
+		t.Fatal("Resign after Close", err)
+	}
+	if _, err := b.e.Steal(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatal("Steal after Close", err)
+	}
+}
+
+func TestElectionCloseBeforeStart(t *testing.T) {
+	p := newProbe(t, "p", uniqueScope(t), 1, nil)
+	p.e.Close()
+	<-p.e.Done()
+	if err := p.e.Start(); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+}
+
+func TestElectionVersionSkew(t *testing.T) {
+	scope := uniqueScope(t)
+	v1, _ := Name(scope, 1)
+	held := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- holdByHand(t, context.Background(), v1, func(context.Context) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	start := time.Now()
+	p := newProbe(t, "v2", scope, 2, nil).start()
+	l := p.waitLeader()
+	if l.LockName != "tabfence:"+scope+":v2" {
+		t.Fatal(l.LockName)
+	}
+	t.Logf("v2 led %v after start while v1 was held", time.Since(start))
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestElectionSteal(t *testing.T) {
+	scope := uniqueScope(t)
+	a := newProbe(t, "a", scope, 1, nil).start()
+	la := a.waitLeader()
+	b := newProbe(t, "b", scope, 1, nil).start()
+	b.waitFollower()
+
+	start := time.Now()
+	lb, err := b.e.Steal(context.Background())
+	if err != nil || lb == nil {
+		t.Fatal(err)
+	}
+	if got := b.waitLeader(); got != lb {
+		t.Fatal("OnLeader gets the leadership Steal returned")
+	}
+	select {
+	case <-la.Ctx.Done():
+	case <-time.After(wait):
+		t.Fatal("old leader's ctx must end")
+	}
+	if !errors.Is(context.Cause(la.Ctx), ErrStolen) {
+		t.Fatal("cause", context.Cause(la.Ctx))
+	}
+	le := a.waitLost(ReasonStolen)
+	if !errors.Is(le, ErrStolen) {
+		t.Fatal(le)
+	}
+	t.Logf("old leader told in %v", time.Since(start))
+	// Documented choice: the robbed election rejoins as a follower.
+	a.waitFollower()
+	a.noLeader(30 * time.Millisecond)
+	if a.e.IsLeader() || !b.e.IsLeader() {
+		t.Fatal("b leads, a follows")
+	}
+	if l2, err := b.e.Steal(context.Background()); err != nil || l2 != lb {
+		t.Fatal("stealing while leading returns the current leadership", err)
+	}
+	// When b goes, a leads again: its second term.
+	b.e.Close()
+	if l := a.waitLeader(); l.Generation != 2 {
+		t.Fatal("generation", l.Generation)
+	}
+	// An unstarted election can steal straight away.
+	c := newProbe(t, "c", scope, 1, nil)
+	if _, err := c.e.Steal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLost(ReasonStolen)
+	a.waitFollower()
+}
+
+type countingFencer struct {
+	mu      sync.Mutex
+	next    uint64
+	fail    int // fail this many calls first
+	calls   []time.Time
+	owners  []string
+	onAlloc func()
+}
+
+func (f *countingFencer) AllocateToken(ctx context.Context, resource, owner string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, time.Now())
+	f.owners = append(f.owners, owner)
+	if f.onAlloc != nil {
+		f.onAlloc()
+	}
+	if f.fail > 0 {
+		f.fail--
+		return 0, errFencerDown
+	}
+	f.next++
+	return f.next, nil
+}
+
+var errFencerDown = errors.New("fencer: database unavailable")
+
+func TestElectionFencer(t *testing.T) {
+	scope := uniqueScope(t)
+	f := &countingFencer{next: 41}
+	var leadingAtAlloc atomic.Bool
+	var a *probe
+	a = newProbe(t, "a", scope, 1, func(c *Config) {
+		c.Fencer = f
+		c.Resource = "queue:user1"
+		c.OwnerID = "owner-a"
+	})
+	f.onAlloc = func() { leadingAtAlloc.Store(a.e.IsLeader()) }
+	a.start()
+	l := a.waitLeader()
+	if l.Token != 42 || l.Resource != "queue:user1" || l.OwnerID != "owner-a" {
+		t.Fatalf("%+v", l)
+	}
+	if leadingAtAlloc.Load() {
+		t.Fatal("token must be allocated before leading")
+	}
+	// Each term gets a fresh, higher token.
+	a.e.Resign()
+	a.waitLost(ReasonResigned)
+	if l2 := a.waitLeader(); l2.Token != 43 || l2.Generation != 2 {
+		t.Fatalf("%+v", l2)
+	}
+}
+
+func TestElectionFencerFailureBacksOffAndRetries(t *testing.T) {
+	scope := uniqueScope(t)
+	f := &countingFencer{fail: 2}
+	a := newProbe(t, "a", scope, 1, func(c *Config) { c.Fencer = f })
+	b := newProbe(t, "b", scope, 1, nil)
+	a.start()
+	le := a.waitLost(ReasonError)
+	if !errors.Is(le, errFencerDown) {
+		t.Fatal(le)
+	}
+	if a.e.IsLeader() {
+		t.Fatal("no leadership without a token")
+	}
+	a.waitLost(ReasonError)
+	l := a.waitLeader()
+	if l.Token != 1 {
+		t.Fatal(l.Token)
+	}
+	f.mu.Lock()
+	calls := f.calls
+	f.mu.Unlock()
+	if len(calls) != 3 {
+		t.Fatalf("%d allocations, want 3", len(calls))
+	}
+	if d := calls[1].Sub(calls[0]); d < backoffMin*8/10 {
+		t.Fatalf("retried after %v: must back off", d)
+	}
+	if d := calls[2].Sub(calls[1]); d < 2*backoffMin*8/10 {
+		t.Fatalf("second retry after %v: backoff must grow", d)
+	}
+	// While a backs off, the lock is free for others.
+	a.e.Close()
+	b.start()
+	b.waitLeader()
+}
+
+func TestElectionStepDown(t *testing.T) {
+	scope := uniqueScope(t)
+	f := &countingFencer{}
+	a := newProbe(t, "a", scope, 1, func(c *Config) { c.Fencer = f })
+	a.start()
+	la := a.waitLeader()
+	b := newProbe(t, "b", scope, 1, func(c *Config) { c.Fencer = f }).start()
+	b.waitFollower()
+
+	stale := errors.New("receiver: token 1 is stale, highest 7")
+	la.StepDown(stale)
+	if la.Ctx.Err() == nil {
+		t.Fatal("StepDown ends the ctx at once")
+	}
+	if !errors.Is(context.Cause(la.Ctx), ErrFenced) {
+		t.Fatal(context.Cause(la.Ctx))
+	}
+	le := a.waitLost(ReasonFenced)
+	if !errors.Is(le, stale) || !errors.Is(le, ErrFenced) || le.Token != 1 {
+		t.Fatal(le)
+	}
+	lb := b.waitLeader()
+	if lb.Token != 2 {
+		t.Fatal("new leader has a higher token", lb.Token)
+	}
+	la.StepDown(stale) // stale leadership: nothing happens
+	if !b.e.IsLeader() {
+		t.Fatal("b leads")
+	}
+	a.waitFollower()
+}
+
+func TestElectionResign(t *testing.T) {
+	scope := uniqueScope(t)
+	a := newProbe(t, "a", scope, 1, nil)
+	if err := a.e.Resign(); err != nil {
+		t.Fatal("resign when not leading is a no-op", err)
+	}
+	a.start()
+	la := a.waitLeader()
+	b := newProbe(t, "b", scope, 1, nil).start()
+	b.waitFollower()
+	if err := a.e.Resign(); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLost(ReasonResigned)
+	if !errors.Is(context.Cause(la.Ctx), ErrResigned) {
+		t.Fatal(context.Cause(la.Ctx))
+	}
+	b.waitLeader()
+	a.waitFollower() // back of the queue
+	a.noLeader(30 * time.Millisecond)
+	// Alone, a resigner leads again.
+	b.e.Close()
+	a.waitLeader()
+	a.e.Resign()
+	a.waitLost(ReasonResigned)
+	if l := a.waitLeader(); l.Generation != 3 {
+		t.Fatal(l.Generation)
+	}
+}
+
+func TestElectionCallbackPanicsAreRecovered(t *testing.T) {
+	scope := uniqueScope(t)
+	a := newProbe(t, "a", scope, 1, nil)
+	a.e.cfg.OnLeader = func(*Leadership) { panic("leader boom") }
+	a.start()
+	le := a.waitLost(ReasonError)
+	var pe *PanicError
+	if !errors.As(le, &pe) || pe.Where != "OnLeader" {
+		t.Fatal(le)
+	}
+	a.e.Close()
+
+	b := newProbe(t, "b", scope, 1, nil)
+	b.e.cfg.OnLost = func(Reason, error) { panic("lost boom") }
+	b.e.cfg.OnFollower = func() { panic(errors.New("follower boom")) }
+	b.start()
+	b.waitLeader()
+	c := newProbe(t, "c", scope, 1, nil)
+	c.e.cfg.OnFollower = func() { panic("follower boom") }
+	c.start()
+	b.e.Close() // b's OnLost panics
+	c.waitLeader()
+	if !c.e.IsLeader() {
+		t.Fatal("still running")
+	}
+}
+
+func TestElectionStealWaitsCancel(t *testing.T) {
+	p := newProbe(t, "p", uniqueScope(t), 1, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// A cancelled ctx returns ctx.Err() or, if the steal already won, the leadership.
+	l, err := p.e.Steal(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if err == nil && l == nil {
+		t.Fatal("nil leadership without error")
+	}
+	p.waitLeader()
+}
+
+func TestNewElectionValidates(t *testing.T) {
+	if _, err := NewElection(Config{Scope: "", Protocol: 1}); !errors.Is(err, ErrInvalidName) {
+		t.Fatal(err)
+	}
+	if _, err := NewElection(Config{Scope: "s", Protocol: 0}); !errors.Is(err, ErrInvalidName) {
+		t.Fatal(err)
+	}
+	e, err := NewElection(Config{Scope: "s", Protocol: 3})
+	if err != nil || e.LockName() != "tabfence:s:v3" || e.Resource() != e.LockName() || len(e.OwnerID()) != 32 {
+		t.Fatal(err)
+	}
+	e.Close()
+}
+
+func TestElectionFencerFailureLetsOthersLead(t *testing.T) {
+	scope := uniqueScope(t)
+	f := &countingFencer{fail: 1 << 30} // always down
+	a := newProbe(t, "a", scope, 1, func(c *Config) { c.Fencer = f }).start()
+	a.waitLost(ReasonError)
+	// a released the lock and backs off: b gets it.
+	b := newProbe(t, "b", scope, 1, nil).start()
+	b.waitLeader()
+	a.waitFollower() // a rejoined after its backoff, behind b
+	if a.e.IsLeader() {
+		t.Fatal("a cannot lead without a token")
+	}
+	f.mu.Lock()
+	n := len(f.calls)
+	f.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d allocations: a must not retry while b leads", n)
+	}
+}
+
+func TestElectionFiveContendersDownToTheLast(t *testing.T) {
+	scope := uniqueScope(t)
+	var ps []*probe
+	for i := 0; i < 5; i++ {
+		ps = append(ps, newProbe(t, "p"+strconv.Itoa(i), scope, 1, nil).start())
+	}
+	stop := sampler(t, ps...)
+	live := ps
+	for len(live) > 0 {
+		p, _ := firstLeader(t, live...)
+		if n := leaders(ps...); n != 1 {
+			t.Fatalf("%d leaders", n)
+		}
+		p.e.Close()
+		p.waitLost(ReasonClosed)
+		var rest []*probe
+		for _, q := range live {
+			if q != p {
+				rest = append(rest, q)
+			}
+		}
+		live = rest
+	}
+	if m := stop(); m != 1 {
+		t.Fatalf("saw %d leaders at once", m)
+	}
+}

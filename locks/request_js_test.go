@@ -1,0 +1,377 @@
+//go:build js && wasm
+
+package locks
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// In the browser the election scenarios (election_test.go) run on the real
+// navigator.locks.
+func testBackend(*testing.T) backend { return platform }
+
+func holdByHand(t *testing.T, ctx context.Context, name string, fn func(context.Context) error) error {
+	return Request(ctx, name, Options{}, fn)
+}
+
+func lockName(t *testing.T) string {
+	n, err := Name(uniqueScope(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func snapshot(t *testing.T) Snapshot {
+	t.Helper()
+	s, err := Query(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRequestHoldsWhileFnRuns(t *testing.T) {
+	name := lockName(t)
+	ran := false
+	err := Request(context.Background(), name, Options{}, func(ctx context.Context) error {
+		ran = true
+		s := snapshot(t) // fn may await: it is on its own goroutine
+		if !s.Holds(name) {
+			t.Error("lock not held inside fn")
+		}
+		for _, i := range s.Held {
+			if i.Name == name && (i.Mode != Exclusive || i.ClientID == "") {
+				t.Errorf("info %+v", i)
+			}
+		}
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatal(err, ran)
+	}
+	if snapshot(t).Holds(name) {
+		t.Fatal("released after fn returns")
+	}
+}
+
+func TestRequestReturnsFnErrorAndRecoversPanic(t *testing.T) {
+	name := lockName(t)
+	mine := errors.New("mine")
+	if err := Request(context.Background(), name, Options{}, func(context.Context) error { return mine }); err != mine {
+		t.Fatal(err)
+	}
+	err := Request(context.Background(), name, Options{}, func(context.Context) error { panic("kaboom") })
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		t.Fatal(err)
+	}
+	if snapshot(t).Holds(name) {
+		t.Fatal("a panicking fn releases the lock")
+	}
+}
+
+// hold takes name and keeps it until release is closed.
+func hold(t *testing.T, name string, opts Options) (release func() error, ctxOut <-chan context.Context) {
+	t.Helper()
+	held := make(chan context.Context, 1)
+	rel := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Request(context.Background(), name, opts, func(ctx context.Context) error {
+			held <- ctx
+			select {
+			case <-rel:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	ch := make(chan context.Context, 1)
+	select {
+	case c := <-held:
+		ch <- c
+	case err := <-done:
+		t.Fatalf("hold: %v", err)
+	case <-time.After(wait):
+		t.Fatal("hold: not granted")
+	}
+	var relOnce bool
+	return func() error {
+		if !relOnce {
+			relOnce = true
+			close(rel)
+		}
+		return <-done
+	}, ch
+}
+
+func TestRequestIfAvailable(t *testing.T) {
+	name := lockName(t)
+	release, _ := hold(t, name, Options{})
+	called := false
+	err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { called = true; return nil })
+	if !errors.Is(err, ErrNotAcquired) || called {
+		t.Fatal(err, called)
+	}
+	release()
+	if err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { called = true; return nil }); err != nil || !called {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestSharedHoldersCoexist(t *testing.T) {
+	name := lockName(t)
+	r1, _ := hold(t, name, Options{Mode: Shared})
+	r2, _ := hold(t, name, Options{Mode: Shared})
+	if err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { return nil }); !errors.Is(err, ErrNotAcquired) {
+		t.Fatal("exclusive must wait for shared holders", err)
+	}
+	r1()
+	r2()
+}
+
+func TestRequestCancelWhileWaitingWithdraws(t *testing.T) {
+	name := lockName(t)
+	release, _ := hold(t, name, Options{})
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Request(ctx, name, Options{}, func(context.Context) error {
+			t.Error("a withdrawn request must not run")
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(wait)
+	for snapshot(t).Waiting(name) != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		t.Fatal("cancel was not prompt")
+	}
+	if n := snapshot(t).Waiting(name); n != 0 {
+		t.Fatalf("%d pending after withdrawal", n)
+	}
+}
+
+func TestRequestCtxEndWhileHoldingCancelsFn(t *testing.T) {
+	name := lockName(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	err := Request(ctx, name, Options{}, func(fctx context.Context) error {
+		<-fctx.Done()
+		return fctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if snapshot(t).Holds(name) {
+		t.Fatal("released")
+	}
+}
+
+func TestRequestStealRejectsHolderWithAbort(t *testing.T) {
+	name := lockName(t)
+	release, ctxs := hold(t, name, Options{})
+	holderCtx := <-ctxs
+	stole := false
+	err := Request(context.Background(), name, Options{Steal: true}, func(context.Context) error {
+		stole = true
+		select {
+		case <-holderCtx.Done():
+		case <-time.After(wait):
+			t.Error("holder's ctx did not end while the stealer holds")
+		}
+		return nil
+	})
+	if err != nil || !stole {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(holderCtx), ErrStolen) {
+		t.Fatal(context.Cause(holderCtx))
+	}
+	if err := release(); !errors.Is(err, ErrStolen) {
+		t.Fatal("holder's Request must return ErrStolen, got", err)
+	}
+}
+
+func TestRequestInvalidOptionsNeverReachJS(t *testing.T) {
+	err := Request(context.Background(), "x", Options{Steal: true, IfAvailable: true}, func(context.Context) error { return nil })
+	if !errors.Is(err, ErrInvalidOptions) {
+		t.Fatal(err)
+	}
+	// A name the browser rejects comes back as its DOMException.
+	err = Request(context.Background(), "-reserved", Options{}, func(context.Context) error { return nil })
+	if !errors.Is(err, jsglue.ErrNotSupported) {
+		t.Fatal(err)
+	}
+}
+
+// withoutLocks shadows navigator.locks for the duration of fn.
+func withoutLocks(t *testing.T, fn func()) {
+	t.Helper()
+	nav := js.Global().Get("navigator")
+	def := js.Global().Get("Object").Get("defineProperty")
+	desc := js.Global().Get("Object").New()
+	desc.Set("value", js.Undefined())
+	desc.Set("configurable", true)
+	def.Invoke(nav, "locks", desc)
+	defer func() {
+		js.Global().Get("Reflect").Call("deleteProperty", nav, "locks") // the prototype's getter shows again
+		if nav.Get("locks").Type() != js.TypeObject {
+			t.Fatal("navigator.locks not restored")
+		}
+	}()
+	fn()
+}
+
+func TestUnavailable(t *testing.T) {
+	withoutLocks(t, func() {
+		err := Request(context.Background(), "x", Options{}, func(context.Context) error { return nil })
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, jsglue.ErrUnavailable) {
+			t.Fatal(err)
+		}
+		if _, err := Query(context.Background()); !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+		e, err := NewElection(Config{Scope: "s", Protocol: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+		_, err = e.Steal(context.Background())
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+		if jsglue.NameOf(err) != "NotSupportedError" {
+			t.Fatal(jsglue.NameOf(err))
+		}
+		e.Close()
+	})
+	if err := Request(context.Background(), lockName(t), Options{}, func(context.Context) error { return nil }); err != nil {
+		t.Fatal("after restore:", err)
+	}
+}
+
+func settle(base int) int {
+	n := runtime.NumGoroutine()
+	for i := 0; i < 100 && n > base; i++ {
+		time.Sleep(time.Millisecond)
+		n = runtime.NumGoroutine()
+	}
+	return n
+}
+
+// 10,000 requests — granted, not granted, queued then withdrawn — leave no
+// live callback, no goroutine and no lock behind.
+func TestRequestLeaksNothing(t *testing.T) {
+	name := lockName(t)
+	baseCB := jsglue.LiveCallbacks()
+	baseG := settle(0)
+	noop := func(context.Context) error { return nil }
+	const workers, each, waiters = 4, 500, 8000
+
+	// 2,000 granted requests (each costs an IPC round trip to the browser
+	// process for request and release), from 4 goroutines on 4 names,
+	// half IfAvailable, half plain: callback, Deferred, fn goroutine.
+	t0 := time.Now()
+	errc := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			n := name + ":" + strconv.Itoa(w)
+			for i := 0; i < each; i++ {
+				if err := Request(context.Background(), n, Options{IfAvailable: i%2 == 0}, noop); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 8,000 requests queued behind a held lock (4 goroutines), then
+	// withdrawn: the ctx is cancelled once the request is in the
+	// browser's queue (callback, AbortSignal, Await: all released).
+	t1 := time.Now()
+	release, _ := hold(t, name, Options{})
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < waiters/workers; i++ {
+				ctx, cancel := context.WithCancel(context.Background())
+				err := request(ctx, name, Options{}, func(context.Context) error {
+					t.Error("withdrawn request ran")
+					return nil
+				}, cancel)
+				if !errors.Is(err, context.Canceled) {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := jsglue.LiveCallbacks(); got != baseCB {
+		t.Fatalf("live callbacks %d, want %d", got, baseCB)
+	}
+	if got := settle(baseG); got > baseG+2 {
+		t.Fatalf("goroutines %d, baseline %d", got, baseG)
+	}
+	if s := snapshot(t); s.Holds(name) || s.Waiting(name) != 0 {
+		t.Fatal("lock state left behind", s)
+	}
+	t.Logf("granted %v, withdrawn %v", t1.Sub(t0), time.Since(t1))
+	t.Logf("callbacks %d -> %d, goroutines %d -> %d", baseCB, jsglue.LiveCallbacks(), baseG, runtime.NumGoroutine())
+}
+
+func TestElectionsLeakNothing(t *testing.T) {
+	baseCB := jsglue.LiveCallbacks()
+	baseG := settle(0)
+	scope := uniqueScope(t)
+	for i := 0; i < 20; i++ {
+		a := newProbe(t, "a", scope, 1, nil).start()
+		a.waitLeader()
+		b := newProbe(t, "b", scope, 1, nil).start()
+		b.waitFollower()
+		a.e.Close()
+		b.waitLeader()
+		b.e.Close()
+		<-a.e.Done()
+		<-b.e.Done()
+	}
+	if got := jsglue.LiveCallbacks(); got != baseCB {
+		t.Fatalf("live callbacks %d, want %d", got, baseCB)
+	}
+	if got := settle(baseG); got > baseG+2 {
+		t.Fatalf("goroutines %d, baseline %d", got, baseG)
+	}
+}
