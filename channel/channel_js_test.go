@@ -1,0 +1,334 @@
+//go:build js && wasm
+
+package channel
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+var chSeq int
+
+func chName(t *testing.T) string {
+	chSeq++
+	return "tabfence:test-" + t.Name() + ":v" + strconv.Itoa(chSeq)
+}
+
+func openCh(t *testing.T, name string, opts ...Option) *Channel {
+	t.Helper()
+	c, err := Open(name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type inbox struct {
+	mu   sync.Mutex
+	msgs []Message
+}
+
+func (b *inbox) add(m Message) { b.mu.Lock(); b.msgs = append(b.msgs, m); b.mu.Unlock() }
+func (b *inbox) list() []Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Message(nil), b.msgs...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func obj(src string) js.Value { return js.Global().Call("eval", "("+src+")") }
+
+func TestRoundTripAndNoSelfDelivery(t *testing.T) {
+	name := chName(t)
+	a, b := openCh(t, name), openCh(t, name)
+	var got, self inbox
+	b.Subscribe(got.add)
+	a.Subscribe(self.add)
+	s := NewSequencer("doc:1", "tab-a", 5)
+	sent, err := a.Send(s, "delta", obj(`{n: 1, list: [1, "two", {three: 3}], when: new Date(0)}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "delivery", func() bool { return len(got.list()) == 1 })
+	m := got.list()[0]
+	if m.ID != sent.ID || m.Kind != "delta" || m.Resource != "doc:1" || m.Owner != "tab-a" || m.Token != 5 || m.Seq != 1 || m.SentAt != sent.SentAt || m.Gap {
+		t.Fatalf("%+v", m)
+	}
+	if m.Payload.Get("list").Index(2).Get("three").Int() != 3 {
+		t.Fatal("payload not cloned intact")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(self.list()) != 0 {
+		t.Fatal("delivered to the sending instance")
+	}
+}
+
+func TestStaleLeaderDroppedAndGapReported(t *testing.T) {
+	name := chName(t)
+	a, b := openCh(t, name), openCh(t, name)
+	var got inbox
+	b.Subscribe(got.add)
+	old := NewSequencer("r", "tab-old", 4)
+	cur := NewSequencer("r", "tab-new", 5)
+	mustSend := func(s *Sequencer) Envelope {
+		e, err := a.Send(s, "k", js.Undefined())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	mustSend(old)
+	mustSend(cur)
+	mustSend(old) // stale: the old leader resumed
+	replay := mustSend(cur)
+	if err := a.Post(replay); err != nil { // same message again
+		t.Fatal(err)
+	}
+	cur.Next("k", js.Undefined()) // seq 3 lost
+	mustSend(cur)                 // seq 4: gap
+	waitFor(t, "4 deliveries", func() bool { return b.Stats().Received == 6 })
+	var seqs []string
+	for _, m := range got.list() {
+		seqs = append(seqs, strconv.FormatUint(m.Token, 10)+"/"+strconv.FormatUint(m.Seq, 10)+"/"+strconv.FormatBool(m.Gap))
+	}
+	want := "4/1/false 5/1/false 5/2/false 5/4/true"
+	if s := joinSpace(seqs); s != want {
+		t.Fatalf("got %s, want %s", s, want)
+	}
+	st := b.Stats()
+	if st.DroppedBy(StaleToken) != 1 || st.DroppedBy(DuplicateID) != 1 || st.Gaps != 1 || st.Delivered != 4 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func joinSpace(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out
+}
+
+// TestHostileScriptPostsGarbage: any same-origin script can post anything.
+func TestHostileScriptPostsGarbage(t *testing.T) {
+	name := chName(t)
+	b := openCh(t, name, WithLimits(Limits{MaxPayload: 1000}))
+	var got inbox
+	b.Subscribe(got.add)
+	post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+const ok = () => ({protocol: "tabfence", version: 1, id: "id-" + Math.random(), kind: "k", resource: "r", owner: "evil", token: 1, seq: 1, sentAt: Date.now()});
+const nested = {}; let cur = nested; for (let i = 0; i < 500; i++) { cur.next = {i, s: "x".repeat(10)}; cur = cur.next; }
+const posts = [
+  // malformed: not objects / missing or wrong fields
+  [null, "malformed"], [42, "malformed"], ["a string", "malformed"], [NaN, "malformed"], [undefined, "malformed"], [true, "malformed"],
+  [{...ok(), token: -1}, "malformed"], [{...ok(), token: NaN}, "malformed"], [{...ok(), token: Infinity}, "malformed"],
+  [{...ok(), token: "5"}, "malformed"], [{...ok(), token: 1.5}, "malformed"], [{...ok(), token: 2**53}, "malformed"],
+  [{...ok(), token: 0}, "malformed"], [{...ok(), seq: 0}, "malformed"], [{...ok(), seq: -3}, "malformed"],
+  [{...ok(), sentAt: "now"}, "malformed"], [{...ok(), id: 7}, "malformed"], [{...ok(), id: ""}, "malformed"],
+  [{...ok(), owner: undefined}, "malformed"], [{...ok(), kind: null}, "malformed"], [{...ok(), resource: ["r"]}, "malformed"],
+  [{...ok(), version: "1"}, "malformed"], [{...ok(), version: NaN}, "malformed"],
+  // foreign
+  [{}, "foreign_protocol"], [[], "foreign_protocol"], [nested, "foreign_protocol"], [new Date(), "foreign_protocol"],
+  [new Map([["protocol", "tabfence"]]), "foreign_protocol"], [{...ok(), protocol: "other"}, "foreign_protocol"],
+  [{...ok(), protocol: "tabfence".repeat(100000)}, "foreign_protocol"], [new Uint8Array(8), "foreign_protocol"],
+  [{type: "delta", payload: 1}, "foreign_protocol"],
+  // other version
+  [{...ok(), version: 2}, "version"], [{...ok(), version: 0}, "version"],
+  // oversized
+  [{...ok(), kind: "k".repeat(1e6)}, "oversized"], [{...ok(), id: "i".repeat(129)}, "oversized"],
+  [{...ok(), resource: "r".repeat(201)}, "oversized"], [{...ok(), payload: "p".repeat(1001)}, "oversized"],
+  [{...ok(), payload: new ArrayBuffer(5000)}, "oversized"], [{...ok(), payload: new Float64Array(1000)}, "oversized"],
+];
+const expect = {};
+for (const [v, reason] of posts) { bc.postMessage(v); expect[reason] = (expect[reason] || 0) + 1; }
+// Fine ones: a nested junk payload is opaque and allowed.
+bc.postMessage({...ok(), payload: nested});
+bc.postMessage({...ok(), seq: 2, id: "last", payload: "p".repeat(1000)});
+bc.close();
+return expect;`)
+	expect := post.Invoke(name)
+	waitFor(t, "the last valid message", func() bool {
+		l := got.list()
+		return len(l) > 0 && l[len(l)-1].ID == "last"
+	})
+	st := b.Stats()
+	for _, r := range Reasons() {
+		want := 0
+		if v := expect.Get(r.String()); v.Type() == js.TypeNumber {
+			want = v.Int()
+		}
+		if st.DroppedBy(r) != uint64(want) {
+			t.Errorf("%s: dropped %d, want %d", r, st.DroppedBy(r), want)
+		}
+	}
+	if len(got.list()) != 2 || st.Delivered != 2 {
+		t.Fatalf("delivered %d", len(got.list()))
+	}
+	// The tab still works.
+	a := openCh(t, name)
+	if _, err := a.Send(NewSequencer("r", "good", 2), "k", js.Undefined()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a good message after the garbage", func() bool { return len(got.list()) == 3 })
+}
+
+func TestBufferDuringLoadThenReplay(t *testing.T) {
+	name := chName(t)
+	a := openCh(t, name)
+	b := openCh(t, name, Buffered())
+	var got inbox
+	b.Subscribe(got.add)
+	s := NewSequencer("r", "tab-a", 3)
+	for i := 0; i < 3; i++ {
+		if _, err := a.Send(s, "k", js.ValueOf(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Send(NewSequencer("r", "old", 2), "k", js.Undefined()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "buffered", func() bool { return b.Stats().Received == 4 })
+	time.Sleep(10 * time.Millisecond)
+	if len(got.list()) != 0 {
+		t.Fatal("delivered during load")
+	}
+	// The load found state up to seq 1 already.
+	b.Seed("r", 3, 1)
+	b.Replay()
+	waitFor(t, "replay", func() bool { return len(got.list()) == 2 })
+	if l := got.list(); l[0].Seq != 2 || l[1].Seq != 3 || l[0].Payload.Int() != 1 {
+		t.Fatalf("%+v", l)
+	}
+	st := b.Stats()
+	if st.DroppedBy(StaleToken) != 1 || st.DroppedBy(DuplicateSeq) != 1 {
+		t.Fatalf("%+v", st)
+	}
+	// Live afterwards; Buffer again works too.
+	a.Send(s, "k", js.Undefined())
+	waitFor(t, "live", func() bool { return len(got.list()) == 3 })
+}
+
+func TestAnnounceWritesThenPosts(t *testing.T) {
+	name := chName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := idb.Open(ctx, "announce-"+name, idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1, Upgrade: func(tx *idb.UpgradeTx) error {
+		return tx.CreateStore("docs", idb.StoreOptions{})
+	}}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a, b := openCh(t, name), openCh(t, name)
+	var got inbox
+	b.Subscribe(got.add)
+	s := NewSequencer("doc", "tab-a", 1)
+	apply := func(opID, value string, fail bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			res, err := db.Apply(ctx, idb.Op{Resource: "doc", Token: s.Token(), OperationID: opID}, func(tx *idb.WriteTx) error {
+				if err := tx.Put("docs", js.ValueOf("d"), js.ValueOf(value)); err != nil {
+					return err
+				}
+				if fail {
+					return errors.New("write failed")
+				}
+				return nil
+			})
+			if err == nil && res != idb.Accepted {
+				err = errors.New(res.String())
+			}
+			return err
+		}
+	}
+	if _, err := a.Announce(ctx, s, apply("op1", "v1", true), "saved", js.ValueOf("v1")); err == nil {
+		t.Fatal("failed commit reported success")
+	}
+	e, err := a.Announce(ctx, s, apply("op2", "v2", false), "saved", js.ValueOf("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 1 {
+		t.Fatalf("a failed commit used a sequence: %d", e.Seq)
+	}
+	waitFor(t, "announcement", func() bool { return len(got.list()) == 1 })
+	m := got.list()[0]
+	if m.Payload.String() != "v2" || m.Gap {
+		t.Fatalf("%+v", m)
+	}
+	// The follower, told, finds at least that in storage.
+	v, err := db.Get(ctx, "docs", js.ValueOf("d"))
+	if err != nil || v.String() != "v2" {
+		t.Fatal(v, err)
+	}
+	if st := b.Stats(); st.Received != 1 {
+		t.Fatalf("the failed write was announced: %+v", st)
+	}
+}
+
+func TestPostErrorsAndCloseReleases(t *testing.T) {
+	base := jsglue.LiveCallbacks()
+	name := chName(t)
+	a, err := Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jsglue.LiveCallbacks() != base+1 {
+		t.Fatal("one callback per channel")
+	}
+	s := NewSequencer("r", "o", 1)
+	if _, err := a.Send(s, "k", obj(`{f: () => 1}`)); !errors.Is(err, jsglue.ErrDataClone) {
+		t.Fatalf("want DataCloneError, got %v", err)
+	}
+	if _, err := a.Send(NewSequencer("r", "o", 0), "k", js.Undefined()); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+	big := js.ValueOf(string(make([]byte, DefaultLimits.MaxPayload+1)))
+	if _, err := a.Send(s, "k", big); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+	a.Close()
+	a.Close()
+	if got := jsglue.LiveCallbacks(); got != base {
+		t.Fatalf("callbacks %d, want %d", got, base)
+	}
+	if _, err := a.Send(s, "k", js.Undefined()); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+}
+
+func TestSubscribePanicDoesNotKillDelivery(t *testing.T) {
+	name := chName(t)
+	a, b := openCh(t, name), openCh(t, name)
+	var got inbox
+	unsub := b.Subscribe(func(Message) { panic("subscriber bug") })
+	b.Subscribe(got.add)
+	s := NewSequencer("r", "o", 1)
+	a.Send(s, "k", js.Undefined())
+	waitFor(t, "first", func() bool { return len(got.list()) == 1 })
+	unsub()
+	a.Send(s, "k", js.Undefined())
+	waitFor(t, "second", func() bool { return len(got.list()) == 2 })
+}

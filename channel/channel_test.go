@@ -1,0 +1,329 @@
+package channel
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func env(resource string, token, seq uint64, id string) Envelope {
+	return Envelope{Protocol: Protocol, Version: Version, ID: id, Kind: "delta", Resource: resource,
+		Owner: "tab-a", Token: token, Seq: seq, SentAt: 1}
+}
+
+func TestCursorRules(t *testing.T) {
+	type step struct {
+		token, seq uint64
+		id         string
+		want       string
+	}
+	steps := []step{
+		{10, 3, "a", "accept gap=false"},   // first message a fresh cursor sees: no gap
+		{10, 4, "b", "accept gap=false"},   // next in sequence
+		{10, 4, "c", "drop:duplicate_seq"}, // same seq, other id
+		{10, 2, "d", "drop:duplicate_seq"}, // late lower seq (section 22)
+		{10, 4, "b", "drop:duplicate_id"},  // exact replay
+		{10, 7, "e", "accept gap=true"},    // jumped 4 -> 7
+		{9, 100, "f", "drop:stale_token"},  // old leader, any seq
+		{11, 1, "g", "accept gap=false"},   // new leader, sequence restarts
+		{11, 2, "h", "accept gap=false"},
+		{12, 3, "i", "accept gap=true"}, // new token whose first seq > 1
+		{11, 3, "j", "drop:stale_token"},
+		{12, 4, "e", "drop:duplicate_id"}, // IDs dedupe across tokens
+		{12, 4, "k", "accept gap=false"},
+	}
+	c := NewCursor(0)
+	for i, s := range steps {
+		if got := c.Offer(s.token, s.seq, s.id).String(); got != s.want {
+			t.Fatalf("step %d (%d,%d,%s): %s, want %s", i, s.token, s.seq, s.id, got, s.want)
+		}
+	}
+	if tok, seq := c.Position(); tok != 12 || seq != 4 {
+		t.Fatal(tok, seq)
+	}
+}
+
+// The reference's section 2 and 11: drop lower, same token is not rejected
+// globally, higher advances.
+func TestCursorReferenceSection11(t *testing.T) {
+	c := NewCursor(0)
+	c.Offer(42, 1, "x")
+	if v := c.Offer(41, 1, "y"); v.Accept || v.Reason != StaleToken {
+		t.Fatal(v)
+	}
+	if v := c.Offer(42, 2, "z"); !v.Accept {
+		t.Fatal(v)
+	}
+	if v := c.Offer(43, 1, "w"); !v.Accept || v.Gap {
+		t.Fatal(v)
+	}
+}
+
+func TestCursorSeed(t *testing.T) {
+	c := NewCursor(0)
+	c.Seed(5, 10)
+	if v := c.Offer(5, 10, "a"); v.Reason != DuplicateSeq {
+		t.Fatal(v)
+	}
+	if v := c.Offer(5, 12, "b"); !v.Accept || !v.Gap {
+		t.Fatal(v)
+	}
+	c.Seed(4, 100) // never backwards
+	if tok, seq := c.Position(); tok != 5 || seq != 12 {
+		t.Fatal(tok, seq)
+	}
+}
+
+func TestCursorIDMemoryBounded(t *testing.T) {
+	c := NewCursor(4)
+	for i := 1; i <= 1000; i++ {
+		if v := c.Offer(1, uint64(i), "id"+strconv.Itoa(i)); !v.Accept {
+			t.Fatal(i, v)
+		}
+	}
+	if len(c.ids.m) != 4 {
+		t.Fatalf("remembered %d ids", len(c.ids.m))
+	}
+	if v := c.Offer(2, 1, "id1000"); v.Reason != DuplicateID {
+		t.Fatal(v)
+	}
+	// An evicted ID under a newer token is new again (sequence protects the
+	// current token's stream).
+	if v := c.Offer(2, 1, "id1"); !v.Accept {
+		t.Fatal(v)
+	}
+}
+
+func TestLimitsCheck(t *testing.T) {
+	good := env("r", 1, 1, "id")
+	if r := (Limits{}).Check(good); r != ReasonNone {
+		t.Fatal(r)
+	}
+	mod := func(f func(*Envelope)) Envelope { e := good; f(&e); return e }
+	cases := map[string]struct {
+		e    Envelope
+		want Reason
+	}{
+		"foreign":       {mod(func(e *Envelope) { e.Protocol = "other" }), ForeignProtocol},
+		"empty proto":   {mod(func(e *Envelope) { e.Protocol = "" }), ForeignProtocol},
+		"version":       {mod(func(e *Envelope) { e.Version = 2 }), WrongVersion},
+		"no id":         {mod(func(e *Envelope) { e.ID = "" }), Malformed},
+		"no kind":       {mod(func(e *Envelope) { e.Kind = "" }), Malformed},
+		"no resource":   {mod(func(e *Envelope) { e.Resource = "" }), Malformed},
+		"no owner":      {mod(func(e *Envelope) { e.Owner = "" }), Malformed},
+		"token 0":       {mod(func(e *Envelope) { e.Token = 0 }), Malformed},
+		"token big":     {mod(func(e *Envelope) { e.Token = MaxToken + 1 }), Malformed},
+		"seq 0":         {mod(func(e *Envelope) { e.Seq = 0 }), Malformed},
+		"negative ts":   {mod(func(e *Envelope) { e.SentAt = -1 }), Malformed},
+		"long kind":     {mod(func(e *Envelope) { e.Kind = strings.Repeat("k", 1000) }), Oversized},
+		"long id":       {mod(func(e *Envelope) { e.ID = strings.Repeat("k", 1000) }), Oversized},
+		"long owner":    {mod(func(e *Envelope) { e.Owner = strings.Repeat("k", 1000) }), Oversized},
+		"long resource": {mod(func(e *Envelope) { e.Resource = strings.Repeat("k", 1000) }), Oversized},
+	}
+	for name, c := range cases {
+		if got := (Limits{}).Check(c.e); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+	if got := (Limits{MaxKind: 2}).Check(mod(func(e *Envelope) { e.Kind = "abcdefg" })); got != Oversized {
+		t.Error("custom limit ignored", got)
+	}
+}
+
+func TestSequencer(t *testing.T) {
+	s := NewSequencer("r", "owner", 7)
+	ids := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	seqs := map[uint64]bool{}
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				var zero Payload
+				e := s.Next("k", zero)
+				mu.Lock()
+				if ids[e.ID] || seqs[e.Seq] {
+					t.Error("duplicate id or seq")
+				}
+				ids[e.ID], seqs[e.Seq] = true, true
+				mu.Unlock()
+				if e.Token != 7 || e.Resource != "r" || e.Owner != "owner" || e.Protocol != Protocol || e.Version != Version || e.SentAt <= 0 || len(e.ID) != 32 {
+					t.Errorf("%+v", e)
+				}
+				if (Limits{}).Check(e) != ReasonNone {
+					t.Errorf("sequencer output invalid: %+v", e)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := uint64(1); i <= 200; i++ {
+		if !seqs[i] {
+			t.Fatalf("seq %d missing", i)
+		}
+	}
+	if s.Token() != 7 {
+		t.Fatal()
+	}
+}
+
+func TestGuard(t *testing.T) {
+	g := NewGuard()
+	if g.IsCurrent("r", 0) || g.IsStale("r", 0) || g.Current("r") != 0 {
+		t.Fatal("empty guard")
+	}
+	g.Advance("r", 10)
+	if !g.IsCurrent("r", 10) || g.IsStale("r", 10) {
+		t.Fatal("10 current")
+	}
+	// A search started under 10, a newer one under 11 (section 25).
+	g.Advance("r", 11)
+	if g.IsCurrent("r", 10) || !g.IsStale("r", 10) || !g.IsCurrent("r", 11) {
+		t.Fatal("10 must be stale after 11")
+	}
+	g.Advance("r", 9) // never backwards
+	if g.Current("r") != 11 {
+		t.Fatal(g.Current("r"))
+	}
+	if g.IsStale("r", 12) || g.IsCurrent("r", 12) {
+		t.Fatal("future token is neither")
+	}
+	if g.Current("other") != 0 {
+		t.Fatal("per resource")
+	}
+}
+
+func TestReceiverCountsAndDelivers(t *testing.T) {
+	r := newReceiver(Limits{}, false)
+	if _, ok := r.receive(Envelope{}, Malformed); ok {
+		t.Fatal("decode drop delivered")
+	}
+	if _, ok := r.receive(env("r", 1, 1, "a"), ReasonNone); !ok {
+		t.Fatal("first not delivered")
+	}
+	r.receive(env("r", 1, 1, "a"), ReasonNone)         // duplicate id
+	r.receive(env("r", 1, 1, "b"), ReasonNone)         // duplicate seq
+	r.receive(mod(env("r", 2, 1, "c"), 9), ReasonNone) // version
+	if m, ok := r.receive(env("r", 1, 3, "d"), ReasonNone); !ok || !m.Gap {
+		t.Fatal("gap not flagged")
+	}
+	r.receive(env("r", 2, 1, "e"), ReasonNone)
+	r.receive(env("r", 1, 9, "f"), ReasonNone) // stale
+	s := r.snapshot()
+	want := map[Reason]uint64{Malformed: 1, DuplicateID: 1, DuplicateSeq: 1, WrongVersion: 1, StaleToken: 1}
+	for _, reason := range Reasons() {
+		if s.DroppedBy(reason) != want[reason] {
+			t.Errorf("%v: %d, want %d", reason, s.DroppedBy(reason), want[reason])
+		}
+	}
+	if s.Received != 8 || s.Delivered != 3 || s.Gaps != 1 || s.TotalDropped() != 5 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func mod(e Envelope, version int) Envelope { e.Version = version; return e }
+
+func TestReceiverResourceBound(t *testing.T) {
+	r := newReceiver(Limits{MaxResources: 3}, false)
+	for i := 0; i < 10; i++ {
+		r.receive(env("r"+strconv.Itoa(i), 1, 1, "id"+strconv.Itoa(i)), ReasonNone)
+	}
+	if s := r.snapshot(); s.Delivered != 3 || s.DroppedBy(Oversized) != 7 || len(r.cursors) != 3 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestBufferThenReplayAppliesRulesInOrder(t *testing.T) {
+	r := newReceiver(Limits{}, true)
+	in := []Envelope{env("r", 5, 1, "a"), env("r", 5, 2, "b"), env("r", 4, 9, "old"), env("r", 5, 2, "b"), env("r", 6, 1, "c"), env("q", 1, 1, "q1")}
+	for _, e := range in {
+		if _, ok := r.receive(e, ReasonNone); ok {
+			t.Fatal("delivered while buffering")
+		}
+	}
+	r.receive(Envelope{Protocol: "x"}, ReasonNone) // dropped at once, not buffered
+	if s := r.snapshot(); s.DroppedBy(ForeignProtocol) != 1 || s.Delivered != 0 {
+		t.Fatalf("%+v", s)
+	}
+	out := r.replay()
+	var got []string
+	for _, m := range out {
+		got = append(got, m.ID)
+	}
+	if strings.Join(got, ",") != "a,b,c,q1" {
+		t.Fatal(got)
+	}
+	s := r.snapshot()
+	if s.DroppedBy(StaleToken) != 1 || s.DroppedBy(DuplicateID) != 1 {
+		t.Fatalf("%+v", s)
+	}
+	// Live again.
+	if _, ok := r.receive(env("r", 6, 2, "d"), ReasonNone); !ok {
+		t.Fatal("not live after replay")
+	}
+}
+
+func TestBufferOverflowReportsGap(t *testing.T) {
+	r := newReceiver(Limits{MaxBuffered: 3}, false)
+	r.startBuffering()
+	for i := 1; i <= 5; i++ {
+		r.receive(env("r", 1, uint64(i), "m"+strconv.Itoa(i)), ReasonNone)
+	}
+	out := r.replay()
+	if len(out) != 3 || out[0].Seq != 3 || !out[0].Gap || out[1].Gap {
+		t.Fatalf("%+v", out)
+	}
+	if s := r.snapshot(); s.DroppedBy(Oversized) != 2 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestReasonNames(t *testing.T) {
+	want := "stale_token,duplicate_seq,duplicate_id,malformed,version,oversized,foreign_protocol"
+	var names []string
+	for _, r := range Reasons() {
+		names = append(names, r.String())
+	}
+	if strings.Join(names, ",") != want {
+		t.Fatal(names)
+	}
+	if Reason(99).String() != "unknown" || (Stats{}).DroppedBy(Reason(99)) != 0 {
+		t.Fatal()
+	}
+}
+
+// TestSection17CrossTabStreamNeedsAllThree: the reference's decision matrix
+// says a cross-tab live event stream needs token + sequence + message ID.
+// Each case below is caught by exactly one of them.
+func TestSection17CrossTabStreamNeedsAllThree(t *testing.T) {
+	// Token: an old leader's fresh-looking message (new ID, new seq).
+	c := NewCursor(0)
+	c.Offer(2, 1, "a")
+	if v := c.Offer(1, 5, "b"); v.Reason != StaleToken {
+		t.Fatal("token", v)
+	}
+	// Sequence: a late message of the current leader with a new ID
+	// (e.g. re-sent after its ID left the window).
+	c = NewCursor(1)
+	c.Offer(2, 1, "a")
+	c.Offer(2, 2, "b")
+	if v := c.Offer(2, 1, "a-again"); v.Reason != DuplicateSeq {
+		t.Fatal("sequence", v)
+	}
+	// Message ID: a new leader re-announcing what the old one sent: same
+	// ID, higher token, seq 1 — token and sequence alone would accept it.
+	c = NewCursor(0)
+	c.Offer(2, 4, "x")
+	if v := c.Offer(3, 1, "x"); v.Reason != DuplicateID {
+		t.Fatal("id", v)
+	}
+	// Timestamps and UUIDs order nothing: SentAt and ID never reorder.
+	c = NewCursor(0)
+	c.Offer(2, 1, "zzzz")
+	if v := c.Offer(2, 2, "0000"); !v.Accept {
+		t.Fatal("an ID must not be read as an order", v)
+	}
+}

@@ -1,0 +1,304 @@
+package idb
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+)
+
+func rec(highest, seq uint64, ids ...string) FenceRecord {
+	r := FenceRecord{Resource: "r", Highest: highest, HighestSeq: seq}
+	for _, id := range ids {
+		r.Recent = append(r.Recent, id)
+	}
+	return r
+}
+
+func op(token uint64, id string, seq uint64) Op {
+	return Op{Resource: "r", Token: token, OperationID: id, Sequence: seq}
+}
+
+// TestDecideReferenceRows walks the reference's section 2 (42/41/42/43),
+// section 16 ("Handling Same-Token Duplicates": highestToken,
+// highestSequenceByToken, seenOperationIds) and section 22 (sequence within
+// an epoch).
+func TestDecideReferenceRows(t *testing.T) {
+	cases := []struct {
+		name    string
+		rec     FenceRecord
+		op      Op
+		want    Result
+		highest uint64
+		seq     uint64
+	}{
+		// Section 2: accepted token = 42.
+		{"s2 lower token 41 rejected", rec(42, 0, "a"), op(41, "b", 0), Stale, 42, 0},
+		{"s2 same token 42 new op is not rejected globally", rec(42, 0, "a"), op(42, "b", 0), Accepted, 42, 0},
+		{"s2 same token 42 same op is a duplicate", rec(42, 0, "a"), op(42, "a", 0), Duplicate, 42, 0},
+		{"s2 higher token 43 accepted and advances", rec(42, 0, "a"), op(43, "b", 0), Accepted, 43, 0},
+		// Section 16: a token is an epoch, not an operation ID.
+		{"s16 many operations under one token", rec(7, 3, "o1", "o2", "o3"), op(7, "o4", 4), Accepted, 7, 4},
+		{"s16 seenOperationIds: same op twice applied once", rec(7, 1, "same-op"), op(7, "same-op", 1), Duplicate, 7, 1},
+		{"s16 highestSequenceByToken: replayed seq with new id", rec(7, 5), op(7, "late", 3), Duplicate, 7, 5},
+		{"s16 highestSequenceByToken: equal seq", rec(7, 5), op(7, "x", 5), Duplicate, 7, 5},
+		{"s16 seq gap is accepted (ordering is the sender's)", rec(7, 5), op(7, "x", 9), Accepted, 7, 9},
+		{"s16 unsequenced op under same token only dedupes by id", rec(7, 5), op(7, "x", 0), Accepted, 7, 5},
+		{"s16 highestToken: lower token even with known id is stale", rec(8, 0, "o1"), op(7, "o1", 0), Stale, 8, 0},
+		{"s16 higher token resets sequence", rec(7, 50), op(8, "n", 1), Accepted, 8, 1},
+		{"s16 higher token unsequenced resets sequence to 0", rec(7, 50), op(8, "n", 0), Accepted, 8, 0},
+		{"s16 new leader retries op the old one applied", rec(7, 2, "o1"), op(8, "o1", 1), Duplicate, 7, 2},
+		// Section 22: token=10 seq=1, seq=2, then seq=1 arrives late.
+		{"s22 seq 1 first", rec(0, 0), op(10, "m1", 1), Accepted, 10, 1},
+		{"s22 seq 2", rec(10, 1, "m1"), op(10, "m2", 2), Accepted, 10, 2},
+		{"s22 late seq 1 duplicate", rec(10, 2, "m1", "m2"), op(10, "m1", 1), Duplicate, 10, 2},
+		// Section 17: a fresh receiver accepts the first epoch; section 27 test 1.
+		{"empty fence accepts token 1", FenceRecord{Resource: "r"}, op(1, "a", 0), Accepted, 1, 0},
+		{"s27 older token cannot overwrite newer", rec(2, 0, "op-2"), op(1, "op-1", 0), Stale, 2, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := c.rec
+			got, next := Decide(c.rec, c.op, 0)
+			if got != c.want {
+				t.Fatalf("result %v, want %v", got, c.want)
+			}
+			if got != Accepted {
+				if next.Highest != before.Highest || next.HighestSeq != before.HighestSeq || len(next.Recent) != len(before.Recent) {
+					t.Fatalf("a %v decision changed the record: %+v", got, next)
+				}
+				return
+			}
+			if next.Highest != c.highest || next.HighestSeq != c.seq {
+				t.Fatalf("next record highest=%d seq=%d, want %d/%d", next.Highest, next.HighestSeq, c.highest, c.seq)
+			}
+			if last := next.Recent[len(next.Recent)-1]; last != c.op.OperationID {
+				t.Fatalf("op not recorded: %+v", next.Recent)
+			}
+			if next.Resource != c.op.Resource {
+				t.Fatalf("resource %q", next.Resource)
+			}
+		})
+	}
+}
+
+func TestDecideBoundsRecent(t *testing.T) {
+	r := FenceRecord{Resource: "r"}
+	for i := 1; i <= 100; i++ {
+		var res Result
+		res, r = Decide(r, op(1, "op"+strconv.Itoa(i), 0), 8)
+		if res != Accepted {
+			t.Fatalf("op %d: %v", i, res)
+		}
+		if len(r.Recent) > 8 {
+			t.Fatalf("recent grew to %d", len(r.Recent))
+		}
+	}
+	if r.Recent[0] != "op93" || r.Recent[7] != "op100" {
+		t.Fatalf("window %+v", r.Recent)
+	}
+	if res, _ := Decide(r, op(1, "op100", 0), 8); res != Duplicate {
+		t.Fatal("recent id not deduped")
+	}
+	// The documented limit: an unsequenced id that left the window is new again.
+	if res, _ := Decide(r, op(1, "op1", 0), 8); res != Accepted {
+		t.Fatal("evicted id should be accepted (documented bound)")
+	}
+	// With sequences, a replay is caught regardless of the window.
+	s := FenceRecord{Resource: "r"}
+	for i := uint64(1); i <= 100; i++ {
+		_, s = Decide(s, op(3, "s"+strconv.FormatUint(i, 10), i), 4)
+	}
+	if res, _ := Decide(s, op(3, "s1", 1), 4); res != Duplicate {
+		t.Fatal("old sequence replay accepted")
+	}
+	// Default limit.
+	d := FenceRecord{Resource: "r"}
+	for i := 0; i < 200; i++ {
+		_, d = Decide(d, op(1, "d"+strconv.Itoa(i), 0), 0)
+	}
+	if len(d.Recent) != DefaultRecentOps {
+		t.Fatalf("default window %d", len(d.Recent))
+	}
+}
+
+func TestDecideDoesNotAliasInput(t *testing.T) {
+	r := rec(1, 0, "a", "b")
+	r.Recent = r.Recent[:2:2]
+	_, n := Decide(r, op(1, "c", 0), 2)
+	if r.Recent[0] != "a" || r.Recent[1] != "b" || n.Recent[0] != "b" || n.Recent[1] != "c" {
+		t.Fatalf("in %+v out %+v", r.Recent, n.Recent)
+	}
+}
+
+// TestDecideMonotonic checks the invariant over every ordering of a small
+// set of ops: the highest accepted token never decreases, no op ID is
+// accepted twice, and nothing below the highest is ever accepted.
+func TestDecideMonotonic(t *testing.T) {
+	ops := []Op{op(1, "a", 1), op(2, "b", 1), op(1, "c", 2), op(3, "a", 1), op(2, "d", 2), op(3, "e", 2), op(3, "e", 2), op(2, "b", 1)}
+	var perm func(k int)
+	idx := make([]int, len(ops))
+	for i := range idx {
+		idx[i] = i
+	}
+	count := 0
+	perm = func(k int) {
+		if k == len(idx) {
+			count++
+			r := FenceRecord{Resource: "r"}
+			applied := map[string]bool{}
+			for _, i := range idx {
+				o := ops[i]
+				res, n := Decide(r, o, 0)
+				if res == Accepted {
+					if o.Token < r.Highest {
+						t.Fatalf("accepted token %d below %d", o.Token, r.Highest)
+					}
+					if applied[o.OperationID] {
+						t.Fatalf("op %s applied twice", o.OperationID)
+					}
+					applied[o.OperationID] = true
+					r = n
+				}
+			}
+			return
+		}
+		for i := k; i < len(idx); i++ {
+			idx[k], idx[i] = idx[i], idx[k]
+			perm(k + 1)
+			idx[k], idx[i] = idx[i], idx[k]
+		}
+	}
+	perm(0)
+	if count != 40320 {
+		t.Fatal(count)
+	}
+}
+
+func TestOpValidate(t *testing.T) {
+	long := string(make([]byte, 300))
+	bad := []Op{
+		{Token: 1, OperationID: "a"},
+		{Resource: "r", Token: 1},
+		{Resource: "r", OperationID: "a"},
+		{Resource: "r", Token: MaxToken + 1, OperationID: "a"},
+		{Resource: long, Token: 1, OperationID: "a"},
+		{Resource: "r", Token: 1, OperationID: long},
+		{Resource: "r", Token: 1, OperationID: "a", Sequence: MaxToken + 1},
+		{Resource: "r", Token: 1, OperationID: "a\nb"},
+		{Resource: "r", Token: 1, OperationID: "a\x00"},
+	}
+	for i, o := range bad {
+		if err := o.Validate(); !errors.Is(err, ErrInvalidOp) {
+			t.Errorf("%d: %v", i, err)
+		}
+	}
+	if err := op(MaxToken, "a", MaxToken).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestDecideCAS(t *testing.T) {
+	cases := []struct {
+		highest, token uint64
+		want           bool
+	}{{0, 1, true}, {5, 4, false}, {5, 5, true}, {5, 6, true}, {0, 0, false}, {0, MaxToken + 1, false}, {MaxToken, MaxToken, true}}
+	for _, c := range cases {
+		if got := DecideCAS(c.highest, c.token); got != c.want {
+			t.Errorf("DecideCAS(%d,%d)=%v", c.highest, c.token, got)
+		}
+	}
+}
+
+func TestNextToken(t *testing.T) {
+	if n, err := NextToken(0); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if n, err := NextToken(MaxToken - 1); n != MaxToken || err != nil {
+		t.Fatal(n, err)
+	}
+	if _, err := NextToken(MaxToken); !errors.Is(err, ErrTokenExhausted) {
+		t.Fatal(err)
+	}
+}
+
+func TestSchema(t *testing.T) {
+	if v := (Schema{}).Version(); v != 1 {
+		t.Fatal(v)
+	}
+	s := Schema{Steps: []Step{{Version: 1}, {Version: 2}, {Version: 5}}}
+	if err := s.Validate(); err != nil || s.Version() != 5 {
+		t.Fatal(err, s.Version())
+	}
+	if got := len(s.stepsBetween(0, 5)); got != 3 {
+		t.Fatal(got)
+	}
+	if got := s.stepsBetween(1, 5); len(got) != 2 || got[0].Version != 2 {
+		t.Fatal(got)
+	}
+	if got := len(s.stepsBetween(5, 5)); got != 0 {
+		t.Fatal(got)
+	}
+	for _, bad := range []Schema{
+		{Steps: []Step{{Version: 0}}},
+		{Steps: []Step{{Version: 2}, {Version: 2}}},
+		{Steps: []Step{{Version: 3}, {Version: 1}}},
+		{Steps: []Step{{Version: MaxToken + 1}}},
+	} {
+		if err := bad.Validate(); !errors.Is(err, ErrInvalidSchema) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
+
+func TestVersionChangeTellsDeleteFromUpgrade(t *testing.T) {
+	if classifyVersionChange(nil) != Deleted {
+		t.Fatal("null newVersion must be a delete")
+	}
+	v := uint64(3)
+	if classifyVersionChange(&v) != Upgraded {
+		t.Fatal("a target version is an upgrade")
+	}
+	if !errors.Is(Deleted.closeErr(), ErrDeleted) || !errors.Is(Upgraded.closeErr(), ErrUpgraded) || !errors.Is(ClosedByBrowser.closeErr(), ErrClosed) {
+		t.Fatal("close errors")
+	}
+	for k, s := range map[EventKind]string{Blocked: "blocked", Deleted: "deleted", Upgraded: "upgraded", ClosedByBrowser: "closed", 0: "unknown"} {
+		if k.String() != s {
+			t.Errorf("%d: %s", k, k.String())
+		}
+	}
+}
+
+func TestCorruptErrorIs(t *testing.T) {
+	var err error = &CorruptError{Store: StoreFences, Key: "r", Reason: "highest: not a number"}
+	if !errors.Is(err, ErrCorruptRecord) || errors.Is(err, ErrInvalidOp) {
+		t.Fatal(err)
+	}
+	if err.Error() == "" {
+		t.Fatal("empty message")
+	}
+}
+
+func TestResultString(t *testing.T) {
+	if Accepted.String() != "accepted" || Duplicate.String() != "duplicate" || Stale.String() != "stale" || Result(0).String() != "invalid" {
+		t.Fatal()
+	}
+}
+
+func TestReservedNames(t *testing.T) {
+	if !reserved(StoreEpochs) || !reserved(StoreFences) || reserved("todos") || reserved("tf") {
+		t.Fatal()
+	}
+}
+
+func TestDecideCapsWindow(t *testing.T) {
+	r := FenceRecord{Resource: "r"}
+	for i := 0; i < MaxRecentOps+10; i++ {
+		_, r = Decide(r, op(1, "x"+strconv.Itoa(i), 0), 1<<30)
+	}
+	if len(r.Recent) != MaxRecentOps {
+		t.Fatal(len(r.Recent))
+	}
+	if MaxRecentOps*(MaxOperationIDLen+1) > maxRecentLen {
+		t.Fatal("a full window would read back as corrupt")
+	}
+}

@@ -1,0 +1,572 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/locks"
+)
+
+var dbSeq int
+
+func dbName(t *testing.T) string {
+	dbSeq++
+	return "test-" + t.Name() + "-" + strconv.Itoa(dbSeq)
+}
+
+func itemsSchema() Schema {
+	return Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
+		return tx.CreateStore("items", StoreOptions{})
+	}}}}
+}
+
+func ctx5(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, name string, opts ...Option) *DB {
+	t.Helper()
+	d, err := Open(ctx5(t), name, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// js runs an async JavaScript function body with the database name as
+// `name` and awaits its result.
+func runJS(t *testing.T, name, body string) js.Value {
+	t.Helper()
+	fn := js.Global().Get("Function").New("name", "return (async () => {"+body+"})()")
+	v, err := jsglue.Await(ctx5(t), fn.Invoke(name))
+	if err != nil {
+		t.Fatalf("js: %v", err)
+	}
+	return v
+}
+
+const rawPut = `
+const db = await new Promise((res, rej) => { const r = indexedDB.open(name); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+await new Promise((res, rej) => { const tx = db.transaction(store, "readwrite"); tx.objectStore(store).put(value, key); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
+db.close();`
+
+func TestAllocateTokenIncreases(t *testing.T) {
+	d := open(t, dbName(t))
+	ctx := ctx5(t)
+	for want := uint64(1); want <= 5; want++ {
+		got, err := d.AllocateToken(ctx, "res", "tab-a")
+		if err != nil || got != want {
+			t.Fatalf("token %d, %v; want %d", got, err, want)
+		}
+	}
+	if got, _ := d.AllocateToken(ctx, "other", "tab-a"); got != 1 {
+		t.Fatalf("tokens are per resource; got %d", got)
+	}
+	rec, err := d.Epoch(ctx, "res")
+	if err != nil || rec.Epoch != 5 || rec.OwnerID != "tab-a" || rec.UpdatedAt == 0 {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, err := d.AllocateToken(ctx, "", "x"); !errors.Is(err, ErrInvalidOp) {
+		t.Fatal(err)
+	}
+}
+
+func TestAllocateTokenConcurrentConnectionsUnique(t *testing.T) {
+	name := dbName(t)
+	conns := []*DB{open(t, name), open(t, name), open(t, name)}
+	ctx := ctx5(t)
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *DB) {
+			defer wg.Done()
+			var last uint64
+			for i := 0; i < 30; i++ {
+				tok, err := c.AllocateToken(ctx, "res", "owner")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if tok <= last {
+					errs <- errors.New("not increasing")
+					return
+				}
+				last = tok
+				mu.Lock()
+				if seen[tok] {
+					mu.Unlock()
+					errs <- errors.New("duplicate token " + strconv.FormatUint(tok, 10))
+					return
+				}
+				seen[tok] = true
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != 90 {
+		t.Fatalf("%d tokens", len(seen))
+	}
+}
+
+func putItem(key, value string) func(*WriteTx) error {
+	return func(tx *WriteTx) error { return tx.Put("items", js.ValueOf(key), js.ValueOf(value)) }
+}
+
+func item(t *testing.T, d *DB, key string) string {
+	t.Helper()
+	v, err := d.Get(ctx5(t), "items", js.ValueOf(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.IsUndefined() {
+		return "<none>"
+	}
+	return v.String()
+}
+
+func TestApplyAcceptedDuplicateStale(t *testing.T) {
+	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	ctx := ctx5(t)
+	res, err := d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-1", Sequence: 1}, putItem("k", "v2"))
+	if err != nil || res != Accepted {
+		t.Fatalf("%v %v", res, err)
+	}
+	// Same operation again: nothing written twice.
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-1", Sequence: 1}, putItem("k", "again"))
+	if err != nil || res != Duplicate || item(t, d, "k") != "v2" {
+		t.Fatalf("%v %v %s", res, err, item(t, d, "k"))
+	}
+	// Older token: stale, nothing written.
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "op-old"}, putItem("k", "v1"))
+	if err != nil || res != Stale || item(t, d, "k") != "v2" {
+		t.Fatalf("%v %v %s", res, err, item(t, d, "k"))
+	}
+	// Same token, next op: accepted.
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-2", Sequence: 2}, putItem("k", "v2b"))
+	if err != nil || res != Accepted || item(t, d, "k") != "v2b" {
+		t.Fatalf("%v %v", res, err)
+	}
+	// Higher token: accepted, sequence reset.
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 3, OperationID: "op-3", Sequence: 1}, putItem("k", "v3"))
+	if err != nil || res != Accepted {
+		t.Fatalf("%v %v", res, err)
+	}
+	f, err := d.Fence(ctx, "r")
+	if err != nil || f.Highest != 3 || f.HighestSeq != 1 || len(f.Recent) != 3 {
+		t.Fatalf("%+v %v", f, err)
+	}
+	// Fence-only apply (nil writes) and all-stores scope.
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 4, OperationID: "op-4"}, nil); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+}
+
+func TestApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
+	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	ctx := ctx5(t)
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "base"}, putItem("k", "base")); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+	before, _ := d.Fence(ctx, "r")
+	check := func(label string) {
+		t.Helper()
+		f, err := d.Fence(ctx, "r")
+		if err != nil || f.Highest != before.Highest || len(f.Recent) != len(before.Recent) {
+			t.Fatalf("%s: fence changed: %+v %v", label, f, err)
+		}
+		if got := item(t, d, "k"); got != "base" {
+			t.Fatalf("%s: data changed: %s", label, got)
+		}
+		if got := item(t, d, "k2"); got != "<none>" {
+			t.Fatalf("%s: partial write visible: %s", label, got)
+		}
+	}
+	boom := errors.New("boom")
+	// 1. The caller's function fails after writing.
+	_, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "a"}, func(tx *WriteTx) error {
+		if err := tx.Put("items", js.ValueOf("k"), js.ValueOf("new")); err != nil {
+			return err
+		}
+		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	check("writes error")
+	// 2. A request throws synchronously (an object is not a valid key).
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "b"}, func(tx *WriteTx) error {
+		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
+		return tx.Put("items", js.Global().Get("Object").New(), js.ValueOf(1))
+	})
+	if !errors.Is(err, jsglue.ErrData) {
+		t.Fatalf("want DataError, got %v", err)
+	}
+	check("sync request error")
+	// 3. A request fails asynchronously mid-way (Add on an existing key).
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "c"}, func(tx *WriteTx) error {
+		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
+		return tx.Add("items", js.ValueOf("k"), js.ValueOf("dup"))
+	})
+	if !errors.Is(err, jsglue.ErrConstraint) {
+		t.Fatalf("want ConstraintError, got %v", err)
+	}
+	check("async request error")
+	// 4. A panic in writes aborts too.
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "d"}, func(tx *WriteTx) error {
+		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
+		panic("oops")
+	})
+	if err == nil {
+		t.Fatal("panic not reported")
+	}
+	check("panic")
+	// 5. Waiting on a timer mid-transaction kills it: the documented rule.
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "e"}, func(tx *WriteTx) error {
+		time.Sleep(20 * time.Millisecond)
+		return tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
+	})
+	if !errors.Is(err, ErrTransactionEnded) || !(errors.Is(err, jsglue.ErrTransactionInactive) || errors.Is(err, jsglue.ErrInvalidState)) {
+		t.Fatalf("want ErrTransactionEnded, got %v", err)
+	}
+	check("timer")
+	// Waiting after a write: the caller broke the rule, and is told so.
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "e2"}, func(tx *WriteTx) error {
+		_ = tx.Put("items", js.ValueOf("k3"), js.ValueOf("orphan"))
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if !errors.Is(err, ErrTransactionEnded) {
+		t.Fatalf("want ErrTransactionEnded, got %v", err)
+	}
+	if f, _ := d.Fence(ctx, "r"); f.Highest != before.Highest {
+		t.Fatal("fence advanced by a broken transaction")
+	}
+	// Reserved stores and use after return.
+	var leaked *WriteTx
+	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "f"}, func(tx *WriteTx) error {
+		leaked = tx
+		return tx.Put(StoreFences, js.ValueOf("r"), js.ValueOf(1))
+	})
+	if !errors.Is(err, ErrReservedStore) {
+		t.Fatal(err)
+	}
+	if err := leaked.Put("items", js.ValueOf("x"), js.ValueOf(1)); !errors.Is(err, ErrTxDone) {
+		t.Fatal(err)
+	}
+	check("reserved")
+	// Then a good op still works.
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "g"}, func(tx *WriteTx) error {
+		v, err := tx.Get("items", js.ValueOf("k"))
+		if err != nil {
+			return err
+		}
+		return tx.Put("items", js.ValueOf("k2"), js.ValueOf(v.String()+"+"))
+	}, "items"); err != nil || res != Accepted || item(t, d, "k2") != "base+" {
+		t.Fatal(res, err)
+	}
+}
+
+func TestApplyCancelledContext(t *testing.T) {
+	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v")); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if _, err := d.AllocateToken(ctx, "r", "o"); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if item(t, d, "k") != "<none>" {
+		t.Fatal("written")
+	}
+}
+
+func TestCompareAndSwap(t *testing.T) {
+	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	ctx := ctx5(t)
+	steps := []struct {
+		token uint64
+		value string
+		want  bool
+		after string
+	}{{2, "a", true, "a"}, {2, "b", true, "b"}, {1, "old", false, "b"}, {3, "c", true, "c"}, {2, "late", false, "c"}}
+	for i, s := range steps {
+		ok, err := d.CompareAndSwap(ctx, "items", "key", s.token, js.ValueOf(s.value))
+		if err != nil || ok != s.want || item(t, d, "key") != s.after {
+			t.Fatalf("step %d: %v %v %s", i, ok, err, item(t, d, "key"))
+		}
+	}
+	if _, err := d.CompareAndSwap(ctx, StoreEpochs, "x", 1, js.ValueOf(1)); !errors.Is(err, ErrReservedStore) {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptRecordsAreTypedErrors(t *testing.T) {
+	name := dbName(t)
+	d := open(t, name, WithSchema(itemsSchema()))
+	ctx := ctx5(t)
+	garbage := []string{
+		`null`, `42`, `"str"`, `[]`, `true`,
+		`({})`,
+		`({resource: "r", highest: "7", highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: -1, highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: 1.5, highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: NaN, highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: 2**60, highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: Infinity, highestSeq: 0, recent: ""})`,
+		`({resource: "other", highest: 1, highestSeq: 0, recent: ""})`,
+		`({resource: "r", highest: 1, highestSeq: 0})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: ["a"]})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: 5})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: "a\n\nb"})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: "a\tb"})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: "x".repeat(300)})`,
+		`({resource: "r", highest: 1, highestSeq: 0, recent: "x".repeat(2e6)})`,
+		`({resource: "r", highest: 1, highestSeq: "0", recent: ""})`,
+		`({resource: 7, highest: 1, highestSeq: 0, recent: ""})`,
+		`new Date()`, `new Map([["highest", 1]])`, `new Uint8Array(4)`,
+	}
+	for _, g := range garbage {
+		runJS(t, name, `const store = "tf_fences", key = "r", value = (`+g+`);`+rawPut)
+		_, err := d.Apply(ctx, Op{Resource: "r", Token: 9, OperationID: "x"}, putItem("k", "v"))
+		if !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("fence %s: got %v", g, err)
+		}
+		if _, err := d.Fence(ctx, "r"); !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("Fence read %s: got %v", g, err)
+		}
+		if _, err := d.CompareAndSwap(ctx, "items", "cask", 1, js.ValueOf(1)); err != nil {
+			t.Errorf("CAS on another key must be unaffected: %v", err)
+		}
+	}
+	if item(t, d, "k") != "<none>" {
+		t.Fatal("corrupt fence let a write through")
+	}
+	for _, g := range []string{`null`, `"7"`, `({resource: "e", epoch: "7", ownerId: "", updatedAt: 0})`,
+		`({resource: "e", epoch: 3, ownerId: 1, updatedAt: 0})`, `({resource: "e", epoch: 3, ownerId: "", updatedAt: -5})`,
+		`({resource: "e", ownerId: "", updatedAt: 0})`, `({resource: "e", epoch: 2**53, ownerId: "", updatedAt: 0})`} {
+		runJS(t, name, `const store = "tf_epochs", key = "e", value = (`+g+`);`+rawPut)
+		if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("epoch %s: got %v", g, err)
+		}
+	}
+	// The largest token is kept exact; the next one is refused.
+	runJS(t, name, `const store = "tf_epochs", key = "e", value = {resource: "e", epoch: 2**53-2, ownerId: "", updatedAt: 0};`+rawPut)
+	if tok, err := d.AllocateToken(ctx, "e", "o"); err != nil || tok != MaxToken {
+		t.Fatal(tok, err)
+	}
+	if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrTokenExhausted) {
+		t.Fatal(err)
+	}
+}
+
+func waitEvent(t *testing.T, ch <-chan Event) Event {
+	t.Helper()
+	select {
+	case e := <-ch:
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+	return Event{}
+}
+
+func TestDeleteMakesConnectionLetGo(t *testing.T) {
+	name := dbName(t)
+	events := make(chan Event, 4)
+	base := jsglue.LiveCallbacks()
+	d, err := Open(ctx5(t), name, WithEvents(func(e Event) { events <- e }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.AllocateToken(ctx5(t), "r", "o"); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan Event, 1)
+	if err := Delete(ctx5(t), name, func(e Event) { blocked <- e }); err != nil {
+		t.Fatal(err)
+	}
+	e := waitEvent(t, events)
+	if e.Kind != Deleted || e.NewVersion != 0 || e.OldVersion != 1 || e.Name != name {
+		t.Fatalf("%+v", e)
+	}
+	select {
+	case <-d.Done():
+	default:
+		t.Fatal("Done not closed")
+	}
+	if !errors.Is(d.Err(), ErrDeleted) {
+		t.Fatal(d.Err())
+	}
+	if _, err := d.AllocateToken(ctx5(t), "r", "o"); !errors.Is(err, ErrDeleted) {
+		t.Fatal(err)
+	}
+	if len(blocked) != 0 {
+		t.Fatal("the delete was blocked")
+	}
+	if got := jsglue.LiveCallbacks(); got != base {
+		t.Fatalf("callbacks leaked: %d, want %d", got, base)
+	}
+	// A new connection starts from an empty database.
+	d2 := open(t, name)
+	if tok, err := d2.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 1 {
+		t.Fatal(tok, err)
+	}
+}
+
+func TestUpgradeByNewerBuild(t *testing.T) {
+	name := dbName(t)
+	events := make(chan Event, 4)
+	old := open(t, name, WithSchema(itemsSchema()), WithEvents(func(e Event) { events <- e }))
+	if _, err := old.AllocateToken(ctx5(t), "r", "o"); err != nil {
+		t.Fatal(err)
+	}
+	s := itemsSchema()
+	s.Steps = append(s.Steps, Step{Version: 3, Upgrade: func(tx *UpgradeTx) error {
+		if tx.OldVersion != 1 || tx.NewVersion != 3 {
+			return errors.New("versions " + strconv.FormatUint(tx.OldVersion, 10))
+		}
+		if err := tx.CreateIndex("items", "byX", "x", false); err != nil {
+			return err
+		}
+		return tx.CreateStore("more", StoreOptions{KeyPath: "id"})
+	}})
+	blocked := make(chan Event, 1)
+	nu := open(t, name, WithSchema(s), WithEvents(func(e Event) { blocked <- e }))
+	e := waitEvent(t, events)
+	if e.Kind != Upgraded || e.NewVersion != 3 || e.OldVersion != 1 {
+		t.Fatalf("%+v", e)
+	}
+	if !errors.Is(old.Err(), ErrUpgraded) {
+		t.Fatal(old.Err())
+	}
+	if len(blocked) != 0 {
+		t.Fatal("upgrade was blocked")
+	}
+	// Data and tokens survive the upgrade.
+	if tok, err := nu.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 2 || nu.Version() != 3 {
+		t.Fatal(tok, err)
+	}
+	// A keyPath store works with CompareAndSwap.
+	if ok, err := nu.CompareAndSwap(ctx5(t), "more", "a", 1, js.ValueOf(map[string]any{"id": "a"})); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+}
+
+func TestBlockedByForeignConnection(t *testing.T) {
+	name := dbName(t)
+	// An old build's connection that ignores versionchange.
+	runJS(t, name, `globalThis.__stubborn = await new Promise((res, rej) => { const r = indexedDB.open(name, 1); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); }); return 0;`)
+	events := make(chan Event, 4)
+	done := make(chan error, 1)
+	go func() {
+		d, err := Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 2}}}), WithEvents(func(e Event) { events <- e }))
+		if err == nil {
+			d.Close()
+		}
+		done <- err
+	}()
+	e := waitEvent(t, events)
+	if e.Kind != Blocked || e.OldVersion != 1 || e.NewVersion != 2 {
+		t.Fatalf("%+v", e)
+	}
+	runJS(t, name, `globalThis.__stubborn.close(); return 0;`)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenCancelledWhileBlocked(t *testing.T) {
+	name := dbName(t)
+	runJS(t, name, `globalThis.__stubborn2 = await new Promise((res, rej) => { const r = indexedDB.open(name, 1); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); }); return 0;`)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Open(ctx, name, WithSchema(Schema{Steps: []Step{{Version: 2}}})); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	runJS(t, name, `globalThis.__stubborn2.close(); return 0;`)
+}
+
+func TestUpgradeErrorFailsOpen(t *testing.T) {
+	name := dbName(t)
+	boom := errors.New("bad step")
+	_, err := Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
+		_ = tx.CreateStore("half", StoreOptions{})
+		return boom
+	}}}}))
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
+		panic("x")
+	}}}}))
+	if err == nil {
+		t.Fatal("panic in upgrade must fail Open")
+	}
+	_, err = Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
+		return tx.CreateStore("tf_mine", StoreOptions{})
+	}}}}))
+	if !errors.Is(err, ErrReservedStore) {
+		t.Fatal(err)
+	}
+	// The aborted upgrades left nothing behind: a good schema opens at 1.
+	d := open(t, name, WithSchema(itemsSchema()))
+	if d.Version() != 1 {
+		t.Fatal(d.Version())
+	}
+	if _, err := Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 2}, {Version: 1}}})); !errors.Is(err, ErrInvalidSchema) {
+		t.Fatal(err)
+	}
+}
+
+func TestOpeningOlderVersionIsVersionError(t *testing.T) {
+	name := dbName(t)
+	open(t, name, WithSchema(Schema{Steps: []Step{{Version: 2}}}))
+	if _, err := Open(ctx5(t), name); !errors.Is(err, jsglue.ErrVersion) {
+		t.Fatalf("want VersionError, got %v", err)
+	}
+}
+
+// *DB is the token source of the Web Lock election.
+var _ locks.Fencer = (*DB)(nil)
+
+// A delete that lands between Open's two connections must not leave an
+// empty database at the schema's version (which no later open would ever
+// upgrade): Open reports ErrDeleted and the next Open starts clean.
+func TestDeleteBetweenOpensLeavesNoHalfDatabase(t *testing.T) {
+	name := dbName(t)
+	testHookBetweenOpens = func(name string) {
+		if err := Delete(context.Background(), name, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := Open(ctx5(t), name, WithSchema(itemsSchema()))
+	testHookBetweenOpens = nil
+	if !errors.Is(err, ErrDeleted) {
+		t.Fatalf("want ErrDeleted, got %v", err)
+	}
+	d := open(t, name, WithSchema(itemsSchema()))
+	if res, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v")); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+}
