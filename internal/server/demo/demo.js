@@ -1,0 +1,128 @@
+// The tabfence demo: one leader election per tab, shown as it happens.
+//
+// Tests and the benchmark read window.tabfenceDemo (events with page
+// timestamps, load timings) instead of scraping the page, so the markup can
+// change without breaking them. Element ids (#role, #lock, #token,
+// #generation, #owner, #resign, #steal, #leave, #log, #error) are stable too.
+import { load } from "./dist/tabfence.js";
+
+const params = new URLSearchParams(location.search);
+const scope = params.get("scope") || "demo";
+const protocol = Number(params.get("protocol") || "1");
+
+const $ = (id) => document.getElementById(id);
+/** Wall-clock milliseconds, comparable across tabs and with the test runner. */
+const now = () => performance.timeOrigin + performance.now();
+
+const demo = {
+  scope,
+  protocol,
+  events: [], // {type: "leader"|"follower"|"lost"|..., at, ...}
+  timings: {}, // loadStart, loadEnd (ms, page clock)
+  tf: null,
+  election: null,
+  error: null,
+};
+window.tabfenceDemo = demo;
+
+function record(type, detail = {}) {
+  const ev = { type, at: now(), ...detail };
+  demo.events.push(ev);
+  const li = document.createElement("li");
+  const time = new Date(ev.at).toISOString().slice(11, 23);
+  li.textContent = `${time} ${type}${detail.reason ? ` (${detail.reason})` : ""}${detail.token !== undefined ? ` token ${detail.token}` : ""}`;
+  $("log").prepend(li);
+}
+
+function show(role, ctx) {
+  document.body.dataset.role = role;
+  $("role").textContent = role;
+  $("token").textContent = ctx ? String(ctx.token) : "—";
+  $("generation").textContent = ctx ? String(ctx.generation) : "—";
+  $("owner").textContent = ctx ? ctx.ownerID : "—";
+  $("resign").disabled = role !== "leader";
+  $("steal").disabled = role !== "follower";
+  $("leave").disabled = role === "starting" || role === "lost"; // "lost" is brief: the election rejoins by itself
+  $("leave").textContent = demo.election ? "Leave" : "Join";
+}
+
+function fail(err) {
+  demo.error = err;
+  $("error").hidden = false;
+  $("error").textContent = `${err.name}: ${err.message}`;
+  record("error", { name: err.name, message: err.message });
+}
+
+function join() {
+  try {
+    demo.election = demo.tf.elect({
+      scope,
+      protocol,
+      onLeader(ctx) {
+        record("leader", { token: ctx.token, generation: ctx.generation });
+        show("leader", ctx);
+        ctx.signal.addEventListener("abort", () => record("signal-abort", { name: ctx.signal.reason?.name }), {
+          once: true,
+        });
+      },
+      onFollower() {
+        record("follower");
+        show("follower");
+      },
+      onLost(reason, err) {
+        record("lost", { reason, error: err?.name });
+        // Unless closed, the election rejoins the queue by itself and
+        // onLeader or onFollower follows.
+        show(reason === "closed" ? "left" : "lost");
+      },
+    });
+    $("lock").textContent = demo.election.lockName;
+    record("joined");
+  } catch (err) {
+    fail(err);
+    show("error");
+  }
+}
+
+async function leave() {
+  const e = demo.election;
+  demo.election = null;
+  await e?.close();
+  record("left");
+  show("left");
+}
+
+$("resign").addEventListener("click", async () => {
+  try {
+    await demo.election.resign();
+  } catch (err) {
+    fail(err);
+  }
+});
+
+$("steal").addEventListener("click", async () => {
+  try {
+    await demo.election.steal();
+  } catch (err) {
+    fail(err);
+  }
+});
+
+$("leave").addEventListener("click", async () => {
+  if (demo.election) {
+    await leave();
+  } else {
+    join();
+  }
+});
+
+try {
+  demo.timings.loadStart = now();
+  demo.tf = await load({ wasmURL: new URL("./dist/tabfence.wasm", document.baseURI) });
+  demo.timings.loadEnd = now();
+  record("ready", { ms: Math.round(demo.timings.loadEnd - demo.timings.loadStart) });
+  join();
+} catch (err) {
+  fail(err);
+  show("error");
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/receiver"
+)
+
+// Note is one demo note as the API returns it.
+type Note struct {
+	ID      string `json:"id"`
+	Text    string `json:"text"`
+	Effects int64  `json:"effects"` // how many times a command changed it
+	User    string `json:"user"`
+}
+
+// Limits of the demo API.
+const (
+	MaxNoteID   = 200
+	MaxNoteText = 10000
+)
+
+// Errors from DecodeNote; use errors.Is.
+var (
+	ErrNoteJSON    = errors.New("server: note is not a JSON object")
+	ErrNoteInvalid = errors.New("server: note invalid")
+)
+
+// DecodeNote parses and validates a POST /api/notes body: a JSON object
+// with a non-empty id (up to 200 bytes) and a text (up to 10000 bytes), both
+// valid UTF-8. Unknown fields are ignored.
+func DecodeNote(body []byte) (id, text string, err error) {
+	var in struct {
+		ID   *string `json:"id"`
+		Text *string `json:"text"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&in); err != nil {
+		return "", "", ErrNoteJSON
+	}
+	if dec.More() {
+		return "", "", ErrNoteJSON
+	}
+	switch {
+	case in.ID == nil || *in.ID == "" || len(*in.ID) > MaxNoteID || !utf8.ValidString(*in.ID):
+		return "", "", errors.Join(ErrNoteInvalid, errors.New("id must be 1-200 bytes of UTF-8"))
+	case in.Text == nil || len(*in.Text) > MaxNoteText || !utf8.ValidString(*in.Text):
+		return "", "", errors.Join(ErrNoteInvalid, errors.New("text must be a string of at most 10000 bytes"))
+	}
+	return *in.ID, *in.Text, nil
+}
+
+// putNote upserts a note and counts the effect, inside the receiver's
+// transaction: a retried command with the same key is replayed, not re-run.
+func putNote(ctx context.Context, tx receiver.Tx, r *receiver.Request) (receiver.Response, error) {
+	id, text, err := DecodeNote(r.Body)
+	switch {
+	case errors.Is(err, ErrNoteJSON):
+		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "bad-request", Title: "Body is not a JSON note",
+			Status: http.StatusBadRequest, Detail: `Send {"id": "...", "text": "..."}.`}), nil
+	case err != nil:
+		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "invalid-note", Title: "Note invalid",
+			Status: http.StatusUnprocessableEntity, Detail: "id must be 1-200 bytes; text at most 10000 bytes."}), nil
+	}
+	var effects int64
+	err = tx.QueryRow(ctx, `INSERT INTO demo_notes (user_id, id, text, effects) VALUES ($1, $2, $3, 1)
+		ON CONFLICT (user_id, id) DO UPDATE SET text = excluded.text, effects = demo_notes.effects + 1
+		RETURNING effects`, r.Scope, id, text).Scan(&effects)
+	if err != nil {
+		return receiver.Response{}, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE demo_counters SET n = n + 1 WHERE name = 'effects'`); err != nil {
+		return receiver.Response{}, err
+	}
+	status := http.StatusOK
+	if effects == 1 {
+		status = http.StatusCreated
+	}
+	return receiver.JSON(status, Note{ID: id, Text: text, Effects: effects, User: r.Scope})
+}
+
+func (s *Server) listNotes(w http.ResponseWriter, r *http.Request) {
+	user, err := demoScope(r)
+	if err != nil {
+		writeJSONProblem(w, receiver.Problem{Type: wire.ProblemUnauthenticated, Title: "Authentication required",
+			Status: http.StatusUnauthorized, Detail: "The demo takes the user from the " + DemoUserHeader + " header."})
+		return
+	}
+	notes := []Note{}
+	err = s.store.View(r.Context(), func(q receiver.Tx) error {
+		rows, err := q.Query(r.Context(), `SELECT id, text, effects FROM demo_notes WHERE user_id = $1 ORDER BY id`, user)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			n := Note{User: user}
+			if err := rows.Scan(&n.ID, &n.Text, &n.Effects); err != nil {
+				return err
+			}
+			notes = append(notes, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		s.log.Error("list notes", "err", err)
+		writeJSONProblem(w, receiver.Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: 500})
+		return
+	}
+	writeJSON(w, notes)
+}
+
+func (s *Server) effects(w http.ResponseWriter, r *http.Request) {
+	var n int64
+	err := s.store.View(r.Context(), func(q receiver.Tx) error {
+		return q.QueryRow(r.Context(), `SELECT n FROM demo_counters WHERE name = 'effects'`).Scan(&n)
+	})
+	if err != nil {
+		s.log.Error("count effects", "err", err)
+		writeJSONProblem(w, receiver.Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: 500})
+		return
+	}
+	writeJSON(w, map[string]int64{"effects": n})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+func writeJSONProblem(w http.ResponseWriter, p receiver.Problem) {
+	resp := receiver.ProblemResponse(p)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// migrate creates the demo's tables. The SQL is common to SQLite and
+// PostgreSQL.
+func migrate(ctx context.Context, st receiver.Store) error {
+	tx, err := st.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS demo_notes (
+			user_id TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, effects BIGINT NOT NULL,
+			PRIMARY KEY (user_id, id))`,
+		`CREATE TABLE IF NOT EXISTS demo_counters (name TEXT PRIMARY KEY, n BIGINT NOT NULL)`,
+		`INSERT INTO demo_counters (name, n) VALUES ('effects', 0) ON CONFLICT (name) DO NOTHING`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}

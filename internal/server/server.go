@@ -1,0 +1,213 @@
+// Package server is the HTTP server `tabfence serve` runs: the runtime files
+// from dist/, the demo pages, and a demo mutation API behind the receiver.
+//
+// It is importable so end-to-end tests can mount the same handler in-process
+// (httptest.NewServer(srv)) and wrap it with their own routes or faults
+// through Config.Middleware.
+package server
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/receiver/pgstore"
+	"github.com/tabfence/tabfence/receiver/sqlitestore"
+)
+
+//go:embed demo
+var demoFS embed.FS
+
+// DefaultDB is the database used when Config.DB is empty.
+const DefaultDB = "tabfence-data/tabfence.db"
+
+// DemoUserHeader names the demo's caller. DEMO ONLY: the demo has no
+// accounts, so any client can claim any user. A real server derives the
+// scope from its own authentication (a session cookie, a verified token).
+const DemoUserHeader = "X-Demo-User"
+
+// Config configures a Server. Zero values mean defaults.
+type Config struct {
+	// DB is a SQLite file path or a postgres:// (postgresql://) URL.
+	DB string
+	// Dist is the directory served at /dist/ (the built runtime); empty
+	// means /dist/ is not served.
+	Dist string
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// Middleware, when set, wraps the whole handler. Tests use it to add
+	// routes, latency or injected failures in front of the real server.
+	Middleware func(http.Handler) http.Handler
+	// Receiver overrides receiver options (Retention, MaxBody, ClaimTTL,
+	// Clock). Scope and Logger are always set by the server.
+	Receiver receiver.Options
+	// ReapInterval is how often expired idempotency records are deleted
+	// (default 10 minutes).
+	ReapInterval time.Duration
+}
+
+// Server is the tabfence HTTP server. It implements http.Handler.
+type Server struct {
+	store   receiver.Store
+	rc      *receiver.Receiver
+	handler http.Handler
+	log     *slog.Logger
+	stop    context.CancelFunc
+}
+
+// New opens the database, creates the demo tables and builds the handler.
+// Call Close when done.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DB == "" {
+		cfg.DB = DefaultDB
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := OpenStore(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, store); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	ropts := cfg.Receiver
+	ropts.Scope = demoScope
+	ropts.Logger = cfg.Logger
+	s := &Server{store: store, rc: receiver.New(store, ropts), log: cfg.Logger}
+	var h http.Handler = s.routes(cfg.Dist)
+	if cfg.Middleware != nil {
+		h = cfg.Middleware(h)
+	}
+	s.handler = h
+	rctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.rc.StartReaper(rctx, cfg.ReapInterval)
+	return s, nil
+}
+
+// OpenStore opens the store named by db: a postgres:// or postgresql:// URL,
+// otherwise a SQLite file path.
+func OpenStore(ctx context.Context, db string) (receiver.Store, error) {
+	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		st, err := pgstore.Open(ctx, db, 0)
+		if err != nil {
+			return nil, fmt.Errorf("server: open postgres: %w", err)
+		}
+		return st, nil
+	}
+	st, err := sqlitestore.Open(ctx, filepath.Clean(db))
+	if err != nil {
+		return nil, fmt.Errorf("server: open sqlite %s: %w", db, err)
+	}
+	return st, nil
+}
+
+// ServeHTTP serves the demo, the runtime and the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Handler returns the server's http.Handler (the Server itself).
+func (s *Server) Handler() http.Handler { return s }
+
+// Receiver returns the receiver guarding the demo API, e.g. for Reap.
+func (s *Server) Receiver() *receiver.Receiver { return s.rc }
+
+// Close stops the reaper and closes the database.
+func (s *Server) Close() error {
+	s.stop()
+	return s.store.Close()
+}
+
+// ErrNoDemoUser is returned by the demo scope when X-Demo-User is absent.
+var ErrNoDemoUser = errors.New("server: " + DemoUserHeader + " header missing or malformed")
+
+func demoScope(r *http.Request) (string, error) {
+	u := r.Header.Get(DemoUserHeader)
+	if !validUser(u) {
+		return "", ErrNoDemoUser
+	}
+	return u, nil
+}
+
+// validUser accepts 1..64 printable ASCII characters.
+func validUser(u string) bool {
+	if len(u) == 0 || len(u) > 64 {
+		return false
+	}
+	for i := 0; i < len(u); i++ {
+		if u[i] < 0x21 || u[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) routes(dist string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /api/notes", s.rc.Handle(putNote))
+	mux.HandleFunc("GET /api/notes", s.listNotes)
+	mux.HandleFunc("GET /api/effects", s.effects)
+	mux.Handle("POST /fence/{resource...}", s.rc.FenceHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	if dist != "" {
+		mux.Handle("GET /dist/", http.StripPrefix("/dist/", staticHandler(http.Dir(dist))))
+	}
+	sub, _ := fs.Sub(demoFS, "demo")
+	mux.Handle("GET /", staticHandler(http.FS(sub)))
+	return s.logRequests(mux)
+}
+
+// staticHandler serves files with no-cache (the runtime changes on every
+// build and must never be served stale) and the wasm MIME type that
+// WebAssembly.instantiateStreaming insists on.
+func staticHandler(root http.FileSystem) http.Handler {
+	fsrv := http.FileServer(root)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".wasm"):
+			w.Header().Set("Content-Type", "application/wasm")
+		case strings.HasSuffix(r.URL.Path, ".js"), strings.HasSuffix(r.URL.Path, ".mjs"):
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		}
+		fsrv.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"dur_ms", float64(time.Since(start).Microseconds())/1000)
+	})
+}

@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Seeds live in testdata/fuzz/<FuzzName>/ as well as here.
+
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, s := range []string{"abc", `"abc"`, `"`, `""`, " \"a\" ", `a\b`, "\x00", strings.Repeat("k", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		k, err := ParseIdempotencyKey(v)
+		if err != nil {
+			if !errors.Is(err, ErrKeyMissing) && !errors.Is(err, ErrKeyMalformed) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !ValidKey(k) {
+			t.Fatalf("accepted invalid key %q from %q", k, v)
+		}
+		// Both encodings of an accepted key parse to the same key.
+		if k2, err := ParseIdempotencyKey(FormatIdempotencyKey(k)); err != nil || k2 != k {
+			t.Fatalf("sf-string form of %q parses to %q, %v", k, k2, err)
+		}
+		if k3, err := ParseIdempotencyKey(k); err != nil || k3 != k {
+			t.Fatalf("bare form of %q parses to %q, %v", k, k3, err)
+		}
+	})
+}
+
+func FuzzParseToken(f *testing.F) {
+	for _, s := range []string{"1", "9007199254740991", "9007199254740992", "0", "01", "-1", " 7 ", "1e9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n, err := ParseToken(v)
+		if err != nil {
+			if !errors.Is(err, ErrTokenMalformed) || n != 0 {
+				t.Fatalf("ParseToken(%q) = %d, %v", v, n, err)
+			}
+			return
+		}
+		if n < 1 || n > MaxToken {
+			t.Fatalf("token %d out of range", n)
+		}
+		if FormatToken(n) != strings.TrimSpace(v) {
+			t.Fatalf("%q is not canonical for %d", v, n)
+		}
+		if m, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil || m != n {
+			t.Fatalf("disagrees with strconv: %d vs %d", n, m)
+		}
+	})
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "120", "99999999999999999999", "Fri, 02 Jan 2026 03:05:05 GMT",
+		"Friday, 02-Jan-26 03:05:05 GMT", "Fri Jan  2 03:05:05 2026", "-1", "soon"} {
+		f.Add(s, int64(1767323045))
+	}
+	f.Fuzz(func(t *testing.T, v string, nowUnix int64) {
+		d, ok := ParseRetryAfter(v, time.Unix(nowUnix, 0))
+		if d < 0 || d > MaxRetryAfter {
+			t.Fatalf("ParseRetryAfter(%q) = %v out of range", v, d)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("not ok but %v", d)
+		}
+	})
+}
+
+func FuzzValidResource(f *testing.F) {
+	for _, s := range []string{"doc:1", "a/b@c", "", "a b", strings.Repeat("r", 201), "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, r string) {
+		if !ValidResource(r) {
+			return
+		}
+		if len(r) == 0 || len(r) > MaxResourceLen || strings.ContainsAny(r, " \t\r\n\"'\\%?#,;") {
+			t.Fatalf("accepted %q", r)
+		}
+		for _, c := range []byte(r) {
+			if c < 0x21 || c > 0x7e {
+				t.Fatalf("accepted non-printable byte in %q", r)
+			}
+		}
+	})
+}

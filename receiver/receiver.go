@@ -1,0 +1,263 @@
+package receiver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
+)
+
+// Handler is a business handler. It runs inside the transaction that stores
+// the idempotency record and advances the fence: write through tx only. An
+// error or a 5xx Response rolls everything back and stores nothing; a 2xx or
+// 4xx Response is stored and replayed for retries of the same key. On a 4xx
+// the handler's own writes are rolled back (to a savepoint) while the answer
+// itself is kept, so a rejected command has no effect however often it is
+// retried.
+type Handler func(ctx context.Context, tx Tx, r *Request) (Response, error)
+
+// Receiver guards business handlers with idempotency keys and fencing tokens.
+type Receiver struct {
+	store  Store
+	opts   Options
+	log    *slog.Logger
+	replay []string
+}
+
+// New returns a Receiver over store. It does not take ownership of store.
+func New(store Store, opts Options) *Receiver {
+	opts = opts.withDefaults()
+	return &Receiver{
+		store:  store,
+		opts:   opts,
+		log:    opts.Logger.With("component", "receiver"),
+		replay: append(append([]string{}, replayHeaders...), opts.ReplayHeaders...),
+	}
+}
+
+// Store returns the store the receiver writes to.
+func (rc *Receiver) Store() Store { return rc.store }
+
+// Handle wraps h as an http.Handler for a mutation (POST, PUT, PATCH or
+// DELETE). Safe methods get 405: they need no idempotency key.
+func (rc *Receiver) Handle(h Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.serve(w, r, h)
+	})
+}
+
+func isMutation(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
+	if !isMutation(r.Method) {
+		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
+		writeProblem(w, probMethod)
+		return
+	}
+	scope, err := rc.opts.Scope(r)
+	if err != nil || scope == "" {
+		writeProblem(w, probUnauthenticated)
+		return
+	}
+	hd, err := parseHeaders(r.Header)
+	if err != nil {
+		writeProblem(w, headerProblem(err))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rc.opts.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			p := probTooLarge
+			p.Detail = fmt.Sprintf("The limit is %d bytes.", rc.opts.MaxBody)
+			writeProblem(w, p)
+			return
+		}
+		// The client went away mid-body; nothing was stored.
+		writeProblem(w, Problem{Type: wire.ProblemBase + "body-unreadable", Title: "Request body unreadable", Status: http.StatusBadRequest})
+		return
+	}
+	// Detach from the client's connection: once claimed, an attempt runs to
+	// its end (commit or rollback and release), so a hang-up cannot leave an
+	// ambiguous half-state. Timeout still bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.opts.Timeout)
+	defer cancel()
+	target := r.URL.Path
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery // a query can carry payload too
+	}
+	fp := fingerprint(r.Method, target, scope, body)
+	claimID := newClaimID()
+	log := rc.log.With("key", hd.key, "op", hd.opID, "path", r.URL.Path)
+	outcome, rec, err := rc.claim(ctx, scope, hd.key, fp, claimID, hd.resource, hd.token)
+	var p *Problem
+	if outcome == claimFenced && errors.As(err, &p) {
+		writeProblem(w, *p)
+		return
+	}
+	if err != nil {
+		log.Error("claim", "err", err)
+		writeProblem(w, probInternal)
+		return
+	}
+	switch outcome {
+	case claimReplay:
+		resp := rec.response()
+		if resp.Header == nil {
+			resp.Header = http.Header{}
+		}
+		resp.Header.Set(wire.HeaderReplayed, "true")
+		log.Debug("replayed", "status", resp.Status)
+		writeResponse(w, resp)
+		return
+	case claimReuse:
+		writeProblem(w, probKeyReuse)
+		return
+	case claimInFlight:
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeProblem(w, probInFlight)
+		return
+	}
+	req := &Request{HTTP: r, Scope: scope, Key: hd.key, Body: body, Resource: hd.resource, Token: hd.token, OperationID: hd.opID}
+	resp, stored, err := rc.run(ctx, req, claimID, h)
+	if !stored {
+		rc.release(scope, hd.key, claimID)
+	}
+	if err != nil {
+		if errors.As(err, &p) {
+			writeProblem(w, *p)
+			return
+		}
+		if errors.Is(err, errClaimLost) {
+			writeProblem(w, probInFlight)
+			return
+		}
+		log.Error("handler", "err", err)
+		writeProblem(w, probInternal)
+		return
+	}
+	log.Debug("ran", "status", resp.Status, "stored", stored)
+	writeResponse(w, resp)
+}
+
+// run executes the fence check, the handler and the record update in one
+// transaction. stored reports whether the answer was committed with the key.
+func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Handler) (resp Response, stored bool, err error) {
+	tx, err := rc.store.Begin(ctx)
+	if err != nil {
+		return Response{}, false, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	// Re-assert the claim first: it locks the record row (PostgreSQL), and
+	// fails if a takeover after ClaimTTL made this attempt obsolete.
+	now := rc.opts.Clock().UnixMilli()
+	n, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET claim_expires = $4
+		WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
+		req.Scope, req.Key, claimID, now+rc.opts.ClaimTTL.Milliseconds())
+	if err != nil {
+		return Response{}, false, err
+	}
+	if n != 1 {
+		return Response{}, false, errClaimLost
+	}
+	if req.Resource != "" {
+		if err := rc.checkFence(ctx, tx, req.Scope, req.Resource, req.Token); err != nil {
+			return Response{}, false, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
+		return Response{}, false, err
+	}
+	resp, err = callHandler(ctx, tx, req, h)
+	if err != nil {
+		return Response{}, false, err
+	}
+	if resp.Status == 0 {
+		resp.Status = http.StatusOK
+	}
+	if resp.Status < 200 || resp.Status > 599 {
+		return Response{}, false, fmt.Errorf("%w: %d", ErrBadStatus, resp.Status)
+	}
+	if resp.Status >= 500 {
+		return resp, false, nil
+	}
+	if resp.Status >= 400 {
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`); err != nil {
+			return Response{}, false, err
+		}
+	}
+	if err := rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp); err != nil {
+		return Response{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		// Outcome unknown to us only in theory: a failed commit rolled back.
+		return Response{}, false, err
+	}
+	committed = true
+	return resp, true, nil
+}
+
+// ErrBadStatus is returned (and answered with 500) when a handler answers
+// with a status outside 200..599.
+var ErrBadStatus = errors.New("receiver: handler returned an invalid status")
+
+// ErrPanic wraps a panic recovered from a business handler.
+var ErrPanic = errors.New("receiver: handler panicked")
+
+func callHandler(ctx context.Context, tx Tx, req *Request, h Handler) (resp Response, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, v, debug.Stack())
+		}
+	}()
+	return h(ctx, tx, req)
+}
+
+func headerProblem(err error) Problem {
+	switch {
+	case errors.Is(err, wire.ErrKeyMissing):
+		return probMissingKey
+	case errors.Is(err, wire.ErrKeyMalformed):
+		return probMalformedKey
+	case errors.Is(err, ErrFencePartial):
+		p := probMalformedToken
+		p.Detail = "Send X-Client-Resource and X-Client-Fencing-Token together, or neither."
+		return p
+	case errors.Is(err, wire.ErrResourceMalformed):
+		p := probMalformedToken
+		p.Detail = "X-Client-Resource must be 1-200 characters of letters, digits and -_.:/@."
+		return p
+	default:
+		p := probMalformedToken
+		p.Detail = "X-Client-Fencing-Token must be a decimal integer in 1..2^53-1 without leading zeros."
+		return p
+	}
+}
+
+// shortHash identifies a scope in logs without writing the user id itself.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:4])
+}
+
+// now is a helper for the reaper and fence code.
+func (rc *Receiver) now() time.Time { return rc.opts.Clock() }

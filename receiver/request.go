@@ -1,0 +1,103 @@
+package receiver
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"net/http"
+
+	"github.com/tabfence/tabfence/internal/wire"
+)
+
+// Request is what a business handler sees: the original HTTP request (its
+// body already read into Body) and the parsed protocol headers.
+type Request struct {
+	HTTP        *http.Request
+	Scope       string // the authenticated user/tenant, from Options.Scope
+	Key         string // the idempotency key, unquoted
+	Body        []byte
+	Resource    string // fenced resource, "" when the request is not fenced
+	Token       uint64 // accepted fencing token, 0 when not fenced
+	OperationID string // X-Client-Operation-Id, for tracing only
+}
+
+// Response is what a business handler answers. 2xx and 4xx answers are
+// stored and replayed; 5xx answers are sent but not stored, so a retry runs
+// the handler again.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Errors describing why a request's protocol headers were rejected.
+var (
+	ErrFencePartial = errors.New("receiver: only one of X-Client-Resource and X-Client-Fencing-Token sent")
+)
+
+// headers are the protocol headers of a mutation, parsed and validated.
+type headers struct {
+	key      string
+	resource string
+	token    uint64
+	opID     string
+}
+
+// parseHeaders validates the protocol headers without touching the store.
+// Its errors wrap the wire package's errors (errors.Is works).
+func parseHeaders(h http.Header) (headers, error) {
+	var out headers
+	keys := h.Values(wire.HeaderIdempotencyKey)
+	if len(keys) > 1 {
+		return out, wire.ErrKeyMalformed
+	}
+	k, err := wire.ParseIdempotencyKey(h.Get(wire.HeaderIdempotencyKey))
+	if err != nil {
+		return out, err
+	}
+	out.key = k
+	res, tok := h.Values(wire.HeaderResource), h.Values(wire.HeaderFencingToken)
+	switch {
+	case len(res) == 0 && len(tok) == 0:
+	case len(res) != 1 || len(tok) != 1:
+		if len(res) > 1 || len(tok) > 1 {
+			return out, wire.ErrTokenMalformed
+		}
+		return out, ErrFencePartial
+	default:
+		if !wire.ValidResource(res[0]) {
+			return out, wire.ErrResourceMalformed
+		}
+		t, err := wire.ParseToken(tok[0])
+		if err != nil {
+			return out, err
+		}
+		out.resource, out.token = res[0], t
+	}
+	if op := h.Get(wire.HeaderOperationID); len(op) <= wire.MaxKeyLen && wire.ValidKey(op) {
+		out.opID = op
+	}
+	return out, nil
+}
+
+// fingerprint binds a key to the request it was first used with: method,
+// path (with the query, when there is one), scope and body, each length-prefixed so no two requests collide by
+// concatenation.
+func fingerprint(method, path, scope string, body []byte) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range [][]byte{[]byte(method), []byte(path), []byte(scope), body} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Fingerprint is the payload fingerprint the receiver stores with a key
+// (hex SHA-256 over method, path, scope and body). Exported for tools and
+// tests that inspect the store.
+func Fingerprint(method, path, scope string, body []byte) string {
+	return fingerprint(method, path, scope, body)
+}
