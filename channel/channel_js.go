@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall/js"
 
-	"github.com/hack-pad/safejs"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -205,7 +204,7 @@ func (c *Channel) Post(e Envelope) error {
 	if why := c.limits.Check(e); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: "+why.String()))
 	}
-	if why := payloadReason(safejs.Safe(e.Payload), c.limits); why != ReasonNone {
+	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
 	_, err := jsglue.Call(c.bc, "postMessage", encode(e))
@@ -273,24 +272,24 @@ func encode(e Envelope) js.Value {
 // ---- decoding untrusted values ----
 
 var (
-	jsObject      = safejs.Safe(js.Global().Get("Object"))
-	jsArrayBuffer = safejs.Safe(js.Global().Get("ArrayBuffer"))
-	jsBlob        = safejs.Safe(js.Global().Get("Blob"))
+	jsObject      = js.Global().Get("Object")
+	jsArrayBuffer = js.Global().Get("ArrayBuffer")
+	jsBlob        = js.Global().Get("Blob")
 )
 
 // decode reads an envelope from any value any same-origin script may have
-// posted. Every access goes through safejs; every field's type and bounds
+// posted. Every access goes through jsglue's guarded accessors; every field's type and bounds
 // are checked; strings are measured before they are copied into Go.
 func decode(data js.Value, l Limits) (Envelope, Reason) {
-	v := safejs.Safe(data)
-	if v.Type() != safejs.TypeObject {
+	v := data
+	if v.Type() != js.TypeObject {
 		return Envelope{}, Malformed
 	}
 	var e Envelope
 	var why Reason
 	// Protocol first: a value that is not ours is foreign, not malformed.
-	p, err := v.Get("protocol")
-	if err != nil || p.Type() != safejs.TypeString {
+	p, err := jsglue.Get(v, "protocol")
+	if err != nil || p.Type() != js.TypeString {
 		return Envelope{}, ForeignProtocol
 	}
 	if e.Protocol, why = str(p, len(Protocol)); why != ReasonNone || e.Protocol != Protocol {
@@ -327,20 +326,20 @@ func decode(data js.Value, l Limits) (Envelope, Reason) {
 		return Envelope{}, why
 	}
 	e.SentAt = int64(ts)
-	pl, err := v.Get("payload")
+	pl, err := jsglue.Get(v, "payload")
 	if err != nil {
 		return Envelope{}, Malformed
 	}
 	if why := payloadReason(pl, l); why != ReasonNone {
 		return Envelope{}, why
 	}
-	e.Payload = safejs.Unsafe(pl)
+	e.Payload = pl
 	return e, ReasonNone
 }
 
-func strField(v safejs.Value, name string, max int) (string, Reason) {
-	f, err := v.Get(name)
-	if err != nil || f.Type() != safejs.TypeString {
+func strField(v js.Value, name string, max int) (string, Reason) {
+	f, err := jsglue.Get(v, name)
+	if err != nil || f.Type() != js.TypeString {
 		return "", Malformed
 	}
 	return str(f, max)
@@ -348,7 +347,7 @@ func strField(v safejs.Value, name string, max int) (string, Reason) {
 
 // str copies a JavaScript string into Go after checking its length.
 // Object(s) wraps the primitive without copying and exposes length.
-func str(f safejs.Value, max int) (string, Reason) {
+func str(f js.Value, max int) (string, Reason) {
 	n, ok := length(f)
 	if !ok {
 		return "", Malformed
@@ -356,72 +355,63 @@ func str(f safejs.Value, max int) (string, Reason) {
 	if n > float64(max) {
 		return "", Oversized
 	}
-	s, err := f.String()
-	if err != nil {
-		return "", Malformed
-	}
-	return s, ReasonNone
+	return f.String(), ReasonNone
 }
 
-func length(f safejs.Value) (float64, bool) {
-	w, err := jsObject.Invoke(f)
+func length(f js.Value) (float64, bool) {
+	w, err := jsglue.Invoke(jsObject, f)
 	if err != nil {
 		return 0, false
 	}
-	n, err := w.Get("length")
-	if err != nil || n.Type() != safejs.TypeNumber {
+	n, err := jsglue.Get(w, "length")
+	if err != nil || n.Type() != js.TypeNumber {
 		return 0, false
 	}
-	x, err := n.Float()
-	return x, err == nil
+	return n.Float(), true
 }
 
 // num reads a non-negative integer field <= 2^53-1: NaN, Infinity,
 // negatives, fractions, strings and missing fields are malformed.
-func num(v safejs.Value, name string) (uint64, Reason) {
-	f, err := v.Get(name)
-	if err != nil || f.Type() != safejs.TypeNumber {
+func num(v js.Value, name string) (uint64, Reason) {
+	f, err := jsglue.Get(v, name)
+	if err != nil || f.Type() != js.TypeNumber {
 		return 0, Malformed
 	}
-	x, err := f.Float()
-	if err != nil || math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
+	x := f.Float()
+	if math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
 		return 0, Malformed
 	}
 	return uint64(x), ReasonNone
 }
 
 // payloadReason measures what can be measured without walking the value.
-func payloadReason(p safejs.Value, l Limits) Reason {
+func payloadReason(p js.Value, l Limits) Reason {
 	max := float64(l.MaxPayload)
 	switch p.Type() {
-	case safejs.TypeString:
+	case js.TypeString:
 		if n, ok := length(p); !ok || n > max {
 			return Oversized
 		}
-	case safejs.TypeObject:
-		if isAB, _ := p.InstanceOf(jsArrayBuffer); isAB {
+	case js.TypeObject:
+		if jsglue.InstanceOf(p, jsArrayBuffer) {
 			return sizeProp(p, "byteLength", max)
 		}
-		if isView, err := jsArrayBuffer.Call("isView", p); err == nil {
-			if b, _ := isView.Bool(); b {
-				return sizeProp(p, "byteLength", max)
-			}
+		if isView, err := jsglue.Call(jsArrayBuffer, "isView", p); err == nil && isView.Truthy() {
+			return sizeProp(p, "byteLength", max)
 		}
-		if jsBlob.Type() == safejs.TypeFunction {
-			if isBlob, _ := p.InstanceOf(jsBlob); isBlob {
-				return sizeProp(p, "size", max)
-			}
+		if jsBlob.Type() == js.TypeFunction && jsglue.InstanceOf(p, jsBlob) {
+			return sizeProp(p, "size", max)
 		}
 	}
 	return ReasonNone
 }
 
-func sizeProp(p safejs.Value, prop string, max float64) Reason {
-	n, err := p.Get(prop)
-	if err != nil || n.Type() != safejs.TypeNumber {
+func sizeProp(p js.Value, prop string, max float64) Reason {
+	n, err := jsglue.Get(p, prop)
+	if err != nil || n.Type() != js.TypeNumber {
 		return Malformed
 	}
-	if x, err := n.Float(); err != nil || x > max {
+	if x := n.Float(); x > max {
 		return Oversized
 	}
 	return ReasonNone

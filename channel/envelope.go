@@ -14,10 +14,11 @@
 package channel
 
 import (
-	"encoding/hex"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/randid"
 )
 
 // Protocol and Version identify tabfence envelopes. A message of another
@@ -208,13 +209,8 @@ func (s *Sequencer) Next(kind string, payload Payload) Envelope {
 // NewID returns a random 128-bit message ID, hex. IDs only identify; they
 // never order (a UUID cannot fence). The bytes come from the platform's
 // CSPRNG: crypto/rand natively, and in the browser crypto.getRandomValues
-// directly — which is what crypto/rand calls there anyway, without the
-// ~150 KB (gzip) that crypto/rand's FIPS module adds to the wasm binary.
-func NewID() string {
-	var b [16]byte
-	randomBytes(b[:])
-	return hex.EncodeToString(b[:])
-}
+// directly (see internal/randid).
+func NewID() string { return randid.New() }
 
 // Verdict is what a cursor decides about one message.
 type Verdict struct {

@@ -5,24 +5,16 @@ package jsglue
 import (
 	"errors"
 	"syscall/js"
-
-	"github.com/hack-pad/safejs"
 )
 
-// Value is a JavaScript value whose accessors return errors instead of
-// panicking; use it for anything read from untrusted sources.
-type Value = safejs.Value
-
-// Global returns the JavaScript global object.
-func Global() Value { return safejs.Global() }
-
-// Safe and Unsafe convert between syscall/js and safejs values.
-func Safe(v js.Value) Value   { return safejs.Safe(v) }
-func Unsafe(v Value) js.Value { return safejs.Unsafe(v) }
+// jsglue uses syscall/js directly. hack-pad/safejs gives the same
+// error-instead-of-panic accessors, but importing it links fmt and reflect
+// (+98 KB brotli measured), which every user of the runtime downloads; the
+// handful of guarded accessors below cover what the runtime needs.
 
 // Try runs fn and turns a JavaScript exception thrown inside it into a
-// *JSError that keeps the exception's name (safejs's own error type loses
-// it, and the name is what callers branch on).
+// *JSError that keeps the exception's name — the name is what callers
+// branch on (QuotaExceededError, TransactionInactiveError, …).
 func Try[T any](fn func() T) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -35,6 +27,28 @@ func Try[T any](fn func() T) (v T, err error) {
 // Call calls method m of v, returning a thrown exception as an error.
 func Call(v js.Value, m string, args ...any) (js.Value, error) {
 	return Try(func() js.Value { return v.Call(m, args...) })
+}
+
+// Get reads property p of v. A getter or proxy trap that throws, or a v
+// that has no properties (undefined, null), gives an error, not a panic:
+// use it on any value another script may have made.
+func Get(v js.Value, p string) (js.Value, error) {
+	if t := v.Type(); t != js.TypeObject && t != js.TypeFunction {
+		return js.Undefined(), &JSError{Name: "TypeError", Message: "property " + p + " of a non-object"}
+	}
+	return Try(func() js.Value { return v.Get(p) })
+}
+
+// Invoke calls the function f with args, returning a thrown exception as an error.
+func Invoke(f js.Value, args ...any) (js.Value, error) {
+	return Try(func() js.Value { return f.Invoke(args...) })
+}
+
+// InstanceOf reports whether v is an instance of the constructor t; a
+// throwing Symbol.hasInstance counts as false.
+func InstanceOf(v, t js.Value) bool {
+	ok, err := Try(func() bool { return v.InstanceOf(t) })
+	return err == nil && ok
 }
 
 func recoveredError(r any) error {
@@ -56,10 +70,9 @@ func recoveredError(r any) error {
 // string, undefined) become an "Error" JSError describing them. It never
 // panics, whatever the value.
 func FromJS(v js.Value) error {
-	sv := safejs.Safe(v)
 	if v.Type() == js.TypeObject {
-		name := stringProp(sv, "name")
-		msg := stringProp(sv, "message")
+		name := stringProp(v, "name")
+		msg := stringProp(v, "message")
 		if name != "" {
 			return &JSError{Name: name, Message: msg}
 		}
@@ -71,13 +84,12 @@ func FromJS(v js.Value) error {
 	return &JSError{Name: "Error", Message: s}
 }
 
-func stringProp(v safejs.Value, name string) string {
-	p, err := v.Get(name)
-	if err != nil || p.Type() != safejs.TypeString {
+func stringProp(v js.Value, name string) string {
+	p, err := Get(v, name)
+	if err != nil || p.Type() != js.TypeString {
 		return ""
 	}
-	s, _ := p.String()
-	return s
+	return p.String()
 }
 
 // ToJS converts a Go error to a JavaScript Error object whose name is

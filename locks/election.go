@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/randid"
 )
 
 // Fencer allocates fencing tokens: numbers that increase with every
@@ -145,20 +147,9 @@ func newElection(cfg Config, be backend) (*Election, error) {
 	return e, nil
 }
 
-// randomID is a random 128-bit id in hex. The 16 bytes come from
-// randomBytes: crypto.getRandomValues in the browser (crypto/rand would
-// add AES, SHA-2/3 and math/big to every user's download), crypto/rand
-// natively.
-func randomID() string {
-	var b [16]byte
-	randomBytes(b[:])
-	const digits = "0123456789abcdef"
-	out := make([]byte, 32)
-	for i, c := range b {
-		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
-	}
-	return string(out)
-}
+// randomID is a random 128-bit owner id (see internal/randid for why it
+// does not use crypto/rand in the browser).
+func randomID() string { return randid.New() }
 
 // LockName is the versioned lock name, "tabfence:<scope>:v<protocol>"; the
 // channel package uses the same name.

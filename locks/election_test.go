@@ -163,9 +163,17 @@ func sampler(t *testing.T, ps ...*probe) (stop func() (max int)) {
 	return func() int {
 		close(quit)
 		<-done
+		// One last sample of the present: natively a scenario can end
+		// before the sampling goroutine was ever scheduled.
+		n := 0
+		for _, p := range ps {
+			if p.e.IsLeader() {
+				n++
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		return maxSeen
+		return max(maxSeen, n)
 	}
 }
 
@@ -603,7 +611,11 @@ func TestElectionFiveContendersDownToTheLast(t *testing.T) {
 		}
 		live = rest
 	}
-	if m := stop(); m != 1 {
+	// Each step above asserts exactly one leader; the sampler adds the
+	// in-between instants. Natively the scenario can finish before the
+	// sampler goroutine runs at all, so it asserts the invariant (never two),
+	// not that it sampled.
+	if m := stop(); m > 1 {
 		t.Fatalf("saw %d leaders at once", m)
 	}
 }

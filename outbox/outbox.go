@@ -2,11 +2,10 @@ package outbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/randid"
 	"github.com/tabfence/tabfence/internal/wire"
 )
 
@@ -97,11 +96,9 @@ func New(cfg Config) (*Outbox, error) {
 	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name}, nil
 }
 
-func randomID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// randomID is a random 128-bit id; see internal/randid for why the browser
+// build does not link crypto/rand.
+func randomID() string { return randid.New() }
 
 // LockName is the Web Lock / lease name of this queue scope.
 func (o *Outbox) LockName() string { return o.lockName }

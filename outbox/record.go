@@ -1,9 +1,10 @@
 package outbox
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/digest"
+	"github.com/tabfence/tabfence/internal/randid"
 )
 
 // Status is a record's place in the queue state machine.
@@ -126,10 +127,11 @@ func (r *Record) EntityKey() string {
 	return r.UserID + "\x00" + r.TenantID + "\x00" + r.EntityType + "\x00" + r.EntityID
 }
 
-// HashPayload is the PayloadHash of p: lowercase sha256 hex.
+// HashPayload is the PayloadHash of p: lowercase sha256 hex (internal/digest,
+// which keeps crypto/sha256's FIPS module out of the wasm download).
 func HashPayload(p []byte) string {
-	s := sha256.Sum256(p)
-	return hex.EncodeToString(s[:])
+	s := digest.SHA256(p)
+	return randid.Hex(s[:])
 }
 
 // hashKey shortens an operation key for events (keys may hold user data).
