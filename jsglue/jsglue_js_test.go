@@ -139,3 +139,26 @@ func TestSignalAbortsWithAbortError(t *testing.T) {
 		t.Fatal("signal of a cancelled ctx must start aborted")
 	}
 }
+
+func TestGetSurvivesThrowingGetterAndProxy(t *testing.T) {
+	obj := eval(`({ get bad() { throw new RangeError("nope"); }, ok: 1 })`)
+	if _, err := Get(obj, "bad"); !errors.Is(err, ErrRange) {
+		t.Fatalf("getter: got %v", err)
+	}
+	if v, err := Get(obj, "ok"); err != nil || v.Int() != 1 {
+		t.Fatalf("ok: got %v %v", v, err)
+	}
+	proxy := eval(`new Proxy({}, { get() { throw new TypeError("trap"); } })`)
+	if _, err := Get(proxy, "anything"); !errors.Is(err, ErrType) {
+		t.Fatalf("proxy: got %v", err)
+	}
+	if _, err := Get(js.Null(), "x"); !errors.Is(err, ErrType) {
+		t.Fatalf("null: got %v", err)
+	}
+	// FromJS reads name/message through Get: a hostile rejection reason
+	// must not kill the program either.
+	_, err := Await(context.Background(), eval(`Promise.reject(new Proxy({}, { get() { throw 1; } }))`))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+}

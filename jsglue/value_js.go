@@ -32,12 +32,19 @@ func Call(v js.Value, m string, args ...any) (js.Value, error) {
 // Get reads property p of v. A getter or proxy trap that throws, or a v
 // that has no properties (undefined, null), gives an error, not a panic:
 // use it on any value another script may have made.
+//
+// It goes through Reflect.get because js.Value.Get cannot be guarded:
+// wasm_exec.js's valueGet does not catch, so a throwing getter unwinds
+// through the wasm instance and kills the Go program, recover or not.
+// valueCall does catch, and Reflect.get is a call.
 func Get(v js.Value, p string) (js.Value, error) {
 	if t := v.Type(); t != js.TypeObject && t != js.TypeFunction {
 		return js.Undefined(), &JSError{Name: "TypeError", Message: "property " + p + " of a non-object"}
 	}
-	return Try(func() js.Value { return v.Get(p) })
+	return Call(jsReflect, "get", v, p)
 }
+
+var jsReflect = js.Global().Get("Reflect")
 
 // Invoke calls the function f with args, returning a thrown exception as an error.
 func Invoke(f js.Value, args ...any) (js.Value, error) {

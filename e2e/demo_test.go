@@ -1,0 +1,85 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+)
+
+// The demo's buttons do what they say, and the page shows it: Steal in the
+// follower, Resign in the leader, Leave and Join.
+func TestDemoButtons(t *testing.T) {
+	e := setup(t, false)
+	s := scope(t)
+	a := e.demo(s, 1, "leader")
+	b := e.demo(s, 1, "follower")
+	waitRole(t, a, "leader")
+	waitRole(t, b, "follower")
+	if got := text(t, a, "lock"); got != "tabfence:"+s+":v1" {
+		t.Fatalf("#lock shows %q", got)
+	}
+
+	click(t, b, "steal")
+	waitRole(t, b, "leader")
+	waitRole(t, a, "follower")
+
+	click(t, b, "resign")
+	waitRole(t, a, "leader")
+	waitRole(t, b, "follower")
+	if got := text(t, a, "generation"); got != "2" {
+		t.Fatalf("#generation shows %q after leading twice", got)
+	}
+
+	click(t, a, "leave")
+	waitRole(t, a, "left")
+	waitRole(t, b, "leader")
+	if got := text(t, a, "leave"); got != "Join" {
+		t.Fatalf("#leave says %q after leaving", got)
+	}
+	click(t, a, "leave")
+	waitRole(t, a, "follower")
+
+	if path := os.Getenv("TABFENCE_SCREENSHOT"); path != "" {
+		png, err := chromedp.Run(b.Ctx(), chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(path, png, 0o644)
+		}
+		if err != nil {
+			t.Log("screenshot:", err)
+		}
+	}
+}
+
+func text(t *testing.T, tab *harness.Tab, id string) string {
+	t.Helper()
+	return eval[string](t, tab, `document.getElementById("`+id+`").textContent`)
+}
+
+func click(t *testing.T, tab *harness.Tab, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.ID(id))); err != nil {
+		t.Fatalf("click #%s: %v", id, err)
+	}
+}
+
+func waitRole(t *testing.T, tab *harness.Tab, role string) {
+	t.Helper()
+	var last string
+	err := harness.Poll(context.Background(), "#role "+role, failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+		v, err := harness.Eval[string](tab, `document.getElementById("role").textContent`)
+		last = v
+		return v == role, err
+	})
+	if err != nil {
+		t.Fatalf("%v (shows %q)", err, last)
+	}
+}

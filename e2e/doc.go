@@ -1,0 +1,9 @@
+// Package e2e holds tabfence's end-to-end tests: several real Chromium tabs
+// in one browser context, driven with chromedp, against the runtime built
+// by `make build` and the server of internal/server.
+//
+// They are behind the e2e build tag so `go test ./...` stays fast and
+// browser-free:
+//
+//	make build && go test -tags e2e -count=1 ./e2e/...
+package e2e

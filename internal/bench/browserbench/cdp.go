@@ -1,0 +1,42 @@
+package browserbench
+
+import (
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+)
+
+// disableCache makes every request of the tab go to the server, as a first
+// visit does (and keeps Chromium from serving cached compiled wasm).
+func disableCache(t *harness.Tab) error {
+	if _, err := chromedp.Call(t.Ctx(), network.Enable, network.EnableParams{}); err != nil {
+		return err
+	}
+	_, err := chromedp.Call(t.Ctx(), network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
+	return err
+}
+
+// grantProbe wraps navigator.locks.request before any page script runs and
+// stores when the browser last granted a lock to this page (a callback
+// called with a lock, not the null of a failed ifAvailable probe). The
+// difference to the page's onLeader timestamp is what the runtime itself
+// adds to a failover; the rest is the browser's.
+const grantProbe = `(() => {
+	const locks = navigator.locks;
+	if (!locks) return;
+	const request = locks.request.bind(locks);
+	locks.request = (name, options, callback) => {
+		if (typeof options === "function") { callback = options; options = {}; }
+		return request(name, options, (lock) => {
+			if (lock) window.__tabfenceBenchGrant = performance.timeOrigin + performance.now();
+			return callback(lock);
+		});
+	};
+})();`
+
+func installGrantProbe(t *harness.Tab) error {
+	_, err := chromedp.Call(t.Ctx(), page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: grantProbe})
+	return err
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"strconv"
+
+	"github.com/tabfence/tabfence/locks"
+)
+
+// Argument validation for the JavaScript API, kept free of syscall/js so it
+// is tested natively. The *_js.go files read a JavaScript value into an arg
+// and hand it here; every bad argument becomes a TypeError that JavaScript
+// sees as thrown or as a rejected promise, never a Go panic.
+
+// kind mirrors js.Type (plus "array" and "integer" are not separate: the
+// number check is done on the value).
+type kind int
+
+const (
+	kindUndefined kind = iota
+	kindNull
+	kindBoolean
+	kindNumber
+	kindString
+	kindSymbol
+	kindObject
+	kindFunction
+	kindBigInt
+)
+
+var kindNames = [...]string{"undefined", "null", "boolean", "number", "string", "symbol", "object", "function", "bigint"}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// arg is one JavaScript value as validation sees it.
+type arg struct {
+	Kind kind
+	Str  string  // for kindString
+	Num  float64 // for kindNumber
+}
+
+func (a arg) absent() bool { return a.Kind == kindUndefined || a.Kind == kindNull }
+
+// TypeError is an argument error; jsglue.ToJS names it "TypeError" through
+// JSName, so JavaScript callers can tell misuse from a runtime failure.
+type TypeError struct{ Msg string }
+
+func (e *TypeError) Error() string  { return e.Msg }
+func (e *TypeError) JSName() string { return "TypeError" }
+
+func typeErr(where, msg string) error { return &TypeError{Msg: "tabfence." + where + ": " + msg} }
+
+// maxProtocol keeps protocol an exact int on every platform and readable in a
+// lock name.
+const maxProtocol = 1<<31 - 1
+
+// maxNameLen bounds scope, resource and owner id. Web Lock names have no
+// limit, but a megabyte scope is a bug, and it would be copied into every
+// lock and channel name.
+const maxNameLen = 256
+
+// requiredString validates a non-empty string option.
+func requiredString(where, field string, a arg) (string, error) {
+	if a.Kind != kindString {
+		return "", typeErr(where, field+" must be a non-empty string, got "+a.Kind.String())
+	}
+	return checkedString(where, field, a.Str)
+}
+
+// optionalString validates a string option that may be left out.
+func optionalString(where, field string, a arg) (string, error) {
+	if a.absent() {
+		return "", nil
+	}
+	if a.Kind != kindString {
+		return "", typeErr(where, field+" must be a string when given, got "+a.Kind.String())
+	}
+	return checkedString(where, field, a.Str)
+}
+
+func checkedString(where, field, s string) (string, error) {
+	if s == "" {
+		return "", typeErr(where, field+" must not be empty")
+	}
+	if len(s) > maxNameLen {
+		return "", typeErr(where, field+" is "+strconv.Itoa(len(s))+" bytes long; the limit is "+strconv.Itoa(maxNameLen))
+	}
+	return s, nil
+}
+
+// protocolArg validates a protocol version: a number (not a numeric string,
+// which would hide a caller passing the wrong field) that is a positive
+// integer. The version is part of the lock name so that an old tab left open
+// after a deploy cannot lead tabs of the new version.
+func protocolArg(where string, a arg) (int, error) {
+	if a.Kind != kindNumber {
+		return 0, typeErr(where, "protocol must be a positive integer number, got "+a.Kind.String())
+	}
+	n := a.Num
+	if n != n || n < 1 || n > maxProtocol || n != float64(int64(n)) {
+		return 0, typeErr(where, "protocol must be an integer from 1 to "+strconv.Itoa(maxProtocol)+", got "+strconv.FormatFloat(n, 'g', -1, 64))
+	}
+	return int(n), nil
+}
+
+// optionalFunc checks that a callback option is a function or absent.
+func optionalFunc(where, field string, a arg) (bool, error) {
+	if a.absent() {
+		return false, nil
+	}
+	if a.Kind != kindFunction {
+		return false, typeErr(where, field+" must be a function when given, got "+a.Kind.String())
+	}
+	return true, nil
+}
+
+// electArgs is the options object of elect(), field by field.
+type electArgs struct {
+	Options                      arg // the object itself
+	Scope, Protocol              arg
+	Resource, OwnerID            arg
+	OnLeader, OnFollower, OnLost arg
+}
+
+// electOptions is electArgs once validated.
+type electOptions struct {
+	Scope, Resource, OwnerID              string
+	Protocol                              int
+	HasOnLeader, HasOnFollower, HasOnLost bool
+}
+
+// validateElect checks elect()'s options and reports the first problem.
+func validateElect(a electArgs) (electOptions, error) {
+	const where = "elect"
+	var o electOptions
+	if a.Options.Kind != kindObject {
+		return o, typeErr(where, "expects an options object {scope, protocol, onLeader, onFollower, onLost}, got "+a.Options.Kind.String())
+	}
+	var err error
+	if o.Scope, err = requiredString(where, "scope", a.Scope); err != nil {
+		return o, err
+	}
+	if o.Protocol, err = protocolArg(where, a.Protocol); err != nil {
+		return o, err
+	}
+	// locks.Name has the last word on what makes a lock name (length,
+	// control characters); its complaint is still a TypeError to the caller.
+	if _, err := locks.Name(o.Scope, o.Protocol); err != nil {
+		return o, typeErr(where, "scope "+strconv.Quote(o.Scope)+" cannot name a lock: "+err.Error())
+	}
+	if o.Resource, err = optionalString(where, "resource", a.Resource); err != nil {
+		return o, err
+	}
+	if o.OwnerID, err = optionalString(where, "ownerID", a.OwnerID); err != nil {
+		return o, err
+	}
+	if o.HasOnLeader, err = optionalFunc(where, "onLeader", a.OnLeader); err != nil {
+		return o, err
+	}
+	if o.HasOnFollower, err = optionalFunc(where, "onFollower", a.OnFollower); err != nil {
+		return o, err
+	}
+	if o.HasOnLost, err = optionalFunc(where, "onLost", a.OnLost); err != nil {
+		return o, err
+	}
+	return o, nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func str(s string) arg  { return arg{Kind: kindString, Str: s} }
+func num(n float64) arg { return arg{Kind: kindNumber, Num: n} }
+func fn() arg           { return arg{Kind: kindFunction} }
+func obj() arg          { return arg{Kind: kindObject} }
+func of(k kind) arg     { return arg{Kind: k} }
+func good() electArgs {
+	return electArgs{Options: obj(), Scope: str("notes"), Protocol: num(1), OnLeader: fn()}
+}
+
+func TestValidateElectAcceptsGoodOptions(t *testing.T) {
+	a := good()
+	a.Resource, a.OwnerID, a.OnLost = str("ws-1"), str("tab-7"), fn()
+	o, err := validateElect(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := electOptions{Scope: "notes", Resource: "ws-1", OwnerID: "tab-7", Protocol: 1, HasOnLeader: true, HasOnLost: true}
+	if o != want {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	a.OnFollower = of(kindNull) // null means "not given", as in most DOM APIs
+	if _, err := validateElect(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateElectRejectsBadOptions(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*electArgs)
+		want   string // part of the message
+	}{
+		{"no options", func(a *electArgs) { a.Options = of(kindUndefined) }, "expects an options object"},
+		{"missing scope", func(a *electArgs) { a.Scope = of(kindUndefined) }, "scope must be a non-empty string, got undefined"},
+		{"empty scope", func(a *electArgs) { a.Scope = str("") }, "scope must not be empty"},
+		{"huge scope", func(a *electArgs) { a.Scope = str(strings.Repeat("x", 300)) }, "limit is 256"},
+		{"long scope", func(a *electArgs) { a.Scope = str(strings.Repeat("x", 201)) }, "cannot name a lock"},
+		{"control character in scope", func(a *electArgs) { a.Scope = str("a\nb") }, "control character"},
+		{"numeric scope", func(a *electArgs) { a.Scope = num(3) }, "got number"},
+		{"missing protocol", func(a *electArgs) { a.Protocol = of(kindUndefined) }, "protocol must be a positive integer number, got undefined"},
+		{"string protocol", func(a *electArgs) { a.Protocol = str("2") }, "got string"},
+		{"zero protocol", func(a *electArgs) { a.Protocol = num(0) }, "got 0"},
+		{"negative protocol", func(a *electArgs) { a.Protocol = num(-1) }, "got -1"},
+		{"fractional protocol", func(a *electArgs) { a.Protocol = num(1.5) }, "got 1.5"},
+		{"NaN protocol", func(a *electArgs) { a.Protocol = num(math.NaN()) }, "got NaN"},
+		{"huge protocol", func(a *electArgs) { a.Protocol = num(1e12) }, "got 1e+12"},
+		{"bigint protocol", func(a *electArgs) { a.Protocol = of(kindBigInt) }, "got bigint"},
+		{"onLeader not a function", func(a *electArgs) { a.OnLeader = str("x") }, "onLeader must be a function"},
+		{"onLost not a function", func(a *electArgs) { a.OnLost = obj() }, "onLost must be a function"},
+		{"empty resource", func(a *electArgs) { a.Resource = str("") }, "resource must not be empty"},
+		{"ownerID number", func(a *electArgs) { a.OwnerID = num(1) }, "ownerID must be a string"},
+	}
+	for _, c := range cases {
+		a := good()
+		c.mutate(&a)
+		_, err := validateElect(a)
+		var te *TypeError
+		if !errors.As(err, &te) {
+			t.Errorf("%s: got %v, want a TypeError", c.name, err)
+			continue
+		}
+		if te.JSName() != "TypeError" || !strings.HasPrefix(te.Msg, "tabfence.elect: ") || !strings.Contains(te.Msg, c.want) {
+			t.Errorf("%s: message %q, want it to contain %q", c.name, te.Msg, c.want)
+		}
+	}
+}
+
+func TestKindNamesMatchConstants(t *testing.T) {
+	if kindBigInt.String() != "bigint" || kind(99).String() != "unknown" {
+		t.Fatal("kind names out of step with the constants")
+	}
+}
