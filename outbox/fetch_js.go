@@ -1,0 +1,205 @@
+//go:build js && wasm
+
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// DefaultMaxResponseBytes bounds the response body FetchTransport reads: the
+// body is kept in the record on ack, and a runaway answer must not fill the
+// queue's storage.
+const DefaultMaxResponseBytes = 1 << 20
+
+// ErrResponseTooLarge: the receiver's answer exceeded MaxResponseBytes. It is
+// returned as a Send error (no usable answer), so the outbox retries.
+var ErrResponseTooLarge = errors.New("outbox: response body too large")
+
+// FetchTransport is the browser Transport: one fetch per Send.
+//
+// An error from Send means no HTTP answer arrived: fetch rejected (its
+// TypeError is a network failure, CORS refusal or offline; AbortError is the
+// context ending) or the body could not be read whole. Every HTTP status,
+// even 500, is an answer and is returned as a Response.
+type FetchTransport struct {
+	// BaseURL is prefixed to a Request.Endpoint that is a path; "" sends to
+	// the page's own origin (fetch resolves relative URLs against it).
+	BaseURL string
+	// Credentials is fetch's credentials mode: "same-origin" (default),
+	// "include" (cookies to a cross-origin receiver) or "omit".
+	Credentials string
+	// ContentType of the body; default "application/json".
+	ContentType string
+	// MaxResponseBytes bounds the body read; default DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// Authorize, when set, adds credentials (e.g. an Authorization header)
+	// at send time for the request's user. They are never stored in a
+	// record: a token refreshed while the queue waited is used as is. An
+	// error fails the send like a network error (retried later).
+	Authorize func(ctx context.Context, req Request, h Header) error
+	// Fetch is the fetch function to call; the zero value is
+	// globalThis.fetch, looked up at each send (so a fetch wrapped later by
+	// the app, or by a test, is used).
+	Fetch js.Value
+	// KeepAlive sets fetch's keepalive, so a send started while the page
+	// unloads still completes (bodies up to 64 KiB).
+	KeepAlive bool
+}
+
+var _ Transport = (*FetchTransport)(nil)
+
+// Send implements Transport.
+func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, err
+	}
+	fetch := f.Fetch
+	if fetch.Type() != js.TypeFunction {
+		fetch = js.Global().Get("fetch")
+	}
+	if fetch.Type() != js.TypeFunction {
+		return Response{}, jsglue.ErrUnavailable
+	}
+	h := make(Header, len(req.Header)+2)
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	ct := f.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	if h.Get("Content-Type") == "" {
+		h["Content-Type"] = ct
+	}
+	if f.Authorize != nil {
+		if err := f.Authorize(ctx, req, h); err != nil {
+			return Response{}, err
+		}
+	}
+	headers := js.Global().Get("Headers").New()
+	for k, v := range h {
+		if _, err := jsglue.Call(headers, "set", k, v); err != nil {
+			return Response{}, &fetchError{stage: "header " + k, err: err}
+		}
+	}
+	method := req.Method
+	if method == "" {
+		method = "POST"
+	}
+	cred := f.Credentials
+	if cred == "" {
+		cred = "same-origin"
+	}
+	signal, stop := jsglue.Signal(ctx)
+	defer stop()
+	init := js.Global().Get("Object").New()
+	init.Set("method", method)
+	init.Set("headers", headers)
+	init.Set("credentials", cred)
+	init.Set("signal", signal)
+	init.Set("redirect", "follow")
+	init.Set("cache", "no-store")
+	if f.KeepAlive {
+		init.Set("keepalive", true)
+	}
+	if req.Body != nil && method != "GET" && method != "HEAD" {
+		init.Set("body", bytesToJS(req.Body))
+	}
+	p, err := jsglue.Call(fetch, "call", js.Global(), f.BaseURL+req.Endpoint, init)
+	if err != nil {
+		return Response{}, &fetchError{stage: "fetch", err: err}
+	}
+	resp, err := jsglue.Await(ctx, p)
+	if err != nil {
+		return Response{}, f.sendErr(ctx, "fetch", err)
+	}
+	out := Response{Status: resp.Get("status").Int(), Header: Header{}}
+	entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
+	if err == nil {
+		for i, n := 0, entries.Length(); i < n; i++ {
+			kv := entries.Index(i)
+			out.Header[kv.Index(0).String()] = kv.Index(1).String()
+		}
+	}
+	if out.Status == 0 {
+		// An opaque response (no-cors) or a network error disguised as a
+		// response: no HTTP answer the outbox can act on.
+		return Response{}, &fetchError{stage: "response", err: errors.New("status 0 (opaque response)")}
+	}
+	body, err := f.readBody(ctx, resp)
+	if err != nil {
+		return Response{}, f.sendErr(ctx, "body", err)
+	}
+	out.Body = body
+	return out, nil
+}
+
+func (f *FetchTransport) sendErr(ctx context.Context, stage string, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = errors.Join(ctx.Err(), err)
+	}
+	return &fetchError{stage: stage, err: err}
+}
+
+// readBody reads the body stream, refusing more than MaxResponseBytes (the
+// Content-Length is not trusted: it may be absent or wrong).
+func (f *FetchTransport) readBody(ctx context.Context, resp js.Value) ([]byte, error) {
+	limit := f.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	if cl := resp.Get("headers").Call("get", "content-length"); cl.Type() == js.TypeString {
+		if n, err := strconv.Atoi(cl.String()); err == nil && n > limit {
+			_, _ = jsglue.Call(resp.Get("body"), "cancel")
+			return nil, ErrResponseTooLarge
+		}
+	}
+	stream := resp.Get("body")
+	if stream.Type() != js.TypeObject {
+		return nil, nil // no body (204, HEAD)
+	}
+	rd, err := jsglue.Call(stream, "getReader")
+	if err != nil {
+		return nil, err
+	}
+	var body []byte
+	for {
+		p, err := jsglue.Call(rd, "read")
+		if err != nil {
+			return nil, err
+		}
+		chunk, err := jsglue.Await(ctx, p)
+		if err != nil {
+			_, _ = jsglue.Call(rd, "cancel")
+			return nil, err
+		}
+		if chunk.Get("done").Truthy() {
+			return body, nil
+		}
+		v := chunk.Get("value")
+		n := v.Get("length").Int()
+		if len(body)+n > limit {
+			_, _ = jsglue.Call(rd, "cancel")
+			return nil, ErrResponseTooLarge
+		}
+		start := len(body)
+		body = append(body, make([]byte, n)...)
+		js.CopyBytesToGo(body[start:], v)
+	}
+}
+
+// fetchError is a Send failure: no HTTP answer. errors.Is sees the cause
+// (jsglue.ErrType for a network failure, jsglue.ErrAbort or a context
+// error for cancellation, ErrResponseTooLarge).
+type fetchError struct {
+	stage string
+	err   error
+}
+
+func (e *fetchError) Error() string { return "outbox: fetch " + e.stage + ": " + e.err.Error() }
+func (e *fetchError) Unwrap() error { return e.err }

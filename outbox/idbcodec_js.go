@@ -1,0 +1,559 @@
+//go:build js && wasm
+
+package outbox
+
+import (
+	"math"
+	"syscall/js"
+	"time"
+)
+
+// Records, leases and metadata are stored as plain JavaScript objects, so
+// the queue can be inspected in DevTools and read by other code, and every
+// field is a key IndexedDB can index. They are encoded and decoded by hand:
+// encoding/json and reflect would cost every user download size.
+//
+// Numbers: uint64 fields (seq, tokens, auth generation) are JavaScript
+// numbers, exact up to 2^53-1 (wire.MaxToken bounds fencing tokens the same
+// way). Times are Unix milliseconds like Date.now(), null when zero; the
+// sub-millisecond part is dropped, which is harmless because every
+// comparison is against a wall clock.
+//
+// Compatibility: every object carries "v", the encoding version. Writes
+// start from a copy of the stored object and overwrite only the fields this
+// build knows, so fields added by a newer build survive an update by an
+// older one (additive evolution; a breaking change bumps the database
+// version and migrates in the upgrade). A value that does not decode is a
+// *CorruptRecordError and is never rewritten.
+
+// recordEncoding is the "v" this build writes.
+const recordEncoding = 1
+
+var (
+	jsObject     = js.Global().Get("Object")
+	jsArray      = js.Global().Get("Array")
+	jsUint8Array = js.Global().Get("Uint8Array")
+	jsNull       = js.Null()
+)
+
+// CorruptRecordError reports a stored value that cannot be decoded: written
+// by foreign code, by a broken build, or damaged. It matches
+// ErrCorruptRecord. Listings skip such records (and count them, see
+// IDBStore.Corrupt); Get returns the error.
+type CorruptRecordError struct {
+	Store string // object store
+	Key   string // primary key, if it is a string
+	Field string
+	Why   string
+}
+
+func (e *CorruptRecordError) Error() string {
+	s := "outbox: corrupt " + e.Store + " value"
+	if e.Key != "" {
+		s += " " + quote(e.Key)
+	}
+	if e.Field != "" {
+		s += ": field " + e.Field
+	}
+	return s + ": " + e.Why
+}
+
+// Is makes errors.Is(err, ErrCorruptRecord) true.
+func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return `"` + s + `"`
+}
+
+// reader decodes one object defensively: a missing optional field is its
+// zero value, a field of the wrong type is an error, and nothing panics.
+type reader struct {
+	v     js.Value
+	store string
+	key   string
+	err   *CorruptRecordError
+}
+
+func newReader(store string, v js.Value) *reader {
+	r := &reader{v: v, store: store}
+	if v.Type() != js.TypeObject || v.InstanceOf(jsArray) || v.InstanceOf(jsUint8Array) {
+		r.err = &CorruptRecordError{Store: store, Why: "not an object"}
+	}
+	return r
+}
+
+func (r *reader) fail(field, why string) {
+	if r.err == nil {
+		r.err = &CorruptRecordError{Store: r.store, Key: r.key, Field: field, Why: why}
+	}
+}
+
+func (r *reader) get(field string) (js.Value, bool) {
+	if r.err != nil {
+		return js.Undefined(), false
+	}
+	p := r.v.Get(field)
+	if p.IsUndefined() || p.IsNull() {
+		return p, false
+	}
+	return p, true
+}
+
+func (r *reader) str(field string) string {
+	p, ok := r.get(field)
+	if !ok {
+		return ""
+	}
+	if p.Type() != js.TypeString {
+		r.fail(field, "not a string")
+		return ""
+	}
+	return p.String()
+}
+
+func (r *reader) boolean(field string) bool {
+	p, ok := r.get(field)
+	if !ok {
+		return false
+	}
+	if p.Type() != js.TypeBoolean {
+		r.fail(field, "not a boolean")
+		return false
+	}
+	return p.Bool()
+}
+
+// maxExact is the largest integer a JavaScript number holds exactly.
+const maxExact = 1<<53 - 1
+
+func (r *reader) uint(field string) uint64 {
+	p, ok := r.get(field)
+	if !ok {
+		return 0
+	}
+	if p.Type() != js.TypeNumber {
+		r.fail(field, "not a number")
+		return 0
+	}
+	f := p.Float()
+	if f < 0 || f > maxExact || f != math.Trunc(f) {
+		r.fail(field, "not an integer in 0..2^53-1")
+		return 0
+	}
+	return uint64(f)
+}
+
+func (r *reader) int(field string) int {
+	p, ok := r.get(field)
+	if !ok {
+		return 0
+	}
+	if p.Type() != js.TypeNumber {
+		r.fail(field, "not a number")
+		return 0
+	}
+	f := p.Float()
+	if f < -maxExact || f > maxExact || f != math.Trunc(f) {
+		r.fail(field, "not an integer")
+		return 0
+	}
+	return int(f)
+}
+
+func (r *reader) time(field string) time.Time {
+	p, ok := r.get(field)
+	if !ok {
+		return time.Time{}
+	}
+	if p.Type() != js.TypeNumber {
+		r.fail(field, "not a number")
+		return time.Time{}
+	}
+	f := p.Float()
+	if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || math.Abs(f) > 8.64e15 {
+		r.fail(field, "not a time in milliseconds")
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(f)).UTC()
+}
+
+func (r *reader) bytes(field string) []byte {
+	p, ok := r.get(field)
+	if !ok {
+		return nil
+	}
+	return r.bytesOf(field, p)
+}
+
+func (r *reader) bytesOf(field string, p js.Value) []byte {
+	if p.Type() != js.TypeObject || !p.InstanceOf(jsUint8Array) {
+		r.fail(field, "not a Uint8Array")
+		return nil
+	}
+	n := p.Get("length").Int()
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	js.CopyBytesToGo(b, p)
+	return b
+}
+
+func (r *reader) strs(field string) []string {
+	p, ok := r.get(field)
+	if !ok {
+		return nil
+	}
+	if p.Type() != js.TypeObject || !p.InstanceOf(jsArray) {
+		r.fail(field, "not an array")
+		return nil
+	}
+	n := p.Length()
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		e := p.Index(i)
+		if e.Type() != js.TypeString {
+			r.fail(field, "element not a string")
+			return nil
+		}
+		out[i] = e.String()
+	}
+	return out
+}
+
+func (r *reader) sub(field string) (*reader, bool) {
+	p, ok := r.get(field)
+	if !ok {
+		return nil, false
+	}
+	s := newReader(r.store, p)
+	s.key = r.key
+	if s.err != nil {
+		r.fail(field, "not an object")
+		return nil, false
+	}
+	return s, true
+}
+
+func (r *reader) errorInfo(field string) *ErrorInfo {
+	s, ok := r.sub(field)
+	if !ok {
+		return nil
+	}
+	e := &ErrorInfo{Code: s.str("code"), Message: s.str("message"), Status: s.int("status"), At: s.time("at")}
+	if s.err != nil {
+		s.err.Field = field + "." + s.err.Field
+		r.err = s.err
+		return nil
+	}
+	return e
+}
+
+func (r *reader) version() int {
+	p, ok := r.get("v")
+	if !ok {
+		r.fail("v", "missing encoding version")
+		return 0
+	}
+	v := r.int("v")
+	if r.err == nil && v < 1 {
+		_ = p
+		r.fail("v", "encoding version below 1")
+	}
+	return v
+}
+
+func (r *reader) done() error {
+	if r.err != nil {
+		return r.err
+	}
+	return nil
+}
+
+// decodeRecord decodes a stored record. Required: v >= 1, a non-empty id and
+// status, seq, userId and idempotencyKey strings. A newer v decodes as long
+// as the fields this build knows keep their types.
+func decodeRecord(v js.Value) (Record, error) {
+	r := newReader(storeRecords, v)
+	if r.err == nil {
+		if id := v.Get("id"); id.Type() == js.TypeString {
+			r.key = id.String()
+		}
+	}
+	r.version()
+	var rec Record
+	rec.ID = r.str("id")
+	if r.err == nil && rec.ID == "" {
+		r.fail("id", "missing")
+	}
+	rec.OperationKey = r.str("operationKey")
+	rec.IdempotencyKey = r.str("idempotencyKey")
+	rec.EntityType = r.str("entityType")
+	rec.EntityID = r.str("entityId")
+	rec.OperationType = r.str("operationType")
+	rec.Payload = r.bytes("payload")
+	rec.PayloadRef = r.str("payloadRef")
+	rec.PayloadHash = r.str("payloadHash")
+	rec.PayloadSchemaVersion = r.int("payloadSchemaVersion")
+	rec.Status = Status(r.str("status"))
+	if r.err == nil && rec.Status == "" {
+		r.fail("status", "missing")
+	}
+	rec.Attempts = r.int("attempts")
+	rec.Sends = r.int("sends")
+	rec.MaxAttempts = r.int("maxAttempts")
+	rec.NextAttemptAt = r.time("nextAttemptAt")
+	rec.LastError = r.errorInfo("lastError")
+	rec.LeaseOwner = r.str("leaseOwner")
+	rec.LeaseToken = r.uint("leaseToken")
+	rec.LeaseExpiresAt = r.time("leaseExpiresAt")
+	rec.DependencyIDs = r.strs("dependencyIds")
+	if _, ok := r.get("seq"); !ok {
+		r.fail("seq", "missing")
+	}
+	rec.Seq = r.uint("seq")
+	rec.CreatedAt = r.time("createdAt")
+	rec.UpdatedAt = r.time("updatedAt")
+	rec.AckedAt = r.time("ackedAt")
+	if s, ok := r.sub("response"); ok {
+		resp := &StoredResponse{Status: s.int("status"), Body: s.bytes("body"), Replayed: s.boolean("replayed")}
+		if s.err != nil {
+			s.err.Field = "response." + s.err.Field
+			r.err = s.err
+		}
+		rec.Response = resp
+	}
+	if p, ok := r.get("userId"); !ok || p.Type() != js.TypeString {
+		r.fail("userId", "missing")
+	}
+	rec.UserID = r.str("userId")
+	rec.TenantID = r.str("tenantId")
+	rec.AuthGeneration = r.uint("authGeneration")
+	if err := r.done(); err != nil {
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// newObject returns a shallow copy of base (keeping fields a newer build
+// added), or a new empty object.
+func newObject(base js.Value) js.Value {
+	if base.Type() == js.TypeObject {
+		return jsObject.Call("assign", jsObject.New(), base)
+	}
+	return jsObject.New()
+}
+
+func setTime(o js.Value, field string, t time.Time) {
+	if t.IsZero() {
+		o.Set(field, jsNull)
+		return
+	}
+	o.Set(field, float64(t.UnixMilli()))
+}
+
+func setBytes(o js.Value, field string, b []byte) {
+	if b == nil {
+		o.Set(field, jsNull)
+		return
+	}
+	o.Set(field, bytesToJS(b))
+}
+
+func bytesToJS(b []byte) js.Value {
+	a := jsUint8Array.New(len(b))
+	if len(b) > 0 {
+		js.CopyBytesToJS(a, b)
+	}
+	return a
+}
+
+func setStrs(o js.Value, field string, xs []string) {
+	a := jsArray.New(len(xs))
+	for i, x := range xs {
+		a.SetIndex(i, x)
+	}
+	o.Set(field, a)
+}
+
+func setUint(o js.Value, field string, n uint64) { o.Set(field, float64(n)) }
+
+func encodeErrorInfo(e *ErrorInfo) js.Value {
+	if e == nil {
+		return jsNull
+	}
+	o := jsObject.New()
+	o.Set("code", e.Code)
+	o.Set("message", e.Message)
+	o.Set("status", e.Status)
+	setTime(o, "at", e.At)
+	return o
+}
+
+// Derived index fields. They exist only while they are meaningful, so the
+// indexes over them are sparse: IndexedDB leaves a record out of an index
+// whose key path is missing.
+const (
+	fieldLive   = "_live"   // 1 while not acked (entries of equal keys are in seq order)
+	fieldOpKey  = "_opKey"  // [userId, operationKey], while unsettled
+	fieldEntity = "_entity" // EntityKey(), while unsettled
+)
+
+// encodeRecord builds the stored object of rec on top of base (the stored
+// object it replaces, or undefined). A new object omits zero-valued fields
+// (decoding reads a missing field as its zero value), which saves a third of
+// the JavaScript calls of an append; a rewrite sets every known field, so
+// no stale value survives under a newer build's extra fields.
+func encodeRecord(rec *Record, base js.Value) js.Value {
+	fresh := base.Type() != js.TypeObject
+	o := newObject(base)
+	if fresh {
+		o.Set("v", recordEncoding)
+	} else if v := o.Get("v"); v.Type() != js.TypeNumber || v.Float() < recordEncoding {
+		o.Set("v", recordEncoding)
+	}
+	str := func(field, v string) {
+		if v != "" || !fresh {
+			o.Set(field, v)
+		}
+	}
+	num := func(field string, v int) {
+		if v != 0 || !fresh {
+			o.Set(field, v)
+		}
+	}
+	u64 := func(field string, v uint64) {
+		if v != 0 || !fresh {
+			setUint(o, field, v)
+		}
+	}
+	tm := func(field string, v time.Time) {
+		if !v.IsZero() || !fresh {
+			setTime(o, field, v)
+		}
+	}
+	o.Set("id", rec.ID)
+	str("operationKey", rec.OperationKey)
+	str("idempotencyKey", rec.IdempotencyKey)
+	str("entityType", rec.EntityType)
+	str("entityId", rec.EntityID)
+	str("operationType", rec.OperationType)
+	if rec.Payload != nil || !fresh {
+		setBytes(o, "payload", rec.Payload)
+	}
+	str("payloadRef", rec.PayloadRef)
+	str("payloadHash", rec.PayloadHash)
+	num("payloadSchemaVersion", rec.PayloadSchemaVersion)
+	o.Set("status", string(rec.Status))
+	num("attempts", rec.Attempts)
+	num("sends", rec.Sends)
+	num("maxAttempts", rec.MaxAttempts)
+	tm("nextAttemptAt", rec.NextAttemptAt)
+	if rec.LastError != nil || !fresh {
+		o.Set("lastError", encodeErrorInfo(rec.LastError))
+	}
+	str("leaseOwner", rec.LeaseOwner)
+	u64("leaseToken", rec.LeaseToken)
+	tm("leaseExpiresAt", rec.LeaseExpiresAt)
+	if len(rec.DependencyIDs) > 0 || !fresh {
+		setStrs(o, "dependencyIds", rec.DependencyIDs)
+	}
+	if rec.Seq != 0 {
+		setUint(o, "seq", rec.Seq)
+	} else {
+		o.Delete("seq") // an append: the key generator assigns it
+	}
+	tm("createdAt", rec.CreatedAt)
+	tm("updatedAt", rec.UpdatedAt)
+	tm("ackedAt", rec.AckedAt)
+	if rec.Response != nil {
+		resp := jsObject.New()
+		resp.Set("status", rec.Response.Status)
+		setBytes(resp, "body", rec.Response.Body)
+		resp.Set("replayed", rec.Response.Replayed)
+		o.Set("response", resp)
+	} else if !fresh {
+		o.Set("response", jsNull)
+	}
+	o.Set("userId", rec.UserID)
+	str("tenantId", rec.TenantID)
+	u64("authGeneration", rec.AuthGeneration)
+
+	if rec.Status != StatusAcked {
+		o.Set(fieldLive, 1)
+	} else if !fresh {
+		o.Delete(fieldLive)
+	}
+	if !rec.Status.Settled() {
+		o.Set(fieldEntity, rec.EntityKey())
+		if rec.OperationKey != "" {
+			o.Set(fieldOpKey, opKey(rec.UserID, rec.OperationKey))
+		} else if !fresh {
+			o.Delete(fieldOpKey)
+		}
+	} else if !fresh {
+		o.Delete(fieldEntity)
+		o.Delete(fieldOpKey)
+	}
+	return o
+}
+
+func opKey(user, key string) js.Value {
+	a := jsArray.New(2)
+	a.SetIndex(0, user)
+	a.SetIndex(1, key)
+	return a
+}
+
+// encodeLease and decodeLease: the lease row, keyed by name.
+func encodeLease(l Lease, base js.Value) js.Value {
+	o := newObject(base)
+	o.Set("v", recordEncoding)
+	o.Set("name", l.Name)
+	o.Set("owner", l.Owner)
+	setUint(o, "token", l.Token)
+	setTime(o, "expiresAt", l.ExpiresAt)
+	setTime(o, "updatedAt", l.UpdatedAt)
+	o.Set("resource", l.Resource)
+	setUint(o, "fenceToken", l.FenceToken)
+	return o
+}
+
+func decodeLease(v js.Value) (Lease, error) {
+	r := newReader(storeLeases, v)
+	l := Lease{
+		Name: r.str("name"), Owner: r.str("owner"), Token: r.uint("token"),
+		ExpiresAt: r.time("expiresAt"), UpdatedAt: r.time("updatedAt"),
+		Resource: r.str("resource"), FenceToken: r.uint("fenceToken"),
+	}
+	if err := r.done(); err != nil {
+		return Lease{}, err
+	}
+	return l, nil
+}
+
+func encodeMeta(m Meta, base js.Value) js.Value {
+	o := newObject(base)
+	o.Set("v", recordEncoding)
+	o.Set("paused", m.Paused)
+	setStrs(o, "authPaused", m.AuthPaused)
+	setTime(o, "lastFlushAt", m.LastFlushAt)
+	o.Set("lastError", encodeErrorInfo(m.LastError))
+	return o
+}
+
+func decodeMeta(v js.Value) (Meta, error) {
+	r := newReader(storeMeta, v)
+	m := Meta{Paused: r.boolean("paused"), AuthPaused: r.strs("authPaused"), LastFlushAt: r.time("lastFlushAt")}
+	m.LastError = r.errorInfo("lastError")
+	if err := r.done(); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}

@@ -1,0 +1,1176 @@
+//go:build js && wasm
+
+package outbox
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall/js"
+
+	goidb "github.com/hack-pad/go-indexeddb/idb"
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// Object stores of the outbox database (schema version idbVersion).
+const (
+	// storeRecords holds the records under keyPath "seq" with a key
+	// generator: IndexedDB assigns an appended record's Seq in the put
+	// itself, monotonic across tabs and never reused (not even after a
+	// delete), so an append needs no read of a counter before it can write
+	// (that read was half the cost of an enqueue). Records are found by id
+	// through the unique "id" index.
+	storeRecords = "records"
+	storeBlobs   = "blobs"  // Uint8Array payloads by PayloadRef
+	storeLeases  = "leases" // keyPath "name": the fallback flush lease rows
+	storeMeta    = "meta"   // one object under metaKey
+
+	indexID     = "id"     // unique: the record id
+	indexLive   = "live"   // records not acked, in seq order (sparse: fieldLive)
+	indexOpKey  = "opKey"  // unsettled records by [user, operation key] (sparse)
+	indexEntity = "entity" // unsettled records by entity key (sparse)
+	indexStatus = "status" // every record, by status
+	indexUser   = "user"   // every record, by user
+
+	metaKey = "meta"
+
+	// idbVersion is the database schema version. Bump it and add a step to
+	// upgradeIDB for any change of stores, indexes or of a field's meaning.
+	idbVersion = 1
+)
+
+// Errors of the IndexedDB store. Compare with errors.Is.
+var (
+	// ErrCorruptRecord: a stored value does not decode (see CorruptRecordError).
+	ErrCorruptRecord = errors.New("outbox: corrupt record")
+	// ErrStoreClosed: the connection is closed (Close, or another tab
+	// deleted or upgraded the database, or the browser closed it). Every
+	// later call fails with it; open a new store to continue.
+	ErrStoreClosed = errors.New("outbox: store closed")
+	// ErrStoreDeleted: another tab deleted the database (matches ErrStoreClosed).
+	ErrStoreDeleted = &closedError{"outbox: store database deleted by another connection"}
+	// ErrStoreUpgraded: another tab opened a newer schema version (matches
+	// ErrStoreClosed): this tab runs an old build and should reload.
+	ErrStoreUpgraded = &closedError{"outbox: store database upgraded by another connection"}
+	// ErrTxAborted: the transaction was rolled back; nothing it wrote stays.
+	// The cause, when IndexedDB gave one, is in the chain too (for example
+	// jsglue.ErrQuotaExceeded).
+	ErrTxAborted = errors.New("outbox: indexeddb transaction aborted")
+)
+
+type closedError struct{ msg string }
+
+func (e *closedError) Error() string        { return e.msg }
+func (e *closedError) Is(target error) bool { return target == ErrStoreClosed }
+
+// IDBError is an IndexedDB failure of one store operation. errors.Is sees
+// through it: jsglue sentinels (ErrQuotaExceeded, ErrConstraint, ...),
+// ErrTxAborted.
+type IDBError struct {
+	Op  string
+	Err error
+}
+
+func (e *IDBError) Error() string { return "outbox: indexeddb " + e.Op + ": " + e.Err.Error() }
+func (e *IDBError) Unwrap() error { return e.Err }
+
+// IDBName is the database name of a queue scope: each outbox has its own
+// database, so its schema evolves and can be deleted on its own.
+func IDBName(queue string) string { return "tabfence-outbox:" + queue }
+
+// IDBOption configures OpenIDBStore.
+type IDBOption func(*idbConfig)
+
+type idbConfig struct {
+	durability string
+	factory    js.Value
+	onClose    func(error)
+	onCorrupt  func(error)
+}
+
+// WithDurability sets the durability hint of Enqueue's transaction:
+// "strict" (the default), "default" or "relaxed". See OpenIDBStore.
+func WithDurability(d string) IDBOption { return func(c *idbConfig) { c.durability = d } }
+
+// WithIDBFactory opens the database in another IDBFactory, for example a
+// Storage Bucket's (navigator.storageBuckets.open(name).indexedDB), which
+// can be persisted, given its own quota and evicted apart from the app's data.
+func WithIDBFactory(f js.Value) IDBOption { return func(c *idbConfig) { c.factory = f } }
+
+// WithOnClose registers fn, called once (on its own goroutine) when the
+// connection closes for a reason other than Close: ErrStoreDeleted (another
+// tab deleted the database: stop, the queue is gone), ErrStoreUpgraded (a
+// newer build needs the database: reload this tab) or ErrStoreClosed (the
+// browser closed it, e.g. site data cleared).
+func WithOnClose(fn func(error)) IDBOption { return func(c *idbConfig) { c.onClose = fn } }
+
+// WithOnCorrupt registers fn, told (synchronously, keep it short and do not
+// call the store from it) about every stored value that does not decode.
+func WithOnCorrupt(fn func(error)) IDBOption { return func(c *idbConfig) { c.onCorrupt = fn } }
+
+// IDBStore is the IndexedDB Store: the durable queue every tab of the origin
+// shares. Each method is one IndexedDB transaction with nothing but pure Go
+// between its requests, and a readwrite method returns only after the
+// transaction committed (nil error) or rolled back (error: nothing written).
+//
+// Contexts are honoured until a method issues its writes (it aborts and
+// returns ctx.Err()); from then on it waits for the commit or abort, so the
+// answer is always the truth. That wait is bounded: nothing in the
+// transaction waits for the outside world.
+type IDBStore struct {
+	name       string
+	db         js.Value
+	conn       *goidb.Database // go-indexeddb's handle on the same connection
+	durability string
+	cfg        idbConfig
+
+	mu      sync.Mutex
+	err     error
+	done    chan struct{}
+	cbs     []*jsglue.Callback
+	corrupt atomic.Int64
+	names   map[string]js.Value // cached store-name arrays (namesOf)
+	pool    []*txn              // finished txns, reusable (getTxn)
+	durOpts js.Value            // {durability} of Enqueue
+}
+
+var _ Store = (*IDBStore)(nil)
+
+// OpenIDBStore opens (creating or upgrading) the outbox database dbName
+// (see IDBName). If a connection of an older build blocks the upgrade,
+// it waits until ctx ends.
+//
+// Durability: Enqueue's transaction is "strict" unless WithDurability says
+// otherwise. Enqueue promises the user that a mutation survives, and only
+// strict waits until the data reached the disk; "default" leaves it to the
+// browser, which may report success once the OS has the data, so an OS
+// crash or a power loss could lose an acknowledged mutation. An enqueue is a user
+// action, so strict's extra fraction of a millisecond is invisible. Every
+// other write (claim, state transitions, leases, metadata, deletes) uses the
+// browser's default: losing one to a power loss costs at most a resend that
+// the idempotency key absorbs, or a lease that expires.
+func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBStore, error) {
+	cfg := idbConfig{durability: "strict"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var f *goidb.Factory
+	if cfg.factory.Type() == js.TypeObject {
+		f, _ = goidb.WrapFactory(cfg.factory)
+	} else {
+		if js.Global().Get("indexedDB").Type() != js.TypeObject {
+			return nil, jsglue.ErrUnavailable
+		}
+		f = goidb.Global()
+	}
+	var upErr atomic.Value // error
+	type opened struct {
+		db  *goidb.Database
+		raw js.Value
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		req, err := f.Open(context.Background(), dbName, idbVersion, func(db *goidb.Database, oldV, newV uint) error {
+			// Runs on the event goroutine inside upgradeneeded: issue,
+			// never await. Returning an error would panic inside
+			// go-indexeddb, so failures are recorded and the upgrade is
+			// rolled back by closing the connection (IndexedDB aborts the
+			// versionchange transaction then, and the open fails).
+			if err := upgradeIDB(db, oldV); err != nil {
+				upErr.Store(err)
+				_ = db.Close()
+			}
+			return nil
+		})
+		if err != nil {
+			ch <- opened{err: err}
+			return
+		}
+		// go-indexeddb's Request.Await returns (undefined, nil) on a
+		// cancelled context: never pass ours, select on it below.
+		db, err := req.Await(context.Background())
+		var raw js.Value
+		if err == nil {
+			raw, err = req.Request.Result()
+		}
+		ch <- opened{db: db, raw: raw, err: err}
+	}()
+	var o opened
+	select {
+	case o = <-ch:
+	case <-ctx.Done():
+		go func() { // never leave a connection open that nobody closes
+			if o := <-ch; o.err == nil {
+				o.raw.Call("close")
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if o.err != nil {
+		if e, ok := upErr.Load().(error); ok {
+			return nil, &IDBError{Op: "upgrade", Err: e}
+		}
+		return nil, &IDBError{Op: "open", Err: mapGoIDB(o.err)}
+	}
+	s := &IDBStore{name: dbName, db: o.raw, conn: o.db, durability: cfg.durability, cfg: cfg, done: make(chan struct{})}
+	if cfg.durability == "default" {
+		s.durability = ""
+	}
+	s.names = map[string]js.Value{}
+	s.durOpts = js.Global().Get("Object").New()
+	s.durOpts.Set("durability", s.durability)
+	for _, st := range []string{storeRecords, storeBlobs, storeLeases, storeMeta} {
+		if ok, _ := jsglue.Call(o.raw.Get("objectStoreNames"), "contains", st); !ok.Truthy() {
+			o.raw.Call("close")
+			return nil, &IDBError{Op: "open", Err: errors.New("object store " + st + " missing (database damaged or deleted while opening)")}
+		}
+	}
+	s.listen()
+	return s, nil
+}
+
+// upgradeIDB creates the schema. Version 1 is the first; later versions add
+// steps guarded by oldV.
+func upgradeIDB(db *goidb.Database, oldV uint) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("panic in upgrade")
+		}
+	}()
+	if oldV < 1 {
+		recs, err := db.CreateObjectStore(storeRecords, goidb.ObjectStoreOptions{KeyPath: js.ValueOf("seq"), AutoIncrement: true})
+		if err != nil {
+			return mapGoIDB(err)
+		}
+		if _, err := recs.CreateIndex(indexID, js.ValueOf("id"), goidb.IndexOptions{Unique: true}); err != nil {
+			return mapGoIDB(err)
+		}
+		for _, ix := range [][2]string{
+			{indexLive, fieldLive}, {indexOpKey, fieldOpKey},
+			{indexEntity, fieldEntity}, {indexStatus, "status"}, {indexUser, "userId"},
+		} {
+			if _, err := recs.CreateIndex(ix[0], js.ValueOf(ix[1]), goidb.IndexOptions{}); err != nil {
+				return mapGoIDB(err)
+			}
+		}
+		if _, err := db.CreateObjectStore(storeLeases, goidb.ObjectStoreOptions{KeyPath: js.ValueOf("name")}); err != nil {
+			return mapGoIDB(err)
+		}
+		for _, st := range []string{storeBlobs, storeMeta} {
+			if _, err := db.CreateObjectStore(st, goidb.ObjectStoreOptions{}); err != nil {
+				return mapGoIDB(err)
+			}
+		}
+	}
+	return nil
+}
+
+// mapGoIDB turns go-indexeddb's error types into jsglue's, so callers use
+// errors.Is(err, jsglue.ErrQuotaExceeded) and the like.
+func mapGoIDB(err error) error {
+	if err == nil {
+		return nil
+	}
+	var je *jsglue.JSError
+	if errors.As(err, &je) {
+		return err
+	}
+	var de goidb.DOMException
+	if errors.As(err, &de) {
+		msg := de.Error()
+		name, rest := msg, ""
+		for i := 0; i+1 < len(msg); i++ {
+			if msg[i] == ':' && msg[i+1] == ' ' {
+				name, rest = msg[:i], msg[i+2:]
+				break
+			}
+		}
+		return jsglue.NewJSError(name, rest)
+	}
+	var jerr js.Error
+	if errors.As(err, &jerr) {
+		return jsglue.FromJS(jerr.Value)
+	}
+	return err
+}
+
+// listen closes the connection on versionchange, so this tab never blocks
+// another tab's upgrade or delete, and tells deletion (newVersion null) from
+// upgrade.
+func (s *IDBStore) listen() {
+	add := func(event string, fn func(ev js.Value)) {
+		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+			ev := js.Undefined()
+			if len(args) > 0 {
+				ev = args[0]
+			}
+			fn(ev)
+			return nil
+		})
+		s.cbs = append(s.cbs, cb)
+		s.db.Call("addEventListener", event, cb.Value)
+	}
+	add("versionchange", func(ev js.Value) {
+		reason := ErrStoreUpgraded
+		if ev.Type() != js.TypeObject || ev.Get("newVersion").IsNull() {
+			reason = ErrStoreDeleted
+		}
+		s.shut(reason)
+	})
+	add("close", func(js.Value) { s.shut(ErrStoreClosed) })
+}
+
+// shut closes the connection for reason and tells the app once.
+func (s *IDBStore) shut(reason error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = reason
+	cbs := s.cbs
+	s.cbs = nil
+	s.mu.Unlock()
+	s.db.Call("close")
+	for _, c := range cbs {
+		c.Release()
+	}
+	close(s.done)
+	if fn := s.cfg.onClose; fn != nil {
+		go fn(reason)
+	}
+}
+
+// Close closes the connection (pending transactions still finish). Later
+// calls fail with ErrStoreClosed. Safe to call more than once.
+func (s *IDBStore) Close() error {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	s.err = ErrStoreClosed
+	cbs := s.cbs
+	s.cbs = nil
+	s.mu.Unlock()
+	s.db.Call("close")
+	for _, c := range cbs {
+		c.Release()
+	}
+	close(s.done)
+	return nil
+}
+
+// Done is closed when the connection closes, for whatever reason.
+func (s *IDBStore) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the store is open, then ErrStoreClosed, ErrStoreDeleted
+// or ErrStoreUpgraded.
+func (s *IDBStore) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Name is the database name.
+func (s *IDBStore) Name() string { return s.name }
+
+// Corrupt reports how many undecodable stored values this store has met
+// (and skipped) so far, over all calls.
+func (s *IDBStore) Corrupt() int64 { return s.corrupt.Load() }
+
+func (s *IDBStore) sawCorrupt(err error) {
+	s.corrupt.Add(1)
+	if fn := s.cfg.onCorrupt; fn != nil {
+		fn(err)
+	}
+}
+
+// testHook, when set by a test, runs before a readwrite method commits its
+// writes (stage "written"): an error aborts the transaction.
+var idbTestHook func(op, stage string) error
+
+func hook(op, stage string) error {
+	if h := idbTestHook; h != nil {
+		return h(op, stage)
+	}
+	return nil
+}
+
+// decodeAll decodes an array of stored records, skipping (and reporting)
+// corrupt ones. raw, when non-nil, receives each decoded record's stored
+// object by id, so a rewrite keeps the fields a newer build added.
+func (s *IDBStore) decodeAll(arr js.Value, raw map[string]js.Value) []Record {
+	n := arr.Length()
+	out := make([]Record, 0, n)
+	for i := 0; i < n; i++ {
+		v := arr.Index(i)
+		r, err := decodeRecord(v)
+		if err != nil {
+			s.sawCorrupt(err)
+			continue
+		}
+		if raw != nil {
+			raw[r.ID] = v
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Enqueue implements Store: one readwrite transaction over records (and
+// blobs when a payload is or was stored by reference). An append — the
+// common case, and every record without an operation key — is a single put:
+// PlanEnqueue ignores related records for Append and for a record without a
+// key, so none are read, and the key generator assigns Seq in the put. The
+// dedupe policies first read the same-key records (opKey index) and, for
+// replace and merge, the entity's unsettled records (entity index), then
+// their blob payloads.
+func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+	const op = "enqueue"
+	if err := ctx.Err(); err != nil {
+		return EnqueueResult{}, err
+	}
+	in := &req.Record
+	if in.ID == "" || in.UserID == "" {
+		return EnqueueResult{}, ErrInvalidRecord
+	}
+	needKey := req.Policy.Dedupe != Append && in.OperationKey != ""
+	needEntity := needKey && (req.Policy.Dedupe == ReplaceLatest || req.Policy.Dedupe == Merge)
+	withBlobs := needKey || (req.InlineLimit > 0 && len(in.Payload) > req.InlineLimit)
+	var t *txn
+	var err error
+	if withBlobs {
+		t, err = s.begin(op, "readwrite", storeRecords, storeBlobs)
+	} else {
+		t, err = s.begin(op, "readwrite", storeRecords)
+	}
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return EnqueueResult{}, t.fail(op, err)
+	}
+	var blobs js.Value
+	if withBlobs {
+		if blobs, err = t.store(storeBlobs); err != nil {
+			return EnqueueResult{}, t.fail(op, err)
+		}
+	}
+	var raw map[string]js.Value
+	var related []Record
+	if needKey {
+		var byKey, byEntity js.Value
+		ix, err := t.call(recs, "index", indexOpKey)
+		if err == nil {
+			byKey, err = t.call(ix, "getAll", opKey(in.UserID, in.OperationKey))
+		}
+		if err != nil {
+			return EnqueueResult{}, t.fail(op, err)
+		}
+		last := byKey
+		if needEntity {
+			ix, err := t.call(recs, "index", indexEntity)
+			if err == nil {
+				byEntity, err = t.call(ix, "getAll", in.EntityKey())
+			}
+			if err != nil {
+				return EnqueueResult{}, t.fail(op, err)
+			}
+			last = byEntity
+		}
+		if err := t.wait(last); err != nil {
+			return EnqueueResult{}, t.fail(op, err)
+		}
+		raw = map[string]js.Value{}
+		seen := map[string]bool{}
+		for _, rq := range [2]js.Value{byKey, byEntity} {
+			if rq.IsUndefined() {
+				continue
+			}
+			for _, r := range s.decodeAll(rq.Get("result"), raw) {
+				if seen[r.ID] || r.UserID != in.UserID || r.Status.Settled() {
+					continue
+				}
+				seen[r.ID] = true
+				related = append(related, r)
+			}
+		}
+		// Blob payloads of related records (merge needs the older one).
+		var blobReqs []js.Value
+		var blobIdx []int
+		for i := range related {
+			if related[i].PayloadRef != "" {
+				r, err := t.call(blobs, "get", related[i].PayloadRef)
+				if err != nil {
+					return EnqueueResult{}, t.fail(op, err)
+				}
+				blobReqs = append(blobReqs, r)
+				blobIdx = append(blobIdx, i)
+			}
+		}
+		if len(blobReqs) > 0 {
+			if err := t.wait(blobReqs[len(blobReqs)-1]); err != nil {
+				return EnqueueResult{}, t.fail(op, err)
+			}
+			for j, r := range blobReqs {
+				if v := r.Get("result"); !v.IsUndefined() {
+					rd := &reader{store: storeBlobs, key: related[blobIdx[j]].PayloadRef}
+					related[blobIdx[j]].Payload = rd.bytesOf("payload", v)
+					if rd.err != nil {
+						s.sawCorrupt(rd.err)
+						return EnqueueResult{}, t.fail(op, rd.err)
+					}
+				}
+			}
+		}
+	}
+	plan, err := PlanEnqueue(related, req, in.CreatedAt)
+	if err != nil {
+		return EnqueueResult{}, t.abort(err)
+	}
+	if !plan.Write {
+		t.release()
+		return plan.Result, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return EnqueueResult{}, t.abort(err)
+	}
+	appended := plan.Result.Action == ActionAppended
+	if appended {
+		plan.Put.Seq = 0 // assigned by the key generator
+	}
+	if plan.DeleteBlob != "" || plan.Put.PayloadRef != "" {
+		if !withBlobs {
+			return EnqueueResult{}, t.abort(&IDBError{Op: op, Err: errors.New("blob write outside the transaction's scope")})
+		}
+		if plan.DeleteBlob != "" {
+			if _, err := t.call(blobs, "delete", plan.DeleteBlob); err != nil {
+				return EnqueueResult{}, t.fail(op, err)
+			}
+		}
+		if plan.Put.PayloadRef != "" {
+			if _, err := t.call(blobs, "put", bytesToJS(plan.Blob), plan.Put.PayloadRef); err != nil {
+				return EnqueueResult{}, t.fail(op, err)
+			}
+		}
+	}
+	var base js.Value
+	if !appended {
+		base = raw[plan.Put.ID]
+	}
+	put, err := t.call(recs, "put", encodeRecord(&plan.Put, base))
+	if err != nil {
+		return EnqueueResult{}, t.fail(op, err)
+	}
+	if err := hook(op, "written"); err != nil {
+		return EnqueueResult{}, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return EnqueueResult{}, wrapIDB(op, err)
+	}
+	if appended {
+		k := put.Get("result")
+		if k.Type() != js.TypeNumber {
+			return EnqueueResult{}, &IDBError{Op: op, Err: errors.New("key generator returned no number")}
+		}
+		plan.Put.Seq = uint64(k.Float())
+		plan.Result.Record.Seq = plan.Put.Seq
+	}
+	return plan.Result, nil
+}
+
+// getByID issues a lookup of record id through the unique id index.
+func getByID(t *txn, recs js.Value, id string) (js.Value, error) {
+	ix, err := t.call(recs, "index", indexID)
+	if err != nil {
+		return js.Undefined(), err
+	}
+	return t.call(ix, "get", id)
+}
+
+// readLease issues a get of lease row name (found=false when absent).
+func readLease(t *txn, name string) (js.Value, error) {
+	leases, err := t.store(storeLeases)
+	if err != nil {
+		return js.Undefined(), err
+	}
+	return t.call(leases, "get", name)
+}
+
+func leaseResult(r js.Value) (Lease, bool, error) {
+	v := r.Get("result")
+	if v.IsUndefined() {
+		return Lease{}, false, nil
+	}
+	l, err := decodeLease(v)
+	return l, err == nil, err
+}
+
+// Claim implements Store: the lease check, the non-acked records (sparse
+// live index, in seq order) and the claim writes in one transaction.
+func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
+	const op = "claim"
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.begin(op, "readwrite", storeRecords, storeLeases)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := readLease(t, req.Lease.Name)
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
+	ix, err := t.call(recs, "index", indexLive)
+	var all js.Value
+	if err == nil {
+		all, err = t.call(ix, "getAll")
+	}
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
+	if err := t.wait(all); err != nil {
+		return nil, t.fail(op, err)
+	}
+	cur, found, err := leaseResult(lr)
+	if err != nil {
+		s.sawCorrupt(err)
+		return nil, t.abort(err)
+	}
+	if !CurrentLease(cur, found, req.Lease) {
+		return nil, t.abort(ErrStaleOwner)
+	}
+	raw := map[string]js.Value{}
+	plan := PlanClaim(s.decodeAll(all.Get("result"), raw), req)
+	if len(plan.Put) == 0 {
+		t.release()
+		return plan.Claimed, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, t.abort(err)
+	}
+	for i := range plan.Put {
+		if _, err := t.call(recs, "put", encodeRecord(&plan.Put[i], raw[plan.Put[i].ID])); err != nil {
+			return nil, t.fail(op, err)
+		}
+	}
+	if err := hook(op, "written"); err != nil {
+		return nil, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return nil, wrapIDB(op, err)
+	}
+	return plan.Claimed, nil
+}
+
+// Update implements Store.
+func (s *IDBStore) Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error) {
+	return s.modify(ctx, "update", &lease, id, fn)
+}
+
+// Amend implements Store.
+func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
+	return s.modify(ctx, "amend", nil, id, fn)
+}
+
+// modify is Update (lease != nil: fenced by the lease row and the record's
+// holder) and Amend (no lease).
+func (s *IDBStore) modify(ctx context.Context, op string, lease *Lease, id string, fn func(*Record) error) (Record, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	stores := []string{storeRecords}
+	if lease != nil {
+		stores = append(stores, storeLeases)
+	}
+	t, err := s.begin(op, "readwrite", stores...)
+	if err != nil {
+		return Record{}, err
+	}
+	var lr js.Value
+	if lease != nil {
+		if lr, err = readLease(t, lease.Name); err != nil {
+			return Record{}, t.fail(op, err)
+		}
+	}
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return Record{}, t.fail(op, err)
+	}
+	rr, err := getByID(t, recs, id)
+	if err != nil {
+		return Record{}, t.fail(op, err)
+	}
+	if err := t.wait(rr); err != nil {
+		return Record{}, t.fail(op, err)
+	}
+	if lease != nil {
+		cur, found, err := leaseResult(lr)
+		if err != nil {
+			s.sawCorrupt(err)
+			return Record{}, t.abort(err)
+		}
+		if !CurrentLease(cur, found, *lease) {
+			return Record{}, t.abort(ErrStaleOwner)
+		}
+	}
+	v := rr.Get("result")
+	if v.IsUndefined() {
+		return Record{}, t.abort(ErrNotFound)
+	}
+	r, err := decodeRecord(v)
+	if err != nil {
+		s.sawCorrupt(err)
+		return Record{}, t.abort(err)
+	}
+	if lease != nil && !holds(&r, *lease) {
+		return r, t.abort(ErrStaleOwner)
+	}
+	c := r.Clone()
+	if err := fn(&c); err != nil {
+		return r, t.abort(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return r, t.abort(err)
+	}
+	if c.ID != id || c.Seq != r.Seq {
+		return r, t.abort(&opError{op: op, detail: "fn changed the record id or seq", err: ErrInvalidRecord})
+	}
+	if _, err := t.call(recs, "put", encodeRecord(&c, v)); err != nil {
+		return r, t.fail(op, err)
+	}
+	if err := hook(op, "written"); err != nil {
+		return r, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return r, wrapIDB(op, err)
+	}
+	return c, nil
+}
+
+// Delete implements Store. Records go in Seq order, so a Limit deletes the
+// oldest matches. Corrupt records never match.
+func (s *IDBStore) Delete(ctx context.Context, f Filter) (int, error) {
+	const op = "delete"
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	t, err := s.begin(op, "readwrite", storeRecords, storeBlobs)
+	if err != nil {
+		return 0, err
+	}
+	list, err := s.query(t, op, f)
+	if err != nil {
+		return 0, t.fail(op, err)
+	}
+	if len(list) == 0 {
+		t.release()
+		return 0, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, t.abort(err)
+	}
+	recs, _ := t.store(storeRecords)
+	blobs, err := t.store(storeBlobs)
+	if err != nil {
+		return 0, t.fail(op, err)
+	}
+	for i := range list {
+		if list[i].PayloadRef != "" {
+			if _, err := t.call(blobs, "delete", list[i].PayloadRef); err != nil {
+				return 0, t.fail(op, err)
+			}
+		}
+		if _, err := t.call(recs, "delete", float64(list[i].Seq)); err != nil {
+			return 0, t.fail(op, err)
+		}
+	}
+	if err := hook(op, "written"); err != nil {
+		return 0, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return 0, wrapIDB(op, err)
+	}
+	return len(list), nil
+}
+
+// query reads the records matching f in Seq order (Limit applied). It
+// narrows with an index where one fits: ids by key, statuses by the status
+// index, a user by the user index; otherwise it reads the whole store, so
+// that corrupt records of any shape are met and reported.
+func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return nil, err
+	}
+	var reqs []js.Value
+	switch {
+	case len(f.IDs) > 0:
+		for _, id := range f.IDs {
+			r, err := getByID(t, recs, id)
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, r)
+		}
+	case len(f.Statuses) > 0:
+		ix, err := t.call(recs, "index", indexStatus)
+		if err != nil {
+			return nil, err
+		}
+		done := map[Status]bool{}
+		for _, st := range f.Statuses {
+			if done[st] {
+				continue
+			}
+			done[st] = true
+			r, err := t.call(ix, "getAll", string(st))
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, r)
+		}
+	case f.UserID != "":
+		ix, err := t.call(recs, "index", indexUser)
+		if err != nil {
+			return nil, err
+		}
+		r, err := t.call(ix, "getAll", f.UserID)
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, r)
+	default:
+		r, err := t.call(recs, "getAll")
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, r)
+	}
+	if err := t.wait(reqs[len(reqs)-1]); err != nil {
+		return nil, err
+	}
+	var out []Record
+	seen := map[string]bool{}
+	for _, rq := range reqs {
+		v := rq.Get("result")
+		if v.IsUndefined() {
+			continue
+		}
+		var got []Record
+		if len(f.IDs) > 0 {
+			r, err := decodeRecord(v)
+			if err != nil {
+				s.sawCorrupt(err)
+				continue
+			}
+			got = []Record{r}
+		} else {
+			got = s.decodeAll(v, nil)
+		}
+		for i := range got {
+			if !seen[got[i].ID] && f.Match(&got[i]) {
+				seen[got[i].ID] = true
+				out = append(out, got[i])
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// Get implements Store.
+func (s *IDBStore) Get(ctx context.Context, id string) (Record, error) {
+	const op = "get"
+	if err := ctx.Err(); err != nil {
+		return Record{}, err
+	}
+	t, err := s.begin(op, "readonly", storeRecords)
+	if err != nil {
+		return Record{}, err
+	}
+	defer t.release()
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return Record{}, wrapIDB(op, err)
+	}
+	r, err := getByID(t, recs, id)
+	if err != nil {
+		return Record{}, wrapIDB(op, err)
+	}
+	if err := t.wait(r); err != nil {
+		return Record{}, wrapIDB(op, err)
+	}
+	v := r.Get("result")
+	if v.IsUndefined() {
+		return Record{}, ErrNotFound
+	}
+	rec, err := decodeRecord(v)
+	if err != nil {
+		s.sawCorrupt(err)
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// List implements Store. Corrupt records are skipped and reported (Corrupt,
+// WithOnCorrupt), never fatal.
+func (s *IDBStore) List(ctx context.Context, f Filter) ([]Record, error) {
+	const op = "list"
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.begin(op, "readonly", storeRecords)
+	if err != nil {
+		return nil, err
+	}
+	defer t.release()
+	out, err := s.query(t, op, f)
+	return out, wrapIDB(op, err)
+}
+
+// Payload implements Store.
+func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
+	const op = "payload"
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.begin(op, "readonly", storeBlobs)
+	if err != nil {
+		return nil, err
+	}
+	defer t.release()
+	blobs, err := t.store(storeBlobs)
+	if err != nil {
+		return nil, wrapIDB(op, err)
+	}
+	r, err := t.call(blobs, "get", ref)
+	if err != nil {
+		return nil, wrapIDB(op, err)
+	}
+	if err := t.wait(r); err != nil {
+		return nil, wrapIDB(op, err)
+	}
+	v := r.Get("result")
+	if v.IsUndefined() {
+		return nil, ErrNotFound
+	}
+	rd := &reader{store: storeBlobs, key: ref}
+	b := rd.bytesOf("payload", v)
+	if rd.err != nil {
+		s.sawCorrupt(rd.err)
+		return nil, rd.err
+	}
+	return b, nil
+}
+
+// Status implements Store: the records not acked (live index), the count of
+// acked ones and the metadata, in one readonly transaction.
+func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
+	const op = "status"
+	if err := ctx.Err(); err != nil {
+		return Projection{}, err
+	}
+	t, err := s.begin(op, "readonly", storeRecords, storeMeta)
+	if err != nil {
+		return Projection{}, err
+	}
+	defer t.release()
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	metaStore, err := t.store(storeMeta)
+	if err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	mr, err := t.call(metaStore, "get", metaKey)
+	if err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	live, err := t.call(recs, "index", indexLive)
+	var all js.Value
+	if err == nil {
+		all, err = t.call(live, "getAll")
+	}
+	if err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	sx, err := t.call(recs, "index", indexStatus)
+	var acked js.Value
+	if err == nil {
+		acked, err = t.call(sx, "count", string(StatusAcked))
+	}
+	if err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	if err := t.wait(acked); err != nil {
+		return Projection{}, wrapIDB(op, err)
+	}
+	var meta Meta
+	if v := mr.Get("result"); !v.IsUndefined() {
+		if meta, err = decodeMeta(v); err != nil {
+			s.sawCorrupt(err)
+			return Projection{}, err
+		}
+	}
+	p := ProjectRecords(s.decodeAll(all.Get("result"), nil), meta)
+	if n := acked.Get("result"); n.Type() == js.TypeNumber {
+		p.Acked = n.Int()
+	}
+	return p, nil
+}
+
+// GetLease implements Store.
+func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
+	const op = "get lease"
+	if err := ctx.Err(); err != nil {
+		return Lease{}, false, err
+	}
+	t, err := s.begin(op, "readonly", storeLeases)
+	if err != nil {
+		return Lease{}, false, err
+	}
+	defer t.release()
+	r, err := readLease(t, name)
+	if err == nil {
+		err = t.wait(r)
+	}
+	if err != nil {
+		return Lease{}, false, wrapIDB(op, err)
+	}
+	l, found, err := leaseResult(r)
+	if err != nil {
+		s.sawCorrupt(err)
+	}
+	return l, found, err
+}
+
+// UpdateLease implements Store.
+func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
+	const op = "update lease"
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	t, err := s.begin(op, "readwrite", storeLeases)
+	if err != nil {
+		return Lease{}, err
+	}
+	r, err := readLease(t, name)
+	if err == nil {
+		err = t.wait(r)
+	}
+	if err != nil {
+		return Lease{}, t.fail(op, err)
+	}
+	base := r.Get("result")
+	cur, found, err := leaseResult(r)
+	if err != nil {
+		s.sawCorrupt(err)
+		return Lease{}, t.abort(err)
+	}
+	if !found {
+		cur.Name = name
+	}
+	next, err := fn(cur, found)
+	if err != nil {
+		return cur, t.abort(err)
+	}
+	next.Name = name
+	leases, err := t.store(storeLeases)
+	if err == nil {
+		_, err = t.call(leases, "put", encodeLease(next, base))
+	}
+	if err != nil {
+		return cur, t.fail(op, err)
+	}
+	if err := hook(op, "written"); err != nil {
+		return cur, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return cur, wrapIDB(op, err)
+	}
+	return next, nil
+}
+
+// UpdateMeta implements Store.
+func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
+	const op = "update meta"
+	if err := ctx.Err(); err != nil {
+		return Meta{}, err
+	}
+	t, err := s.begin(op, "readwrite", storeMeta)
+	if err != nil {
+		return Meta{}, err
+	}
+	ms, err := t.store(storeMeta)
+	var r js.Value
+	if err == nil {
+		r, err = t.call(ms, "get", metaKey)
+	}
+	if err == nil {
+		err = t.wait(r)
+	}
+	if err != nil {
+		return Meta{}, t.fail(op, err)
+	}
+	base := r.Get("result")
+	var cur Meta
+	if !base.IsUndefined() {
+		if cur, err = decodeMeta(base); err != nil {
+			s.sawCorrupt(err)
+			return Meta{}, t.abort(err)
+		}
+	}
+	m := cloneMeta(cur)
+	if err := fn(&m); err != nil {
+		return cur, t.abort(err)
+	}
+	if !base.IsUndefined() && metaEqual(cur, m) {
+		// A read (the flusher reads the pause state this way): no write,
+		// so no durable commit to wait for.
+		t.release()
+		return m, nil
+	}
+	if _, err := t.call(ms, "put", encodeMeta(m, base), metaKey); err != nil {
+		return cur, t.fail(op, err)
+	}
+	if err := hook(op, "written"); err != nil {
+		return cur, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return cur, wrapIDB(op, err)
+	}
+	return m, nil
+}
+
+func metaEqual(a, b Meta) bool {
+	if a.Paused != b.Paused || !a.LastFlushAt.Equal(b.LastFlushAt) || len(a.AuthPaused) != len(b.AuthPaused) {
+		return false
+	}
+	for i := range a.AuthPaused {
+		if a.AuthPaused[i] != b.AuthPaused[i] {
+			return false
+		}
+	}
+	if (a.LastError == nil) != (b.LastError == nil) {
+		return false
+	}
+	return a.LastError == nil || (a.LastError.Code == b.LastError.Code && a.LastError.Message == b.LastError.Message &&
+		a.LastError.Status == b.LastError.Status && a.LastError.At.Equal(b.LastError.At))
+}
