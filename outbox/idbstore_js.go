@@ -41,30 +41,6 @@ const (
 	idbVersion = 1
 )
 
-// Errors of the IndexedDB store. Compare with errors.Is.
-var (
-	// ErrCorruptRecord: a stored value does not decode (see CorruptRecordError).
-	ErrCorruptRecord = errors.New("outbox: corrupt record")
-	// ErrStoreClosed: the connection is closed (Close, or another tab
-	// deleted or upgraded the database, or the browser closed it). Every
-	// later call fails with it; open a new store to continue.
-	ErrStoreClosed = errors.New("outbox: store closed")
-	// ErrStoreDeleted: another tab deleted the database (matches ErrStoreClosed).
-	ErrStoreDeleted = &closedError{"outbox: store database deleted by another connection"}
-	// ErrStoreUpgraded: another tab opened a newer schema version (matches
-	// ErrStoreClosed): this tab runs an old build and should reload.
-	ErrStoreUpgraded = &closedError{"outbox: store database upgraded by another connection"}
-	// ErrTxAborted: the transaction was rolled back; nothing it wrote stays.
-	// The cause, when IndexedDB gave one, is in the chain too (for example
-	// jsglue.ErrQuotaExceeded).
-	ErrTxAborted = errors.New("outbox: indexeddb transaction aborted")
-)
-
-type closedError struct{ msg string }
-
-func (e *closedError) Error() string        { return e.msg }
-func (e *closedError) Is(target error) bool { return target == ErrStoreClosed }
-
 // IDBError is an IndexedDB failure of one store operation. errors.Is sees
 // through it: jsglue sentinels (ErrQuotaExceeded, ErrConstraint, ...),
 // ErrTxAborted.

@@ -177,17 +177,25 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for id, r := range s.recs {
-		if f.Match(&r) && (f.Limit <= 0 || n < f.Limit) {
-			if r.PayloadRef != "" {
-				delete(s.blobs, r.PayloadRef)
-			}
-			delete(s.recs, id)
-			n++
+	// In Seq order, like List and the IndexedDB store, so a Limit deletes
+	// the oldest matches rather than a random subset.
+	var match []Record
+	for _, r := range s.recs {
+		if f.Match(&r) {
+			match = append(match, r)
 		}
 	}
-	return n, nil
+	sort.Slice(match, func(i, j int) bool { return match[i].Seq < match[j].Seq })
+	if f.Limit > 0 && len(match) > f.Limit {
+		match = match[:f.Limit]
+	}
+	for _, r := range match {
+		if r.PayloadRef != "" {
+			delete(s.blobs, r.PayloadRef)
+		}
+		delete(s.recs, r.ID)
+	}
+	return len(match), nil
 }
 
 // Get implements Store.

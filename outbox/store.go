@@ -55,7 +55,10 @@ type Filter struct {
 	UserID           string
 	Statuses         []Status
 	MinSchemaVersion int // records with PayloadSchemaVersion >= this
-	Limit            int
+	// AckedBefore selects acked records acknowledged before this time
+	// (compaction); zero matches regardless of status or age.
+	AckedBefore time.Time
+	Limit       int
 }
 
 // Match reports whether r passes f (Limit aside).
@@ -64,6 +67,9 @@ func (f *Filter) Match(r *Record) bool {
 		return false
 	}
 	if f.MinSchemaVersion > 0 && r.PayloadSchemaVersion < f.MinSchemaVersion {
+		return false
+	}
+	if !f.AckedBefore.IsZero() && (r.Status != StatusAcked || !r.AckedAt.Before(f.AckedBefore)) {
 		return false
 	}
 	if len(f.IDs) > 0 && !contains(f.IDs, r.ID) {

@@ -56,6 +56,7 @@ func RunWith(t *testing.T, open func(t *testing.T) outbox.Store, opts Options) {
 		{"UpdateAppliesFnAtomically", testUpdateFn},
 		{"Amend", testAmend},
 		{"DeleteByFilter", testDelete},
+		{"DeleteAckedBeforeCompacts", testCompact},
 		{"ListFiltersInSeqOrder", testList},
 		{"StatusProjection", testStatus},
 		{"LeaseAcquireRenewRelease", testLease},
@@ -597,6 +598,30 @@ func testDelete(t *testing.T, s outbox.Store) {
 	}
 	if rs := list(t, s, outbox.Filter{}); len(rs) != 1 || rs[0].UserID != "bob" {
 		t.Fatalf("left %s", ids(rs))
+	}
+}
+
+// testCompact: Filter.AckedBefore selects only acked records acknowledged
+// before the cut-off (Outbox.Compact), never pending ones.
+func testCompact(t *testing.T, s outbox.Store) {
+	for i := 0; i < 3; i++ {
+		enqueue(t, s, NewRecord("c"+strconv.Itoa(i), "alice", "comment", "", "", nil), 0)
+	}
+	l := acquire(t, s, "tab1", T0, true)
+	claim(t, s, l, "alice", T0, 2) // c0, c1 leased
+	for i, at := range []time.Time{T0, T0.Add(time.Hour)} {
+		id := "c" + strconv.Itoa(i)
+		transition(t, s, l, id, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, at) })
+		transition(t, s, l, id, func(r outbox.Record) (outbox.Record, error) {
+			return outbox.Ack(r, l, at, outbox.StoredResponse{Status: 200})
+		})
+	}
+	n, err := s.Delete(bg, outbox.Filter{AckedBefore: T0.Add(time.Minute)})
+	if n != 1 || err != nil {
+		t.Fatalf("compact: deleted %d %v", n, err)
+	}
+	if got := ids(list(t, s, outbox.Filter{})); got != "c1,c2" {
+		t.Fatalf("left %s", got)
 	}
 }
 
