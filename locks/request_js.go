@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
@@ -57,16 +58,54 @@ func (h *holder) grant(ctx context.Context, fn func(context.Context) error) any 
 	h.cancel = cancel
 	h.mu.Unlock()
 
-	d := jsglue.NewDeferred()
+	// The promise that holds the lock. Its resolve function is also put
+	// in the loader's registry (see heldLocks), so that if this Go program
+	// dies while holding the lock — an exit, a trap — the loader resolves
+	// it and the browser gives the lock to the next tab. Without that, a
+	// dead runtime would keep leading for as long as its tab stays open.
+	pr := jsPromise.Call("withResolvers")
+	resolve := pr.Get("resolve")
+	reg := heldLocks()
+	if reg.Truthy() {
+		_, _ = jsglue.Call(reg, "add", resolve)
+	}
 	go func() {
 		defer close(h.done)
 		h.err = runFn(fctx, fn)
 		cancel(context.Canceled)
 		// Always resolve: fn's error travels in Go, not through
 		// JavaScript, so its identity survives.
-		d.Resolve(nil)
+		if reg.Truthy() {
+			_, _ = jsglue.Call(reg, "delete", resolve)
+		}
+		resolve.Invoke()
 	}()
-	return d.Promise
+	return pr.Get("promise")
+}
+
+var (
+	jsPromise     = js.Global().Get("Promise")
+	heldLocksOnce sync.Once
+	heldLocksSet  js.Value
+)
+
+// heldLocks is the loader's registry of the resolve functions of held
+// locks: a Set at globalThis[$TABFENCE_LOCKS] (jsglue/loader/tabfence.js
+// creates it per runtime), or undefined when the program runs without the
+// loader (tests).
+func heldLocks() js.Value {
+	heldLocksOnce.Do(func() {
+		heldLocksSet = js.Undefined()
+		name, ok := syscall.Getenv("TABFENCE_LOCKS")
+		if !ok || name == "" {
+			return
+		}
+		set, err := jsglue.Get(js.Global(), name)
+		if err == nil && set.Type() == js.TypeObject {
+			heldLocksSet = set
+		}
+	})
+	return heldLocksSet
 }
 
 func platformRequest(ctx context.Context, name string, opts Options, fn func(context.Context) error, queued func()) error {

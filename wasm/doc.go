@@ -12,10 +12,12 @@
 // synchronous errors are thrown and calls made after the runtime died reject
 // instead of hanging (jsapi_js.go has the conventions). Pages use load().
 //
-// Layout: one file per API area (elect_js.go; fence, channel and outbox
-// later), each with a register function called from main; the JavaScript
-// plumbing shared by all areas in jsapi_js.go; argument validation, which is
-// pure Go and tested natively, in args.go.
+// Layout: one file per API area (elect_js.go; fence_js.go for fenced
+// leadership and fence(); channel_js.go; storage_js.go for the page's
+// IndexedDB connections; outbox later), each with a register function
+// called from main; the JavaScript plumbing shared by all areas in
+// jsapi_js.go; argument validation, which is pure Go and tested natively,
+// in args.go and fenceargs.go.
 //
 // Size matters: every byte is downloaded by every user, so this package
 // imports no fmt, encoding/json or reflect (strconv is fine).

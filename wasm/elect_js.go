@@ -19,6 +19,7 @@ import (
 type election struct {
 	e                            *locks.Election
 	onLeader, onFollower, onLost js.Value
+	fx                           *electFence // nil when unfenced (fence_js.go)
 
 	mu    sync.Mutex
 	cur   *locks.Leadership // the leadership curJS describes
@@ -86,6 +87,7 @@ func registerElect(api js.Value) {
 		// Resolve once the lock is released and onLost("closed") was
 		// delivered, so `await close()` means the next tab can lead.
 		<-el.e.Done()
+		el.releaseFenced()
 		return nil, nil
 	})
 	api.Set("elect", syncFunc(elect).Value)
@@ -118,7 +120,12 @@ func elect(args []js.Value) (any, error) {
 		onFollower: field(opts, "onFollower"),
 		onLost:     field(opts, "onLost"),
 	}
+	fencer, err := setupFenced(el, opts)
+	if err != nil {
+		return nil, err
+	}
 	e, err := locks.NewElection(locks.Config{
+		Fencer:     fencer,
 		Scope:      o.Scope,
 		Protocol:   o.Protocol,
 		Resource:   o.Resource,
@@ -143,11 +150,17 @@ func elect(args []js.Value) (any, error) {
 	defineConst(obj, "steal", bound(electSteal, id))
 	defineConst(obj, "hasLeader", bound(electHasLeader, id))
 	defineConst(obj, "close", bound(electClose, id))
+	defineConst(obj, "fenced", el.fx != nil)
+	if electFenceCB != nil { // fence_js.go registered (not in elect-only tests)
+		defineConst(obj, "fence", bound(electFenceCB, id))
+		defineConst(obj, "channel", bound(electChannelCB, id))
+	}
 
 	if err := e.Start(); err != nil {
 		elections.remove(id)
 		return nil, err
 	}
+	el.startFenced()
 	return obj, nil
 }
 
@@ -182,7 +195,8 @@ func (el *election) lost(reason locks.Reason, err error) {
 	if err == nil { // locks always gives a *LostError; keep the promise of the d.ts anyway
 		err = &locks.LostError{Reason: reason}
 	}
-	callLater(el.onLost, reason.String(), jsglue.ToJS(err))
+	name, err := el.fx.lostReason(reason.String(), err) // "deleted"/"upgraded" when the database went away
+	callLater(el.onLost, name, jsglue.ToJS(err))
 }
 
 // ctxFor returns the JavaScript leader context of l, the same object for the
@@ -208,6 +222,7 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		o.Set("token", float64(l.Token)) // tokens stay below 2^53 (wire.MaxToken)
 		o.Set("generation", l.Generation)
 		o.Set("startedAt", float64(l.StartedAt.UnixNano())/1e6)
+		el.fx.decorate(o, el, l) // apply, post (fence_js.go)
 		jsObject.Call("freeze", o)
 		el.cur, el.curJS = l, o
 	}

@@ -19,6 +19,8 @@ func main() {
 	api := newObject()
 	api.Set("version", apiVersion)
 	registerElect(api)
+	registerFence(api)
+	registerChannel(api)
 
 	name := globalName()
 	g := js.Global()

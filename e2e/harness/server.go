@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -22,7 +23,11 @@ type Server struct {
 
 // Serve starts the server for the built runtime in distDir. It fails with
 // a clear message when the runtime was not built.
-func Serve(distDir string) (*Server, error) {
+func Serve(distDir string) (*Server, error) { return ServeWith(distDir, nil) }
+
+// ServeWith is Serve with mw in front of the real server (server.Config's
+// Middleware): tests add routes, latency or failures with it.
+func ServeWith(distDir string, mw func(http.Handler) http.Handler) (*Server, error) {
 	if err := CheckDist(distDir); err != nil {
 		return nil, err
 	}
@@ -31,9 +36,10 @@ func Serve(distDir string) (*Server, error) {
 		return nil, err
 	}
 	srv, err := server.New(server.Config{
-		DB:     filepath.Join(dir, "e2e.db"),
-		Dist:   distDir,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DB:         filepath.Join(dir, "e2e.db"),
+		Dist:       distDir,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: mw,
 	})
 	if err != nil {
 		os.RemoveAll(dir)

@@ -46,6 +46,34 @@ export interface Tabfence {
    * @throws TypeError for a bad scope or protocol.
    */
   lockName(scope: string, protocol: number): string;
+
+  /**
+   * The receiver fence of `resource` in the runtime's IndexedDB database
+   * (see {@link StorageOptions}): token allocation, fenced apply,
+   * compare-and-swap, and the page's local epoch guard. Never waits: the
+   * database opens on first use. Tokens of `fence(r)` and of a fenced
+   * election whose resource is `r` (same database) share one sequence.
+   * @throws TypeError for a bad resource (empty, over 200 bytes) or options,
+   *   or for stores not declared before the database was opened in this page.
+   */
+  fence(resource: string, options?: StorageOptions): Fence;
+
+  /**
+   * Joins the fenced BroadcastChannel `name` — use an election's
+   * {@link Election.lockName} (or {@link Election.channel}) so tabs of
+   * another protocol version never share it. Only this page's current
+   * fenced leader of that lock name can {@link Channel.post}.
+   */
+  channel(name: string, options?: ChannelOptions): Channel;
+
+  /**
+   * Deletes the runtime's database (default `"tabfence"`), e.g. on
+   * sign-out: every tab's connection closes itself at once (so the delete is
+   * never blocked by a tabfence tab) and their fenced elections end with
+   * onLost("deleted"). Resolves once deleted. Plain
+   * `indexedDB.deleteDatabase` has the same effect.
+   */
+  deleteDatabase(name?: string): Promise<void>;
 }
 
 /** Options of {@link Tabfence.elect}. */
@@ -62,6 +90,22 @@ export interface ElectOptions {
   /** Who this tab is, reported in {@link LeaderContext.ownerID}; default a random 128-bit hex id. At most 256 bytes. */
   ownerID?: string;
   /**
+   * Whether leadership is fenced: a fencing token is allocated in IndexedDB
+   * (the {@link StorageOptions.database}) after the lock is granted and
+   * before onLeader, and `ctx.token` carries it (> 0, strictly increasing
+   * across all tabs of the origin). Default: true when `resource` is given,
+   * false otherwise (token 0, no database opened). A fenced election also
+   * gets `ctx.apply`/`ctx.post`, and is closed with onLost("deleted" or
+   * "upgraded") when another tab deletes or upgrades its database.
+   */
+  fenced?: boolean;
+  /** Database of a fenced election; see {@link StorageOptions}. */
+  database?: string;
+  /** App stores a fenced election's `ctx.apply` writes; see {@link StorageOptions}. */
+  stores?: string[];
+  /** Schema version of the database; see {@link StorageOptions}. */
+  version?: number;
+  /**
    * This tab became the leader. Stop leader work when `ctx.signal` aborts.
    * Called in a microtask; an exception it throws is reported like any uncaught error.
    */
@@ -74,6 +118,14 @@ export interface ElectOptions {
    * says what ended and why. Unless the election was closed it rejoins the
    * queue by itself: at once after "resigned" or "stolen", after a short
    * backoff after "fenced" or "error".
+   *
+   * "deleted", "upgraded" and "storage-closed" (fenced elections only) are
+   * reported to followers too: the database was deleted by another tab
+   * (sign-out), opened at a newer version by a newer build, or closed by
+   * the browser. The election is then CLOSED — a leader released its lock
+   * rather than lead on from memory — and does not rejoin: reload your
+   * state (or the page) and call elect() again; a new election opens a
+   * fresh database.
    */
   onLost?(reason: LostReason, error: TabfenceError): void;
 }
@@ -83,10 +135,14 @@ export interface ElectOptions {
  * - `"resigned"`: {@link Election.resign} was called;
  * - `"closed"`: {@link Election.close} was called;
  * - `"stolen"`: another tab called {@link Election.steal};
- * - `"fenced"`: a receiver rejected this leader's token as stale (a newer leader exists);
- * - `"error"`: the lock request failed.
+ * - `"fenced"`: a receiver rejected this leader's token as stale (a newer leader exists):
+ *   a fenced apply or cas returned "stale", or a genuinely newer token (checked against the
+ *   allocation record in IndexedDB) was heard on a channel;
+ * - `"error"`: the lock request or the token allocation failed;
+ * - `"deleted"` / `"upgraded"` / `"storage-closed"`: the fenced election's database went away
+ *   (see {@link ElectOptions.onLost}); the election is closed.
  */
-export type LostReason = "resigned" | "closed" | "stolen" | "fenced" | "error";
+export type LostReason = "resigned" | "closed" | "stolen" | "fenced" | "error" | "deleted" | "upgraded" | "storage-closed";
 
 /** One leadership, handed to {@link ElectOptions.onLeader}. Frozen. */
 export interface LeaderContext {
@@ -108,6 +164,22 @@ export interface LeaderContext {
   readonly generation: number;
   /** When the leadership started, in ms since the epoch (comparable with `performance.timeOrigin + performance.now()`). */
   readonly startedAt: number;
+  /** Fenced elections only: the database the token came from. */
+  readonly database?: string;
+  /**
+   * Fenced elections only: {@link Fence.apply} on `resource` with this
+   * leadership's token (`op.token` may be left out; another token is a
+   * TypeError). A "stale" result makes this leadership step down: the
+   * signal aborts, the lock is released, onLost gets "fenced". It still
+   * works after the leadership ended: the fence decides.
+   */
+  apply?(op: Omit<FencedOp, "token"> & { token?: number }, writes?: Write[]): Promise<ApplyResult>;
+  /**
+   * Fenced elections only: posts on the election's channel (its lock name)
+   * with this leadership's token and the next sequence of this leadership.
+   * Rejects with NotLeaderError once the leadership is over.
+   */
+  post?(kind: string, payload?: unknown): Promise<PostReceipt>;
 }
 
 /** One tab's membership in an election. */
@@ -142,6 +214,15 @@ export interface Election {
    * @throws InvalidStateError (rejects) once the election is closed.
    */
   hasLeader(): Promise<boolean>;
+  /** Whether this election is fenced ({@link ElectOptions.fenced}). */
+  readonly fenced: boolean;
+  /**
+   * The fence of this election's resource in its database.
+   * @throws TypeError when the election is not fenced.
+   */
+  fence(): Fence;
+  /** `tf.channel(lockName, options)`, bound to this election: post speaks for its current leadership. */
+  channel(options?: ChannelOptions): Channel;
   /**
    * Leaves the election for good: releases the lock if held (onLost gets
    * "closed") or withdraws from the queue, so a closed election never leads.
@@ -159,6 +240,12 @@ export type TabfenceErrorName =
   | "LostLeadershipError" // onLost's error
   | "LockStolenError" // a signal's reason after a steal
   | "StaleOwnerError" // fenced: a newer leader exists
+  | "NotLeaderError" // post() without a current fenced leadership
+  | "DatabaseDeletedError" // the fence's database was deleted by another tab
+  | "DatabaseUpgradedError" // the fence's database was upgraded by a newer build
+  | "ConstraintError" // an "add" write hit an existing key: the whole apply was rolled back
+  | "DataError" // a write's key is not a valid IndexedDB key
+  | "NotFoundError" // a write names a store that was not declared
   | "AbortError"
   | "RuntimeExitedError" // the runtime stopped; reload the page
   | "Error";
@@ -174,4 +261,214 @@ export interface TabfenceError extends Error {
  */
 export class RuntimeExitedError extends Error {
   readonly name: "RuntimeExitedError";
+}
+
+// ---- Fencing (issue 3) ----
+
+/**
+ * Where fenced state lives. The runtime keeps ONE connection per database
+ * name per page, shared by every fence and fenced election naming it.
+ *
+ * App stores are declared, not created by callbacks: list every store on
+ * the first `fence()` or fenced `elect()` of the page (declarations
+ * accumulate until the database opens; a store declared after that is a
+ * TypeError). To add a store in a new build, bump `version`: tabs of the
+ * old build then get onLost("upgraded") and must reload. Stores use
+ * out-of-line keys (every write names its key).
+ */
+export interface StorageOptions {
+  /** IndexedDB database name; default `"tabfence"`. */
+  database?: string;
+  /** App object stores, e.g. `["notes"]`. Names starting with `tf_` are reserved. */
+  stores?: string[];
+  /** Schema version, an integer >= 1; default 1. All calls of a page must agree. */
+  version?: number;
+}
+
+/** An operation offered to a receiver fence. */
+export interface FencedOp {
+  /** The sender's fencing token (its leadership's `ctx.token`), 1..2^53-1. */
+  token: number;
+  /** Identifies the operation across retries and leaders: applied at most once (1..255 bytes, no control characters). */
+  operationID: string;
+  /** Optional position in the sender's stream under `token` (1, 2, 3…): a replayed position is a duplicate even with a new ID. */
+  sequence?: number;
+}
+
+/**
+ * One declarative write, issued inside the fence's transaction.
+ *
+ * Why a list and not a callback: an IndexedDB transaction commits or dies
+ * as soon as anything other than an IndexedDB request is awaited — a
+ * promise, a timer, fetch, a message — and a JavaScript callback called
+ * from the Go runtime is exactly such a hop. With a list, every request is
+ * issued inside the one transaction that also checks and advances the
+ * fence, so the writes and the new highest token commit together or not
+ * at all. Compute what to write first, then apply.
+ */
+export interface Write {
+  /** A store declared in {@link StorageOptions.stores}. */
+  store: string;
+  /** put: insert or replace; add: insert, and fail the WHOLE apply if the key exists; delete: remove the key. */
+  op: "put" | "add" | "delete";
+  /** A valid IndexedDB key (string, number, Date, array…). Required. */
+  key: IDBValidKey;
+  /** Any structured-cloneable value; required for put and add. */
+  value?: unknown;
+}
+
+/**
+ * - `"accepted"`: fresh; the writes and the advanced fence committed together;
+ * - `"duplicate"`: this operation ID (or this token's sequence) was already applied: nothing written;
+ * - `"stale"`: the token is older than the highest accepted for the resource: nothing written,
+ *   and this page's leaderships of the resource with that token or older step down ("fenced").
+ */
+export type ApplyResult = "accepted" | "duplicate" | "stale";
+
+/** The receiver fence of one resource. */
+export interface Fence {
+  readonly resource: string;
+  readonly database: string;
+  /**
+   * Allocates the resource's next token: one readwrite transaction, unique
+   * and strictly increasing across every tab of the origin. A fenced
+   * election does this for you when it becomes leader.
+   */
+  allocate(): Promise<number>;
+  /**
+   * Offers `op` to the fence and, only if accepted, issues `writes` — all in
+   * one readwrite transaction. The invariant: a side effect from a token
+   * older than the highest accepted for the resource is never applied.
+   * Rejects (with nothing written) when a write fails: ConstraintError,
+   * DataError, NotFoundError, DatabaseDeletedError…
+   */
+  apply(op: FencedOp, writes?: Write[]): Promise<ApplyResult>;
+  /**
+   * "Write if the token is fresh": puts `value` at `key` of `store` only if
+   * `token` is not older than the highest token that wrote that key (an
+   * equal token may write again); resolves to whether it wrote. A false
+   * makes this page's leaderships of the resource with that token step down.
+   */
+  cas(store: string, key: string, token: number, value: unknown): Promise<boolean>;
+  /** The highest token the fence accepted (0 when none). */
+  highest(): Promise<number>;
+  /** The page's local epoch guard of this resource (the same object every call). */
+  guard(): EpochGuard;
+}
+
+/**
+ * A local epoch guard for results that only touch memory or UI (a late
+ * fetch, a worker result). Shared by the page per resource, and advanced
+ * automatically by this page's leaderships, allocations, accepted applies
+ * and fresh channel messages. It never goes back. It does not replace the
+ * fence for stored state. Caveat: channel messages advance it unverified,
+ * so a forged token on the channel can make it report "stale".
+ */
+export interface EpochGuard {
+  readonly resource: string;
+  /** The highest token seen for the resource. */
+  readonly current: number;
+  /** Records `token` if higher; returns the current token. */
+  advance(token: number): number;
+  /** Whether `token` is the current one: its result may be applied. */
+  isCurrent(token: number): boolean;
+  /** Whether a newer token than `token` has been seen: drop its result. */
+  isStale(token: number): boolean;
+}
+
+/** Options of {@link Tabfence.channel}. */
+export interface ChannelOptions {
+  /**
+   * Subscribe-before-load: hold every message that arrives until
+   * {@link Channel.replay}. Open the channel, subscribe, load your state
+   * from IndexedDB, optionally {@link Channel.seed} the loaded position,
+   * then replay: nothing that arrived during the load is lost.
+   */
+  buffer?: boolean;
+}
+
+/** What {@link Channel.post} resolves to. */
+export interface PostReceipt {
+  readonly id: string;
+  readonly token: number;
+  readonly seq: number;
+}
+
+/** A fresh message, as delivered to subscribers. */
+export interface ChannelMessage {
+  readonly id: string;
+  readonly kind: string;
+  readonly payload: unknown;
+  /** The sender's fencing token. */
+  readonly token: number;
+  /** The sender's sequence under `token`: 1, 2, 3… */
+  readonly seq: number;
+  readonly resource: string;
+  /** The sender's owner id (unverified, like everything on the channel). */
+  readonly owner: string;
+  readonly sentAt: number;
+  /**
+   * Messages were missed before this one (a sequence jumped, or a new
+   * token started past 1). Do not patch the hole: reload the resource from
+   * storage. The leader writes, then announces, so storage holds at least
+   * what was announced.
+   */
+  readonly gap: boolean;
+}
+
+/** Why a channel dropped a message. */
+export type DropReason =
+  | "stale_token" // an older token than the highest seen for the resource: a stale leader
+  | "duplicate_seq" // a sequence already seen under the current token
+  | "duplicate_id" // a message id already seen
+  | "malformed" // not an envelope: wrong types, missing fields, out-of-range numbers
+  | "version" // tabfence, but another protocol version
+  | "oversized" // a field or the payload (string, ArrayBuffer, Blob) over the limits, or too many resources
+  | "foreign_protocol"; // not a tabfence message at all
+
+/** A snapshot of a channel's counters. */
+export interface ChannelStats {
+  readonly received: number;
+  readonly delivered: number;
+  readonly gaps: number;
+  readonly dropped: Readonly<Record<DropReason, number>>;
+  readonly droppedTotal: number;
+}
+
+/**
+ * A fenced BroadcastChannel.
+ *
+ * Anything on a BroadcastChannel is untrusted: any script of the origin can
+ * post anything. Garbage, oversized and other-version messages are dropped
+ * and counted, never a crash. A FORGED envelope with a higher token than
+ * any real one is the real risk: receivers cannot tell it from a newer
+ * leader's without storage, so followers deliver it and then drop the real
+ * leader's messages as stale until a newer leadership — a denial of
+ * service. What it cannot do: it cannot depose the leader (a leader checks
+ * a newer token against the allocation record in IndexedDB before stepping
+ * down, and ignores a forged one with a console warning), and it cannot
+ * pass a fence (applies check the stored fence, not the channel). A script
+ * that can run on your origin can also write IndexedDB directly: fencing
+ * protects against stale tabs, not against code you serve.
+ */
+export interface Channel {
+  readonly name: string;
+  /**
+   * Posts `kind`/`payload` (structured-cloneable) under this page's current
+   * fenced leadership of the channel's lock name, with its token and the
+   * next sequence of that leadership. Not delivered to the posting channel
+   * object itself.
+   * @throws NotLeaderError (rejects) when this page does not lead.
+   */
+  post(kind: string, payload?: unknown): Promise<PostReceipt>;
+  /** Calls `fn` for every fresh message, in order, in a microtask. Returns the unsubscribe function. */
+  subscribe(fn: (message: ChannelMessage) => void): () => void;
+  /** Drop counters per reason. */
+  stats(): ChannelStats;
+  /** Buffer mode: deliver what was held (cursor rules apply in arrival order), then go live. */
+  replay(): void;
+  /** Tells the receiver the position loaded from storage, so older messages are dropped. */
+  seed(resource: string, token: number, seq?: number): void;
+  /** Leaves the channel. Idempotent. */
+  close(): void;
 }

@@ -14,6 +14,8 @@
 
 /** The global the runtime stores its raw API object under. */
 const GLOBAL = "__tabfence_v1";
+/** The global holding the runtime's registry of held Web Locks (see start). */
+const LOCKS = GLOBAL + "_locks";
 
 // Memoized on globalThis, not in this module: the loader may be imported
 // twice under different URLs (a bundle and a CDN copy, `?v=2`), and there
@@ -66,9 +68,15 @@ async function start(options) {
     }
   }
   const go = new globalThis.Go();
-  go.env = { ...go.env, TABFENCE_GLOBAL: GLOBAL };
+  // The registry of held Web Locks: the runtime adds the resolve function
+  // of every lock-callback promise it holds and removes it on release. If
+  // the runtime dies holding one, watch() resolves them all, so the browser
+  // gives the lock to the next tab instead of a dead runtime leading forever.
+  const held = new Set();
+  globalThis[LOCKS] = held;
+  go.env = { ...go.env, TABFENCE_GLOBAL: GLOBAL, TABFENCE_LOCKS: LOCKS };
 
-  const runtime = watch(go);
+  const runtime = watch(go, held);
   const ready = new Promise((resolve) => {
     globalThis[GLOBAL + "_ready"] = resolve;
   });
@@ -104,12 +112,19 @@ async function instantiate(url, imports) {
 // through go.exit; a WebAssembly trap surfaces as an exception from
 // go._resume (the entry point of every callback into Go), after which the
 // runtime is unusable even though it never "exited".
-function watch(go) {
+function watch(go, held) {
   const runtime = { error: null, code: undefined };
   runtime.dead = new Promise((_, reject) => {
     runtime.die = (err) => {
       if (runtime.error) return;
       runtime.error = err;
+      // Release every Web Lock the dead runtime held.
+      for (const release of held) {
+        try {
+          release();
+        } catch {}
+      }
+      held.clear();
       reject(err);
     };
   });

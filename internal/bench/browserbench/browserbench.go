@@ -36,7 +36,7 @@ const (
 
 // Run measures and prints a table to w. distDir holds the built runtime
 // (make build).
-func Run(ctx context.Context, w io.Writer, distDir string) error {
+func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 	srv, err := harness.Serve(distDir)
 	if err != nil {
 		return err
@@ -68,6 +68,11 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer func() {
+		if err == nil {
+			err = fenceFigures(ctx, w, b, srv.URL) // fence.go: issue 3's figures
+		}
+	}()
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")
 	tp50, tp95 := percentile(tf, 50), percentile(tf, 95)
 	rp50, rp95 := percentile(raw, 50), percentile(raw, 95)

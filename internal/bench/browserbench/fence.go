@@ -1,0 +1,330 @@
+package browserbench
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+)
+
+// Figures of issue 3, each beside raw JavaScript measured in the same run:
+//
+//   - token allocations/s: tf.fence(r).allocate() awaited one after the
+//     other, against the same readwrite transaction (get the epoch record,
+//     put it incremented) written in plain JavaScript;
+//   - fenced applies/s: fence.apply(op, [one put]) against the same
+//     transaction in JavaScript (get the fence, check the remembered IDs,
+//     put the record, put the advanced fence);
+//   - channel round trip between two tabs: a fenced post, a fenced reply
+//     from the other tab's leader, against two raw BroadcastChannels.
+//
+// The Go side is measured through the public JavaScript API, so the figure
+// includes every crossing between JavaScript and Go a page pays. Go and
+// JavaScript alternate in rounds, so drift on the shared machine falls on
+// both alike.
+
+const (
+	FenceOps       = 300 // per side, for allocations and applies
+	fenceRounds    = 6
+	RoundTrips     = 200 // per side
+	rttBlock       = 20
+	targetRateX    = 0.8 // Go wasm rate at least this fraction of raw JS
+	targetRTTOverM = 0.5 // ms over raw at p50
+)
+
+// fenceBenchJS runs in a demo tab: bench(kind, n, rounds) alternates
+// rounds of the runtime and raw JavaScript and returns both rates.
+const fenceBenchJS = `(async (kind, n, rounds) => {
+	const tf = tabfenceDemo.tf;
+	const res = "bench-" + kind + "-" + Math.random().toString(36).slice(2);
+	const f = tf.fence(res, { database: "tabfence-bench", stores: ["bench"] });
+	const db = await new Promise((ok, fail) => {
+		const q = indexedDB.open("tabfence-bench-raw", 1);
+		q.onupgradeneeded = () => { for (const s of ["epochs", "fences", "bench"]) if (!q.result.objectStoreNames.contains(s)) q.result.createObjectStore(s); };
+		q.onsuccess = () => ok(q.result); q.onerror = () => fail(q.error);
+	});
+	const done = (tx) => new Promise((ok, fail) => { tx.oncomplete = ok; tx.onerror = () => fail(tx.error); tx.onabort = () => fail(tx.error); });
+	const rawAllocate = async () => {
+		const tx = db.transaction("epochs", "readwrite");
+		const st = tx.objectStore("epochs");
+		const g = st.get(res);
+		g.onsuccess = () => {
+			const cur = g.result;
+			st.put({ resource: res, epoch: (cur ? cur.epoch : 0) + 1, owner: "raw", updatedAt: Date.now() }, res);
+		};
+		await done(tx);
+	};
+	const rawApply = async (i) => {
+		const tx = db.transaction(["fences", "bench"], "readwrite");
+		const fences = tx.objectStore("fences");
+		const g = fences.get(res);
+		const id = "op" + i;
+		g.onsuccess = () => {
+			const cur = g.result || { resource: res, highest: 0, highestSeq: 0, recent: "" };
+			if (1 < cur.highest) { tx.abort(); return; }
+			const recent = cur.recent ? cur.recent.split("\n") : [];
+			if (recent.includes(id)) { tx.abort(); return; }
+			recent.push(id);
+			while (recent.length > 64) recent.shift();
+			tx.objectStore("bench").put(i, "k" + i);
+			fences.put({ resource: res, highest: 1, highestSeq: 0, recent: recent.join("\n") }, res);
+		};
+		await done(tx);
+	};
+	const goAllocate = () => f.allocate();
+	const goApply = async (i) => {
+		const r = await f.apply({ token: 1, operationID: "op" + i }, [{ store: "bench", op: "put", key: "k" + i, value: i }]);
+		if (r !== "accepted") throw new Error("apply was " + r);
+	};
+	const [goFn, rawFn] = kind === "allocate" ? [goAllocate, rawAllocate] : [goApply, rawApply];
+	await goFn(-1); await rawFn(-1); // warm up: open both databases, compile the paths
+	let goMs = 0, rawMs = 0, i = 0;
+	const per = Math.ceil(n / rounds);
+	for (let r = 0; r < rounds; r++) {
+		const order = r % 2 === 0 ? ["go", "raw"] : ["raw", "go"];
+		for (const side of order) {
+			const fn = side === "go" ? goFn : rawFn;
+			const t0 = performance.now();
+			for (let k = 0; k < per; k++) await fn(i++);
+			const ms = performance.now() - t0;
+			if (side === "go") goMs += ms; else rawMs += ms;
+		}
+	}
+	db.close();
+	return { go: per * rounds / goMs * 1000, raw: per * rounds / rawMs * 1000 };
+})`
+
+// echoJS installs, in the second tab, a fenced leader that answers every
+// "ping" on channel ping with a "pong" on its own channel, and the same
+// over two raw BroadcastChannels.
+const echoJS = `((scopeX, scopeY) => new Promise((ok) => {
+	const tf = tabfenceDemo.tf;
+	const el = tf.elect({ scope: scopeY, protocol: 1, resource: scopeY, database: "tabfence-bench",
+		onLeader(ctx) {
+			const sub = tf.channel(tf.lockName(scopeX, 1));
+			sub.subscribe((m) => { ctx.post("pong", m.payload); });
+			ok(el.lockName);
+		} });
+	const rawIn = new BroadcastChannel("raw-ping-" + scopeX), rawOut = new BroadcastChannel("raw-pong-" + scopeX);
+	rawIn.onmessage = (ev) => rawOut.postMessage(ev.data);
+}))`
+
+// pingJS runs in the first tab: RoundTrips round trips each way, in
+// alternating blocks, and returns the times in ms.
+const pingJS = `((scopeX, scopeY, n, block) => new Promise((ok, fail) => {
+	const tf = tabfenceDemo.tf;
+	const el = tf.elect({ scope: scopeX, protocol: 1, resource: scopeX, database: "tabfence-bench",
+		async onLeader(ctx) {
+			try {
+				const pongs = tf.channel(tf.lockName(scopeY, 1));
+				let waiting = null;
+				pongs.subscribe((m) => { if (waiting) { const w = waiting; waiting = null; w(); } });
+				const rawOut = new BroadcastChannel("raw-ping-" + scopeX), rawIn = new BroadcastChannel("raw-pong-" + scopeX);
+				let rawWaiting = null;
+				rawIn.onmessage = () => { if (rawWaiting) { const w = rawWaiting; rawWaiting = null; w(); } };
+				const tfOnce = () => new Promise((res) => { waiting = res; ctx.post("ping", 1); });
+				const rawOnce = () => new Promise((res) => { rawWaiting = res; rawOut.postMessage(1); });
+				for (let k = 0; k < 10; k++) { await tfOnce(); await rawOnce(); } // warm up
+				const tfMs = [], rawMs = [];
+				for (let b = 0; b < n / block; b++) {
+					for (const side of b % 2 === 0 ? ["tf", "raw"] : ["raw", "tf"]) {
+						for (let k = 0; k < block; k++) {
+							const t0 = performance.now();
+							if (side === "tf") { await tfOnce(); tfMs.push(performance.now() - t0); }
+							else { await rawOnce(); rawMs.push(performance.now() - t0); }
+						}
+					}
+				}
+				ok({ tf: tfMs, raw: rawMs });
+			} catch (e) { fail(e); }
+		} });
+}))`
+
+type rates struct {
+	Go  float64 `json:"go"`
+	Raw float64 `json:"raw"`
+}
+
+type rtts struct {
+	TF  []float64 `json:"tf"`
+	Raw []float64 `json:"raw"`
+}
+
+// fenceFigures measures and prints the figures of issue 3.
+func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base string) error {
+	open := func(scope string) (*harness.Tab, error) {
+		t, err := b.NewTab()
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Navigate(base + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
+			t.Close()
+			return nil, err
+		}
+		if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	x, err := open("bench-fence-x-" + stamp)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+
+	alloc, err := evalLong[rates](x, fenceBenchJS+`("allocate", `+strconv.Itoa(FenceOps)+`, `+strconv.Itoa(fenceRounds)+`)`)
+	if err != nil {
+		return fmt.Errorf("allocate: %w", err)
+	}
+	app, err := evalLong[rates](x, fenceBenchJS+`("apply", `+strconv.Itoa(FenceOps)+`, `+strconv.Itoa(fenceRounds)+`)`)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+
+	y, err := open("bench-fence-y-" + stamp)
+	if err != nil {
+		return err
+	}
+	defer y.Close()
+	sx, sy := "rtt-x-"+stamp, "rtt-y-"+stamp
+	if _, err := evalLong[string](y, echoJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`)`); err != nil {
+		return fmt.Errorf("echo tab: %w", err)
+	}
+	rt, err := evalLong[rtts](x, pingJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`, `+strconv.Itoa(RoundTrips)+`, `+strconv.Itoa(rttBlock)+`)`)
+	if err != nil {
+		return fmt.Errorf("round trip: %w", err)
+	}
+	if len(rt.TF) == 0 || len(rt.Raw) == 0 {
+		return errors.New("round trip: no samples")
+	}
+
+	layer, lerr := idbLayer(ctx, b, base)
+
+	fmt.Fprintf(w, "fencing: %d token allocations and %d fenced applies per side (one readwrite transaction each, awaited one by one),\n", FenceOps, FenceOps)
+	fmt.Fprintf(w, "  tabfence through the JS API (tf.fence) vs the same transactions in raw JS, alternating in %d rounds;\n", fenceRounds)
+	fmt.Fprintf(w, "  channel round trip: %d fenced ping/pong between two leader tabs vs two raw BroadcastChannels, alternating blocks of %d\n", RoundTrips, rttBlock)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
+	fmt.Fprintf(tw, "token allocations/s\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", alloc.Go, alloc.Raw, alloc.Go/alloc.Raw, targetRateX, yes(alloc.Go >= targetRateX*alloc.Raw))
+	fmt.Fprintf(tw, "fenced applies/s\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", app.Go, app.Raw, app.Go/app.Raw, targetRateX, yes(app.Go >= targetRateX*app.Raw))
+	if lerr == nil {
+		fmt.Fprintf(tw, "  idb layer alone: allocations/s\t%.0f\t%.0f\t%.2fx\t\t\t\n", layer[0].Go, layer[0].Raw, layer[0].Go/layer[0].Raw)
+		fmt.Fprintf(tw, "  idb layer alone: applies/s\t%.0f\t%.0f\t%.2fx\t\t\t\n", layer[1].Go, layer[1].Raw, layer[1].Go/layer[1].Raw)
+	} else {
+		fmt.Fprintf(tw, "  idb layer alone\tnot measured: %s\t\t\t\t\t\n", lerr)
+	}
+	tp50, rp50 := percentile(rt.TF, 50), percentile(rt.Raw, 50)
+	fmt.Fprintf(tw, "channel round trip p50 (ms)\t%.2f\t%.2f\t\t<= raw+%.1f\t%s\t\n", tp50, rp50, targetRTTOverM, yes(tp50 <= rp50+targetRTTOverM))
+	fmt.Fprintf(tw, "channel round trip p95 (ms)\t%.2f\t%.2f\t\t\t\t\n", percentile(rt.TF, 95), percentile(rt.Raw, 95))
+	return tw.Flush()
+}
+
+// evalLong is harness.Eval with a deadline that fits a benchmark.
+func evalLong[T any](t *harness.Tab, expr string) (T, error) {
+	ctx, cancel := context.WithTimeout(t.Ctx(), 3*time.Minute)
+	defer cancel()
+	return evalCtx[T](ctx, expr)
+}
+
+func evalCtx[T any](ctx context.Context, expr string) (T, error) {
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+}
+
+// RunFence measures and prints only the figures of issue 3.
+func RunFence(ctx context.Context, w io.Writer, distDir string) error {
+	srv, err := harness.Serve(distDir)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fenceFigures(ctx, w, b, srv.URL)
+}
+
+// idbLayer runs idb.BenchAllocate and idb.BenchApply (Go calls from Go,
+// without the JavaScript API in between) in a page: the wasm program
+// ./idbbench, built here, loaded beside the runtime. It tells the idb
+// layer's cost apart from the API's.
+func idbLayer(ctx context.Context, b *harness.Browser, base string) ([2]rates, error) {
+	var out [2]rates
+	dir, err := os.MkdirTemp("", "tabfence-idbbench-")
+	if err != nil {
+		return out, err
+	}
+	defer os.RemoveAll(dir)
+	wasm := filepath.Join(dir, "idbbench.wasm")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/tabfence/tabfence/internal/bench/browserbench/idbbench")
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return out, fmt.Errorf("building idbbench: %v: %s", err, msg)
+	}
+	data, err := os.ReadFile(wasm)
+	if err != nil {
+		return out, err
+	}
+	// The server only serves the built dist directory, so the page gets
+	// the program's bytes from the bench runner instead (same origin as the
+	// runtime's pages, so the same IndexedDB).
+	t, err := b.NewTab()
+	if err != nil {
+		return out, err
+	}
+	defer t.Close()
+	if err := t.Navigate(base + "/raw-locks.html?scope=idbbench"); err != nil {
+		return out, err
+	}
+	if _, err := evalLong[bool](t, `(async () => {
+		await import("/dist/wasm_exec.js");
+		window.__idbBenchBytes = [];
+		return true;
+	})()`); err != nil {
+		return out, err
+	}
+	// Hand the program over in base64 chunks (CDP messages have a size limit).
+	enc := base64.StdEncoding.EncodeToString(data)
+	const chunk = 1 << 20
+	for i := 0; i < len(enc); i += chunk {
+		part := enc[i:min(i+chunk, len(enc))]
+		if _, err := evalLong[bool](t, `(__idbBenchBytes.push(`+strconv.Quote(part)+`), true)`); err != nil {
+			return out, err
+		}
+	}
+	if _, err := evalLong[bool](t, `(async () => {
+		const bin = Uint8Array.from(atob(__idbBenchBytes.join("")), (c) => c.charCodeAt(0));
+		delete window.__idbBenchBytes;
+		const go = new Go();
+		const ready = new Promise((ok) => { window.__tabfenceIDBBenchReady = ok; });
+		const { instance } = await WebAssembly.instantiate(bin, go.importObject);
+		go.run(instance);
+		await ready;
+		return true;
+	})()`); err != nil {
+		return out, err
+	}
+	for i, kind := range []string{"allocate", "apply"} {
+		r, err := evalLong[map[string]float64](t, `__tabfenceIDBBench(`+strconv.Quote(kind)+`, `+strconv.Itoa(FenceOps)+`)`)
+		if err != nil {
+			return out, fmt.Errorf("idb.Bench %s: %w", kind, err)
+		}
+		out[i] = rates{Go: r["go"], Raw: r["js"]}
+	}
+	return out, nil
+}
