@@ -5,11 +5,9 @@ package idb
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"syscall/js"
 
-	goidb "github.com/hack-pad/go-indexeddb/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -42,20 +40,38 @@ type DB struct {
 	name    string
 	version uint64
 	cfg     config
-	db      *goidb.Database
-	raw     js.Value
+	raw     js.Value // the IDBDatabase
+
+	// Scopes of the hot transactions, converted to JavaScript once. The
+	// stores of an open connection never change: only an upgrade changes
+	// them, and it needs this connection closed first.
+	appStores   []string
+	scopeEpochs js.Value
+	scopeFences js.Value
+	scopeAll    js.Value // tf_fences and every app store
 
 	mu     sync.Mutex
 	err    error
 	done   chan struct{}
 	cbs    []*jsglue.Callback
 	closed bool
+	opened bool // Open returned d: events are reported from then on
+
+	// The last owner ID AllocateToken converted to JavaScript.
+	owner    string
+	ownerV   js.Value
+	ownerSet bool
 }
 
 // Open opens (creating or upgrading as needed) the database name with the
 // schema's version. tabfence's stores tf_epochs and tf_fences are created by
 // whichever upgrade finds them missing. If another connection blocks the
 // upgrade, a Blocked event is sent and Open keeps waiting until ctx ends.
+//
+// One connection does everything: it runs the upgrade, hears "blocked", and
+// listens for versionchange from the moment it exists (OpenOptions.Opened),
+// so there is no window in which another tab's delete or upgrade could find
+// it deaf.
 func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	var cfg config
 	for _, o := range opts {
@@ -67,93 +83,61 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	factory := js.Global().Get("indexedDB")
-	if factory.Type() != js.TypeObject {
-		return nil, jsglue.ErrUnavailable
-	}
 	version := cfg.schema.Version()
-	// Connection 1 (raw JavaScript) runs the upgrade and hears "blocked",
-	// which go-indexeddb does not expose.
-	upgradeConn, err := openRaw(ctx, factory, name, version, &cfg)
+	d := &DB{name: name, version: version, cfg: cfg, done: make(chan struct{})}
+	raw, err := OpenDatabase(ctx, name, version, OpenOptions{
+		Upgrade: func(db js.Value, tx *Tx, oldV, newV uint64) error {
+			return runUpgrade(&UpgradeTx{DB: db, Tx: tx.JS(), OldVersion: oldV, NewVersion: newV, raw: tx}, cfg.schema)
+		},
+		Blocked: func(oldV, newV uint64) {
+			if fn := cfg.onEvent; fn != nil {
+				go fn(Event{Kind: Blocked, Name: name, OldVersion: oldV, NewVersion: newV})
+			}
+		},
+		Opened: d.listen,
+	})
 	if err != nil {
 		return nil, err
 	}
-	closer := jsglue.NewCallback(func(js.Value, []js.Value) any { upgradeConn.Call("close"); return nil })
-	// Never block another tab's delete or upgrade while this short-lived
-	// connection is open.
-	upgradeConn.Set("onversionchange", closer.Value)
-	defer func() {
-		upgradeConn.Call("close")
-		closer.Release()
-	}()
-
-	// Connection 2 is go-indexeddb's, used for every transaction. Same
-	// version, so it needs no upgrade unless the database changed since.
-	d := &DB{name: name, version: version, cfg: cfg, done: make(chan struct{})}
-	type opened struct {
-		req *goidb.OpenDBRequest
-		db  *goidb.Database
-		err error
+	names := storeNames(raw)
+	if !contains(names, StoreEpochs) || !contains(names, StoreFences) {
+		// A database at our version without our stores was made by someone
+		// else (a foreign script, a build that predates them): never write
+		// into it.
+		d.shutQuiet()
+		return nil, ErrDeleted
 	}
+	for _, n := range names {
+		if !reserved(n) {
+			d.appStores = append(d.appStores, n)
+		}
+	}
+	d.scopeEpochs = jsString(StoreEpochs)
+	d.scopeFences = jsString(StoreFences)
+	d.scopeAll = scopeOf(append([]string{StoreFences}, d.appStores...))
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}
-	ch := make(chan opened, 1)
-	var raced bool
-	go func() {
-		// This connection must never upgrade: an upgrade here means the
-		// database was deleted between the two opens and is being re-created
-		// without our stores. go-indexeddb neither exposes the versionchange
-		// transaction nor survives an upgrader error (it panics), so the
-		// upgrade is made to abort by a request that fails (a second Add of
-		// one key): the creation is rolled back and Open reports ErrDeleted.
-		req, err := goidb.Global().Open(context.Background(), name, uint(version), func(db *goidb.Database, _, _ uint) error {
-			raced = true
-			st, err := db.CreateObjectStore("tf_abort", goidb.ObjectStoreOptions{})
-			if err != nil {
-				_ = db.Close()
-				return nil
-			}
-			_, _ = st.AddKey(js.ValueOf(0), js.Null())
-			_, _ = st.AddKey(js.ValueOf(0), js.Null())
-			return nil
-		})
-		if err != nil {
-			ch <- opened{err: mapErr(err)}
-			return
-		}
-		db, err := req.Await(context.Background())
-		ch <- opened{req: req, db: db, err: mapErr(err)}
-	}()
-	var o opened
-	select {
-	case o = <-ch:
-	case <-ctx.Done():
-		go func() {
-			if o := <-ch; o.db != nil {
-				_ = o.db.Close()
-			}
-		}()
-		return nil, ctx.Err()
+	d.mu.Lock()
+	if d.err != nil {
+		// Deleted or upgraded by another tab before we could return it.
+		err := d.err
+		d.mu.Unlock()
+		return nil, err
 	}
-	if raced {
-		if o.db != nil {
-			_ = o.db.Close()
-		}
-		return nil, ErrDeleted
-	}
-	if o.err != nil {
-		return nil, o.err
-	}
-	d.db = o.db
-	d.raw, _ = o.req.Request.Result()
-	names, err := o.db.ObjectStoreNames()
-	if err != nil || !contains(names, StoreEpochs) || !contains(names, StoreFences) {
-		_ = o.db.Close()
-		return nil, ErrDeleted
-	}
-	d.listen()
+	d.opened = true
+	d.mu.Unlock()
 	return d, nil
+}
+
+func storeNames(db js.Value) []string {
+	list := db.Get("objectStoreNames")
+	n := list.Length()
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, list.Call("item", i).String())
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {
@@ -165,103 +149,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// testHookBetweenOpens lets a test delete the database between the two opens.
+// testHookBetweenOpens lets a test delete the database after the connection
+// opened and before Open returns it.
 var testHookBetweenOpens func(name string)
-
-// openRaw opens the database with plain JavaScript and runs the upgrade.
-func openRaw(ctx context.Context, factory js.Value, name string, version uint64, cfg *config) (js.Value, error) {
-	req, err := jsglue.Call(factory, "open", name, float64(version))
-	if err != nil {
-		return js.Undefined(), err
-	}
-	type result struct {
-		db  js.Value
-		err error
-	}
-	var (
-		mu        sync.Mutex
-		abandoned bool
-		upErr     error
-		cbs       []*jsglue.Callback
-	)
-	ch := make(chan result, 1)
-	release := func() {
-		for _, c := range cbs {
-			c.Release()
-		}
-	}
-	on := func(event string, fn func(ev js.Value)) {
-		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-			ev := js.Undefined()
-			if len(args) > 0 {
-				ev = args[0]
-			}
-			fn(ev)
-			return nil
-		})
-		cbs = append(cbs, cb)
-		req.Set(event, cb.Value)
-	}
-	on("onupgradeneeded", func(ev js.Value) {
-		oldV := uint64(numOr(ev.Get("oldVersion"), 0))
-		newV := uint64(numOr(ev.Get("newVersion"), 0))
-		tx := req.Get("transaction")
-		err := runUpgrade(&UpgradeTx{DB: req.Get("result"), Tx: tx, OldVersion: oldV, NewVersion: newV}, cfg.schema)
-		if err != nil {
-			mu.Lock()
-			upErr = err
-			mu.Unlock()
-			_, _ = jsglue.Call(tx, "abort")
-		}
-	})
-	on("onblocked", func(ev js.Value) {
-		e := Event{Kind: Blocked, Name: name, OldVersion: uint64(numOr(ev.Get("oldVersion"), 0)), NewVersion: uint64(numOr(ev.Get("newVersion"), 0))}
-		if fn := cfg.onEvent; fn != nil {
-			go fn(e)
-		}
-	})
-	on("onsuccess", func(js.Value) {
-		db := req.Get("result")
-		mu.Lock()
-		a := abandoned
-		mu.Unlock()
-		release()
-		if a {
-			db.Call("close")
-			return
-		}
-		ch <- result{db: db}
-	})
-	on("onerror", func(ev js.Value) {
-		if ev.Type() == js.TypeObject {
-			ev.Call("preventDefault")
-		}
-		mu.Lock()
-		err := upErr
-		mu.Unlock()
-		release()
-		if err == nil {
-			err = jsglue.FromJS(req.Get("error"))
-		}
-		ch <- result{err: err}
-	})
-	select {
-	case r := <-ch:
-		return r.db, r.err
-	case <-ctx.Done():
-		mu.Lock()
-		abandoned = true
-		mu.Unlock()
-		return js.Undefined(), ctx.Err()
-	}
-}
-
-func numOr(v js.Value, def float64) float64 {
-	if v.Type() != js.TypeNumber {
-		return def
-	}
-	return v.Float()
-}
 
 func runUpgrade(tx *UpgradeTx, s Schema) (err error) {
 	defer func() {
@@ -295,6 +185,18 @@ type UpgradeTx struct {
 	Tx         js.Value // the versionchange IDBTransaction
 	OldVersion uint64   // 0 when the database is new
 	NewVersion uint64
+
+	raw *Tx
+}
+
+// Store returns an app store of the upgrade transaction, for data
+// migrations: issue requests (Iterate for per-record work), never await.
+// tabfence's own stores are refused (their Err is ErrReservedStore).
+func (u *UpgradeTx) Store(name string) Store {
+	if reserved(name) {
+		return Store{src{tx: u.raw, err: ErrReservedStore}}
+	}
+	return u.raw.Store(name)
 }
 
 // CreateStore creates an app object store.
@@ -339,8 +241,10 @@ func (u *UpgradeTx) CreateIndex(store, index, keyPath string, unique bool) error
 }
 
 // listen makes the connection close itself on versionchange and report it.
-func (d *DB) listen() {
-	add := func(event string, fn func(ev js.Value)) {
+// It runs inside the open's success event (OpenOptions.Opened).
+func (d *DB) listen(db js.Value) {
+	d.raw = db
+	add := func(prop string, fn func(ev js.Value)) {
 		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 			ev := js.Undefined()
 			if len(args) > 0 {
@@ -350,9 +254,9 @@ func (d *DB) listen() {
 			return nil
 		})
 		d.cbs = append(d.cbs, cb)
-		d.raw.Call("addEventListener", event, cb.Value)
+		db.Set(prop, cb.Value)
 	}
-	add("versionchange", func(ev js.Value) {
+	add("onversionchange", func(ev js.Value) {
 		var nv *uint64
 		if n := ev.Get("newVersion"); n.Type() == js.TypeNumber {
 			v := uint64(n.Float())
@@ -364,12 +268,13 @@ func (d *DB) listen() {
 		}
 		d.shut(e)
 	})
-	add("close", func(js.Value) {
+	add("onclose", func(js.Value) {
 		d.shut(Event{Kind: ClosedByBrowser, Name: d.name, OldVersion: d.version})
 	})
 }
 
-// shut closes the connection for the reason e and tells the app once.
+// shut closes the connection for the reason e and tells the app once (if
+// Open has returned it; before, Open reports the error itself).
 func (d *DB) shut(e Event) {
 	d.mu.Lock()
 	if d.closed {
@@ -380,15 +285,21 @@ func (d *DB) shut(e Event) {
 	d.err = e.Kind.closeErr()
 	cbs := d.cbs
 	d.cbs = nil
+	notify := d.opened
 	d.mu.Unlock()
-	_ = d.db.Close()
+	d.raw.Call("close")
 	for _, c := range cbs {
 		c.Release()
 	}
 	close(d.done)
-	if fn := d.cfg.onEvent; fn != nil {
+	if fn := d.cfg.onEvent; fn != nil && notify {
 		go fn(e)
 	}
+}
+
+// shutQuiet closes a connection Open will not return.
+func (d *DB) shutQuiet() {
+	_ = d.Close()
 }
 
 // Close closes the connection. Safe to call more than once.
@@ -407,7 +318,8 @@ func (d *DB) Close() error {
 		c.Release()
 	}
 	close(d.done)
-	return mapErr(d.db.Close())
+	_, err := call(d.raw, "close")
+	return err
 }
 
 // Done is closed when the connection closes: by Close, or because another
@@ -430,66 +342,9 @@ func (d *DB) Version() uint64 { return d.version }
 // itself and reports Deleted; onBlocked (may be nil) hears a connection that
 // does not close (an old build), while Delete keeps waiting until ctx ends.
 func Delete(ctx context.Context, name string, onBlocked func(Event)) error {
-	factory := js.Global().Get("indexedDB")
-	if factory.Type() != js.TypeObject {
-		return jsglue.ErrUnavailable
+	var blocked func(uint64)
+	if onBlocked != nil {
+		blocked = func(old uint64) { go onBlocked(Event{Kind: Blocked, Name: name, OldVersion: old}) }
 	}
-	req, err := jsglue.Call(factory, "deleteDatabase", name)
-	if err != nil {
-		return err
-	}
-	ch := make(chan error, 1)
-	var cbs []*jsglue.Callback
-	release := func() {
-		for _, c := range cbs {
-			c.Release()
-		}
-	}
-	on := func(event string, fn func(ev js.Value)) {
-		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-			ev := js.Undefined()
-			if len(args) > 0 {
-				ev = args[0]
-			}
-			fn(ev)
-			return nil
-		})
-		cbs = append(cbs, cb)
-		req.Set(event, cb.Value)
-	}
-	on("onsuccess", func(js.Value) { release(); ch <- nil })
-	on("onerror", func(js.Value) { release(); ch <- jsglue.FromJS(req.Get("error")) })
-	on("onblocked", func(ev js.Value) {
-		if onBlocked != nil {
-			go onBlocked(Event{Kind: Blocked, Name: name, OldVersion: uint64(numOr(ev.Get("oldVersion"), 0))})
-		}
-	})
-	select {
-	case err := <-ch:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// mapErr turns go-indexeddb's errors into jsglue's typed errors, so callers
-// use errors.Is(err, jsglue.ErrQuotaExceeded) and the like.
-func mapErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var je *jsglue.JSError
-	if errors.As(err, &je) {
-		return err
-	}
-	var de goidb.DOMException
-	if errors.As(err, &de) {
-		name, msg, _ := strings.Cut(de.Error(), ": ")
-		return jsglue.NewJSError(name, msg)
-	}
-	var jerr js.Error
-	if errors.As(err, &jerr) {
-		return jsglue.FromJS(jerr.Value)
-	}
-	return err
+	return DeleteDatabase(ctx, name, blocked)
 }

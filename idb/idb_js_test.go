@@ -550,9 +550,9 @@ func TestOpeningOlderVersionIsVersionError(t *testing.T) {
 // *DB is the token source of the Web Lock election.
 var _ locks.Fencer = (*DB)(nil)
 
-// A delete that lands between Open's two connections must not leave an
-// empty database at the schema's version (which no later open would ever
-// upgrade): Open reports ErrDeleted and the next Open starts clean.
+// A delete that lands after the connection opened and before Open returns
+// must not hand out a dead connection, nor leave an empty database at the
+// schema's version: Open reports ErrDeleted and the next Open starts clean.
 func TestDeleteBetweenOpensLeavesNoHalfDatabase(t *testing.T) {
 	name := dbName(t)
 	testHookBetweenOpens = func(name string) {

@@ -10,8 +10,6 @@ import (
 	"syscall/js"
 	"time"
 
-	goidb "github.com/hack-pad/go-indexeddb/idb"
-	"github.com/hack-pad/safejs"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -29,44 +27,18 @@ func ended(err error) bool {
 	return errors.Is(err, jsglue.ErrTransactionInactive) || errors.Is(err, jsglue.ErrInvalidState)
 }
 
-func (d *DB) begin(mode goidb.TransactionMode, stores ...string) (*goidb.Transaction, error) {
+func (d *DB) begin(mode Mode, scope js.Value) (*Tx, error) {
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := d.db.Transaction(mode, stores[0], stores[1:]...)
+	tx, err := begin(d.raw, scope, mode, DurabilityDefault)
 	if err != nil {
 		if e := d.Err(); e != nil {
 			return nil, e
 		}
-		return nil, mapErr(err)
+		return nil, err
 	}
 	return tx, nil
-}
-
-// await waits for one request. Requests always settle (an aborted
-// transaction fails them), so Background is safe here, and go-indexeddb
-// answers (undefined, nil) to a cancelled ctx.
-func await(r *goidb.Request) (js.Value, error) {
-	v, err := r.Await(context.Background())
-	return v, mapErr(err)
-}
-
-// commit waits for tx to finish. go-indexeddb's Transaction.Await can hang
-// on a cancelled ctx, so it gets Background and ctx is watched here: on
-// cancellation the transaction is aborted, unless it already committed.
-func commit(ctx context.Context, tx *goidb.Transaction) error {
-	ch := make(chan error, 1)
-	go func() { ch <- tx.Await(context.Background()) }()
-	select {
-	case err := <-ch:
-		return mapErr(err)
-	case <-ctx.Done():
-		_ = tx.Abort()
-		if err := <-ch; err == nil {
-			return nil // committed before the abort reached it
-		}
-		return ctx.Err()
-	}
 }
 
 // AllocateToken allocates the next fencing token for resource: one
@@ -81,40 +53,36 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	tx, err := d.begin(goidb.TransactionReadWrite, StoreEpochs)
+	tx, err := d.begin(ReadWrite, d.scopeEpochs)
 	if err != nil {
 		return 0, err
 	}
-	st, err := tx.ObjectStore(StoreEpochs)
-	if err != nil {
-		return 0, mapErr(err)
-	}
-	key := js.ValueOf(resource)
-	req, err := st.Get(key)
-	if err != nil {
-		_ = tx.Abort()
-		return 0, mapErr(err)
-	}
-	v, err := await(req)
-	if err != nil {
-		return 0, err
-	}
-	rec, err := decodeEpoch(v, resource)
+	st := tx.Store(StoreEpochs)
+	key := jsString(resource)
+	v, err := st.Get(key).await(ctx, true)
 	if err != nil {
 		_ = tx.Abort()
 		return 0, err
 	}
-	next, err := NextToken(rec.Epoch)
+	// Only the epoch is needed; the rest is validated without being copied.
+	epoch, err := epochOf(v, resource, key)
 	if err != nil {
 		_ = tx.Abort()
 		return 0, err
 	}
-	rec = EpochRecord{Resource: resource, Epoch: next, OwnerID: ownerID, UpdatedAt: time.Now().UnixMilli()}
-	if _, err := st.PutKey(key, encodeEpoch(rec)); err != nil {
+	next, err := NextToken(epoch)
+	if err != nil {
 		_ = tx.Abort()
-		return 0, mapErr(err)
+		return 0, err
 	}
-	if err := commit(ctx, tx); err != nil {
+	rec := EpochRecord{Resource: resource, Epoch: next, OwnerID: ownerID, UpdatedAt: time.Now().UnixMilli()}
+	if err := st.Put(key, d.encodeEpoch(rec, key, v)).Err(); err != nil {
+		return 0, err // the failed request aborted the transaction
+	}
+	// Commit now rather than after the put's success event reaches an idle
+	// event loop: one round trip less per token.
+	_ = tx.Commit()
+	if err := tx.Await(ctx); err != nil {
 		return 0, err
 	}
 	return next, nil
@@ -148,19 +116,12 @@ func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, err
 	if err := ctx.Err(); err != nil {
 		return js.Undefined(), err
 	}
-	tx, err := d.begin(goidb.TransactionReadOnly, store)
+	tx, err := d.begin(ReadOnly, jsString(store))
 	if err != nil {
 		return js.Undefined(), err
 	}
-	st, err := tx.ObjectStore(store)
-	if err != nil {
-		return js.Undefined(), mapErr(err)
-	}
-	req, err := st.Get(key)
-	if err != nil {
-		return js.Undefined(), mapErr(err)
-	}
-	return await(req)
+	// A readonly transaction commits nothing: its outcome is not awaited.
+	return tx.Store(store).Get(key).await(ctx, true)
 }
 
 // WriteTx is the caller's view of a fenced transaction. Its methods issue
@@ -173,19 +134,25 @@ func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, err
 // or die (TransactionInactiveError), and the all-or-nothing guarantee is
 // lost. Compute what to write before calling Apply.
 type WriteTx struct {
-	tx   *goidb.Transaction
+	tx   *Tx
 	done bool
+	// The last store used: writes usually go to one store, and getting it
+	// again is a call into IndexedDB.
+	lastName string
+	last     Store
 }
 
-func (w *WriteTx) store(name string) (*goidb.ObjectStore, error) {
+func (w *WriteTx) store(name string) (Store, error) {
 	if w.done {
-		return nil, ErrTxDone
+		return Store{}, ErrTxDone
 	}
 	if reserved(name) {
-		return nil, ErrReservedStore
+		return Store{}, ErrReservedStore
 	}
-	st, err := w.tx.ObjectStore(name)
-	return st, mapErr(err)
+	if w.lastName != name || w.last.tx == nil {
+		w.lastName, w.last = name, w.tx.Store(name)
+	}
+	return w.last, w.last.Err()
 }
 
 // Put writes value under key; pass js.Undefined() as key for a store with a
@@ -196,12 +163,7 @@ func (w *WriteTx) Put(store string, key, value js.Value) error {
 	if err != nil {
 		return err
 	}
-	if key.IsUndefined() {
-		_, err = st.Put(value)
-	} else {
-		_, err = st.PutKey(key, value)
-	}
-	return mapErr(err)
+	return st.Put(key, value).Err()
 }
 
 // Add is Put that fails (aborting the transaction) if the key exists.
@@ -210,12 +172,7 @@ func (w *WriteTx) Add(store string, key, value js.Value) error {
 	if err != nil {
 		return err
 	}
-	if key.IsUndefined() {
-		_, err = st.Add(value)
-	} else {
-		_, err = st.AddKey(key, value)
-	}
-	return mapErr(err)
+	return st.Add(key, value).Err()
 }
 
 // Delete removes key from store.
@@ -224,8 +181,7 @@ func (w *WriteTx) Delete(store string, key js.Value) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.Delete(key)
-	return mapErr(err)
+	return st.Delete(key).Err()
 }
 
 // Get reads key from store inside the transaction (undefined when absent).
@@ -235,11 +191,9 @@ func (w *WriteTx) Get(store string, key js.Value) (js.Value, error) {
 	if err != nil {
 		return js.Undefined(), err
 	}
-	req, err := st.Get(key)
-	if err != nil {
-		return js.Undefined(), mapErr(err)
-	}
-	return await(req)
+	// Requests always settle (an aborted transaction fails them), so
+	// Background cannot hang here.
+	return st.Get(key).await(context.Background(), true)
 }
 
 // Apply offers op to the receiver fence of op.Resource and, only if it is
@@ -281,7 +235,7 @@ func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64
 			return err
 		}
 		k := js.ValueOf(key)
-		if kp, err := st.KeyPath(); err == nil && !kp.IsNull() && !kp.IsUndefined() {
+		if kp := st.KeyPath(); !kp.IsNull() && !kp.IsUndefined() {
 			k = js.Undefined()
 		}
 		return tx.Put(store, k, value)
@@ -289,18 +243,19 @@ func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64
 	return res == Accepted, err
 }
 
-func (d *DB) appStores() ([]string, error) {
-	names, err := d.db.ObjectStoreNames()
-	if err != nil {
-		return nil, mapErr(err)
+// scope returns the transaction scope of a fenced write: tf_fences and
+// stores (every app store when nil).
+func (d *DB) scope(stores []string) (js.Value, error) {
+	if stores == nil {
+		return d.scopeAll, nil
 	}
-	out := names[:0]
-	for _, n := range names {
-		if !reserved(n) {
-			out = append(out, n)
+	for _, s := range stores {
+		if reserved(s) {
+			return js.Undefined(), ErrReservedStore
 		}
 	}
-	return out, nil
+	all := make([]string, 0, len(stores)+1)
+	return scopeOf(append(append(all, StoreFences), stores...)), nil
 }
 
 func (d *DB) fenced(ctx context.Context, resource string, stores []string,
@@ -308,18 +263,11 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if stores == nil {
-		var err error
-		if stores, err = d.appStores(); err != nil {
-			return 0, err
-		}
+	scope, err := d.scope(stores)
+	if err != nil {
+		return 0, err
 	}
-	for _, s := range stores {
-		if reserved(s) {
-			return 0, ErrReservedStore
-		}
-	}
-	tx, err := d.begin(goidb.TransactionReadWrite, append([]string{StoreFences}, stores...)...)
+	tx, err := d.begin(ReadWrite, scope)
 	if err != nil {
 		return 0, err
 	}
@@ -327,20 +275,13 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		_ = tx.Abort()
 		return 0, err
 	}
-	fences, err := tx.ObjectStore(StoreFences)
-	if err != nil {
-		return fail(mapErr(err))
-	}
-	key := js.ValueOf(resource)
-	req, err := fences.Get(key)
-	if err != nil {
-		return fail(mapErr(err))
-	}
-	v, err := await(req)
+	fences := tx.Store(StoreFences)
+	key := jsString(resource)
+	v, err := fences.Get(key).await(ctx, true)
 	if err != nil {
 		return fail(err)
 	}
-	rec, err := decodeFence(v, resource)
+	rec, err := decodeFenceKey(v, resource, key)
 	if err != nil {
 		return fail(err)
 	}
@@ -354,22 +295,41 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		err := callWrites(writes, w)
 		w.done = true
 		if err != nil {
-			if ended(err) || ended(mapErr(tx.Abort())) {
-				return 0, errors.Join(ErrTransactionEnded, err)
-			}
-			return 0, err
+			return 0, d.writesFailed(tx, err)
 		}
 	}
-	if _, err := fences.PutKey(key, encodeFence(next)); err != nil {
-		if err = mapErr(err); ended(err) {
+	if err := fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
+		if ended(err) {
 			return 0, errors.Join(ErrTransactionEnded, err)
 		}
-		return fail(err)
+		return 0, err // the failed request aborted the transaction
 	}
-	if err := commit(ctx, tx); err != nil {
+	_ = tx.Commit()
+	if err := tx.Await(ctx); err != nil {
 		return 0, err
 	}
 	return Accepted, nil
+}
+
+// writesFailed aborts the transaction after the caller's writes failed and
+// says what happened: the caller's error, or ErrTransactionEnded with it if
+// the transaction had already ended on its own — the writes waited on
+// something else, and what they issued before may have committed without
+// the fence.
+func (d *DB) writesFailed(tx *Tx, err error) error {
+	if ended(err) {
+		return errors.Join(ErrTransactionEnded, err)
+	}
+	if tx.Abort() == nil {
+		return err
+	}
+	// Abort refused: the transaction is committing or finished. Its outcome
+	// is on its way; a commit means the writes escaped the fence.
+	<-tx.Done()
+	if tx.committed() {
+		return errors.Join(ErrTransactionEnded, err)
+	}
+	return err
 }
 
 // callWrites runs the caller's writes, turning a panic into an error so the
@@ -387,27 +347,55 @@ func callWrites(writes func(*WriteTx) error, w *WriteTx) (err error) {
 //
 // Records are plain objects under out-of-line keys, so anything a foreign
 // script stores under our keys can be read back — and is checked field by
-// field through safejs: a wrong type is a CorruptError, never a panic.
+// field: a wrong type is a CorruptError, never a panic (a decode recovers
+// from a throwing getter too).
+//
+// Every property read or write is a call across the wasm boundary, the main
+// cost of a transaction besides IndexedDB itself, so the hot paths avoid the
+// ones they can: the resource field is compared with the key already in
+// JavaScript (Equal is ===, decided in Go), and AllocateToken validates the
+// owner ID without copying it.
 
-func encodeEpoch(r EpochRecord) js.Value {
-	return js.ValueOf(map[string]any{
-		"resource":  r.Resource,
-		"epoch":     float64(r.Epoch),
-		"ownerId":   r.OwnerID,
-		"updatedAt": float64(r.UpdatedAt),
-	})
+// encodeEpoch returns the record to store for r. prev is the record read in
+// the same transaction: when it is one (it passed validation, so its
+// resource is r's), its fields are updated in place, which saves creating
+// an object and setting the resource — calls into JavaScript, the main cost
+// here. key is r.Resource as a JavaScript string.
+func (d *DB) encodeEpoch(r EpochRecord, key, prev js.Value) js.Value {
+	o := prev
+	if o.Type() != js.TypeObject {
+		o = jsObject.New()
+		o.Set("resource", key)
+	}
+	o.Set("epoch", float64(r.Epoch))
+	o.Set("ownerId", d.ownerJS(r.OwnerID))
+	o.Set("updatedAt", float64(r.UpdatedAt))
+	return o
 }
 
-func encodeFence(r FenceRecord) js.Value {
-	return js.ValueOf(map[string]any{
-		"resource":   r.Resource,
-		"highest":    float64(r.Highest),
-		"highestSeq": float64(r.HighestSeq),
-		"recent":     strings.Join(r.Recent, "\n"),
-	})
+// ownerJS converts an owner ID, remembering the last one: a tab allocates
+// under the same ID again and again.
+func (d *DB) ownerJS(id string) js.Value {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.ownerSet || d.owner != id {
+		d.owner, d.ownerV, d.ownerSet = id, js.ValueOf(id), true
+	}
+	return d.ownerV
 }
 
-var jsObject = safejs.Safe(js.Global().Get("Object"))
+// encodeFence is encodeEpoch for a fence record.
+func encodeFence(r FenceRecord, key, prev js.Value) js.Value {
+	o := prev
+	if o.Type() != js.TypeObject {
+		o = jsObject.New()
+		o.Set("resource", key)
+	}
+	o.Set("highest", float64(r.Highest))
+	o.Set("highestSeq", float64(r.HighestSeq))
+	o.Set("recent", strings.Join(r.Recent, "\n"))
+	return o
+}
 
 type decoder struct {
 	store, key string
@@ -417,77 +405,107 @@ func (d decoder) corrupt(reason string) error {
 	return &CorruptError{Store: d.store, Key: d.key, Reason: reason}
 }
 
-func (d decoder) field(v safejs.Value, name string) (safejs.Value, error) {
-	f, err := v.Get(name)
-	if err != nil {
-		return f, d.corrupt(name + ": unreadable")
+// guard turns a panic of a decode (a throwing getter on a foreign object)
+// into a CorruptError.
+func (d decoder) guard(err *error) {
+	if r := recover(); r != nil {
+		*err = d.corrupt("unreadable")
 	}
-	return f, nil
 }
 
-func (d decoder) uint(v safejs.Value, name string) (uint64, error) {
-	f, err := d.field(v, name)
-	if err != nil {
-		return 0, err
-	}
-	if f.Type() != safejs.TypeNumber {
+func (d decoder) uint(v js.Value, name string) (uint64, error) {
+	f := v.Get(name)
+	if f.Type() != js.TypeNumber {
 		return 0, d.corrupt(name + ": not a number")
 	}
-	x, err := f.Float()
-	if err != nil || math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
+	x := f.Float()
+	if math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
 		return 0, d.corrupt(name + ": not an integer in 0..2^53-1")
 	}
 	return uint64(x), nil
 }
 
-func (d decoder) str(v safejs.Value, name string, maxLen int) (string, error) {
-	f, err := d.field(v, name)
+// checkStr checks that field name is a string of at most maxLen UTF-16
+// units, without copying it: a foreign record may hold a huge string.
+func (d decoder) checkStr(v js.Value, name string, maxLen int) (js.Value, error) {
+	f := v.Get(name)
+	if f.Type() != js.TypeString {
+		return f, d.corrupt(name + ": not a string")
+	}
+	if n := jsLengthOf.Invoke(f, jsEmpty); n.Type() != js.TypeNumber || n.Float() > float64(maxLen) {
+		return f, d.corrupt(name + ": too long")
+	}
+	return f, nil
+}
+
+func (d decoder) str(v js.Value, name string, maxLen int) (string, error) {
+	f, err := d.checkStr(v, name, maxLen)
 	if err != nil {
 		return "", err
 	}
-	if f.Type() != safejs.TypeString {
-		return "", d.corrupt(name + ": not a string")
-	}
-	// Check the length before copying: a foreign record may hold a huge string.
-	// Object(s) wraps the primitive without copying it, and has a length.
-	if n, err := jsObject.Invoke(f); err != nil {
-		return "", d.corrupt(name + ": unreadable")
-	} else if n, err = n.Get("length"); err != nil || n.Type() != safejs.TypeNumber {
-		return "", d.corrupt(name + ": unreadable")
-	} else if l, err := n.Float(); err != nil || l > float64(maxLen) {
-		return "", d.corrupt(name + ": too long")
-	}
-	s, err := f.String()
-	if err != nil {
-		return "", d.corrupt(name + ": unreadable")
-	}
-	return s, nil
+	return f.String(), nil
 }
 
-func (d decoder) object(v safejs.Value) error {
-	if v.Type() != safejs.TypeObject { // null has its own type
-		return d.corrupt("not an object")
+// resource checks that the record's resource field is its key (jsKey is
+// the key as a JavaScript string).
+func (d decoder) resource(v, jsKey js.Value) error {
+	f := v.Get("resource")
+	if f.Type() != js.TypeString {
+		return d.corrupt("resource: not a string")
+	}
+	if !f.Equal(jsKey) {
+		return d.corrupt("resource: does not match its key")
 	}
 	return nil
 }
 
-func decodeEpoch(jv js.Value, resource string) (EpochRecord, error) {
-	if jv.IsUndefined() {
+// jsLengthOf(s, "") is s.length: lastIndexOf("") is the length of the
+// string, and this bound form reads it in one call without wrapping the
+// string in an object (Value.Length refuses primitives).
+var (
+	jsLengthOf = js.Global().Get("Function").Get("prototype").Get("call").Call("bind",
+		js.Global().Get("String").Get("prototype").Get("lastIndexOf"))
+	jsEmpty = js.ValueOf("")
+)
+
+// epochOf validates an epoch record and returns its epoch (0 when absent).
+func epochOf(v js.Value, resource string, jsKey js.Value) (epoch uint64, err error) {
+	if v.IsUndefined() {
+		return 0, nil
+	}
+	d := decoder{StoreEpochs, resource}
+	defer d.guard(&err)
+	if v.Type() != js.TypeObject { // null has its own type
+		return 0, d.corrupt("not an object")
+	}
+	if err = d.resource(v, jsKey); err != nil {
+		return 0, err
+	}
+	if epoch, err = d.uint(v, "epoch"); err != nil {
+		return 0, err
+	}
+	if _, err = d.checkStr(v, "ownerId", MaxOperationIDLen); err != nil {
+		return 0, err
+	}
+	if _, err = d.uint(v, "updatedAt"); err != nil {
+		return 0, err
+	}
+	return epoch, nil
+}
+
+func decodeEpoch(v js.Value, resource string) (r EpochRecord, err error) {
+	if v.IsUndefined() {
 		return EpochRecord{Resource: resource}, nil
 	}
 	d := decoder{StoreEpochs, resource}
-	v := safejs.Safe(jv)
-	if err := d.object(v); err != nil {
+	defer d.guard(&err)
+	if v.Type() != js.TypeObject {
+		return EpochRecord{}, d.corrupt("not an object")
+	}
+	if err = d.resource(v, js.ValueOf(resource)); err != nil {
 		return EpochRecord{}, err
 	}
-	var r EpochRecord
-	var err error
-	if r.Resource, err = d.str(v, "resource", MaxResourceLen); err != nil {
-		return EpochRecord{}, err
-	}
-	if r.Resource != resource {
-		return EpochRecord{}, d.corrupt("resource: does not match its key")
-	}
+	r.Resource = resource
 	if r.Epoch, err = d.uint(v, "epoch"); err != nil {
 		return EpochRecord{}, err
 	}
@@ -502,23 +520,23 @@ func decodeEpoch(jv js.Value, resource string) (EpochRecord, error) {
 	return r, nil
 }
 
-func decodeFence(jv js.Value, resource string) (FenceRecord, error) {
-	if jv.IsUndefined() {
+func decodeFence(v js.Value, resource string) (FenceRecord, error) {
+	return decodeFenceKey(v, resource, js.ValueOf(resource))
+}
+
+func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (r FenceRecord, err error) {
+	if v.IsUndefined() {
 		return FenceRecord{Resource: resource}, nil
 	}
 	d := decoder{StoreFences, resource}
-	v := safejs.Safe(jv)
-	if err := d.object(v); err != nil {
+	defer d.guard(&err)
+	if v.Type() != js.TypeObject {
+		return FenceRecord{}, d.corrupt("not an object")
+	}
+	if err = d.resource(v, jsKey); err != nil {
 		return FenceRecord{}, err
 	}
-	var r FenceRecord
-	var err error
-	if r.Resource, err = d.str(v, "resource", len(resource)); err != nil {
-		return FenceRecord{}, err
-	}
-	if r.Resource != resource {
-		return FenceRecord{}, d.corrupt("resource: does not match its key")
-	}
+	r.Resource = resource
 	if r.Highest, err = d.uint(v, "highest"); err != nil {
 		return FenceRecord{}, err
 	}

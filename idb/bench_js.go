@@ -1,0 +1,180 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall/js"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// The bench harness's comparison of this package with the same IndexedDB
+// transactions written in raw JavaScript, run in the same page on the same
+// connection. Go and JavaScript alternate in rounds (and swap who goes
+// first) so that drift — a warming disk cache, a growing database, load on
+// the machine — falls on both alike. Nothing here is linked into a program
+// that does not call it.
+
+// benchRounds is how many alternating rounds a bench is split into, after
+// benchWarmup untimed transactions per side.
+const (
+	benchRounds = 6
+	benchWarmup = 150
+)
+
+// BenchAllocate runs n token allocations through DB.AllocateToken and n
+// through an inline script doing the same readwrite transaction (get the
+// epoch record, put it incremented, browser's default durability), and
+// returns both rates in transactions per second.
+func BenchAllocate(ctx context.Context, n int) (goPerSec, jsPerSec float64, err error) {
+	return bench(ctx, n, benchAllocateJS, func(d *DB, i int) error {
+		_, err := d.AllocateToken(ctx, "bench-go", "bench")
+		return err
+	})
+}
+
+// BenchApply is BenchAllocate for DB.Apply: per operation one readwrite
+// transaction over tf_fences and an app store that reads the fence, decides
+// (duplicate check over the remembered IDs), puts one app record and the
+// advanced fence.
+func BenchApply(ctx context.Context, n int) (goPerSec, jsPerSec float64, err error) {
+	return bench(ctx, n, benchApplyJS, func(d *DB, i int) error {
+		op := Op{Resource: "bench-go", Token: 1, OperationID: "op" + strconv.Itoa(i)}
+		res, err := d.Apply(ctx, op, func(tx *WriteTx) error {
+			return tx.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i))
+		}, benchStore)
+		if err == nil && res != Accepted {
+			err = errors.New("idb: bench apply was " + res.String())
+		}
+		return err
+	})
+}
+
+const benchStore = "bench"
+
+// benchTrace, when set (tests), hears the cumulative times after each round.
+var benchTrace func(round int, goTime, jsTime time.Duration)
+
+// Both scripts take (db, from, n) and resolve to the elapsed milliseconds.
+const benchAllocateJS = `return (async () => {
+  const t0 = performance.now();
+  for (let i = from; i < from + n; i++) {
+    await new Promise((res, rej) => {
+      const tx = db.transaction("tf_epochs", "readwrite");
+      const st = tx.objectStore("tf_epochs");
+      const g = st.get("bench-js");
+      g.onsuccess = () => {
+        const cur = g.result ? g.result.epoch : 0;
+        st.put({resource: "bench-js", epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, "bench-js");
+      };
+      tx.oncomplete = res;
+      tx.onabort = () => rej(tx.error || new DOMException("aborted", "AbortError"));
+    });
+  }
+  return performance.now() - t0;
+})()`
+
+const benchApplyJS = `return (async () => {
+  const t0 = performance.now();
+  for (let i = from; i < from + n; i++) {
+    await new Promise((res, rej) => {
+      const tx = db.transaction(["tf_fences", "bench"], "readwrite");
+      const st = tx.objectStore("tf_fences");
+      const g = st.get("bench-js");
+      g.onsuccess = () => {
+        const id = "op" + i;
+        let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
+        if (ids.includes(id)) { tx.abort(); return; }
+        tx.objectStore("bench").put(i, "j" + i);
+        ids.push(id);
+        if (ids.length > 64) ids = ids.slice(ids.length - 64);
+        st.put({resource: "bench-js", highest: 1, highestSeq: 0, recent: ids.join("\n")}, "bench-js");
+      };
+      tx.oncomplete = res;
+      tx.onabort = () => rej(tx.error || new DOMException("duplicate", "AbortError"));
+    });
+  }
+  return performance.now() - t0;
+})()`
+
+func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) error) (goPerSec, jsPerSec float64, err error) {
+	if n <= 0 {
+		return 0, 0, errors.New("idb: bench needs n > 0")
+	}
+	name := "tabfence-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d, err := Open(ctx, name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
+		return tx.CreateStore(benchStore, StoreOptions{})
+	}}}}))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		d.Close()
+		_ = Delete(context.Background(), name, nil)
+	}()
+	// A script built once; new Function is fine for a bench harness (a
+	// page with a strict CSP would refuse it, and the bench says so).
+	fn, err := jsglue.Try(func() js.Value {
+		return js.Global().Get("Function").New("db", "from", "n", script)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	var goTime, jsTime time.Duration
+	// Warm up both sides untimed, then alternate. V8 compiles wasm lazily
+	// and optimizes hot functions in the background: Go's first ~100
+	// transactions in a page run at 2-3x their steady cost (the JavaScript
+	// loop warms up much faster). The figures are steady-state rates.
+	warm := min(n, benchWarmup)
+	for i := 0; i < warm; i++ {
+		if err := goOne(d, -1-i); err != nil {
+			return 0, 0, err
+		}
+	}
+	if _, err := jsglue.Await(ctx, fn.Invoke(d.raw, -warm, warm)); err != nil {
+		return 0, 0, err
+	}
+	runGo := func(from, k int) error {
+		start := time.Now()
+		for i := from; i < from+k; i++ {
+			if err := goOne(d, i); err != nil {
+				return err
+			}
+		}
+		goTime += time.Since(start)
+		return nil
+	}
+	runJS := func(from, k int) error {
+		ms, err := jsglue.Await(ctx, fn.Invoke(d.raw, from, k))
+		if err != nil {
+			return err
+		}
+		jsTime += time.Duration(ms.Float() * float64(time.Millisecond))
+		return nil
+	}
+	rounds := min(benchRounds, n)
+	for r := 0; r < rounds; r++ {
+		from, k := r*(n/rounds), n/rounds
+		if r == rounds-1 {
+			k = n - from
+		}
+		first, second := runGo, runJS
+		if r%2 == 1 {
+			first, second = runJS, runGo
+		}
+		if err := first(from, k); err != nil {
+			return 0, 0, err
+		}
+		if err := second(from, k); err != nil {
+			return 0, 0, err
+		}
+		if benchTrace != nil {
+			benchTrace(r, goTime, jsTime)
+		}
+	}
+	return float64(n) / goTime.Seconds(), float64(n) / jsTime.Seconds(), nil
+}

@@ -1,0 +1,566 @@
+//go:build js && wasm
+
+package idb
+
+// This file and the other raw_*.go files are tabfence's low-level IndexedDB
+// layer: thin, allocation-light wrappers over syscall/js that the fenced
+// database (db_js.go, tx_js.go) and the outbox's store are built on.
+//
+// Why not a general IndexedDB library: the one used before (go-indexeddb
+// with safejs) pulled fmt and reflect into every build (+98 KB brotli), and
+// set up two js.Funcs, two goroutines and a listener per awaited request,
+// which made a token allocation run at 0.3-0.6x the same transaction in
+// JavaScript. Here:
+//
+//   - Four jsglue callbacks (one per event kind) serve every transaction
+//     and request of the program; they are created at init and never
+//     released. The handler finds the Go side of an event by identity in
+//     two short lists (transactions in flight, requests being awaited), and
+//     an entry leaves its list when its final event arrives — every request
+//     and transaction of IndexedDB does get one.
+//   - No goroutine per request or transaction. A request's handlers are
+//     installed only when someone awaits it: requests issued and never
+//     awaited ("fire and check") cost one JavaScript call and surface their
+//     errors at Tx.Await, because a failed request aborts its transaction.
+//   - Awaiting keeps the transaction alive: the success handler wakes the
+//     waiting goroutine, and the Go scheduler runs it (and every other
+//     runnable goroutine) before control returns to JavaScript, so its next
+//     request is issued in the same event dispatch. What kills a transaction
+//     is waiting on anything else between two requests (a timer, a lock,
+//     fetch, a channel fed by something that waits): never do that.
+//   - Cursors never leave the event dispatch: the per-record function runs
+//     inside the cursor request's success handler and continues the cursor
+//     synchronously.
+//
+// Failure rule, the same for every request: a request that fails — at once
+// (DataError, DataCloneError, TransactionInactiveError, NotFoundError) or
+// later (ConstraintError, QuotaExceededError) — aborts its whole transaction,
+// and Tx.Await reports that first error. IndexedDB does the asynchronous half
+// itself (an unhandled error event aborts the transaction); this layer does
+// the synchronous half, so a transaction with a failed request never commits
+// the others.
+//
+// Cost model, for code built on this layer: a call into JavaScript that
+// returns an object or a string (a request, a store, a property holding a
+// record) costs a few microseconds — syscall/js makes a reference with a
+// finalizer — and one that passes a Go string converts it each time; calls
+// returning numbers or nothing are cheap. So convert recurring strings once
+// (store names are cached here), read only the properties you need, and
+// prefer fire-and-check over awaiting each request.
+//
+// Typical use (a read-modify-write):
+//
+//	tx, err := idb.Begin(db, []string{"counters"}, idb.ReadWrite)
+//	if err != nil { ... }
+//	st := tx.Store("counters")
+//	v, err := st.Get(key).Await(ctx)   // keeps tx alive: nothing else waits here
+//	if err != nil { tx.Abort(); ... }
+//	st.Put(key, js.ValueOf(v.Int()+1)) // fire and check
+//	_ = tx.Commit()                    // optional: saves a round trip
+//	err = tx.Await(ctx)                // nil = committed; else *AbortedError
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// Mode is a transaction's mode.
+type Mode uint8
+
+const (
+	ReadOnly Mode = iota
+	ReadWrite
+)
+
+// Durability is the durability hint of a readwrite transaction. Default is
+// the browser's own choice; Strict waits for the data to reach the disk
+// before complete fires (slower, survives power loss); Relaxed completes once
+// the data is in the OS's hands.
+type Durability uint8
+
+const (
+	DurabilityDefault Durability = iota
+	DurabilityStrict
+	DurabilityRelaxed
+)
+
+// TxOption tunes Begin.
+type TxOption func(*txConfig)
+
+type txConfig struct{ durability Durability }
+
+// WithTxDurability sets the durability hint of the transaction.
+func WithTxDurability(d Durability) TxOption { return func(c *txConfig) { c.durability = d } }
+
+// ErrTxAborted matches (errors.Is) every error of an aborted transaction.
+var ErrTxAborted = errors.New("idb: transaction aborted")
+
+// ErrPending: Request.Result was asked for a request that has not settled.
+var ErrPending = errors.New("idb: request still pending")
+
+// AbortedError is what Tx.Await returns for an aborted transaction. Cause is
+// why: the failed request's error (a *jsglue.JSError, so
+// errors.Is(err, jsglue.ErrQuotaExceeded) or jsglue.ErrConstraint work), the
+// reason given to the abort, or an AbortError when the transaction was
+// aborted without one. It matches ErrTxAborted and its Cause.
+type AbortedError struct{ Cause error }
+
+func (e *AbortedError) Error() string   { return "idb: transaction aborted: " + e.Cause.Error() }
+func (e *AbortedError) Unwrap() []error { return []error{ErrTxAborted, e.Cause} }
+
+// Tx is one IndexedDB transaction driven from Go. Its methods are meant for
+// the goroutine that began it (and cursor functions it passed); Await and
+// Done may be used from anywhere.
+type Tx struct {
+	v    js.Value
+	done chan struct{} // closed on complete or abort
+	err  error         // outcome, valid once done is closed
+
+	// cause is the error this layer aborted the transaction for (a request
+	// that failed synchronously, a panic in a cursor function, Abort's
+	// reason); IndexedDB's tx.error is null for such aborts.
+	cause error
+	// firstErr is the first request that failed synchronously; reported by
+	// Await even if the transaction had already committed the others.
+	firstErr error
+	aborted  bool // abort() was accepted
+}
+
+// Begin starts a transaction over stores on db (an IDBDatabase). The
+// transaction is active until control returns to JavaScript with no request
+// of it pending: issue its first request now, and between requests wait only
+// on its own requests.
+func Begin(db js.Value, stores []string, mode Mode, opts ...TxOption) (*Tx, error) {
+	var c txConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if len(stores) == 0 {
+		return nil, jsglue.NewJSError("InvalidAccessError", "a transaction needs at least one store")
+	}
+	return begin(db, scopeOf(stores), mode, c.durability)
+}
+
+func begin(db, scope js.Value, mode Mode, dur Durability) (*Tx, error) {
+	m := jsReadOnly
+	if mode == ReadWrite {
+		m = jsReadWrite
+	}
+	var v js.Value
+	var err error
+	if dur == DurabilityDefault {
+		v, err = call(db, "transaction", scope, m)
+	} else {
+		v, err = call(db, "transaction", scope, m, durabilityOpts[dur])
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wrapTx(v), nil
+}
+
+// wrapTx registers a transaction (also the versionchange one of an upgrade)
+// so its complete/abort event reaches Go.
+func wrapTx(v js.Value) *Tx {
+	t := &Tx{v: v, done: make(chan struct{})}
+	regMu.Lock()
+	liveTxs = append(liveTxs, t)
+	regMu.Unlock()
+	v.Set("oncomplete", hComplete)
+	v.Set("onabort", hAbort)
+	return t
+}
+
+// JS returns the IDBTransaction.
+func (t *Tx) JS() js.Value { return t.v }
+
+// Store returns the object store name of the transaction's scope. If the
+// name is not in the scope, every request on the Store fails with
+// NotFoundError (and so aborts the transaction); Store.Err says so at once.
+func (t *Tx) Store(name string) Store {
+	v, err := call(t.v, "objectStore", jsString(name))
+	return Store{src{v: v, tx: t, err: err}}
+}
+
+// Commit asks IndexedDB to commit now instead of when the event loop next
+// finds no pending request: it saves a round trip through the event loop.
+// Requests already issued still run; none may be issued after. Where the
+// browser has no commit(), it does nothing. An error means the transaction
+// had already finished or was no longer active.
+func (t *Tx) Commit() error {
+	if !hasCommit {
+		return nil
+	}
+	_, err := call(t.v, "commit")
+	return err
+}
+
+// Abort rolls the transaction back. It returns nil when the transaction is
+// aborted (now, or by an earlier Abort or failed request issued through this
+// layer); an error (InvalidStateError) when it is already committing or
+// finished, in which case its outcome is whatever Await reports.
+func (t *Tx) Abort() error { return t.abortWith(nil) }
+
+// AbortWith is Abort with the reason Await reports (wrapped in an
+// AbortedError), when IndexedDB gives no error of its own.
+func (t *Tx) AbortWith(reason error) error { return t.abortWith(reason) }
+
+func (t *Tx) abortWith(reason error) error {
+	if t.aborted {
+		return nil
+	}
+	if _, err := call(t.v, "abort"); err != nil {
+		return err
+	}
+	t.aborted = true
+	if t.cause == nil {
+		t.cause = reason
+	}
+	return nil
+}
+
+// failed records a request that failed synchronously and aborts the
+// transaction for it (see the failure rule at the top of this file).
+func (t *Tx) failed(err error) {
+	if t.firstErr == nil {
+		t.firstErr = err
+	}
+	_ = t.abortWith(err)
+}
+
+// Done is closed when the transaction has completed or aborted.
+func (t *Tx) Done() <-chan struct{} { return t.done }
+
+// Err is the transaction's outcome once Done is closed (nil before): nil
+// when it committed, an *AbortedError when it aborted.
+func (t *Tx) Err() error {
+	select {
+	case <-t.done:
+		return t.outcome()
+	default:
+		return nil
+	}
+}
+
+// outcome is the error Await reports once done is closed. firstErr is read
+// now, not at the complete event: a request refused after the transaction
+// finished is still reported.
+func (t *Tx) outcome() error {
+	if t.err == nil && t.firstErr != nil {
+		return t.firstErr
+	}
+	return t.err
+}
+
+// Await waits for the transaction to finish. It returns nil when it
+// committed, and an *AbortedError (matching ErrTxAborted and the cause, e.g.
+// jsglue.ErrQuotaExceeded or jsglue.ErrConstraint) when it aborted. If a
+// request failed synchronously after the transaction had already finished
+// (TransactionInactiveError: the caller waited on something else between two
+// requests), that error is returned although earlier requests may have
+// committed.
+//
+// If ctx ends first, Await aborts the transaction and returns ctx.Err() at
+// once: nothing of it is written. If the transaction is already committing
+// it cannot be stopped; Await then waits for its outcome (milliseconds) and
+// returns nil if it committed, since reporting failure for a write that
+// happened would be a lie.
+func (t *Tx) Await(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return t.outcome()
+	default:
+	}
+	if cd := ctx.Done(); cd == nil {
+		<-t.done
+		return t.outcome()
+	} else {
+		select {
+		case <-t.done:
+			return t.outcome()
+		case <-cd:
+		}
+	}
+	if t.abortWith(context.Cause(ctx)) == nil {
+		return ctx.Err()
+	}
+	<-t.done
+	if t.err == nil {
+		return t.outcome() // committed
+	}
+	return ctx.Err()
+}
+
+// committed reports whether the transaction has finished by committing
+// (whatever requests refused afterwards).
+func (t *Tx) committed() bool {
+	select {
+	case <-t.done:
+		return t.err == nil
+	default:
+		return false
+	}
+}
+
+// ---- the callbacks ----
+//
+// Four jsglue callbacks, one per event kind, serve the whole program. The
+// handler finds the Go side of an event's target by identity (js.Value.Equal
+// is JavaScript's ===, decided in Go without a call) in two short lists: the
+// live transactions and the requests being awaited. Both hold only what is
+// in flight, so a scan is a handful of comparisons; an id stored on the
+// object would cost a JavaScript call to write and one to read per event.
+
+var (
+	regMu    sync.Mutex
+	liveTxs  []*Tx
+	awaiting []*Request
+
+	hSuccess, hError, hComplete, hAbort js.Value
+
+	jsReadOnly, jsReadWrite, jsDone js.Value
+	jsDirections                    [4]js.Value
+	durabilityOpts                  [3]js.Value
+	jsKeyRange                      js.Value
+	jsObject                        js.Value
+	hasCommit                       bool
+)
+
+func init() {
+	// Created once and never released: the count of live jsglue callbacks
+	// does not move with transactions or requests. One callback per kind
+	// rather than one bound to a kind argument: each argument is a call
+	// across the wasm boundary when the event comes in.
+	hSuccess = jsglue.NewCallback(onRequest(stOK)).Value
+	hError = jsglue.NewCallback(onRequest(stFailed)).Value
+	hComplete = jsglue.NewCallback(onTx(false)).Value
+	hAbort = jsglue.NewCallback(onTx(true)).Value
+
+	jsReadOnly = js.ValueOf("readonly")
+	jsReadWrite = js.ValueOf("readwrite")
+	jsDone = js.ValueOf("done")
+	for i, d := range []string{"next", "nextunique", "prev", "prevunique"} {
+		jsDirections[i] = js.ValueOf(d)
+	}
+	for i, d := range []string{"default", "strict", "relaxed"} {
+		o := js.Global().Get("Object").New()
+		o.Set("durability", d)
+		durabilityOpts[i] = o
+	}
+	jsKeyRange = js.Global().Get("IDBKeyRange")
+	jsObject = js.Global().Get("Object")
+	if t := js.Global().Get("IDBTransaction"); t.Type() == js.TypeFunction {
+		hasCommit = t.Get("prototype").Get("commit").Type() == js.TypeFunction
+	}
+}
+
+// target returns the event's target (args[0] is the event).
+func target(args []js.Value) (js.Value, bool) {
+	if len(args) == 0 || args[0].Type() != js.TypeObject {
+		return js.Undefined(), false
+	}
+	t := args[0].Get("target")
+	return t, t.Type() == js.TypeObject
+}
+
+// onTx handles complete (aborted false) and abort events. Runs on the
+// JavaScript event loop and returns at once.
+func onTx(aborted bool) func(js.Value, []js.Value) any {
+	return func(_ js.Value, args []js.Value) any {
+		regMu.Lock()
+		i := findTx(args)
+		var t *Tx
+		if i >= 0 {
+			t = liveTxs[i]
+			last := len(liveTxs) - 1
+			liveTxs[i] = liveTxs[last]
+			liveTxs[last] = nil
+			liveTxs = liveTxs[:last]
+		}
+		regMu.Unlock()
+		if t == nil {
+			return nil
+		}
+		if aborted {
+			t.err = t.abortCause()
+		}
+		close(t.done)
+		return nil
+	}
+}
+
+// findTx returns the index in liveTxs of the event's transaction, or -1.
+// Handlers are installed only on registered transactions and each fires
+// once, so with one transaction in flight (the common case) the event is
+// its own and reading event.target — a call that makes a JavaScript object
+// reference, the costly kind — is skipped. Called with regMu held.
+func findTx(args []js.Value) int {
+	if len(liveTxs) == 1 {
+		return 0
+	}
+	v, ok := target(args)
+	if !ok {
+		return -1
+	}
+	for i, x := range liveTxs {
+		if x.v.Equal(v) {
+			return i
+		}
+	}
+	return -1
+}
+
+// findRequest is findTx for awaited requests (and running cursors): their
+// handlers are installed only while they are in awaiting.
+func findRequest(args []js.Value) *Request {
+	if len(awaiting) == 1 {
+		return awaiting[0]
+	}
+	v, ok := target(args)
+	if !ok {
+		return nil
+	}
+	for _, x := range awaiting {
+		if x.v.Equal(v) {
+			return x
+		}
+	}
+	return nil
+}
+
+// onRequest handles success (state stOK) and error (stFailed) events of
+// awaited requests, and every success of a cursor.
+func onRequest(state uint8) func(js.Value, []js.Value) any {
+	return func(_ js.Value, args []js.Value) any {
+		regMu.Lock()
+		r := findRequest(args)
+		regMu.Unlock()
+		if r == nil {
+			return nil
+		}
+		if state == stOK && r.each != nil {
+			if !r.step() {
+				return nil // the cursor moves on; its next success comes here
+			}
+		} else {
+			r.state = state
+		}
+		regMu.Lock()
+		for i, x := range awaiting {
+			if x == r {
+				last := len(awaiting) - 1
+				awaiting[i] = awaiting[last]
+				awaiting[last] = nil
+				awaiting = awaiting[:last]
+				break
+			}
+		}
+		regMu.Unlock()
+		close(r.ch)
+		return nil
+	}
+}
+
+func (t *Tx) abortCause() error {
+	var cause error
+	if e := t.v.Get("error"); e.Type() == js.TypeObject {
+		cause = jsglue.FromJS(e)
+	} else if t.cause != nil {
+		cause = t.cause
+	} else {
+		cause = jsglue.NewJSError("AbortError", "the transaction was aborted")
+	}
+	return &AbortedError{Cause: cause}
+}
+
+// pending reports the registered transactions and awaited requests not yet
+// settled (tests check that nothing is left behind).
+func pending() (int, int) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	return len(liveTxs), len(awaiting)
+}
+
+// ---- small helpers ----
+
+// call calls method m of v, turning a thrown exception into a *jsglue.JSError
+// that keeps its name. No closure, so no allocation beyond the arguments.
+func call(v js.Value, m string, args ...any) (r js.Value, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = js.Undefined(), panicError(p)
+		}
+	}()
+	return v.Call(m, args...), nil
+}
+
+func panicError(p any) error {
+	switch e := p.(type) {
+	case js.Error:
+		return jsglue.FromJS(e.Value)
+	case *js.ValueError:
+		return jsglue.NewJSError("TypeError", e.Error())
+	case error:
+		return e
+	case string:
+		return errors.New(e)
+	}
+	return errors.New("idb: panic in a JavaScript call")
+}
+
+// Strings and store scopes are converted to JavaScript once: a transaction
+// names the same few stores again and again. The caches are bounded so that
+// arbitrary names cannot grow them without limit.
+const maxCached = 256
+
+var (
+	cacheMu    sync.Mutex
+	strCache   = map[string]js.Value{}
+	scopeCache = map[string]js.Value{}
+)
+
+func jsString(s string) js.Value {
+	cacheMu.Lock()
+	v, ok := strCache[s]
+	cacheMu.Unlock()
+	if ok {
+		return v
+	}
+	v = js.ValueOf(s)
+	cacheMu.Lock()
+	if len(strCache) < maxCached {
+		strCache[s] = v
+	}
+	cacheMu.Unlock()
+	return v
+}
+
+// scopeOf returns the JavaScript value naming stores for db.transaction: the
+// name itself for one store, a cached array for several.
+func scopeOf(stores []string) js.Value {
+	if len(stores) == 1 {
+		return jsString(stores[0])
+	}
+	key := strings.Join(stores, "\x00")
+	cacheMu.Lock()
+	v, ok := scopeCache[key]
+	cacheMu.Unlock()
+	if ok {
+		return v
+	}
+	v = js.Global().Get("Array").New(len(stores))
+	for i, s := range stores {
+		v.SetIndex(i, jsString(s))
+	}
+	cacheMu.Lock()
+	if len(scopeCache) < maxCached {
+		scopeCache[key] = v
+	}
+	cacheMu.Unlock()
+	return v
+}

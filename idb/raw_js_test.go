@@ -1,0 +1,596 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// rawDB opens a database with an "items" store (out-of-line keys) and a
+// "people" store (key path id, index byName on name) through the raw layer.
+func rawDB(t *testing.T) js.Value {
+	t.Helper()
+	name := dbName(t)
+	db, err := OpenDatabase(ctx5(t), name, 1, OpenOptions{Upgrade: func(db js.Value, tx *Tx, oldV, newV uint64) error {
+		if oldV != 0 || newV != 1 {
+			return errors.New("versions")
+		}
+		db.Call("createObjectStore", "items")
+		p := db.Call("createObjectStore", "people", map[string]any{"keyPath": "id"})
+		p.Call("createIndex", "byName", "name")
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Call("close")
+		_ = DeleteDatabase(context.Background(), name, nil)
+	})
+	return db
+}
+
+func beginT(t *testing.T, db js.Value, mode Mode, stores ...string) *Tx {
+	t.Helper()
+	tx, err := Begin(db, stores, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+func num(i int) js.Value { return js.ValueOf(i) }
+
+func str(s string) js.Value { return js.ValueOf(s) }
+
+// fill writes keys 0..n-1 (numbers) with values "v<i>" into items.
+func fill(t *testing.T, db js.Value, n int) {
+	t.Helper()
+	tx := beginT(t, db, ReadWrite, "items")
+	st := tx.Store("items")
+	for i := 0; i < n; i++ {
+		st.Put(num(i), str("v"+strconv.Itoa(i)))
+	}
+	if err := tx.Await(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRawRequests(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	fill(t, db, 5)
+	tx := beginT(t, db, ReadWrite, "items", "people")
+	st := tx.Store("items")
+	if v, err := st.Get(num(2)).Await(ctx); err != nil || v.String() != "v2" {
+		t.Fatal(v, err)
+	}
+	if v, err := st.Get(num(99)).Await(ctx); err != nil || !v.IsUndefined() {
+		t.Fatal(v, err)
+	}
+	if v, err := st.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 5 {
+		t.Fatal(v, err)
+	}
+	rng, err := Bound(num(1), num(3), false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.GetAll(rng, 0).Await(ctx); err != nil || v.Length() != 2 || v.Index(1).String() != "v2" {
+		t.Fatal(v, err)
+	}
+	if v, err := st.GetAllKeys(js.Undefined(), 3).Await(ctx); err != nil || v.Length() != 3 || v.Index(2).Int() != 2 {
+		t.Fatal(v, err)
+	}
+	if v, err := st.GetKey(rng).Await(ctx); err != nil || v.Int() != 1 {
+		t.Fatal(v, err)
+	}
+	lo, _ := LowerBound(num(3), true)
+	if v, err := st.Count(lo).Await(ctx); err != nil || v.Int() != 1 {
+		t.Fatal(v, err)
+	}
+	up, _ := UpperBound(num(1), false)
+	if v, err := st.Delete(up).Await(ctx); err != nil || !v.IsUndefined() {
+		t.Fatal(v, err)
+	}
+	only, _ := Only(num(4))
+	if v, err := st.Count(only).Await(ctx); err != nil || v.Int() != 1 {
+		t.Fatal(v, err)
+	}
+	people := tx.Store("people")
+	if kp := people.KeyPath(); kp.String() != "id" {
+		t.Fatal(kp)
+	}
+	people.Put(js.Undefined(), js.ValueOf(map[string]any{"id": "a", "name": "Ada"}))
+	people.Add(js.Undefined(), js.ValueOf(map[string]any{"id": "b", "name": "Bob"}))
+	ix := people.Index("byName")
+	if v, err := ix.Get(str("Bob")).Await(ctx); err != nil || v.Get("id").String() != "b" {
+		t.Fatal(v, err)
+	}
+	if v, err := ix.GetKey(str("Ada")).Await(ctx); err != nil || v.String() != "a" {
+		t.Fatal(v, err)
+	}
+	if v, err := ix.GetAll(js.Undefined(), 0).Await(ctx); err != nil || v.Length() != 2 {
+		t.Fatal(v, err)
+	}
+	if v, err := ix.GetAllKeys(js.Undefined(), 0).Await(ctx); err != nil || v.Index(0).String() != "a" {
+		t.Fatal(v, err)
+	}
+	if v, err := ix.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 2 {
+		t.Fatal(v, err)
+	}
+	if err := tx.Store("nope").Err(); !errors.Is(err, jsglue.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := people.Index("nope").Err(); !errors.Is(err, jsglue.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Clear in its own transaction, then nothing is left.
+	tx = beginT(t, db, ReadWrite, "items")
+	tx.Store("items").Clear()
+	c := tx.Store("items").Count(js.Undefined())
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Result(); err != nil || v.Int() != 0 {
+		t.Fatal(v, err)
+	}
+	settled(t)
+}
+
+// Issue several requests, await only the last: the earlier ones are read
+// with Result (or Await, which finds them settled without waiting).
+func TestRawResultOfEarlierRequests(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	fill(t, db, 3)
+	tx := beginT(t, db, ReadOnly, "items")
+	st := tx.Store("items")
+	a, b, c := st.Get(num(0)), st.Get(num(1)), st.Get(num(2))
+	if _, err := a.Result(); !errors.Is(err, ErrPending) {
+		t.Fatal(err)
+	}
+	if v, err := c.Await(ctx); err != nil || v.String() != "v2" {
+		t.Fatal(v, err)
+	}
+	if v, err := a.Result(); err != nil || v.String() != "v0" {
+		t.Fatal(v, err)
+	}
+	if v, err := b.Await(ctx); err != nil || v.String() != "v1" {
+		t.Fatal(v, err)
+	}
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRawAsyncErrorAbortsWholeTx(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	fill(t, db, 1)
+	// Fire and check: nothing awaited but the transaction.
+	tx := beginT(t, db, ReadWrite, "items")
+	st := tx.Store("items")
+	st.Put(str("a"), num(1))
+	st.Add(num(0), str("dup")) // key 0 exists: ConstraintError
+	st.Put(str("b"), num(2))
+	err := tx.Await(ctx)
+	var ae *AbortedError
+	if !errors.Is(err, jsglue.ErrConstraint) || !errors.Is(err, ErrTxAborted) || !errors.As(err, &ae) {
+		t.Fatalf("want an aborted ConstraintError, got %v", err)
+	}
+	// Awaited, the failing request reports its own error.
+	tx = beginT(t, db, ReadWrite, "items")
+	st = tx.Store("items")
+	st.Put(str("c"), num(3))
+	if _, err := st.Add(num(0), str("dup")).Await(ctx); !errors.Is(err, jsglue.ErrConstraint) {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrConstraint) {
+		t.Fatal(err)
+	}
+	checkAbsent(t, db, "a", "b", "c")
+	if v := getItem(t, db, num(0)); v.String() != "v0" {
+		t.Fatal(v)
+	}
+}
+
+func TestRawSyncErrorAbortsWholeTx(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	tx := beginT(t, db, ReadWrite, "items")
+	st := tx.Store("items")
+	st.Put(str("a"), num(1))
+	r := st.Put(js.Global().Get("Object").New(), num(1)) // not a valid key
+	if !errors.Is(r.Err(), jsglue.ErrData) {
+		t.Fatal(r.Err())
+	}
+	if _, err := r.Await(ctx); !errors.Is(err, jsglue.ErrData) {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrData) || !errors.Is(err, ErrTxAborted) {
+		t.Fatal(err)
+	}
+	// A store outside the scope fails the same way.
+	tx = beginT(t, db, ReadWrite, "items")
+	tx.Store("items").Put(str("b"), num(1))
+	if err := tx.Store("people").Put(js.Undefined(), js.ValueOf(map[string]any{"id": "x"})).Err(); !errors.Is(err, jsglue.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrNotFound) {
+		t.Fatal(err)
+	}
+	checkAbsent(t, db, "a", "b")
+}
+
+func TestRawAbortCauses(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	tx := beginT(t, db, ReadWrite, "items")
+	tx.Store("items").Put(str("a"), num(1))
+	if err := tx.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Abort(); err != nil {
+		t.Fatal("a second Abort must be a no-op:", err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, ErrTxAborted) || !errors.Is(err, jsglue.ErrAbort) {
+		t.Fatal(err)
+	}
+	// The reason given to the abort is the cause, typed.
+	tx = beginT(t, db, ReadWrite, "items")
+	tx.Store("items").Put(str("a"), num(1))
+	_ = tx.AbortWith(jsglue.NewJSError("QuotaExceededError", "full"))
+	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrQuotaExceeded) {
+		t.Fatal(err)
+	}
+	// A committed transaction cannot be aborted.
+	tx = beginT(t, db, ReadWrite, "items")
+	tx.Store("items").Put(str("c"), num(1))
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Abort(); !errors.Is(err, jsglue.ErrInvalidState) {
+		t.Fatal(err)
+	}
+	checkAbsent(t, db, "a")
+}
+
+// The browser's own abort cause keeps its DOMException name: a record over
+// the store's quota is hard to provoke, so a ConstraintError from a unique
+// index stands in for any name IndexedDB reports in tx.error.
+func TestRawIndexConstraintAbortCause(t *testing.T) {
+	name := dbName(t)
+	db, err := OpenDatabase(ctx5(t), name, 1, OpenOptions{Upgrade: func(db js.Value, tx *Tx, _, _ uint64) error {
+		st := db.Call("createObjectStore", "u", map[string]any{"keyPath": "id"})
+		st.Call("createIndex", "byEmail", "email", map[string]any{"unique": true})
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Call("close")
+	tx := beginT(t, db, ReadWrite, "u")
+	tx.Store("u").Put(js.Undefined(), js.ValueOf(map[string]any{"id": 1, "email": "x"}))
+	tx.Store("u").Put(js.Undefined(), js.ValueOf(map[string]any{"id": 2, "email": "x"}))
+	if err := tx.Await(ctx5(t)); !errors.Is(err, jsglue.ErrConstraint) {
+		t.Fatal(err)
+	}
+}
+
+func TestRawCancelledContext(t *testing.T) {
+	db := rawDB(t)
+	fill(t, db, 1)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 40; i++ {
+		tx := beginT(t, db, ReadWrite, "items")
+		st := tx.Store("items")
+		r := st.Get(num(0))
+		if v, err := r.Await(cancelled); !errors.Is(err, context.Canceled) || !v.IsUndefined() {
+			t.Fatalf("request: %v %v", v, err)
+		}
+		st.Put(str("w"+strconv.Itoa(i)), num(i))
+		done := make(chan error, 1)
+		go func() { done <- tx.Await(cancelled) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("tx: %v", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Tx.Await with a cancelled ctx hung")
+		}
+		// The abort went through: the request is settled, the tx done.
+		if _, err := r.Await(ctx5(t)); !errors.Is(err, jsglue.ErrAbort) {
+			t.Fatalf("request of the aborted tx: %v", err)
+		}
+		<-tx.Done()
+	}
+	checkAbsent(t, db, "w0", "w39")
+}
+
+// A transaction kept waiting behind another returns promptly when its ctx
+// ends, and is aborted: its write never lands.
+func TestRawCancelWhileWaiting(t *testing.T) {
+	db := rawDB(t)
+	hold := js.Global().Get("Function").New("db", `
+		const tx = db.transaction("items", "readwrite"); const st = tx.objectStore("items");
+		const end = performance.now() + 400;
+		const spin = () => { if (performance.now() < end) st.get("x").onsuccess = spin; };
+		spin();
+		return new Promise(r => { tx.oncomplete = r; });`).Invoke(db)
+	tx := beginT(t, db, ReadWrite, "items")
+	st := tx.Store("items")
+	st.Put(str("late"), num(1))
+	r := st.Get(str("late"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := r.Await(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 300*time.Millisecond {
+		t.Fatalf("cancellation took %v", el)
+	}
+	if _, err := jsglue.Await(ctx5(t), hold); err != nil {
+		t.Fatal(err)
+	}
+	checkAbsent(t, db, "late")
+}
+
+func TestRawCursor(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	fill(t, db, 10)
+	tx := beginT(t, db, ReadWrite, "items", "people")
+	st := tx.Store("items")
+	var got []int
+	rng, _ := Bound(num(3), num(7), false, false)
+	r := st.OpenCursor(rng, Next, func(k, v js.Value) bool {
+		if v.String() != "v"+strconv.Itoa(k.Int()) {
+			t.Errorf("value %v at %v", v, k)
+		}
+		got = append(got, k.Int())
+		return true
+	})
+	if _, err := r.Await(ctx); err != nil || len(got) != 5 || got[0] != 3 || got[4] != 7 {
+		t.Fatal(got, err)
+	}
+	// Backwards, stopping early.
+	got = got[:0]
+	if _, err := st.OpenCursor(js.Undefined(), Prev, func(k, _ js.Value) bool {
+		got = append(got, k.Int())
+		return len(got) < 3
+	}).Await(ctx); err != nil || len(got) != 3 || got[0] != 9 || got[2] != 7 {
+		t.Fatal(got, err)
+	}
+	// Delete and update through the cursor, issuing requests from inside it.
+	if _, err := st.Iterate(js.Undefined(), Next, func(c Cursor) bool {
+		if c.Key().Int()%2 == 0 {
+			c.Delete()
+		} else {
+			c.Update(str("odd"))
+		}
+		return true
+	}).Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := st.Count(js.Undefined()).Await(ctx); v.Int() != 5 {
+		t.Fatal(v)
+	}
+	if v, _ := st.Get(num(3)).Await(ctx); v.String() != "odd" {
+		t.Fatal(v)
+	}
+	// Key cursor on an index.
+	people := tx.Store("people")
+	for _, n := range []string{"c", "a", "b"} {
+		people.Put(js.Undefined(), js.ValueOf(map[string]any{"id": "id-" + n, "name": n}))
+	}
+	var names, ids []string
+	if _, err := people.Index("byName").IterateKeys(js.Undefined(), Next, func(c Cursor) bool {
+		names = append(names, c.Key().String())
+		ids = append(ids, c.PrimaryKey().String())
+		return true
+	}).Await(ctx); err != nil || len(names) != 3 || names[0] != "a" || ids[2] != "id-c" {
+		t.Fatal(names, ids, err)
+	}
+	// An empty range calls nothing.
+	empty, _ := Bound(num(100), num(200), false, false)
+	if _, err := st.OpenCursor(empty, Next, func(js.Value, js.Value) bool { t.Error("called"); return true }).Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A panic in the function aborts the transaction.
+	tx = beginT(t, db, ReadWrite, "items")
+	st = tx.Store("items")
+	st.Put(str("x"), num(1))
+	if _, err := st.Iterate(js.Undefined(), Next, func(Cursor) bool { panic("boom") }).Await(ctx); !errors.Is(err, errCursorPanic) {
+		t.Fatal(err)
+	}
+	if err := tx.Await(ctx); !errors.Is(err, errCursorPanic) || !errors.Is(err, ErrTxAborted) {
+		t.Fatal(err)
+	}
+	settled(t)
+	checkAbsent(t, db, "x")
+}
+
+func TestRawManyRequestsLeakNothing(t *testing.T) {
+	db := rawDB(t)
+	ctx := ctx5(t)
+	base := jsglue.LiveCallbacks()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	total := 0
+	for round := 0; round < 10; round++ {
+		tx := beginT(t, db, ReadWrite, "items")
+		st := tx.Store("items")
+		for i := 0; i < 500; i++ {
+			st.Put(num(i), num(round))
+			total++
+			r := st.Get(num(i))
+			total++
+			switch i % 3 {
+			case 0:
+				if v, err := r.Await(ctx); err != nil || v.Int() != round {
+					t.Fatal(v, err)
+				}
+			case 1:
+				_, _ = r.Await(cancelled) // abandoned: its event still cleans up
+			}
+		}
+		if err := tx.Await(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if total != 10000 {
+		t.Fatal(total)
+	}
+	if got := jsglue.LiveCallbacks(); got != base {
+		t.Fatalf("live callbacks %d, want %d", got, base)
+	}
+	settled(t)
+}
+
+func TestRawDurabilityAndCommit(t *testing.T) {
+	db := rawDB(t)
+	tx, err := Begin(db, []string{"items"}, ReadWrite, WithTxDurability(DurabilityStrict))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tx.JS().Get("durability"); d.String() != "strict" {
+		t.Fatal(d)
+	}
+	tx.Store("items").Put(str("k"), num(1))
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing may be issued after commit.
+	if err := tx.Store("items").Put(str("k2"), num(1)).Err(); !errors.Is(err, jsglue.ErrTransactionInactive) && !errors.Is(err, jsglue.ErrInvalidState) {
+		t.Fatal(err)
+	}
+	// The committed write stands, and Await reports the refused request.
+	if err := tx.Await(ctx5(t)); err == nil {
+		t.Fatal("the refused request must be reported")
+	}
+	if v := getItem(t, db, str("k")); v.Int() != 1 {
+		t.Fatal(v)
+	}
+	if _, err := Begin(db, nil, ReadOnly); err == nil {
+		t.Fatal("an empty scope must fail")
+	}
+}
+
+// A data migration in an upgrade: Iterate runs inside the versionchange
+// transaction without awaiting anything.
+func TestRawOpenUpgradeMigration(t *testing.T) {
+	name := dbName(t)
+	ctx := ctx5(t)
+	db, err := OpenDatabase(ctx, name, 1, OpenOptions{Upgrade: func(db js.Value, tx *Tx, _, _ uint64) error {
+		db.Call("createObjectStore", "s")
+		for i := 0; i < 5; i++ {
+			tx.Store("s").Put(num(i), num(i))
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Call("close")
+	blocked := make(chan uint64, 1)
+	var opened js.Value
+	db, err = OpenDatabase(ctx, name, 2, OpenOptions{
+		Upgrade: func(db js.Value, tx *Tx, oldV, newV uint64) error {
+			if oldV != 1 || newV != 2 {
+				return errors.New("versions")
+			}
+			tx.Store("s").Iterate(js.Undefined(), Next, func(c Cursor) bool {
+				c.Update(js.ValueOf(c.Value().Int() * 10))
+				return true
+			})
+			return nil
+		},
+		Blocked: func(o, n uint64) { blocked <- o },
+		Opened:  func(db js.Value) { opened = db },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Call("close")
+	if !opened.Equal(db) || len(blocked) != 0 {
+		t.Fatal("Opened not called with the connection, or blocked")
+	}
+	tx := beginT(t, db, ReadOnly, "s")
+	if v, err := tx.Store("s").Get(num(4)).Await(ctx); err != nil || v.Int() != 40 {
+		t.Fatal(v, err)
+	}
+	// A failing upgrade leaves the database as it was.
+	db.Call("close")
+	boom := errors.New("boom")
+	if _, err := OpenDatabase(ctx, name, 3, OpenOptions{Upgrade: func(db js.Value, tx *Tx, _, _ uint64) error {
+		db.Call("createObjectStore", "t")
+		return boom
+	}}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	db, err = OpenDatabase(ctx, name, 0, OpenOptions{})
+	if err != nil || db.Get("version").Int() != 2 || db.Get("objectStoreNames").Call("contains", "t").Bool() {
+		t.Fatal(err)
+	}
+	db.Call("close")
+	if err := DeleteDatabase(ctx, name, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getItem(t *testing.T, db js.Value, key js.Value) js.Value {
+	t.Helper()
+	tx := beginT(t, db, ReadOnly, "items")
+	v, err := tx.Store("items").Get(key).Await(ctx5(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func checkAbsent(t *testing.T, db js.Value, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if v := getItem(t, db, str(k)); !v.IsUndefined() {
+			t.Fatalf("%s was written: %v", k, v)
+		}
+	}
+}
+
+// settled waits until no transaction or awaited request is registered
+// (readonly transactions nobody awaits finish a moment later).
+func settled(t *testing.T) {
+	t.Helper()
+	for i := 0; ; i++ {
+		n1, n2 := pending()
+		if n1 == 0 && n2 == 0 {
+			return
+		}
+		if i == 400 {
+			t.Fatalf("left registered: %d transactions, %d requests", n1, n2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

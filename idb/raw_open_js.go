@@ -1,0 +1,235 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// OpenOptions are the hooks of OpenDatabase. Every hook runs on the
+// JavaScript event loop, inside the event that calls it: it must return at
+// once (start a goroutine for anything that waits).
+type OpenOptions struct {
+	// Upgrade runs inside the versionchange transaction when the database is
+	// created or its version rises. It creates stores and indexes on db and
+	// may issue requests on tx (fire and check, or Iterate for per-record
+	// migrations) but never await. An error (or panic) aborts the upgrade:
+	// nothing of it remains and OpenDatabase returns the error.
+	Upgrade func(db js.Value, tx *Tx, oldVersion, newVersion uint64) error
+	// Blocked hears that other connections keep the database open at an
+	// older version; the open keeps waiting until they close or ctx ends.
+	Blocked func(oldVersion, newVersion uint64)
+	// Opened receives the connection the moment it opens, before any later
+	// event can reach it: the place to install onversionchange and onclose
+	// without a window in which a versionchange could be missed.
+	Opened func(db js.Value)
+}
+
+func factory() (js.Value, error) {
+	f := js.Global().Get("indexedDB")
+	if f.Type() != js.TypeObject {
+		return js.Undefined(), jsglue.ErrUnavailable
+	}
+	return f, nil
+}
+
+// OpenDatabase opens (creating or upgrading as needed) database name at
+// version (0: its current version, creating it at 1) and returns the
+// IDBDatabase. If ctx ends first it returns ctx.Err(); the open then goes on
+// without us: an upgrade it reaches is aborted and a connection it yields is
+// closed at once.
+func OpenDatabase(ctx context.Context, name string, version uint64, o OpenOptions) (js.Value, error) {
+	if err := ctx.Err(); err != nil {
+		return js.Undefined(), err
+	}
+	f, err := factory()
+	if err != nil {
+		return js.Undefined(), err
+	}
+	var req js.Value
+	if version == 0 {
+		req, err = call(f, "open", name)
+	} else {
+		req, err = call(f, "open", name, float64(version))
+	}
+	if err != nil {
+		return js.Undefined(), err
+	}
+	type result struct {
+		db  js.Value
+		err error
+	}
+	var (
+		mu        sync.Mutex
+		abandoned bool // ctx ended: the caller is gone
+		delivered bool // a result is in ch
+		upErr     error
+		upTx      *Tx
+	)
+	ch := make(chan result, 1)
+	var cb *jsglue.Callback
+	cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		if len(args) == 0 {
+			return nil
+		}
+		ev := js.Undefined()
+		if len(args) > 1 {
+			ev = args[1]
+		}
+		switch args[0].Int() {
+		case 0: // upgradeneeded
+			tx := wrapTx(req.Get("transaction"))
+			mu.Lock()
+			a := abandoned
+			upTx = tx
+			mu.Unlock()
+			var err error
+			if a {
+				err = context.Canceled
+			} else if o.Upgrade != nil {
+				err = runHook(func() error {
+					return o.Upgrade(req.Get("result"), tx, uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
+				})
+			}
+			if err != nil {
+				mu.Lock()
+				upErr = err
+				mu.Unlock()
+				_ = tx.AbortWith(err)
+			}
+		case 1: // blocked
+			if o.Blocked != nil {
+				_ = runHook(func() error {
+					o.Blocked(uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
+					return nil
+				})
+			}
+		case 2: // success
+			cb.Release()
+			db := req.Get("result")
+			mu.Lock()
+			a := abandoned
+			delivered = !a
+			mu.Unlock()
+			if a {
+				db.Call("close")
+				return nil
+			}
+			if o.Opened != nil {
+				_ = runHook(func() error { o.Opened(db); return nil })
+			}
+			ch <- result{db: db}
+		case 3: // error
+			cb.Release()
+			if ev.Type() == js.TypeObject {
+				ev.Call("preventDefault")
+			}
+			mu.Lock()
+			err := upErr
+			if err == nil && upTx != nil && upTx.firstErr != nil {
+				err = upTx.firstErr // a request of the upgrade failed at once
+			}
+			delivered = true
+			mu.Unlock()
+			if err == nil {
+				err = requestError(req)
+			}
+			ch <- result{err: err}
+		}
+		return nil
+	})
+	req.Set("onupgradeneeded", cb.Value.Call("bind", nil, 0))
+	req.Set("onblocked", cb.Value.Call("bind", nil, 1))
+	req.Set("onsuccess", cb.Value.Call("bind", nil, 2))
+	req.Set("onerror", cb.Value.Call("bind", nil, 3))
+	select {
+	case r := <-ch:
+		return r.db, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	if delivered {
+		mu.Unlock()
+		r := <-ch
+		if r.err == nil {
+			return r.db, nil // opened before we gave up: hand it over
+		}
+		return js.Undefined(), r.err
+	}
+	abandoned = true
+	mu.Unlock()
+	return js.Undefined(), ctx.Err()
+}
+
+// DeleteDatabase deletes database name. blocked (may be nil; called on the
+// event loop) hears connections that do not close on versionchange, while
+// DeleteDatabase keeps waiting until they do or ctx ends.
+func DeleteDatabase(ctx context.Context, name string, blocked func(oldVersion uint64)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, err := factory()
+	if err != nil {
+		return err
+	}
+	req, err := call(f, "deleteDatabase", name)
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	var cb *jsglue.Callback
+	cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		if len(args) == 0 {
+			return nil
+		}
+		switch args[0].Int() {
+		case 0: // success
+			cb.Release()
+			ch <- nil
+		case 1: // error
+			cb.Release()
+			ch <- requestError(req)
+		case 2: // blocked
+			if blocked != nil && len(args) > 1 {
+				old := uint64(numOr(args[1].Get("oldVersion"), 0))
+				_ = runHook(func() error { blocked(old); return nil })
+			}
+		}
+		return nil
+	})
+	req.Set("onsuccess", cb.Value.Call("bind", nil, 0))
+	req.Set("onerror", cb.Value.Call("bind", nil, 1))
+	req.Set("onblocked", cb.Value.Call("bind", nil, 2))
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errHookPanic = errors.New("idb: panic in an open hook")
+
+// runHook runs a caller's hook on the event loop, turning a panic into an
+// error: a panic there would otherwise be swallowed by jsglue and leave the
+// open waiting forever.
+func runHook(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errHookPanic
+		}
+	}()
+	return fn()
+}
+
+func numOr(v js.Value, def float64) float64 {
+	if v.Type() != js.TypeNumber {
+		return def
+	}
+	return v.Float()
+}

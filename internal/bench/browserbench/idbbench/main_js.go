@@ -1,0 +1,41 @@
+//go:build js && wasm
+
+// Command idbbench is a wasm program the browser bench builds and loads
+// beside the runtime: it exposes idb.BenchAllocate and idb.BenchApply (the
+// idb layer's own Go-versus-raw-JavaScript comparison, on one connection)
+// as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, js}>. It is not
+// part of tabfence.wasm, so the bench code costs users nothing.
+package main
+
+import (
+	"context"
+	"errors"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+func main() {
+	cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		return jsglue.Async(func() (any, error) {
+			if len(args) < 2 || args[0].Type() != js.TypeString || args[1].Type() != js.TypeNumber {
+				return nil, errors.New("idbbench: (kind, n)")
+			}
+			run := idb.BenchAllocate
+			if args[0].String() == "apply" {
+				run = idb.BenchApply
+			}
+			g, j, err := run(context.Background(), args[1].Int())
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"go": g, "js": j}, nil
+		})
+	})
+	js.Global().Set("__tabfenceIDBBench", cb.Value)
+	if ready := js.Global().Get("__tabfenceIDBBenchReady"); ready.Type() == js.TypeFunction {
+		ready.Invoke()
+	}
+	select {}
+}
