@@ -28,6 +28,10 @@ type OpenOptions struct {
 	// event can reach it: the place to install onversionchange and onclose
 	// without a window in which a versionchange could be missed.
 	Opened func(db js.Value)
+	// Factory is the IDBFactory to open with; zero means globalThis.indexedDB.
+	// A Storage Bucket's indexedDB (navigator.storageBuckets) is one: it has
+	// its own quota and eviction policy.
+	Factory js.Value
 }
 
 func factory() (js.Value, error) {
@@ -48,6 +52,9 @@ func OpenDatabase(ctx context.Context, name string, version uint64, o OpenOption
 		return js.Undefined(), err
 	}
 	f, err := factory()
+	if o.Factory.Type() == js.TypeObject {
+		f, err = o.Factory, nil
+	}
 	if err != nil {
 		return js.Undefined(), err
 	}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"syscall/js"
 
-	goidb "github.com/hack-pad/go-indexeddb/idb"
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -98,7 +98,6 @@ func WithOnCorrupt(fn func(error)) IDBOption { return func(c *idbConfig) { c.onC
 type IDBStore struct {
 	name       string
 	db         js.Value
-	conn       *goidb.Database // go-indexeddb's handle on the same connection
 	durability string
 	cfg        idbConfig
 
@@ -135,66 +134,21 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var f *goidb.Factory
-	if cfg.factory.Type() == js.TypeObject {
-		f, _ = goidb.WrapFactory(cfg.factory)
-	} else {
-		if js.Global().Get("indexedDB").Type() != js.TypeObject {
-			return nil, jsglue.ErrUnavailable
+	raw, err := idb.OpenDatabase(ctx, dbName, idbVersion, idb.OpenOptions{
+		Factory: cfg.factory,
+		// Runs inside upgradeneeded: issues requests, never awaits. An
+		// error aborts the versionchange transaction: nothing of a
+		// half-made schema remains.
+		Upgrade: func(db js.Value, _ *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, oldV) },
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		f = goidb.Global()
+		return nil, &IDBError{Op: "open", Err: err}
 	}
-	var upErr atomic.Value // error
-	type opened struct {
-		db  *goidb.Database
-		raw js.Value
-		err error
-	}
-	ch := make(chan opened, 1)
-	go func() {
-		req, err := f.Open(context.Background(), dbName, idbVersion, func(db *goidb.Database, oldV, newV uint) error {
-			// Runs on the event goroutine inside upgradeneeded: issue,
-			// never await. Returning an error would panic inside
-			// go-indexeddb, so failures are recorded and the upgrade is
-			// rolled back by closing the connection (IndexedDB aborts the
-			// versionchange transaction then, and the open fails).
-			if err := upgradeIDB(db, oldV); err != nil {
-				upErr.Store(err)
-				_ = db.Close()
-			}
-			return nil
-		})
-		if err != nil {
-			ch <- opened{err: err}
-			return
-		}
-		// go-indexeddb's Request.Await returns (undefined, nil) on a
-		// cancelled context: never pass ours, select on it below.
-		db, err := req.Await(context.Background())
-		var raw js.Value
-		if err == nil {
-			raw, err = req.Request.Result()
-		}
-		ch <- opened{db: db, raw: raw, err: err}
-	}()
-	var o opened
-	select {
-	case o = <-ch:
-	case <-ctx.Done():
-		go func() { // never leave a connection open that nobody closes
-			if o := <-ch; o.err == nil {
-				o.raw.Call("close")
-			}
-		}()
-		return nil, ctx.Err()
-	}
-	if o.err != nil {
-		if e, ok := upErr.Load().(error); ok {
-			return nil, &IDBError{Op: "upgrade", Err: e}
-		}
-		return nil, &IDBError{Op: "open", Err: mapGoIDB(o.err)}
-	}
-	s := &IDBStore{name: dbName, db: o.raw, conn: o.db, durability: cfg.durability, cfg: cfg, done: make(chan struct{})}
+	o := struct{ raw js.Value }{raw}
+	s := &IDBStore{name: dbName, db: o.raw, durability: cfg.durability, cfg: cfg, done: make(chan struct{})}
 	if cfg.durability == "default" {
 		s.durability = ""
 	}
@@ -213,67 +167,33 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 
 // upgradeIDB creates the schema. Version 1 is the first; later versions add
 // steps guarded by oldV.
-func upgradeIDB(db *goidb.Database, oldV uint) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = errors.New("panic in upgrade")
-		}
-	}()
+func upgradeIDB(db js.Value, oldV uint64) error {
 	if oldV < 1 {
-		recs, err := db.CreateObjectStore(storeRecords, goidb.ObjectStoreOptions{KeyPath: js.ValueOf("seq"), AutoIncrement: true})
+		recs, err := jsglue.Call(db, "createObjectStore", storeRecords, map[string]any{"keyPath": "seq", "autoIncrement": true})
 		if err != nil {
-			return mapGoIDB(err)
+			return err
 		}
-		if _, err := recs.CreateIndex(indexID, js.ValueOf("id"), goidb.IndexOptions{Unique: true}); err != nil {
-			return mapGoIDB(err)
+		if _, err := jsglue.Call(recs, "createIndex", indexID, "id", map[string]any{"unique": true}); err != nil {
+			return err
 		}
 		for _, ix := range [][2]string{
 			{indexLive, fieldLive}, {indexOpKey, fieldOpKey},
 			{indexEntity, fieldEntity}, {indexStatus, "status"}, {indexUser, "userId"},
 		} {
-			if _, err := recs.CreateIndex(ix[0], js.ValueOf(ix[1]), goidb.IndexOptions{}); err != nil {
-				return mapGoIDB(err)
+			if _, err := jsglue.Call(recs, "createIndex", ix[0], ix[1]); err != nil {
+				return err
 			}
 		}
-		if _, err := db.CreateObjectStore(storeLeases, goidb.ObjectStoreOptions{KeyPath: js.ValueOf("name")}); err != nil {
-			return mapGoIDB(err)
+		if _, err := jsglue.Call(db, "createObjectStore", storeLeases, map[string]any{"keyPath": "name"}); err != nil {
+			return err
 		}
 		for _, st := range []string{storeBlobs, storeMeta} {
-			if _, err := db.CreateObjectStore(st, goidb.ObjectStoreOptions{}); err != nil {
-				return mapGoIDB(err)
+			if _, err := jsglue.Call(db, "createObjectStore", st); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
-}
-
-// mapGoIDB turns go-indexeddb's error types into jsglue's, so callers use
-// errors.Is(err, jsglue.ErrQuotaExceeded) and the like.
-func mapGoIDB(err error) error {
-	if err == nil {
-		return nil
-	}
-	var je *jsglue.JSError
-	if errors.As(err, &je) {
-		return err
-	}
-	var de goidb.DOMException
-	if errors.As(err, &de) {
-		msg := de.Error()
-		name, rest := msg, ""
-		for i := 0; i+1 < len(msg); i++ {
-			if msg[i] == ':' && msg[i+1] == ' ' {
-				name, rest = msg[:i], msg[i+2:]
-				break
-			}
-		}
-		return jsglue.NewJSError(name, rest)
-	}
-	var jerr js.Error
-	if errors.As(err, &jerr) {
-		return jsglue.FromJS(jerr.Value)
-	}
-	return err
 }
 
 // listen closes the connection on versionchange, so this tab never blocks
