@@ -9,15 +9,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 
 	"github.com/tabfence/tabfence/internal/bench/browserbench"
 	"github.com/tabfence/tabfence/internal/bench/serverbench"
+	"github.com/tabfence/tabfence/internal/bench/wasmsize"
 )
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser or server")
+	only := flag.String("only", "", "run one part: browser, server or size")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -26,6 +29,13 @@ func main() {
 		fmt.Println("== browser runtime (headless Chromium) ==")
 		if err := browserbench.Run(ctx, os.Stdout, *dist); err != nil {
 			fmt.Fprintln(os.Stderr, "browser bench:", err)
+			fail = true
+		}
+	}
+	if *only == "" || *only == "size" {
+		fmt.Println("== tabfence.wasm code by package (unstripped build; the download is stripped and compressed) ==")
+		if err := sizeReport(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "size report:", err)
 			fail = true
 		}
 	}
@@ -39,4 +49,28 @@ func main() {
 	if fail {
 		os.Exit(1)
 	}
+}
+
+// sizeReport builds the runtime with its symbol names kept and prints which
+// packages its code comes from: every import is downloaded by every user,
+// so a size change should be traceable to the package that made it.
+func sizeReport(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "tabfence-size")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "tabfence.wasm")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./wasm")
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	rep, err := wasmsize.Analyze(out)
+	if err != nil {
+		return err
+	}
+	rep.Print(os.Stdout, 15)
+	return nil
 }

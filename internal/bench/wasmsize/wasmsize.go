@@ -1,0 +1,232 @@
+// Package wasmsize attributes a Go wasm binary's code to Go packages, so a
+// change that grows the download can be traced to the package that grew.
+//
+// It reads two sections of a binary built WITHOUT -s: the code section
+// (one body per defined function) and the "name" custom section (function
+// names, e.g. "github.com/tabfence/tabfence/idb.(*Tx).Await"), and sums body
+// sizes by package path. Sizes are uncompressed bytes of code; data
+// segments (strings, tables) are reported as one line.
+package wasmsize
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Package is one row of the report.
+type Package struct {
+	Path  string
+	Bytes int
+	Funcs int
+}
+
+// Report is the attribution of one binary.
+type Report struct {
+	Total    int // file size
+	Code     int // sum of function bodies
+	Data     int // data section
+	Packages []Package
+}
+
+// Analyze reads the wasm file at path.
+func Analyze(path string) (Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Report{}, err
+	}
+	return analyze(b)
+}
+
+func analyze(b []byte) (Report, error) {
+	if len(b) < 8 || !bytes.Equal(b[:4], []byte("\x00asm")) {
+		return Report{}, errors.New("wasmsize: not a wasm module")
+	}
+	rep := Report{Total: len(b)}
+	r := &reader{b: b, i: 8}
+	var bodies []int
+	imported := 0
+	names := map[int]string{}
+	for r.i < len(b) {
+		id := r.byte()
+		size := r.uleb()
+		start := r.i
+		end := start + size
+		if end > len(b) || r.err != nil {
+			return rep, errors.New("wasmsize: truncated section")
+		}
+		sec := &reader{b: b[:end], i: start}
+		switch id {
+		case 2: // imports: functions among them shift the index space
+			n := sec.uleb()
+			for k := 0; k < n && sec.err == nil; k++ {
+				sec.name()
+				sec.name()
+				kind := sec.byte()
+				switch kind {
+				case 0:
+					sec.uleb()
+					imported++
+				case 1:
+					sec.byte()
+					sec.limits()
+				case 2:
+					sec.limits()
+				case 3:
+					sec.byte()
+					sec.byte()
+				}
+			}
+		case 10: // code
+			n := sec.uleb()
+			for k := 0; k < n && sec.err == nil; k++ {
+				sz := sec.uleb()
+				bodies = append(bodies, sz)
+				sec.i += sz
+			}
+		case 11:
+			rep.Data = size
+		case 0:
+			if sec.name() == "name" {
+				for sec.i < end && sec.err == nil {
+					sub := sec.byte()
+					ssz := sec.uleb()
+					next := sec.i + ssz
+					if sub == 1 {
+						n := sec.uleb()
+						for k := 0; k < n && sec.err == nil; k++ {
+							idx := sec.uleb()
+							names[idx] = sec.name()
+						}
+					}
+					sec.i = next
+				}
+			}
+		}
+		if sec.err != nil {
+			return rep, sec.err
+		}
+		r.i = end
+	}
+	if len(names) == 0 {
+		return rep, errors.New("wasmsize: no name section (build without -s -w)")
+	}
+	by := map[string]*Package{}
+	for k, sz := range bodies {
+		p := pkgOf(names[imported+k])
+		if by[p] == nil {
+			by[p] = &Package{Path: p}
+		}
+		by[p].Bytes += sz
+		by[p].Funcs++
+		rep.Code += sz
+	}
+	for _, p := range by {
+		rep.Packages = append(rep.Packages, *p)
+	}
+	sort.Slice(rep.Packages, func(i, j int) bool { return rep.Packages[i].Bytes > rep.Packages[j].Bytes })
+	return rep, nil
+}
+
+// pkgOf returns the package path of a function name from the wasm name
+// section, where the linker writes paths with '/' replaced by '_':
+// "github.com_tabfence_tabfence_idb.(*Tx).Await" -> "github.com/tabfence/tabfence/idb",
+// "internal_runtime_maps.(*Map).get" -> "internal/runtime/maps",
+// "runtime.gcStart" -> "runtime". (A package whose own name has '_' is
+// shown with '/'; none of ours has one.)
+func pkgOf(sym string) string {
+	if sym == "" {
+		return "(unnamed)"
+	}
+	from := 0
+	// A module host ("github.com_", "golang.org_") has a dot before the
+	// first '_': skip past it.
+	if u := strings.IndexByte(sym, '_'); u > 0 && isHost(sym[:u]) {
+		from = u + 1
+	}
+	dot := strings.IndexByte(sym[from:], '.')
+	if dot < 0 {
+		return sym
+	}
+	return strings.ReplaceAll(sym[:from+dot], "_", "/")
+}
+
+func isHost(s string) bool {
+	if !strings.Contains(s, ".") || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Print writes the top n packages and a line for the rest.
+func (rep Report) Print(w io.Writer, n int) {
+	fmt.Fprintf(w, "  %-52s %9s %6s\n", "package (uncompressed code bytes)", "bytes", "funcs")
+	rest, restF := 0, 0
+	for i, p := range rep.Packages {
+		if i < n {
+			fmt.Fprintf(w, "  %-52s %9d %6d\n", p.Path, p.Bytes, p.Funcs)
+			continue
+		}
+		rest += p.Bytes
+		restF += p.Funcs
+	}
+	fmt.Fprintf(w, "  %-52s %9d %6d\n", "(other packages)", rest, restF)
+	fmt.Fprintf(w, "  %-52s %9d\n", "data section", rep.Data)
+}
+
+type reader struct {
+	b   []byte
+	i   int
+	err error
+}
+
+func (r *reader) byte() byte {
+	if r.i >= len(r.b) {
+		r.err = io.ErrUnexpectedEOF
+		return 0
+	}
+	c := r.b[r.i]
+	r.i++
+	return c
+}
+
+func (r *reader) uleb() int {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c := r.byte()
+		v |= uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return int(v)
+		}
+	}
+	r.err = errors.New("wasmsize: bad LEB128")
+	return 0
+}
+
+func (r *reader) name() string {
+	n := r.uleb()
+	if r.err != nil || r.i+n > len(r.b) {
+		r.err = io.ErrUnexpectedEOF
+		return ""
+	}
+	s := string(r.b[r.i : r.i+n])
+	r.i += n
+	return s
+}
+
+func (r *reader) limits() {
+	if r.byte()&1 == 1 {
+		r.uleb()
+	}
+	r.uleb()
+}
