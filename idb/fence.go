@@ -113,18 +113,24 @@ type Op struct {
 }
 
 // Validate checks the operation's fields.
+//
+// One errors.Join call site for all four cases: in wasm each call site of
+// a variadic call with its own error values costs over a kilobyte.
 func (op Op) Validate() error {
+	var why string
 	switch {
 	case op.Resource == "" || len(op.Resource) > MaxResourceLen:
-		return errors.Join(ErrInvalidOp, errors.New("resource must be 1.."+strconv.Itoa(MaxResourceLen)+" bytes"))
+		why = "resource must be 1..200 bytes" // MaxResourceLen
 	case op.OperationID == "" || len(op.OperationID) > MaxOperationIDLen || hasControl(op.OperationID):
-		return errors.Join(ErrInvalidOp, errors.New("operation ID must be 1.."+strconv.Itoa(MaxOperationIDLen)+" bytes without control characters"))
+		why = "operation ID must be 1..255 bytes without control characters" // MaxOperationIDLen
 	case op.Token == 0 || op.Token > MaxToken:
-		return errors.Join(ErrInvalidOp, errors.New("token must be in 1..2^53-1"))
+		why = "token must be in 1..2^53-1"
 	case op.Sequence > MaxToken:
-		return errors.Join(ErrInvalidOp, errors.New("sequence must be <= 2^53-1"))
+		why = "sequence must be <= 2^53-1"
+	default:
+		return nil
 	}
-	return nil
+	return errors.Join(ErrInvalidOp, errors.New(why))
 }
 
 // FenceRecord is a receiver's memory for one resource (store tf_fences).

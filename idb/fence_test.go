@@ -195,6 +195,18 @@ func TestOpValidate(t *testing.T) {
 	if err := op(MaxToken, "a", MaxToken).Validate(); err != nil {
 		t.Error(err)
 	}
+	// The messages spell the limits out (no strconv at run time): they must
+	// say what the constants say.
+	for o, want := range map[Op]string{
+		{Resource: long, Token: 1, OperationID: "a"}:                        "idb: invalid operation\nresource must be 1.." + strconv.Itoa(MaxResourceLen) + " bytes",
+		{Resource: "r", Token: 1, OperationID: long}:                        "idb: invalid operation\noperation ID must be 1.." + strconv.Itoa(MaxOperationIDLen) + " bytes without control characters",
+		{Resource: "r", OperationID: "a"}:                                   "idb: invalid operation\ntoken must be in 1..2^53-1",
+		{Resource: "r", Token: 1, OperationID: "a", Sequence: MaxToken + 1}: "idb: invalid operation\nsequence must be <= 2^53-1",
+	} {
+		if err := o.Validate(); err == nil || err.Error() != want {
+			t.Errorf("Validate(%+v) = %v, want %q", o, err, want)
+		}
+	}
 }
 
 func TestDecideCAS(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strings"
 	"syscall/js"
 	"time"
 
@@ -393,7 +392,7 @@ func encodeFence(r FenceRecord, key, prev js.Value) js.Value {
 	}
 	o.Set("highest", float64(r.Highest))
 	o.Set("highestSeq", float64(r.HighestSeq))
-	o.Set("recent", strings.Join(r.Recent, "\n"))
+	o.Set("recent", joinSep(r.Recent, '\n'))
 	return o
 }
 
@@ -548,7 +547,7 @@ func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (r FenceRecord,
 		return FenceRecord{}, err
 	}
 	if recent != "" {
-		r.Recent = strings.Split(recent, "\n")
+		r.Recent = splitSep(recent, '\n')
 		for _, id := range r.Recent {
 			if id == "" || len(id) > MaxOperationIDLen || hasControl(id) {
 				return FenceRecord{}, d.corrupt("recent: not a list of operation IDs")

@@ -135,8 +135,15 @@ func validScope(scope string) error {
 		return wrap(ErrInvalidName, "empty scope")
 	case len(scope) > MaxScopeLen:
 		return wrap(ErrInvalidName, "scope longer than "+strconv.Itoa(MaxScopeLen)+" bytes")
-	case !utf8.ValidString(scope):
-		return wrap(ErrInvalidName, "scope is not valid UTF-8")
+	}
+	// Not utf8.ValidString: the range loop below already decodes, and an
+	// invalid byte is the only way it yields RuneError one byte wide
+	// (a literal U+FFFD is three bytes). Checked in a first pass so a scope
+	// with both faults is still reported as invalid UTF-8.
+	for i, r := range scope {
+		if r == utf8.RuneError && (len(scope) < i+3 || scope[i:i+3] != "\uFFFD") {
+			return wrap(ErrInvalidName, "scope is not valid UTF-8")
+		}
 	}
 	for i, r := range scope {
 		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {

@@ -72,5 +72,6 @@ func sizeReport(ctx context.Context) error {
 		return err
 	}
 	rep.Print(os.Stdout, 15)
+	rep.PrintFuncs(os.Stdout, 15, "")
 	return nil
 }

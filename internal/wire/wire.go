@@ -9,7 +9,6 @@ package wire
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -82,7 +81,7 @@ func ValidKey(k string) bool {
 // specifies an sf-string ("abc"); bare tokens (abc) are accepted too because
 // many clients send them. Surrounding whitespace is ignored.
 func ParseIdempotencyKey(v string) (string, error) {
-	v = strings.TrimSpace(v)
+	v = trimSpace(v)
 	if v == "" {
 		return "", ErrKeyMissing
 	}
@@ -123,17 +122,21 @@ func ValidResource(r string) bool {
 // ParseToken parses a fencing token: a decimal integer in 1..2^53-1 (the
 // range a JavaScript number holds exactly), without sign or leading zeros.
 func ParseToken(v string) (uint64, error) {
-	v = strings.TrimSpace(v)
+	v = trimSpace(v)
 	if v == "" || len(v) > 16 || v[0] == '0' {
 		return 0, ErrTokenMalformed
 	}
+	// Digits are summed by hand rather than with strconv.ParseUint, whose
+	// *NumError links strconv.Quote and its Unicode tables (see isDigits).
+	// At most 16 digits cannot overflow a uint64.
+	var n uint64
 	for i := 0; i < len(v); i++ {
 		if v[i] < '0' || v[i] > '9' {
 			return 0, ErrTokenMalformed
 		}
+		n = n*10 + uint64(v[i]-'0')
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n > MaxToken {
+	if n > MaxToken {
 		return 0, ErrTokenMalformed
 	}
 	return n, nil
@@ -145,13 +148,6 @@ const MaxToken = 1<<53 - 1
 // FormatToken renders a token for a header.
 func FormatToken(t uint64) string { return strconv.FormatUint(t, 10) }
 
-// httpDateLayouts are the three forms RFC 9110 requires recipients to accept.
-var httpDateLayouts = [...]string{
-	"Mon, 02 Jan 2006 15:04:05 GMT",  // IMF-fixdate
-	"Monday, 02-Jan-06 15:04:05 GMT", // obsolete RFC 850
-	"Mon Jan _2 15:04:05 2006",       // ANSI C asctime
-}
-
 // MaxRetryAfter caps what a server can make a client wait, so a hostile or
 // broken Retry-After cannot park the queue for days.
 const MaxRetryAfter = 24 * time.Hour
@@ -160,40 +156,310 @@ const MaxRetryAfter = 24 * time.Hour
 // HTTP-date) relative to now. ok is false when the header is absent or
 // malformed; a date in the past yields 0. The result is capped at MaxRetryAfter.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
-	v = strings.TrimSpace(v)
+	v = trimSpace(v)
 	if v == "" {
 		return 0, false
 	}
 	if v[0] >= '0' && v[0] <= '9' {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			if len(v) > 0 && isDigits(v) { // overflow: treat as "very long"
-				return MaxRetryAfter, true
-			}
+		if !isDigits(v) {
 			return 0, false
 		}
-		if n > uint64(MaxRetryAfter/time.Second) {
-			return MaxRetryAfter, true
+		// Once past the cap the value only grows (so overflow, too, means
+		// "very long"); leading zeros keep it at 0.
+		var n uint64
+		for i := 0; i < len(v); i++ {
+			n = n*10 + uint64(v[i]-'0')
+			if n > uint64(MaxRetryAfter/time.Second) {
+				return MaxRetryAfter, true
+			}
 		}
 		return time.Duration(n) * time.Second, true
 	}
-	for _, layout := range httpDateLayouts {
-		t, err := time.Parse(layout, v)
-		if err != nil {
-			continue
-		}
-		d = t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		if d > MaxRetryAfter {
-			d = MaxRetryAfter
-		}
-		return d, true
+	t, ok := parseHTTPDate(v)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	d = t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	if d > MaxRetryAfter {
+		d = MaxRetryAfter
+	}
+	return d, true
 }
 
+// parseHTTPDate parses the three HTTP-date forms RFC 9110 §5.6.7 requires
+// recipients to accept, exactly as time.Parse did with these layouts, tried
+// in this order:
+//
+//	"Mon, 02 Jan 2006 15:04:05 GMT"  IMF-fixdate
+//	"Monday, 02-Jan-06 15:04:05 GMT" obsolete RFC 850
+//	"Mon Jan _2 15:04:05 2006"       ANSI C asctime
+//
+// It is written by hand because time.Parse links time's whole layout
+// machinery (parse, nextStdChunk, ~45 KB of wasm code) into the runtime
+// for this one header. It keeps time.Parse's leniencies so the accepted
+// set is unchanged (differential tests in wire_test.go hold it to that):
+// names match ASCII case-insensitively and the weekday is not checked
+// against the date; a space in the layout matches a run of spaces; the
+// hour may be one digit, and so may the asctime day; a fractional second
+// (".5" or ",5", digits past the ninth ignored) may follow the seconds;
+// the RFC 850 year is two characters read as a signed number ("-1" is
+// 1999), 69..99 meaning 19xx. The day must exist in the month. The time
+// is UTC.
+//
+// The three forms are told apart by the byte after the first three: only
+// IMF-fixdate has ',' there, only asctime ' ', and only RFC 850 a letter
+// (a full day name), so at most one layout could have matched.
+func parseHTTPDate(v string) (time.Time, bool) {
+	p := dateParser{s: v}
+	var day, month, year int
+	form := byte(0)
+	if len(v) > 3 {
+		form = v[3]
+	}
+	switch form {
+	case ',': // IMF-fixdate
+		p.name(shortDayNames[:])
+		p.skip(", ")
+		day = p.num(true)
+		p.skip(" ")
+		month = p.name(monthNames[:]) + 1
+		p.skip(" ")
+		year = p.year4()
+	case ' ': // asctime
+		p.name(shortDayNames[:])
+		p.skip(" ")
+		month = p.name(monthNames[:]) + 1
+		p.skip(" ")
+		day = p.num(false)
+	default: // RFC 850
+		p.name(longDayNames[:])
+		p.skip(", ")
+		day = p.num(true)
+		p.skip("-")
+		month = p.name(monthNames[:]) + 1
+		p.skip("-")
+		year = p.year2()
+	}
+	p.skip(" ")
+	hour := p.num(false)
+	p.skip(":")
+	minute := p.num(true)
+	p.skip(":")
+	sec := p.num(true)
+	nsec := p.frac()
+	if form == ' ' {
+		p.skip(" ")
+		year = p.year4()
+	} else {
+		p.skip(" GMT")
+	}
+	if p.bad || p.s != "" || hour >= 24 || minute >= 60 || sec >= 60 || day < 1 || day > daysIn(month, year) {
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+var (
+	shortDayNames = [...]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}
+	longDayNames  = [...]string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"}
+	monthNames    = [...]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
+)
+
+// dateParser consumes s from the front. The first mismatch sets bad; later
+// steps still run (on whatever is left) but cannot clear it, so the caller
+// checks once at the end.
+type dateParser struct {
+	s   string
+	bad bool
+}
+
+// name consumes the first entry of tab that prefixes s, ASCII
+// case-insensitively (time's lookup), and returns its index.
+func (p *dateParser) name(tab []string) int {
+	for i, n := range tab {
+		if len(p.s) >= len(n) && foldEqual(p.s[:len(n)], n) {
+			p.s = p.s[len(n):]
+			return i
+		}
+	}
+	p.bad = true
+	return 0
+}
+
+// foldEqual reports whether s equals the all-letter name n ignoring ASCII
+// case. Setting bit 0x20 lower-cases a letter, and only the two cases of a
+// letter map to the same lower-case letter.
+func foldEqual(s, n string) bool {
+	for i := 0; i < len(n); i++ {
+		if c := s[i] | 0x20; c != n[i]|0x20 || c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// skip consumes the literal lit, where a space matches a run of spaces
+// (and, at the end of s, none): time's skip.
+func (p *dateParser) skip(lit string) {
+	for lit != "" {
+		if lit[0] == ' ' {
+			if p.s != "" && p.s[0] != ' ' {
+				p.bad = true
+				return
+			}
+			lit, p.s = cutSpaces(lit), cutSpaces(p.s)
+			continue
+		}
+		if p.s == "" || p.s[0] != lit[0] {
+			p.bad = true
+			return
+		}
+		lit, p.s = lit[1:], p.s[1:]
+	}
+}
+
+func cutSpaces(s string) string {
+	for s != "" && s[0] == ' ' {
+		s = s[1:]
+	}
+	return s
+}
+
+// num consumes two digits, or one or two when !fixed (time's getnum).
+func (p *dateParser) num(fixed bool) int {
+	if !isDigitAt(p.s, 0) || fixed && !isDigitAt(p.s, 1) {
+		p.bad = true
+		return 0
+	}
+	n := int(p.s[0] - '0')
+	if !isDigitAt(p.s, 1) {
+		p.s = p.s[1:]
+		return n
+	}
+	n = n*10 + int(p.s[1]-'0')
+	p.s = p.s[2:]
+	return n
+}
+
+// year4 consumes a four-digit year ("2006").
+func (p *dateParser) year4() int {
+	n := 0
+	for i := 0; i < 4; i++ {
+		if !isDigitAt(p.s, i) {
+			p.bad = true
+			return 0
+		}
+		n = n*10 + int(p.s[i]-'0')
+	}
+	p.s = p.s[4:]
+	return n
+}
+
+// year2 consumes a two-character year ("06") the way time.Parse does: an
+// optionally signed decimal, then 69..99 -> 19xx, anything else -> 20xx.
+func (p *dateParser) year2() int {
+	if !isDigitAt(p.s, 1) {
+		p.bad = true
+		return 0
+	}
+	n := int(p.s[1] - '0')
+	switch c := p.s[0]; {
+	case c >= '0' && c <= '9':
+		n += 10 * int(c-'0')
+	case c == '-':
+		n = -n
+	case c != '+':
+		p.bad = true
+		return 0
+	}
+	p.s = p.s[2:]
+	if n >= 69 {
+		return n + 1900
+	}
+	return n + 2000
+}
+
+// frac consumes an optional fractional second, ".d..." or ",d...", and
+// returns it in nanoseconds; digits past the ninth are consumed and ignored.
+func (p *dateParser) frac() int {
+	if len(p.s) < 2 || p.s[0] != '.' && p.s[0] != ',' || !isDigitAt(p.s, 1) {
+		return 0
+	}
+	n := 2
+	for isDigitAt(p.s, n) {
+		n++
+	}
+	ns := 0
+	for i := 1; i < 10; i++ {
+		ns *= 10
+		if i < n {
+			ns += int(p.s[i] - '0')
+		}
+	}
+	p.s = p.s[n:]
+	return ns
+}
+
+func isDigitAt(s string, i int) bool { return i < len(s) && s[i] >= '0' && s[i] <= '9' }
+
+// daysIn is the number of days in month (1..12) of year (proleptic
+// Gregorian, as time uses).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// trimSpace is strings.TrimSpace (Unicode white space at either end;
+// invalid UTF-8 is not space). Hand-written so the runtime does not link
+// strings' Trim family and unicode's range tables for three header parsers.
+// One forward pass: end is where the last non-space rune ends.
+func trimSpace(s string) string {
+	first, end := -1, 0
+	prevWord := false
+	for i, r := range s {
+		if prevWord {
+			end = i
+		}
+		prevWord = !isSpace(r)
+		if prevWord && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	if prevWord {
+		end = len(s)
+	}
+	return s[first:end]
+}
+
+// isSpace is unicode.IsSpace: the White_Space property.
+func isSpace(r rune) bool {
+	switch {
+	case r == ' ', r >= '\t' && r <= '\r', r == 0x85, r == 0xa0, r == 0x1680,
+		r >= 0x2000 && r <= 0x200a, r == 0x2028, r == 0x2029, r == 0x202f, r == 0x205f, r == 0x3000:
+		return true
+	}
+	return false
+}
+
+// isDigits reports whether s is all ASCII digits. The parsers here check
+// digits by hand instead of calling strconv.ParseUint: its errors are
+// *strconv.NumError, whose Error method quotes the input with strconv.Quote,
+// and that links Unicode printability tables (~5 KB brotli) into the
+// runtime that nothing else needs.
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {

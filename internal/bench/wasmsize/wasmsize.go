@@ -25,12 +25,22 @@ type Package struct {
 	Funcs int
 }
 
+// Func is one function body: its name-section symbol and code bytes.
+type Func struct {
+	Name  string
+	Bytes int
+}
+
 // Report is the attribution of one binary.
 type Report struct {
 	Total    int // file size
 	Code     int // sum of function bodies
 	Data     int // data section
 	Packages []Package
+	// Funcs is every function body, largest first: the per-package totals
+	// say where code lives, this says which function to look at (a single
+	// std function such as time.Time.Format can cost kilobytes).
+	Funcs []Func
 }
 
 // Analyze reads the wasm file at path.
@@ -117,7 +127,9 @@ func analyze(b []byte) (Report, error) {
 	}
 	by := map[string]*Package{}
 	for k, sz := range bodies {
-		p := pkgOf(names[imported+k])
+		name := names[imported+k]
+		rep.Funcs = append(rep.Funcs, Func{Name: name, Bytes: sz})
+		p := pkgOf(name)
 		if by[p] == nil {
 			by[p] = &Package{Path: p}
 		}
@@ -129,6 +141,7 @@ func analyze(b []byte) (Report, error) {
 		rep.Packages = append(rep.Packages, *p)
 	}
 	sort.Slice(rep.Packages, func(i, j int) bool { return rep.Packages[i].Bytes > rep.Packages[j].Bytes })
+	sort.SliceStable(rep.Funcs, func(i, j int) bool { return rep.Funcs[i].Bytes > rep.Funcs[j].Bytes })
 	return rep, nil
 }
 
@@ -182,6 +195,22 @@ func (rep Report) Print(w io.Writer, n int) {
 	}
 	fmt.Fprintf(w, "  %-52s %9d %6d\n", "(other packages)", rest, restF)
 	fmt.Fprintf(w, "  %-52s %9d\n", "data section", rep.Data)
+}
+
+// PrintFuncs writes the n largest functions whose package path has the
+// given prefix ("" for all), e.g. "time" or "github.com/tabfence/tabfence/".
+func (rep Report) PrintFuncs(w io.Writer, n int, prefix string) {
+	fmt.Fprintf(w, "  %-72s %9s\n", "largest functions (uncompressed code bytes)", "bytes")
+	for _, f := range rep.Funcs {
+		if n <= 0 {
+			break
+		}
+		if !strings.HasPrefix(pkgOf(f.Name), prefix) {
+			continue
+		}
+		fmt.Fprintf(w, "  %-72s %9d\n", f.Name, f.Bytes)
+		n--
+	}
 }
 
 type reader struct {

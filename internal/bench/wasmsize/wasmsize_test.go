@@ -1,6 +1,11 @@
 package wasmsize
 
-import "testing"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestPkgOf(t *testing.T) {
 	for sym, want := range map[string]string{
@@ -26,4 +31,26 @@ func TestAnalyzeRejectsGarbage(t *testing.T) {
 			t.Errorf("analyze(%q): want an error", b)
 		}
 	}
+}
+
+// TestAnalyzeEnv prints the largest functions of the wasm file named by
+// WASMSIZE_FILE (skipped without it): a quick way to see which functions
+// a change added, e.g. WASMSIZE_PREFIX=time.
+func TestAnalyzeEnv(t *testing.T) {
+	path := os.Getenv("WASMSIZE_FILE")
+	if path == "" {
+		t.Skip("WASMSIZE_FILE not set")
+	}
+	rep, err := Analyze(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(os.Getenv("WASMSIZE_N"))
+	if n == 0 {
+		n = 40
+	}
+	var b strings.Builder
+	rep.Print(&b, 20)
+	rep.PrintFuncs(&b, n, os.Getenv("WASMSIZE_PREFIX"))
+	t.Log("\n" + b.String())
 }

@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// trimSpace and isSpace replace strings.TrimSpace and unicode.IsSpace (see
+// wire.go); they must agree everywhere.
+
+func TestIsSpaceMatchesUnicode(t *testing.T) {
+	for r := rune(-1); r <= unicode.MaxRune+1; r++ {
+		if isSpace(r) != unicode.IsSpace(r) {
+			t.Fatalf("isSpace(%U) = %v", r, isSpace(r))
+		}
+	}
+}
+
+var trimCases = []string{
+	"", " ", "  \t\n\v\f\r ", "a", " a ", "\ta b\n", "\u0085a\u00a0", "\u3000x\u2028\u2029",
+	"\u200bx\u200b", "\xffa\xff", " \xff ", "\xe2\x80\xa8", "\xe2\x80", "a\xe2\x80\xa8\x80", " \xe2\xe2\x80\xa8",
+	"\u1680\u2000\u200a\u202f\u205f", "x\u180e", "\uFFFD ", " \uFFFD", "é ", " é", "\x85", "\xc2\x85a\xc2\x85",
+	"\"abc\" ", " 12 ",
+}
+
+func TestTrimSpaceMatchesStrings(t *testing.T) {
+	for _, s := range trimCases {
+		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
+			t.Errorf("trimSpace(%q) = %q, want %q", s, got, want)
+		}
+	}
+}
+
+func FuzzTrimSpace(f *testing.F) {
+	for _, s := range trimCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
+			t.Fatalf("trimSpace(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
