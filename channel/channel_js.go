@@ -51,6 +51,10 @@ type Channel struct {
 	wake   chan struct{}
 	closed bool
 	done   chan struct{}
+
+	strMu   sync.Mutex
+	strs    [8]jsString // recurring header strings, see jsStr
+	strNext int
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -207,7 +211,7 @@ func (c *Channel) Post(e Envelope) error {
 	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
-	_, err := jsglue.Call(c.bc, "postMessage", encode(e))
+	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err
 }
 
@@ -251,22 +255,48 @@ func (c *Channel) Close() error {
 	return err
 }
 
-func encode(e Envelope) js.Value {
-	o := js.ValueOf(map[string]any{
-		"protocol": e.Protocol,
-		"version":  e.Version,
-		"id":       e.ID,
-		"kind":     e.Kind,
-		"resource": e.Resource,
-		"owner":    e.Owner,
-		"token":    float64(e.Token),
-		"seq":      float64(e.Seq),
-		"sentAt":   float64(e.SentAt),
-	})
+// encode builds the envelope as a plain object: one property write per
+// field. The header strings that repeat from message to message (protocol,
+// resource, owner, kind) come from c's cache, so posting does not copy them
+// into JavaScript (and register a new reference) every time.
+func (c *Channel) encode(e Envelope) js.Value {
+	o := jsObject.New()
+	o.Set("protocol", c.jsStr(e.Protocol))
+	o.Set("version", e.Version)
+	o.Set("id", e.ID)
+	o.Set("kind", c.jsStr(e.Kind))
+	o.Set("resource", c.jsStr(e.Resource))
+	o.Set("owner", c.jsStr(e.Owner))
+	o.Set("token", float64(e.Token))
+	o.Set("seq", float64(e.Seq))
+	o.Set("sentAt", float64(e.SentAt))
 	if e.Payload.Type() != js.TypeUndefined {
 		o.Set("payload", e.Payload)
 	}
 	return o
+}
+
+// jsStr returns s as a JavaScript string, from a small cache of the
+// channel's recurring header strings.
+func (c *Channel) jsStr(s string) js.Value {
+	c.strMu.Lock()
+	defer c.strMu.Unlock()
+	for i := range c.strs {
+		if c.strs[i].s == s && c.strs[i].v.Type() == js.TypeString {
+			return c.strs[i].v
+		}
+	}
+	v := js.ValueOf(s)
+	if len(s) <= 256 {
+		c.strs[c.strNext] = jsString{s, v}
+		c.strNext = (c.strNext + 1) % len(c.strs)
+	}
+	return v
+}
+
+type jsString struct {
+	s string
+	v js.Value
 }
 
 // ---- decoding untrusted values ----
@@ -275,27 +305,53 @@ var (
 	jsObject      = js.Global().Get("Object")
 	jsArrayBuffer = js.Global().Get("ArrayBuffer")
 	jsBlob        = js.Global().Get("Blob")
+	// charCodeAt(i) is NaN when i is past the end of the string: one call
+	// that bounds a string's length without copying it or boxing it.
+	jsCharCodeAt = js.Global().Get("String").Get("prototype").Get("charCodeAt")
+	// jsProtocol is held for the life of the program, so wasm_exec.js keeps
+	// one reference ID for the string "tabfence" and every received
+	// "tabfence" string gets that same ID: Equal compares without a copy.
+	jsProtocol = js.ValueOf(Protocol)
 )
 
 // decode reads an envelope from any value any same-origin script may have
-// posted. Every access goes through jsglue's guarded accessors; every field's type and bounds
-// are checked; strings are measured before they are copied into Go.
-func decode(data js.Value, l Limits) (Envelope, Reason) {
-	v := data
-	if v.Type() != js.TypeObject {
+// posted, in one pass of plain js.Value reads: one crossing into JavaScript
+// per field, one more to bound each string (charCodeAt, no copy) and the
+// copy itself; the protocol is compared without a copy. Every field's type
+// and bounds are checked; strings are bounded before they are copied into
+// Go. (A one-call variant, JSON.stringify(data, keys) parsed in Go, was
+// measured: once it also checks that no field is a wrapper object or Date,
+// which JSON reads as primitives, it is no faster than this.)
+//
+// Why plain Get is safe here, unlike on values the page's own scripts hand
+// the API (see jsglue.Get): data is the data of a MessageEvent from a
+// BroadcastChannel, a structured clone made by the browser. A clone holds
+// only plain data — objects, arrays, primitives, typed arrays, Blobs,
+// Maps, Sets… — never a getter, a Proxy or a function (the sender's
+// postMessage throws DataCloneError on those), so reading its properties
+// runs no script and cannot throw. (A script running in this very page
+// could patch Object.prototype with a throwing getter, but such a script
+// can already replace BroadcastChannel itself; the channel defends against
+// what other tabs post, not against the page it runs in.)
+//
+// What a clone can still hold is any *shape*: wrong types, huge strings,
+// NaN, and BigInts, on which js.Value.Type panics ("bad type flag"): that
+// panic is recovered here and the message counted as malformed.
+func decode(data js.Value, l Limits) (e Envelope, why Reason) {
+	defer func() {
+		if recover() != nil {
+			e, why = Envelope{}, Malformed
+		}
+	}()
+	if data.Type() != js.TypeObject {
 		return Envelope{}, Malformed
 	}
-	var e Envelope
-	var why Reason
 	// Protocol first: a value that is not ours is foreign, not malformed.
-	p, err := jsglue.Get(v, "protocol")
-	if err != nil || p.Type() != js.TypeString {
+	if p := data.Get("protocol"); !p.Equal(jsProtocol) {
 		return Envelope{}, ForeignProtocol
 	}
-	if e.Protocol, why = str(p, len(Protocol)); why != ReasonNone || e.Protocol != Protocol {
-		return Envelope{}, ForeignProtocol
-	}
-	ver, why := num(v, "version")
+	e.Protocol = Protocol
+	ver, why := num(data.Get("version"))
 	if why != ReasonNone {
 		return Envelope{}, why
 	}
@@ -303,78 +359,58 @@ func decode(data js.Value, l Limits) (Envelope, Reason) {
 		return Envelope{}, WrongVersion
 	}
 	e.Version = Version
-	if e.ID, why = strField(v, "id", l.MaxID); why != ReasonNone {
+	if e.ID, why = str(data.Get("id"), l.MaxID); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Kind, why = strField(v, "kind", l.MaxKind); why != ReasonNone {
+	if e.Kind, why = str(data.Get("kind"), l.MaxKind); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Resource, why = strField(v, "resource", l.MaxResource); why != ReasonNone {
+	if e.Resource, why = str(data.Get("resource"), l.MaxResource); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Owner, why = strField(v, "owner", l.MaxOwner); why != ReasonNone {
+	if e.Owner, why = str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Token, why = num(v, "token"); why != ReasonNone {
+	if e.Token, why = num(data.Get("token")); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Seq, why = num(v, "seq"); why != ReasonNone {
+	if e.Seq, why = num(data.Get("seq")); why != ReasonNone {
 		return Envelope{}, why
 	}
-	ts, why := num(v, "sentAt")
+	ts, why := num(data.Get("sentAt"))
 	if why != ReasonNone {
 		return Envelope{}, why
 	}
 	e.SentAt = int64(ts)
-	pl, err := jsglue.Get(v, "payload")
-	if err != nil {
-		return Envelope{}, Malformed
-	}
-	if why := payloadReason(pl, l); why != ReasonNone {
+	pl := data.Get("payload")
+	if why := clonedPayloadReason(pl, l); why != ReasonNone {
 		return Envelope{}, why
 	}
 	e.Payload = pl
 	return e, ReasonNone
 }
 
-func strField(v js.Value, name string, max int) (string, Reason) {
-	f, err := jsglue.Get(v, name)
-	if err != nil || f.Type() != js.TypeString {
-		return "", Malformed
-	}
-	return str(f, max)
-}
-
-// str copies a JavaScript string into Go after checking its length.
-// Object(s) wraps the primitive without copying and exposes length.
+// str copies a JavaScript string into Go after checking that it has at
+// most max UTF-16 units; anything else is malformed.
 func str(f js.Value, max int) (string, Reason) {
-	n, ok := length(f)
-	if !ok {
+	if f.Type() != js.TypeString {
 		return "", Malformed
 	}
-	if n > float64(max) {
+	if longer(f, max) {
 		return "", Oversized
 	}
 	return f.String(), ReasonNone
 }
 
-func length(f js.Value) (float64, bool) {
-	w, err := jsglue.Invoke(jsObject, f)
-	if err != nil {
-		return 0, false
-	}
-	n, err := jsglue.Get(w, "length")
-	if err != nil || n.Type() != js.TypeNumber {
-		return 0, false
-	}
-	return n.Float(), true
+// longer reports whether the string f has more than max UTF-16 units.
+func longer(f js.Value, max int) bool {
+	return !math.IsNaN(jsCharCodeAt.Call("call", f, max).Float())
 }
 
-// num reads a non-negative integer field <= 2^53-1: NaN, Infinity,
-// negatives, fractions, strings and missing fields are malformed.
-func num(v js.Value, name string) (uint64, Reason) {
-	f, err := jsglue.Get(v, name)
-	if err != nil || f.Type() != js.TypeNumber {
+// num reads a non-negative integer <= 2^53-1: NaN, Infinity, negatives,
+// fractions, strings and missing fields are malformed.
+func num(f js.Value) (uint64, Reason) {
+	if f.Type() != js.TypeNumber {
 		return 0, Malformed
 	}
 	x := f.Float()
@@ -384,12 +420,43 @@ func num(v js.Value, name string) (uint64, Reason) {
 	return uint64(x), ReasonNone
 }
 
-// payloadReason measures what can be measured without walking the value.
+// clonedPayloadReason is payloadReason for a received (structured-cloned)
+// payload: plain reads, see decode.
+func clonedPayloadReason(p js.Value, l Limits) Reason {
+	max := float64(l.MaxPayload)
+	t, ok := typeOf(p)
+	if !ok {
+		return ReasonNone // a BigInt: cloneable, nothing to measure
+	}
+	switch t {
+	case js.TypeString:
+		if longer(p, l.MaxPayload) {
+			return Oversized
+		}
+	case js.TypeObject:
+		switch {
+		case p.InstanceOf(jsArrayBuffer):
+			return sizeOf(p.Get("byteLength"), max)
+		case jsArrayBuffer.Call("isView", p).Truthy():
+			return sizeOf(p.Get("byteLength"), max)
+		case jsBlob.Type() == js.TypeFunction && p.InstanceOf(jsBlob):
+			return sizeOf(p.Get("size"), max)
+		}
+	}
+	return ReasonNone
+}
+
+// payloadReason measures an outgoing payload, which the app made and which
+// may be anything (a Proxy, an object with getters): guarded accessors.
 func payloadReason(p js.Value, l Limits) Reason {
 	max := float64(l.MaxPayload)
-	switch p.Type() {
+	t, ok := typeOf(p)
+	if !ok {
+		return ReasonNone // a BigInt: cloneable, nothing to measure
+	}
+	switch t {
 	case js.TypeString:
-		if n, ok := length(p); !ok || n > max {
+		if longer(p, l.MaxPayload) {
 			return Oversized
 		}
 	case js.TypeObject:
@@ -402,6 +469,25 @@ func payloadReason(p js.Value, l Limits) Reason {
 		if jsBlob.Type() == js.TypeFunction && jsglue.InstanceOf(p, jsBlob) {
 			return sizeProp(p, "size", max)
 		}
+	}
+	return ReasonNone
+}
+
+func typeOf(v js.Value) (t js.Type, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return v.Type(), true
+}
+
+func sizeOf(n js.Value, max float64) Reason {
+	if n.Type() != js.TypeNumber {
+		return Malformed
+	}
+	if n.Float() > max {
+		return Oversized
 	}
 	return ReasonNone
 }

@@ -150,6 +150,12 @@ const posts = [
   [{...ok(), sentAt: "now"}, "malformed"], [{...ok(), id: 7}, "malformed"], [{...ok(), id: ""}, "malformed"],
   [{...ok(), owner: undefined}, "malformed"], [{...ok(), kind: null}, "malformed"], [{...ok(), resource: ["r"]}, "malformed"],
   [{...ok(), version: "1"}, "malformed"], [{...ok(), version: NaN}, "malformed"],
+  // BigInts: syscall/js cannot type them; never a panic
+  [5n, "malformed"], [{...ok(), token: 5n}, "malformed"], [{...ok(), id: 5n}, "malformed"], [{...ok(), version: 1n}, "malformed"],
+  [{...ok(), protocol: 1n}, "foreign_protocol"],
+  // wrapper objects and Dates clone, and JSON would read them as primitives
+  [{...ok(), id: new String("x")}, "malformed"], [{...ok(), owner: new Date()}, "malformed"], [{...ok(), token: new Number(1)}, "malformed"],
+  [{...ok(), version: new Number(1)}, "malformed"], [{...ok(), protocol: new String("tabfence")}, "foreign_protocol"],
   // foreign
   [{}, "foreign_protocol"], [[], "foreign_protocol"], [nested, "foreign_protocol"], [new Date(), "foreign_protocol"],
   [new Map([["protocol", "tabfence"]]), "foreign_protocol"], [{...ok(), protocol: "other"}, "foreign_protocol"],
@@ -166,7 +172,8 @@ const expect = {};
 for (const [v, reason] of posts) { bc.postMessage(v); expect[reason] = (expect[reason] || 0) + 1; }
 // Fine ones: a nested junk payload is opaque and allowed.
 bc.postMessage({...ok(), payload: nested});
-bc.postMessage({...ok(), seq: 2, id: "last", payload: "p".repeat(1000)});
+bc.postMessage({...ok(), seq: 2, id: "bigint", payload: 2n ** 70n}); // a BigInt payload is data
+bc.postMessage({...ok(), seq: 3, id: "last", payload: "p".repeat(1000)});
 bc.close();
 return expect;`)
 	expect := post.Invoke(name)
@@ -184,7 +191,7 @@ return expect;`)
 			t.Errorf("%s: dropped %d, want %d", r, st.DroppedBy(r), want)
 		}
 	}
-	if len(got.list()) != 2 || st.Delivered != 2 {
+	if len(got.list()) != 3 || st.Delivered != 3 {
 		t.Fatalf("delivered %d", len(got.list()))
 	}
 	// The tab still works.
@@ -192,7 +199,7 @@ return expect;`)
 	if _, err := a.Send(NewSequencer("r", "good", 2), "k", js.Undefined()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a good message after the garbage", func() bool { return len(got.list()) == 3 })
+	waitFor(t, "a good message after the garbage", func() bool { return len(got.list()) == 4 })
 }
 
 func TestBufferDuringLoadThenReplay(t *testing.T) {

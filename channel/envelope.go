@@ -210,7 +210,29 @@ func (s *Sequencer) Next(kind string, payload Payload) Envelope {
 // never order (a UUID cannot fence). The bytes come from the platform's
 // CSPRNG: crypto/rand natively, and in the browser crypto.getRandomValues
 // directly (see internal/randid).
-func NewID() string { return randid.New() }
+//
+// The bytes are drawn from the CSPRNG 32 IDs at a time: in the browser each
+// draw is several calls into JavaScript (a Uint8Array, getRandomValues, a
+// copy), which a post would otherwise pay for 16 bytes.
+func NewID() string {
+	idPool.mu.Lock()
+	defer idPool.mu.Unlock()
+	if idPool.n == 0 {
+		randid.Read(idPool.buf[:])
+		idPool.n = len(idPool.buf)
+	}
+	b := idPool.buf[idPool.n-16 : idPool.n]
+	idPool.n -= 16
+	id := randid.Hex(b)
+	clear(b) // a drawn ID's bytes do not linger
+	return id
+}
+
+var idPool struct {
+	mu  sync.Mutex
+	buf [32 * 16]byte
+	n   int
+}
 
 // Verdict is what a cursor decides about one message.
 type Verdict struct {

@@ -162,3 +162,27 @@ func TestGetSurvivesThrowingGetterAndProxy(t *testing.T) {
 		t.Fatal("want an error")
 	}
 }
+
+// Async settles at once what did not block, and still settles later what
+// did.
+func TestAsyncSettledAndPending(t *testing.T) {
+	state := js.Global().Call("eval", `(p) => { let s = "pending"; p.then(() => s = "resolved", () => s = "rejected"); return () => s; }`)
+	p := Async(func() (any, error) { return "now", nil })
+	probe := state.Invoke(p)
+	if v, err := Await(context.Background(), p); err != nil || v.String() != "now" {
+		t.Fatalf("got %v %v", v, err)
+	}
+	if probe.Invoke().String() != "resolved" {
+		t.Fatal("not resolved")
+	}
+	release := make(chan struct{})
+	p = Async(func() (any, error) { <-release; return "later", nil })
+	go close(release)
+	if v, err := Await(context.Background(), p); err != nil || v.String() != "later" {
+		t.Fatalf("got %v %v", v, err)
+	}
+	p = Async(func() (any, error) { <-release; panic("late kaboom") })
+	if _, err := Await(context.Background(), p); err == nil {
+		t.Fatal("a late panic must reject")
+	}
+}

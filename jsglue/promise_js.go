@@ -5,6 +5,8 @@ package jsglue
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
 	"syscall/js"
 )
 
@@ -62,15 +64,19 @@ func Await(ctx context.Context, p js.Value) (js.Value, error) {
 // exported API method) returns at once while Go keeps working.
 type Deferred struct {
 	Promise js.Value
-	resolve js.Value
-	reject  js.Value
-	done    bool
+	// r is the {promise, resolve, reject} of Promise.withResolvers. The
+	// functions are called as its methods (they ignore this) rather than
+	// read out: two fewer crossings and references per promise.
+	r    js.Value
+	done bool
 }
+
+var jsPromise = js.Global().Get("Promise")
 
 // NewDeferred creates an unsettled promise.
 func NewDeferred() *Deferred {
-	r := js.Global().Get("Promise").Call("withResolvers")
-	return &Deferred{Promise: r.Get("promise"), resolve: r.Get("resolve"), reject: r.Get("reject")}
+	r := jsPromise.Call("withResolvers")
+	return &Deferred{Promise: r.Get("promise"), r: r}
 }
 
 // Resolve settles the promise with v (any value js.ValueOf accepts). Only
@@ -80,7 +86,7 @@ func (d *Deferred) Resolve(v any) {
 		return
 	}
 	d.done = true
-	d.resolve.Invoke(v)
+	d.r.Call("resolve", v)
 }
 
 // Reject settles the promise with a JavaScript Error built from err.
@@ -89,7 +95,7 @@ func (d *Deferred) Reject(err error) {
 		return
 	}
 	d.done = true
-	d.reject.Invoke(ToJS(err))
+	d.r.Call("reject", ToJS(err))
 }
 
 // Settle resolves with v when err is nil and rejects otherwise.
@@ -104,17 +110,56 @@ func (d *Deferred) Settle(v any, err error) {
 // Async runs fn on a new goroutine and returns a promise of its result:
 // the way to export a blocking Go function to JavaScript. A panic in fn
 // rejects the promise instead of killing the program.
+//
+// Before returning, Async yields once (runtime.Gosched): on js/wasm the
+// new goroutine then runs at once, until it finishes or waits for
+// JavaScript. If it finished — fn did not block, as many API calls do not —
+// the result is returned as an already-settled promise (Promise.resolve or
+// Promise.reject), without the resolver functions of a pending one and the
+// later call to settle it. Otherwise the promise is pending and the
+// goroutine settles it. Either way the caller sees the same value.
 func Async(fn func() (any, error)) js.Value {
-	d := NewDeferred()
-	go func() {
+	a := &asyncCall{}
+	go a.run(fn)
+	runtime.Gosched()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		if a.err != nil {
+			return jsPromise.Call("reject", ToJS(a.err))
+		}
+		return jsPromise.Call("resolve", a.v)
+	}
+	a.d = NewDeferred()
+	return a.d.Promise
+}
+
+type asyncCall struct {
+	mu   sync.Mutex
+	done bool
+	v    any
+	err  error
+	d    *Deferred // set when Async returned before fn finished
+}
+
+func (a *asyncCall) run(fn func() (any, error)) {
+	var v any
+	var err error
+	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				d.Reject(recoveredError(r))
+				v, err = nil, recoveredError(r)
 			}
 		}()
-		d.Settle(fn())
+		v, err = fn()
 	}()
-	return d.Promise
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.d != nil {
+		a.d.Settle(v, err)
+		return
+	}
+	a.done, a.v, a.err = true, v, err
 }
 
 // Signal returns an AbortSignal that aborts when ctx ends, for JavaScript

@@ -223,12 +223,20 @@ func (cs *chanState) leader() (*election, *locks.Leadership, error) {
 
 // post sends kind/payload under leadership l (sequence per leadership).
 func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV, payload js.Value) (any, error) {
-	kind, err := requiredString(where, "kind", argOf(kindV))
-	if err != nil {
-		return nil, err
+	// A kind is usually one of a few recurring strings: a cached one is
+	// known valid and needs no copy.
+	kind, known := recurring.lookup(kindV)
+	if !known {
+		var err error
+		if kind, err = requiredString(where, "kind", argOf(kindV)); err != nil {
+			return nil, err
+		}
 	}
 	if len(kind) > channel.DefaultLimits.MaxKind {
 		return nil, typeErr(where, "kind is longer than "+itoa(channel.DefaultLimits.MaxKind)+" bytes")
+	}
+	if !known {
+		recurring.get(kind) // remember it for the next post
 	}
 	if el == nil || l == nil || l.Ctx.Err() != nil {
 		return nil, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}
@@ -297,12 +305,12 @@ func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
 func messageJS(m channel.Message) js.Value {
 	o := newObject()
 	o.Set("id", m.ID)
-	o.Set("kind", m.Kind)
+	o.Set("kind", recurring.get(m.Kind))
 	o.Set("payload", m.Payload)
 	o.Set("token", float64(m.Token))
 	o.Set("seq", float64(m.Seq))
-	o.Set("resource", m.Resource)
-	o.Set("owner", m.Owner)
+	o.Set("resource", recurring.get(m.Resource))
+	o.Set("owner", recurring.get(m.Owner))
 	o.Set("sentAt", float64(m.SentAt))
 	o.Set("gap", m.Gap)
 	return o

@@ -189,5 +189,57 @@ func callLater(fn js.Value, args ...any) {
 		return
 	}
 	b := fn.Call("bind", append([]any{nil}, args...)...)
-	js.Global().Call("queueMicrotask", b)
+	jsQueueMicrotask.Invoke(b)
+}
+
+// jsQueueMicrotask is called with Invoke (this undefined, which Web IDL
+// operations of the global scope accept): no method name to decode.
+var jsQueueMicrotask = js.Global().Get("queueMicrotask")
+
+// recurring maps the strings that recur in message after message (kinds,
+// resources, owner IDs) to JavaScript strings made once: each js.ValueOf
+// of a Go string decodes it in JavaScript and registers a new reference
+// (with a Go finalizer), which the message path would otherwise pay per
+// field per message.
+var recurring strCache
+
+type strCache struct {
+	mu   sync.Mutex
+	ents [16]struct {
+		s string
+		v js.Value
+	}
+	next int
+}
+
+// lookup returns the Go string of v when v is a JavaScript string in the
+// cache: wasm_exec.js gives equal strings the same reference while one is
+// held, so the comparison is Go-side only — no copy of v into Go.
+func (c *strCache) lookup(v js.Value) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.ents {
+		if e := &c.ents[i]; e.v.Type() == js.TypeString && e.v.Equal(v) {
+			return e.s, true
+		}
+	}
+	return "", false
+}
+
+// get returns s as a JavaScript string. Strings over 256 bytes are not
+// kept.
+func (c *strCache) get(s string) js.Value {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.ents {
+		if e := &c.ents[i]; e.s == s && e.v.Type() == js.TypeString {
+			return e.v
+		}
+	}
+	v := js.ValueOf(s)
+	if len(s) <= 256 {
+		c.ents[c.next].s, c.ents[c.next].v = s, v
+		c.next = (c.next + 1) % len(c.ents)
+	}
+	return v
 }

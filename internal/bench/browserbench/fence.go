@@ -108,35 +108,72 @@ const fenceBenchJS = `(async (kind, n, rounds) => {
 
 // echoJS installs, in the second tab, a fenced leader that answers every
 // "ping" on channel ping with a "pong" on its own channel, and the same
-// over two raw BroadcastChannels.
-const echoJS = `((scopeX, scopeY) => new Promise((ok) => {
+// over two raw BroadcastChannels. With diag, a raw BroadcastChannel on the
+// ping channel, opened before tabfence's, stamps each message's arrival, so
+// the time from arrival to the subscriber call (the runtime's receive path)
+// and the time of ctx.post are recorded in window.__rttDiag.
+const echoJS = `((scopeX, scopeY, diag) => new Promise((ok) => {
 	const tf = tabfenceDemo.tf;
+	const d = window.__rttDiag = { recv: [], post: [], gap: [], handler: [] };
+	let arrived = 0, entered = 0, left = 0;
+	if (diag) {
+		new BroadcastChannel(tf.lockName(scopeX, 1)).onmessage = () => { arrived = performance.now(); };
+		// Time the runtime's own onmessage handler: wrap what it sets.
+		const desc = Object.getOwnPropertyDescriptor(BroadcastChannel.prototype, "onmessage");
+		Object.defineProperty(BroadcastChannel.prototype, "onmessage", { configurable: true, get: desc.get, set(h) {
+			desc.set.call(this, typeof h !== "function" ? h : function (ev) { entered = performance.now(); const r = h.call(this, ev); left = performance.now(); return r; });
+		} });
+	}
 	const el = tf.elect({ scope: scopeY, protocol: 1, resource: scopeY, database: "tabfence-bench",
 		onLeader(ctx) {
 			const sub = tf.channel(tf.lockName(scopeX, 1));
-			sub.subscribe((m) => { ctx.post("pong", m.payload); });
+			sub.subscribe((m) => {
+				if (!diag) { ctx.post("pong", m.payload); return; }
+				const t0 = performance.now();
+				d.recv.push(t0 - arrived); d.gap.push(entered - arrived); d.handler.push(left - entered);
+				ctx.post("pong", m.payload);
+				d.post.push(performance.now() - t0);
+			});
 			ok(el.lockName);
 		} });
 	const rawIn = new BroadcastChannel("raw-ping-" + scopeX), rawOut = new BroadcastChannel("raw-pong-" + scopeX);
 	rawIn.onmessage = (ev) => rawOut.postMessage(ev.data);
 }))`
 
-// pingJS runs in the first tab: RoundTrips round trips each way, in
-// alternating blocks, and returns the times in ms.
-const pingJS = `((scopeX, scopeY, n, block) => new Promise((ok, fail) => {
+// pingJS runs in the first tab: n round trips each way after warm
+// warm-up ones, in alternating blocks, and returns the times in ms (with
+// diag, also the receive and post times of this side, see echoJS).
+const pingJS = `((scopeX, scopeY, n, block, warm, diag) => new Promise((ok, fail) => {
 	const tf = tabfenceDemo.tf;
+	const d = { recv: [], post: [], bcTF: [], bcRaw: [] };
+	let arrived = 0;
+	if (diag) {
+		new BroadcastChannel(tf.lockName(scopeY, 1)).onmessage = () => { arrived = performance.now(); };
+		const orig = BroadcastChannel.prototype.postMessage;
+		BroadcastChannel.prototype.postMessage = function (m) {
+			const t0 = performance.now();
+			orig.call(this, m);
+			(typeof m === "object" ? d.bcTF : d.bcRaw).push(performance.now() - t0);
+		};
+	}
 	const el = tf.elect({ scope: scopeX, protocol: 1, resource: scopeX, database: "tabfence-bench",
 		async onLeader(ctx) {
 			try {
 				const pongs = tf.channel(tf.lockName(scopeY, 1));
 				let waiting = null;
-				pongs.subscribe((m) => { if (waiting) { const w = waiting; waiting = null; w(); } });
+				pongs.subscribe((m) => { if (diag) d.recv.push(performance.now() - arrived); if (waiting) { const w = waiting; waiting = null; w(); } });
 				const rawOut = new BroadcastChannel("raw-ping-" + scopeX), rawIn = new BroadcastChannel("raw-pong-" + scopeX);
 				let rawWaiting = null;
 				rawIn.onmessage = () => { if (rawWaiting) { const w = rawWaiting; rawWaiting = null; w(); } };
-				const tfOnce = () => new Promise((res) => { waiting = res; ctx.post("ping", 1); });
+				const tfOnce = () => new Promise((res) => {
+					waiting = res;
+					const t0 = performance.now();
+					ctx.post("ping", 1);
+					if (diag) d.post.push(performance.now() - t0);
+				});
 				const rawOnce = () => new Promise((res) => { rawWaiting = res; rawOut.postMessage(1); });
-				for (let k = 0; k < 10; k++) { await tfOnce(); await rawOnce(); } // warm up
+				for (let k = 0; k < warm; k++) { await tfOnce(); await rawOnce(); } // warm up
+				d.recv.length = d.post.length = d.bcTF.length = d.bcRaw.length = 0;
 				const tfMs = [], rawMs = [];
 				for (let b = 0; b < n / block; b++) {
 					for (const side of b % 2 === 0 ? ["tf", "raw"] : ["raw", "tf"]) {
@@ -147,7 +184,7 @@ const pingJS = `((scopeX, scopeY, n, block) => new Promise((ok, fail) => {
 						}
 					}
 				}
-				ok({ tf: tfMs, raw: rawMs });
+				ok({ tf: tfMs, raw: rawMs, recv: d.recv, post: d.post, bcTF: d.bcTF, bcRaw: d.bcRaw });
 			} catch (e) { fail(e); }
 		} });
 }))`
@@ -158,8 +195,16 @@ type rates struct {
 }
 
 type rtts struct {
-	TF  []float64 `json:"tf"`
-	Raw []float64 `json:"raw"`
+	TF   []float64 `json:"tf"`
+	Raw  []float64 `json:"raw"`
+	Recv []float64 `json:"recv"` // diag: arrival -> subscriber, this tab
+	Post []float64 `json:"post"` // diag: ctx.post call, this tab
+	// diag: BroadcastChannel.postMessage calls of tabfence and raw, this tab
+	BCTF  []float64 `json:"bcTF"`
+	BCRaw []float64 `json:"bcRaw"`
+	// diag, echo tab: raw arrival -> runtime's handler entered, time in it
+	Gap     []float64 `json:"gap"`
+	Handler []float64 `json:"handler"`
 }
 
 // fenceFigures measures and prints the figures of issue 3.
@@ -200,16 +245,9 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base str
 		return err
 	}
 	defer y.Close()
-	sx, sy := "rtt-x-"+stamp, "rtt-y-"+stamp
-	if _, err := evalLong[string](y, echoJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`)`); err != nil {
-		return fmt.Errorf("echo tab: %w", err)
-	}
-	rt, err := evalLong[rtts](x, pingJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`, `+strconv.Itoa(RoundTrips)+`, `+strconv.Itoa(rttBlock)+`)`)
+	rt, _, err := channelRTT(x, y, stamp, RoundTrips, 10, false)
 	if err != nil {
-		return fmt.Errorf("round trip: %w", err)
-	}
-	if len(rt.TF) == 0 || len(rt.Raw) == 0 {
-		return errors.New("round trip: no samples")
+		return err
 	}
 
 	layer, lerr := idbLayer(ctx, b, base)
@@ -232,6 +270,111 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base str
 	fmt.Fprintf(tw, "channel round trip p95 (ms)\t%.2f\t%.2f\t\t\t\t\n", percentile(rt.TF, 95), percentile(rt.Raw, 95))
 	return tw.Flush()
 }
+
+// channelRTT measures n fenced round trips between leader tabs x and y
+// against raw BroadcastChannels, after warm warm-up ones. With diag it
+// also returns the echo tab's receive and post times (see echoJS).
+func channelRTT(x, y *harness.Tab, stamp string, n, warm int, diag bool) (rtts, rtts, error) {
+	sx, sy := "rtt-x-"+stamp, "rtt-y-"+stamp
+	d := strconv.FormatBool(diag)
+	if _, err := evalLong[string](y, echoJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`, `+d+`)`); err != nil {
+		return rtts{}, rtts{}, fmt.Errorf("echo tab: %w", err)
+	}
+	rt, err := evalLong[rtts](x, pingJS+`(`+strconv.Quote(sx)+`, `+strconv.Quote(sy)+`, `+strconv.Itoa(n)+`, `+strconv.Itoa(rttBlock)+`, `+strconv.Itoa(warm)+`, `+d+`)`)
+	if err != nil {
+		return rtts{}, rtts{}, fmt.Errorf("round trip: %w", err)
+	}
+	if len(rt.TF) == 0 || len(rt.Raw) == 0 {
+		return rtts{}, rtts{}, errors.New("round trip: no samples")
+	}
+	var echo rtts
+	if diag {
+		if echo, err = evalLong[rtts](y, `window.__rttDiag`); err != nil {
+			return rtts{}, rtts{}, err
+		}
+	}
+	return rt, echo, nil
+}
+
+// RunChannelRTT measures only the channel round trip: runs rounds of n
+// round trips (fresh tab pair each), printing p50/p95 of tabfence and raw
+// per round, and with diag where the time goes.
+func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds int, diag bool) error {
+	srv, err := harness.Serve(distDir)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	open := func(scope string) (*harness.Tab, error) {
+		t, err := b.NewTab()
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Navigate(srv.URL + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
+			t.Close()
+			return nil, err
+		}
+		if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	for r := 0; r < rounds; r++ {
+		stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+		x, err := open("bench-rtt-x-" + stamp)
+		if err != nil {
+			return err
+		}
+		y, err := open("bench-rtt-y-" + stamp)
+		if err != nil {
+			x.Close()
+			return err
+		}
+		var stop func()
+		if r == 0 && rttProfile != nil {
+			stop = rttProfile(x, y)
+		}
+		rt, echo, err := channelRTT(x, y, stamp, n, 100, diag)
+		if stop != nil {
+			stop()
+		}
+		x.Close()
+		y.Close()
+		if err != nil {
+			return err
+		}
+		tp, rp := percentile(rt.TF, 50), percentile(rt.Raw, 50)
+		fmt.Fprintf(w, "round %d: tabfence p50 %.3f p95 %.3f mean %.3f | raw p50 %.3f p95 %.3f mean %.3f | p50 over raw %.3f ms\n",
+			r, tp, percentile(rt.TF, 95), mean(rt.TF), rp, percentile(rt.Raw, 95), mean(rt.Raw), tp-rp)
+		if diag {
+			fmt.Fprintf(w, "  p50 ms: ping post %.3f, echo arrival->subscriber %.3f, echo post %.3f, ping arrival->subscriber %.3f\n",
+				percentile(rt.Post, 50), percentile(echo.Recv, 50), percentile(echo.Post, 50), percentile(rt.Recv, 50))
+			fmt.Fprintf(w, "  means ms: ping post %.3f, echo arrival->subscriber %.3f, echo post %.3f, ping arrival->subscriber %.3f; ping postMessage tabfence %.3f raw %.3f\n",
+				mean(rt.Post), mean(echo.Recv), mean(echo.Post), mean(rt.Recv), mean(rt.BCTF), mean(rt.BCRaw))
+			fmt.Fprintf(w, "  echo receive means ms: raw arrival -> runtime handler %.3f, in handler (Go) %.3f, handler -> subscriber %.3f\n",
+				mean(echo.Gap), mean(echo.Handler), mean(echo.Recv)-mean(echo.Gap)-mean(echo.Handler))
+		}
+	}
+	return nil
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(max(len(xs), 1))
+}
+
+// rttProfile, when set (by a test), runs around the first round of
+// RunChannelRTT: it may profile the tabs.
+var rttProfile func(x, y *harness.Tab) (stop func())
 
 // evalLong is harness.Eval with a deadline that fits a benchmark.
 func evalLong[T any](t *harness.Tab, expr string) (T, error) {
