@@ -258,13 +258,13 @@ func wrapIDB(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var ie *IDBError
-	if errors.As(err, &ie) {
+	// errors.AsType rather than errors.As: no reflection in the download.
+	if _, ok := errors.AsType[*IDBError](err); ok {
 		return err
 	}
-	var je *jsglue.JSError
-	var ae *abortedError
-	if errors.As(err, &je) || errors.As(err, &ae) || errors.Is(err, ErrTxAborted) {
+	_, isJS := errors.AsType[*jsglue.JSError](err)
+	_, isAbort := errors.AsType[*abortedError](err)
+	if isJS || isAbort || errors.Is(err, ErrTxAborted) {
 		return &IDBError{Op: op, Err: err}
 	}
 	return err

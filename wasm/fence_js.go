@@ -635,16 +635,14 @@ func (fx *electFence) lostReason(reason string, err error) (string, error) {
 }
 
 func leResource(err error) string {
-	var le *locks.LostError
-	if errors.As(err, &le) {
+	if le, ok := errors.AsType[*locks.LostError](err); ok {
 		return le.Resource
 	}
 	return ""
 }
 
 func leToken(err error) uint64 {
-	var le *locks.LostError
-	if errors.As(err, &le) {
+	if le, ok := errors.AsType[*locks.LostError](err); ok {
 		return le.Token
 	}
 	return 0
