@@ -5,7 +5,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"strconv"
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
@@ -154,7 +153,7 @@ func (f *FetchTransport) readBody(ctx context.Context, resp js.Value) ([]byte, e
 		limit = DefaultMaxResponseBytes
 	}
 	if cl := resp.Get("headers").Call("get", "content-length"); cl.Type() == js.TypeString {
-		if n, err := strconv.Atoi(cl.String()); err == nil && n > limit {
+		if n, ok := parseLength(cl.String()); ok && n > limit {
 			_, _ = jsglue.Call(resp.Get("body"), "cancel")
 			return nil, ErrResponseTooLarge
 		}
@@ -203,3 +202,24 @@ type fetchError struct {
 
 func (e *fetchError) Error() string { return "outbox: fetch " + e.stage + ": " + e.err.Error() }
 func (e *fetchError) Unwrap() error { return e.err }
+
+// parseLength reads a Content-Length value (digits only); a value too long
+// to be a sane length counts as huge. Hand-written so strconv's error
+// machinery is not linked for one header.
+func parseLength(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > 1<<40 {
+			return 1 << 40, true
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}

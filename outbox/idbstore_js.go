@@ -5,7 +5,7 @@ package outbox
 import (
 	"context"
 	"errors"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall/js"
@@ -783,7 +783,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	slices.SortFunc(out, bySeq)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

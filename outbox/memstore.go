@@ -2,7 +2,7 @@ package outbox
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
 )
 
@@ -185,7 +185,7 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 			match = append(match, r)
 		}
 	}
-	sort.Slice(match, func(i, j int) bool { return match[i].Seq < match[j].Seq })
+	slices.SortFunc(match, bySeq)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -225,7 +225,7 @@ func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 			out = append(out, r.Clone())
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	slices.SortFunc(out, bySeq)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

@@ -184,3 +184,15 @@ func ReleaseLease(l Lease, now time.Time) func(Lease, bool) (Lease, error) {
 func CurrentLease(cur Lease, found bool, l Lease) bool {
 	return found && cur.Owner == l.Owner && cur.Token == l.Token
 }
+
+// bySeq orders records by enqueue sequence (for slices.SortFunc, which,
+// unlike sort.Slice, needs no reflection-based swapper in the download).
+func bySeq(a, b Record) int {
+	switch {
+	case a.Seq < b.Seq:
+		return -1
+	case a.Seq > b.Seq:
+		return 1
+	}
+	return 0
+}

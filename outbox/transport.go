@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"strings"
 )
 
 // Header is a small case-insensitive header set (fetch reports lowercase
@@ -15,11 +14,33 @@ func (h Header) Get(name string) string {
 		return v
 	}
 	for k, v := range h {
-		if strings.EqualFold(k, name) {
+		if equalFoldASCII(k, name) {
 			return v
 		}
 	}
 	return ""
+}
+
+// equalFoldASCII compares header names case-insensitively. Field names are
+// ASCII tokens (RFC 9110 §5.1), so ASCII folding is exact; strings.EqualFold
+// would link Unicode case tables into the wasm download for nothing.
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // Request is one send. Header carries, from the wire contract:

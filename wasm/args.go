@@ -150,7 +150,7 @@ func validateElect(a electArgs) (electOptions, error) {
 	// locks.Name has the last word on what makes a lock name (length,
 	// control characters); its complaint is still a TypeError to the caller.
 	if _, err := locks.Name(o.Scope, o.Protocol); err != nil {
-		return o, typeErr(where, "scope "+strconv.Quote(o.Scope)+" cannot name a lock: "+err.Error())
+		return o, typeErr(where, "scope "+quote(o.Scope)+" cannot name a lock: "+err.Error())
 	}
 	if o.Resource, err = optionalString(where, "resource", a.Resource); err != nil {
 		return o, err
@@ -168,4 +168,25 @@ func validateElect(a electArgs) (electOptions, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// quote renders s for an error message: in double quotes, with quotes,
+// backslashes and control characters escaped, so a hostile or mistaken
+// argument cannot garble the message. (strconv.Quote would link strconv's
+// Unicode tables into the download for two error messages.)
+func quote(s string) string {
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
 }

@@ -79,3 +79,17 @@ func TestKindNamesMatchConstants(t *testing.T) {
 		t.Fatal("kind names out of step with the constants")
 	}
 }
+
+func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":         `"plain"`,
+		`a"b`:           `"a\"b"`,
+		`back\slash`:    `"back\\slash"`,
+		"nl\nx\x00\x7f": `"nl\x0ax\x00\x7f"`,
+		"ünïcode":       `"ünïcode"`,
+	} {
+		if got := quote(in); got != want {
+			t.Errorf("quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

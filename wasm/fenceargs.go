@@ -94,7 +94,7 @@ func validateStorage(where string, a storageArgs, forElect bool) (storageOptions
 			return o, err
 		}
 		if len(name) >= 3 && name[:3] == "tf_" {
-			return o, typeErr(where, "store names starting with tf_ are reserved, got "+strconv.Quote(name))
+			return o, typeErr(where, "store names starting with tf_ are reserved, got "+quote(name))
 		}
 		if !contains(o.Stores, name) {
 			o.Stores = append(o.Stores, name)
