@@ -58,6 +58,12 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 	recs := make([]Record, len(all))
 	copy(recs, all)
 	for i := range recs {
+		if orphaned(&recs[i], req.Lease) {
+			// Leased under an older token of this queue's lease: that owner
+			// was superseded (a frozen owner whose lock was stolen) and can
+			// change nothing any more, so its lease is over now.
+			recs[i].LeaseExpiresAt = req.Now
+		}
 		if LeaseExpired(&recs[i], req.Now) {
 			if r, err := RecoverExpired(recs[i], req.Now); err == nil {
 				recs[i] = r
@@ -136,4 +142,12 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 		plan.Claimed = append(plan.Claimed, l...)
 	}
 	return plan
+}
+
+// orphaned reports whether an in-flight record is leased under a token older
+// than the claimer's current lease: its owner was superseded and every change
+// it tries is refused (ErrStaleOwner), so the record need not wait for its
+// lease expiry.
+func orphaned(r *Record, l Lease) bool {
+	return r.Status.InFlight() && r.LeaseToken != 0 && r.LeaseToken < l.Token
 }

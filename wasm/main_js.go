@@ -19,6 +19,7 @@ func main() {
 	api := newObject()
 	api.Set("version", apiVersion)
 	registerElect(api)
+	registerOutbox(api)
 	registerFence(api)
 	registerChannel(api)
 

@@ -14,13 +14,14 @@ import (
 	"path/filepath"
 
 	"github.com/tabfence/tabfence/internal/bench/browserbench"
+	"github.com/tabfence/tabfence/internal/bench/outboxbench"
 	"github.com/tabfence/tabfence/internal/bench/serverbench"
 	"github.com/tabfence/tabfence/internal/bench/wasmsize"
 )
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, server or size")
+	only := flag.String("only", "", "run one part: browser, outbox, server or size")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -29,6 +30,13 @@ func main() {
 		fmt.Println("== browser runtime (headless Chromium) ==")
 		if err := browserbench.Run(ctx, os.Stdout, *dist); err != nil {
 			fmt.Fprintln(os.Stderr, "browser bench:", err)
+			fail = true
+		}
+	}
+	if *only == "" || *only == "outbox" {
+		fmt.Println("== outbox (headless Chromium, in-process receiver on loopback) ==")
+		if err := outboxbench.Run(ctx, os.Stdout, *dist); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox bench:", err)
 			fail = true
 		}
 	}

@@ -472,3 +472,183 @@ export interface Channel {
   /** Leaves the channel. Idempotent. */
   close(): void;
 }
+
+// ---- tf.outbox: the durable, fenced outbox (issue 5) ----
+
+export interface Tabfence {
+  /**
+   * Opens the durable outbox `name` shared by the tabs of this browser: an
+   * IndexedDB queue (the source of truth), one flush owner at a time (the Web
+   * Lock `"tabfence:outbox-<name>:v1"` with ifAvailable; an IndexedDB lease
+   * where Web Locks are missing), server fencing tokens from
+   * `POST /fence/outbox:<name>:<user>`, and a frozen-owner watchdog. Flushes
+   * are triggered by `online`, the tab becoming visible, `focus`, enqueues in
+   * any tab, the timer of the next due record, and {@link Outbox.flush}.
+   * @throws TypeError (rejection) for bad options.
+   */
+  outbox(options: OutboxOptions): Promise<Outbox>;
+}
+
+/** How an enqueue treats earlier waiting records with the same operationKey. */
+export type Dedupe = "append" | "replace-latest" | "merge" | "drop-if-exists";
+
+export interface OutboxPolicy {
+  /** Dedupe is domain logic: configured per operation type, never guessed. Distinct business facts use "append". */
+  dedupe: Dedupe;
+  /** For "merge": (older, newer) parsed payloads -> merged payload; synchronous. Default: Object.assign({}, older, newer). */
+  merge?(older: unknown, newer: unknown): unknown;
+  /** Overrides OutboxOptions.maxAttempts for this operation type. */
+  maxAttempts?: number;
+  /** Overrides OutboxOptions.endpoint for this operation type. */
+  endpoint?: string;
+}
+
+export interface OutboxOptions {
+  /** Queue scope: names the IndexedDB database, the Web Lock and the channel. */
+  name: string;
+  /** Where records are POSTed (path or URL), e.g. "/api/notes". */
+  endpoint: string;
+  /** The logged-in user; records are enqueued and sent under it only. */
+  user?: string;
+  /** Credentials added at send time, never stored: an object, or a function of the record's user. */
+  headers?: Record<string, string> | ((user: string) => Record<string, string>);
+  /** Operation type -> policy. An operation type without a policy is refused (UnknownOperationError). */
+  policies: Record<string, OutboxPolicy>;
+  /** Charged attempts before a record becomes a dead letter (default 10). */
+  maxAttempts?: number;
+  /** Exponential backoff with full jitter, in ms (default base 1000, cap 300000); Retry-After is honoured as a floor. */
+  backoff?: { base?: number; cap?: number };
+  /** Where fencing tokens are issued (default "/fence/"). */
+  fencePath?: string;
+  /** Frozen owner: ask after this long without progress (default 1000 ms) ... */
+  stallAfterMs?: number;
+  /** ... and steal its lock when it does not answer within this (default 1500 ms). */
+  statusTimeoutMs?: number;
+  /** One request's timeout (default 30000 ms). */
+  sendTimeoutMs?: number;
+  /** Records and fallback-lease lifetime (default 30000 ms). */
+  leaseTTLMs?: number;
+  /** Independent entities sent at once (default 4); records per claim (default 25). */
+  concurrency?: number;
+  batchSize?: number;
+  /** Use the IndexedDB lease even where Web Locks exist (tests). */
+  noWebLocks?: boolean;
+}
+
+export interface OutboxOp {
+  /** Selects the policy. */
+  operationType: string;
+  entityType?: string;
+  /** Records of one entity are sent in order; without it a record is its own group. */
+  entityId?: string;
+  /** Dedupe key (replace-latest, merge, drop-if-exists). */
+  operationKey?: string;
+  /** The request body: a string or bytes as is, anything else as JSON.stringify(payload). */
+  payload: string | Uint8Array | unknown;
+  /** Records (ids from enqueue) that must be acknowledged first. */
+  dependencyIds?: string[];
+}
+
+export interface OutboxStatus {
+  pending: number;
+  sending: number;
+  failed: number;
+  deadLetter: number;
+  conflict: number;
+  terminal: number;
+  acked: number;
+  /** Records of a newer payload schema this build leaves alone. */
+  unsupported: number;
+  oldestPendingAgeMs: number;
+  lastFlushAt: number | null;
+  lastError: OutboxError | null;
+  /** Paused by pause() (for every tab). */
+  paused: boolean;
+  /** This tab holds the flush lock now. */
+  leader: boolean;
+  flushing: boolean;
+  /** The current (or last) flush owner and its local lease token; its server token when known. */
+  ownerId: string;
+  leaseToken: number;
+  fenceToken: number;
+  /** This tab's owner id. */
+  id: string;
+}
+
+export interface OutboxError {
+  /** Stable code: "network", "http_503", "lease_expired", "schema_unsupported", ... */
+  code: string;
+  message: string;
+  status: number;
+  at: number | null;
+}
+
+/** A structured event; never carries the payload (the operation key only as a short hash). */
+export interface OutboxEvent {
+  kind:
+    | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
+    | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
+    | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.flush.end";
+  at: number;
+  recordId?: string;
+  operationKeyHash?: string;
+  ownerId?: string;
+  leaseToken?: number;
+  attempt?: number;
+  durationMs?: number;
+  reason?: string;
+  errorCode?: string;
+}
+
+export interface OutboxRecordInfo {
+  id: string;
+  status: "dead_letter" | "conflict" | "terminal_failed" | string;
+  operationType: string;
+  operationKey: string;
+  entityType: string;
+  entityId: string;
+  attempts: number;
+  maxAttempts: number;
+  createdAt: number;
+  updatedAt: number;
+  user: string;
+  lastError: OutboxError | null;
+}
+
+/**
+ * One tab's handle on a shared outbox. Promises reject with named Errors:
+ * TypeError (bad arguments), NoSessionError, UnknownOperationError,
+ * NotFoundError, InvalidStateError (closed; a record in the wrong state),
+ * QuotaExceededError, StaleOwnerError, NetworkError, RuntimeExitedError.
+ */
+export interface Outbox {
+  readonly name: string;
+  /** This tab's owner id. */
+  readonly id: string;
+  readonly lockName: string;
+  /** Durably records op (resolves after the IndexedDB commit), announces it to every tab, and triggers a flush. */
+  enqueue(op: OutboxOp): Promise<{ id: string; action: "appended" | "replaced" | "merged" | "dropped" }>;
+  /** Flushes now if no other tab does (skipped: another tab holds the lock and flushes). */
+  flush(): Promise<{ skipped: boolean; paused: boolean; claimed: number; acked: number; retried: number; deadLettered: number; terminal: number; conflicts: number }>;
+  /** The shared projection, read from IndexedDB. */
+  status(): Promise<OutboxStatus>;
+  /** Pushed after every change in any tab. Returns the unsubscribe function. */
+  onStatus(fn: (status: OutboxStatus) => void): () => void;
+  onEvent(fn: (event: OutboxEvent) => void): () => void;
+  /** Dead letters, conflicts and terminal failures: the records that need the app. */
+  deadLetters(): Promise<OutboxRecordInfo[]>;
+  /** Puts a dead letter, conflict or terminal record back in the queue (same idempotency key). */
+  retry(id: string): Promise<void>;
+  /** Deletes a dead letter, conflict or terminal record the app resolved. */
+  discard(id: string): Promise<void>;
+  /** Stops sending in every tab until resume(). */
+  pause(): Promise<void>;
+  /** Lifts the pause (and the current user's 401 pause) and flushes. */
+  resume(): Promise<void>;
+  /** Switches the session: only this user's records are sent from now on. */
+  login(user: string): Promise<void>;
+  /** Ends the session; with purge the user's records are deleted (resolves to how many), else kept and never sent under another user. */
+  logout(options?: { purge?: boolean }): Promise<number>;
+  /** Stops this tab's triggers and releases the lock; the queue stays. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,586 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+	"github.com/tabfence/tabfence/internal/server"
+)
+
+// The outbox end to end: real tabs of one browser, the demo's notes list
+// (internal/server/demo/notes.js, tf.outbox) and the real server in-process
+// on loopback with a throwaway SQLite database. A middleware in front of
+// POST /api/notes observes every request and injects faults.
+
+// noteCtl is the fault injector and observer of POST /api/notes.
+type noteCtl struct {
+	mu         sync.Mutex
+	fail500    int                    // answer 500 to the next n requests
+	failText   string                 // answer 500 to every request whose body contains it
+	r429       int                    // answer 429 to the next n requests
+	retryAfter string                 // Retry-After of those 429s
+	delay      time.Duration          // before every request
+	holdNext   bool                   // buffer the next answer after the commit and hold it
+	committed  chan struct{}          // closed when the held request committed
+	release    chan struct{}          // close to send the held answer
+	byKey      map[string]int         // requests per Idempotency-Key
+	byUser     map[string]int         // requests per X-Demo-User
+	arrivals   map[string][]time.Time // per key
+	answers    map[string][]int       // statuses per key
+}
+
+func newNoteCtl() *noteCtl {
+	return &noteCtl{byKey: map[string]int{}, byUser: map[string]int{}, arrivals: map[string][]time.Time{}, answers: map[string][]int{}}
+}
+
+func (c *noteCtl) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/notes" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		key := r.Header.Get("Idempotency-Key")
+		c.mu.Lock()
+		c.byKey[key]++
+		c.byUser[r.Header.Get("X-Demo-User")]++
+		c.arrivals[key] = append(c.arrivals[key], time.Now())
+		delay := c.delay
+		status := 0
+		switch {
+		case c.failText != "" && bytes.Contains(body, []byte(c.failText)):
+			status = 500
+		case c.fail500 > 0:
+			c.fail500--
+			status = 500
+		case c.r429 > 0:
+			c.r429--
+			status = 429
+			w.Header().Set("Retry-After", c.retryAfter)
+		}
+		hold := status == 0 && c.holdNext
+		if hold {
+			c.holdNext = false
+		}
+		committed, release := c.committed, c.release
+		if status != 0 {
+			c.answers[key] = append(c.answers[key], status)
+		}
+		c.mu.Unlock()
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+		if status != 0 {
+			w.WriteHeader(status)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		c.mu.Lock()
+		c.answers[key] = append(c.answers[key], rec.Code)
+		c.mu.Unlock()
+		if hold {
+			close(committed)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return // the tab went away: the answer is lost
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+}
+
+func (c *noteCtl) set(fn func(c *noteCtl)) {
+	c.mu.Lock()
+	fn(c)
+	c.mu.Unlock()
+}
+
+// keys returns how many idempotency keys were sent and the most requests one received.
+func (c *noteCtl) keys() (n, max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range c.byKey {
+		n++
+		if v > max {
+			max = v
+		}
+	}
+	return n, max
+}
+
+type obEnv struct {
+	t   *testing.T
+	b   *harness.Browser
+	url string
+	ctl *noteCtl
+}
+
+func setupOutbox(t *testing.T) *obEnv { return setupOutboxWith(t, harness.Options{}) }
+
+// setupOutboxWith starts the server and a browser with o (Throttle and
+// SharedWindow: hidden background tabs with throttled timers, as users'
+// tabs are).
+func setupOutboxWith(t *testing.T, o harness.Options) *obEnv {
+	t.Helper()
+	if err := harness.CheckDist(distDir); err != nil {
+		t.Fatal(err)
+	}
+	ctl := newNoteCtl()
+	srv, err := server.New(server.Config{
+		DB:         filepath.Join(t.TempDir(), "e2e.db"),
+		Dist:       distDir,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: ctl.middleware,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { ts.Close(); srv.Close() })
+	b, err := harness.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return &obEnv{t: t, b: b, url: ts.URL, ctl: ctl}
+}
+
+// tab opens the demo with the notes outbox and waits until it is ready.
+func (e *obEnv) tab(queue, user string, extra url.Values) *harness.Tab {
+	e.t.Helper()
+	q := url.Values{"scope": {queue}, "outbox": {queue}, "user": {user}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	tab, err := e.b.Open(e.url + "/?" + q.Encode())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(tab.Close)
+	err = harness.Poll(context.Background(), "notes outbox ready", startTimeout, 20*time.Millisecond, func() (bool, error) {
+		return harness.Eval[bool](tab, `(() => { const n = window.tabfenceNotes; if (n && n.error) throw new Error(n.error.name + ": " + n.error.message); return !!(n && n.ready); })()`)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tab
+}
+
+func (e *obEnv) effects() int {
+	e.t.Helper()
+	resp, err := http.Get(e.url + "/api/effects")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct{ Effects int }
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		e.t.Fatal(err)
+	}
+	return v.Effects
+}
+
+func (e *obEnv) waitEffects(want int, timeout time.Duration) {
+	e.t.Helper()
+	err := harness.Poll(context.Background(), strconv.Itoa(want)+" effects", timeout, 25*time.Millisecond, func() (bool, error) {
+		n := e.effects()
+		if n > want {
+			e.t.Fatalf("server counted %d effects, more than %d", n, want)
+		}
+		return n == want, nil
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+type obStatus struct {
+	Pending, Sending, Failed, DeadLetter, Conflict, Terminal, Acked int
+	Leader                                                          bool
+	OwnerID                                                         string `json:"ownerId"`
+	LeaseToken                                                      float64
+}
+
+func status(t *testing.T, tab *harness.Tab) obStatus {
+	t.Helper()
+	return eval[obStatus](t, tab, `tabfenceNotes.outbox.status()`)
+}
+
+func waitStatus(t *testing.T, tab *harness.Tab, what string, timeout time.Duration, cond func(obStatus) bool) obStatus {
+	t.Helper()
+	var st obStatus
+	err := harness.Poll(context.Background(), what, timeout, 30*time.Millisecond, func() (bool, error) {
+		v, err := harness.Eval[obStatus](tab, `tabfenceNotes.outbox.status()`)
+		st = v
+		return err == nil && cond(v), err
+	})
+	if err != nil {
+		t.Fatalf("%v (last %+v)", err, st)
+	}
+	return st
+}
+
+// offline cuts the tab's network (fetch fails) and fires offline/online.
+func offline(t *testing.T, tab *harness.Tab, off bool) {
+	t.Helper()
+	ctx := tab.Ctx()
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	conds := []*network.Conditions{}
+	if off {
+		conds = append(conds, &network.Conditions{Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
+	}
+	if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: conds}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: off, DownloadThroughput: -1, UploadThroughput: -1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enqueue adds n notes from the tab, ids prefix-0..n-1; returns the record ids.
+func enqueue(t *testing.T, tab *harness.Tab, prefix string, n int) []string {
+	t.Helper()
+	return enqueueIn(t, tab, prefix, n, "")
+}
+
+// enqueueIn is enqueue with every mutation in one ordered entity (when
+// entity is not empty): they are sent one after another.
+func enqueueIn(t *testing.T, tab *harness.Tab, prefix string, n int, entity string) []string {
+	t.Helper()
+	return eval[[]string](t, tab, `(async () => { const ids = [];
+		for (let i = 0; i < `+strconv.Itoa(n)+`; i++) {
+			const id = "`+prefix+`-" + i;
+			const r = await tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "`+entity+`" || id, payload: {id, text: "text " + i}});
+			ids.push(r.id);
+		}
+		return ids; })()`)
+}
+
+func leaderOf(t *testing.T, tabs []*harness.Tab) int {
+	t.Helper()
+	idx := -1
+	err := harness.Poll(context.Background(), "a flushing tab", failoverTimeout, 10*time.Millisecond, func() (bool, error) {
+		for i, tab := range tabs {
+			if tab.Closed() {
+				continue
+			}
+			ok, err := harness.Eval[bool](tab, `tabfenceNotes.outbox.status().then(s => s.leader)`)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				idx = i
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
+// Three tabs enqueue 300 mutations while offline, go online, every tab
+// triggers a flush: exactly 300 effects, each key sent once.
+func TestOutbox300OfflineMutations(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
+	for _, tab := range tabs {
+		offline(t, tab, true)
+	}
+	var wg sync.WaitGroup
+	for i, tab := range tabs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			enqueue(t, tab, "t"+strconv.Itoa(i), 100)
+		}()
+	}
+	wg.Wait()
+	st := status(t, tabs[0])
+	if st.Pending+st.Failed != 300 || e.effects() != 0 {
+		t.Fatalf("offline: %+v, effects %d", st, e.effects())
+	}
+	start := time.Now()
+	for _, tab := range tabs {
+		offline(t, tab, false) // fires "online" in every tab: each one tries to flush
+	}
+	e.waitEffects(300, 30*time.Second)
+	took := time.Since(start)
+	for _, tab := range tabs {
+		waitStatus(t, tab, "300 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 300 && s.Pending+s.Sending+s.Failed == 0 })
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := e.effects(); n != 300 {
+		t.Fatalf("effects %d after settling", n)
+	}
+	keys, max := e.ctl.keys()
+	t.Logf("300 offline mutations delivered in %v after going online; %d keys, at most %d request(s) per key", took, keys, max)
+	skips := 0
+	for i, tab := range tabs {
+		skips += eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.flush.skip_locked").length`)
+		t.Logf("tab %d events: %s", i, eventSummary(t, tab))
+	}
+	if skips == 0 {
+		t.Log("no tab saw the lock taken (the flush was quicker than the other triggers)")
+	}
+}
+
+// The flushing tab is closed after the server committed a mutation but
+// before the answer reached it: the other tabs take over, resend the same
+// idempotency key, get the stored answer replayed: exactly once.
+func TestOutboxResponseLost(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
+	for _, tab := range tabs {
+		offline(t, tab, true)
+	}
+	enqueueIn(t, tabs[1], "n", 20, "list")
+	committed, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
+	for _, tab := range tabs {
+		offline(t, tab, false)
+	}
+	select {
+	case <-committed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no request reached the server")
+	}
+	owner := leaderOf(t, tabs)
+	if e.effects() != 1 {
+		t.Fatalf("effects %d before the close", e.effects())
+	}
+	start := time.Now()
+	tabs[owner].Close()
+	e.waitEffects(20, 30*time.Second)
+	took := time.Since(start)
+	other := tabs[(owner+1)%3]
+	waitStatus(t, other, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
+	time.Sleep(300 * time.Millisecond)
+	if n := e.effects(); n != 20 {
+		t.Fatalf("effects %d, want exactly 20", n)
+	}
+	_, max := e.ctl.keys()
+	if max < 2 {
+		t.Fatalf("the lost answer's key was never resent (max %d request per key)", max)
+	}
+	t.Logf("owner closed mid-answer: the queue finished %v later, exactly once (the lost key was sent %d times)", took, max)
+}
+
+// A frozen owner (CDP Page.setWebLifecycleState frozen) keeps its Web Lock;
+// the other tabs notice the stall, ask it, get no answer, steal and flush
+// under a higher token; after it is resumed the old owner changes nothing.
+func TestOutboxFrozenOwner(t *testing.T) { frozenOwner(t, false) }
+
+// The same with Chromium's background throttling: the tabs share a window,
+// so all but the newest are hidden and their timers run about once a
+// second; the watchdog's timers are among them.
+func TestOutboxFrozenOwnerThrottled(t *testing.T) { frozenOwner(t, true) }
+
+func frozenOwner(t *testing.T, throttle bool) {
+	e := setupOutboxWith(t, harness.Options{Throttle: throttle, SharedWindow: throttle})
+	q := scope(t)
+	const statusTimeout, stallAfter = 1500, 1000
+	extra := url.Values{"statusTimeout": {strconv.Itoa(statusTimeout)}, "stallAfter": {strconv.Itoa(stallAfter)}}
+	tabs := []*harness.Tab{e.tab(q, "alice", extra), e.tab(q, "alice", extra), e.tab(q, "alice", extra)}
+	for _, tab := range tabs {
+		offline(t, tab, true)
+	}
+	const n = 120
+	enqueue(t, tabs[0], "f", n)
+	e.ctl.set(func(c *noteCtl) { c.delay = 15 * time.Millisecond })
+	for _, tab := range tabs {
+		offline(t, tab, false)
+	}
+	if err := harness.Poll(context.Background(), "20 effects", 20*time.Second, 5*time.Millisecond, func() (bool, error) { return e.effects() >= 20, nil }); err != nil {
+		t.Fatal(err)
+	}
+	owner := leaderOf(t, tabs)
+	oldTok := eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.leaseToken)`)
+	frozenAt := time.Now()
+	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // its in-flight request may still land
+	base := e.effects()
+	if base >= n {
+		t.Fatalf("the owner finished before it froze (%d effects)", base)
+	}
+	if err := harness.Poll(context.Background(), "the queue moving again", 15*time.Second, 10*time.Millisecond, func() (bool, error) { return e.effects() > base, nil }); err != nil {
+		for i, tab := range tabs {
+			if i != owner {
+				t.Logf("tab %d: %s", i, eventSummary(t, tab))
+				t.Logf("tab %d status: %+v", i, status(t, tab))
+			}
+		}
+		t.Fatal(err)
+	}
+	moved := time.Since(frozenAt)
+	e.waitEffects(n, 30*time.Second)
+	limit := time.Duration(stallAfter+statusTimeout)*time.Millisecond + 2*time.Second
+	if throttle {
+		limit += 2 * time.Second // two throttled timer steps (about 1 s each)
+	}
+	if moved > limit {
+		t.Fatalf("queue moved again only after %v (limit %v)", moved, limit)
+	}
+	resumedAt := harness.NowMs()
+	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateActive}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	// (events are stamped when the store committed the change)
+	late := eval[int](t, tabs[owner], `tabfenceNotes.events.filter(e => e.at >= `+strconv.FormatFloat(resumedAt, 'f', 0, 64)+` && e.leaseToken === `+strconv.FormatFloat(oldTok, 'f', 0, 64)+` && ["outbox.record.ack", "outbox.record.retry", "outbox.dead_letter", "outbox.record.terminal"].includes(e.kind)).length`)
+	if late != 0 {
+		t.Fatalf("the old owner changed %d records after it woke", late)
+	}
+	if got := e.effects(); got != n {
+		t.Fatalf("effects %d, want %d", got, n)
+	}
+	other := tabs[(owner+1)%3]
+	st := waitStatus(t, other, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n })
+	if st.LeaseToken <= oldTok {
+		t.Fatalf("lease token %v not above the frozen owner's %v", st.LeaseToken, oldTok)
+	}
+	t.Logf("frozen owner (throttled background tabs: %v): queue moving again after %v (stall %dms + status timeout %dms)", throttle, moved, stallAfter, statusTimeout)
+}
+
+// Faults: a 500 storm then recovery; 429 with Retry-After respected; 400 not
+// retried; dead letter after maxAttempts.
+func TestOutboxFaults(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	tab := e.tab(q, "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"20"}})
+
+	// 500 storm (20 answers over 10 records: fewer than any record's budget)
+	e.ctl.set(func(c *noteCtl) { c.fail500 = 19 })
+	enqueue(t, tab, "storm", 10)
+	e.waitEffects(10, 30*time.Second)
+	waitStatus(t, tab, "storm acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 10 })
+	e.ctl.mu.Lock()
+	left := e.ctl.fail500
+	e.ctl.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("storm not exhausted: %d left", left)
+	}
+
+	// 429 with Retry-After: 2
+	e.ctl.set(func(c *noteCtl) { c.r429, c.retryAfter = 1, "2" })
+	ids := enqueue(t, tab, "slow", 1)
+	e.waitEffects(11, 30*time.Second)
+	var gap time.Duration
+	e.ctl.mu.Lock()
+	for _, ts := range e.ctl.arrivals {
+		if len(ts) == 2 && ts[1].Sub(ts[0]) > gap {
+			gap = ts[1].Sub(ts[0])
+		}
+	}
+	e.ctl.mu.Unlock()
+	if gap < 2*time.Second {
+		t.Fatalf("resent %v after a 429 with Retry-After: 2", gap)
+	}
+	t.Logf("429 Retry-After: 2 -> resent after %v (record %s)", gap, ids[0])
+
+	// 400: not retried
+	before := e.effects()
+	eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "bad", payload: "not json"})`)
+	waitStatus(t, tab, "terminal", 10*time.Second, func(s obStatus) bool { return s.Terminal == 1 })
+	time.Sleep(500 * time.Millisecond)
+	e.ctl.mu.Lock()
+	bad := 0
+	for k, st := range e.ctl.answers {
+		if len(st) > 0 && st[0] == 400 {
+			bad = e.ctl.byKey[k]
+		}
+	}
+	e.ctl.mu.Unlock()
+	if bad != 1 || e.effects() != before {
+		t.Fatalf("400 sent %d times, effects %d -> %d", bad, before, e.effects())
+	}
+
+	// dead letter after maxAttempts (4), in another queue
+	tab = e.tab(q+"-dl", "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"4"}})
+	e.ctl.set(func(c *noteCtl) { c.failText = "doomed" })
+	eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "doomed", payload: {id: "doomed", text: "doomed"}})`)
+	waitStatus(t, tab, "dead letter", 20*time.Second, func(s obStatus) bool { return s.DeadLetter == 1 })
+	dl := eval[[]struct {
+		Status   string
+		Attempts int
+	}](t, tab, `tabfenceNotes.outbox.deadLetters()`)
+	var attempts []int
+	for _, d := range dl {
+		if d.Status == "dead_letter" {
+			attempts = append(attempts, d.Attempts)
+		}
+	}
+	if len(attempts) != 1 || attempts[0] != 4 {
+		t.Fatalf("dead letters %+v", dl)
+	}
+}
+
+// Logout in one tab, login as another user in another: nothing of the first
+// user is sent after the logout.
+func TestOutboxSessionSwitch(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	a, b := e.tab(q, "alice", nil), e.tab(q, "alice", nil)
+	offline(t, a, true)
+	offline(t, b, true)
+	enqueue(t, a, "alice", 10)
+	eval[any](t, a, `tabfenceNotes.outbox.logout({purge: false})`)
+	eval[any](t, b, `tabfenceNotes.outbox.login("bob")`)
+	enqueue(t, b, "bob", 5)
+	offline(t, a, false)
+	offline(t, b, false)
+	e.waitEffects(5, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	e.ctl.mu.Lock()
+	alice, bob := e.ctl.byUser["alice"], e.ctl.byUser["bob"]
+	e.ctl.mu.Unlock()
+	if alice != 0 || bob != 5 || e.effects() != 5 {
+		t.Fatalf("requests alice %d bob %d, effects %d", alice, bob, e.effects())
+	}
+	st := status(t, b)
+	// (a flush that was already running when the tab went offline may have
+	// tried one of them: network error, not sent, waiting as failed)
+	if st.Pending+st.Failed != 10 {
+		t.Fatalf("alice's records must wait, unsent: %+v", st)
+	}
+}
+
+// eventSummary counts a tab's outbox events by kind and reason.
+func eventSummary(t *testing.T, tab *harness.Tab) string {
+	t.Helper()
+	return eval[string](t, tab, `JSON.stringify(tabfenceNotes.events.reduce((m, e) => { const k = e.kind + (e.reason ? " " + e.reason.slice(0, 40) : ""); m[k] = (m[k] || 0) + 1; return m; }, {}))`)
+}

@@ -1,0 +1,339 @@
+// Package outboxbench measures tabfence's durable outbox (tf.outbox) in
+// headless Chromium beside raw-JavaScript baselines measured the same way in
+// the same run, against the real server in-process on loopback.
+//
+// Figures (issue 5): durable enqueues per second beside a raw IndexedDB put
+// loop (one readwrite transaction per put, same durability); flush
+// throughput for one ordered entity beside a raw sequential fetch loop to
+// the same receiver, and for eight independent entities; and how long a
+// frozen flush owner stalls the queue (CDP freeze -> the server counts a new
+// effect), p50/p95.
+package outboxbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+	"github.com/tabfence/tabfence/internal/server"
+)
+
+// Sizes of the runs.
+const (
+	EnqueueN   = 300
+	FlushN     = 200
+	Rounds     = 3 // interleaved rounds of each throughput figure; the best is kept
+	FrozenRuns = 10
+)
+
+// Targets from issue 5.
+const (
+	targetEnqueue     = 0.8 // x raw IndexedDB put loop
+	targetFlushOne    = 0.9 // x raw sequential fetch loop
+	targetFlushEight  = 3.0 // x tabfence's single-entity rate
+	frozenStallMs     = 1000
+	frozenTimeoutMs   = 1500
+	frozenSlackMs     = 2000
+	frozenServerDelay = 10 * time.Millisecond
+)
+
+type bench struct {
+	url   string
+	delay atomic.Int64 // ns before every POST /api/notes
+	seq   int
+}
+
+func (bn *bench) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := bn.delay.Load(); d > 0 && r.Method == http.MethodPost && r.URL.Path == "/api/notes" {
+			time.Sleep(time.Duration(d))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Run measures and prints a table to w. distDir holds the built runtime
+// (make build).
+func Run(ctx context.Context, w io.Writer, distDir string) error {
+	if err := harness.CheckDist(distDir); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "tabfence-outboxbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bn := &bench{}
+	srv, err := server.New(server.Config{
+		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: bn.middleware,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	bn.url = ts.URL
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	var enq, rawPut, one, rawFetch, eight float64
+	// Each figure in a fresh tab with a fresh queue (database), interleaved.
+	measure := func(js string) (float64, error) {
+		tab, err := bn.open(b, url.Values{})
+		if err != nil {
+			return 0, err
+		}
+		defer tab.Close()
+		return harness.Eval[float64](tab, js)
+	}
+	for round := 0; round < Rounds; round++ {
+		for _, m := range []struct {
+			name string
+			js   string
+			best *float64
+		}{
+			{"enqueue", enqueueJS(EnqueueN), &enq},
+			{"raw put", rawPutJS(EnqueueN), &rawPut},
+			{"flush one entity", flushJS(FlushN, 1), &one},
+			{"raw fetch", rawFetchJS(FlushN), &rawFetch},
+			{"flush eight entities", flushJS(FlushN, 8), &eight},
+		} {
+			v, err := measure(m.js)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			*m.best = max(*m.best, v)
+		}
+	}
+
+	frozen, err := bn.frozen(b)
+	if err != nil {
+		return fmt.Errorf("frozen owner: %w", err)
+	}
+
+	fmt.Fprintf(w, "outbox: best of %d interleaved rounds; enqueue %d records (strict durability, queue paused), flush %d records to POST /api/notes (SQLite, loopback)\n", Rounds, EnqueueN, FlushN)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
+	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", enq, rawPut, enq/rawPut, targetEnqueue, yes(enq/rawPut >= targetEnqueue))
+	fmt.Fprintf(tw, "flush 1 entity (records/s)\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", one, rawFetch, one/rawFetch, targetFlushOne, yes(one/rawFetch >= targetFlushOne))
+	fmt.Fprintf(tw, "flush 8 entities (records/s)\t%.0f\t\t%.2fx of 1\t>= %.1fx\t%s\t\n", eight, eight/one, targetFlushEight, yes(eight/one >= targetFlushEight))
+	p50, p95 := percentile(frozen, 50), percentile(frozen, 95)
+	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
+	fmt.Fprintf(tw, "frozen owner -> moving p50 (ms)\t%.0f\t\t\t\t\t\n", p50)
+	fmt.Fprintf(tw, "frozen owner -> moving p95 (ms)\t%.0f\t\t\t<= %.0f\t%s\t\n", p95, limit, yes(p95 <= limit))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect\n",
+		len(frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
+	return nil
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+// percentile is the nearest-rank p-th percentile (a measured value).
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+// open opens the demo page with a fresh queue and waits for its outbox.
+func (bn *bench) open(b *harness.Browser, q url.Values) (*harness.Tab, error) {
+	bn.seq++
+	name := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(bn.seq)
+	if q.Get("outbox") == "" {
+		q.Set("outbox", name)
+		q.Set("scope", name)
+	}
+	q.Set("user", "bench")
+	tab, err := b.Open(bn.url + "/?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	err = harness.Poll(context.Background(), "outbox ready", 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		return harness.Eval[bool](tab, `!!(window.tabfenceNotes && window.tabfenceNotes.ready)`)
+	})
+	if err != nil {
+		tab.Close()
+		return nil, err
+	}
+	return tab, nil
+}
+
+// enqueueJS: durable enqueues per second, the queue paused so no flush runs.
+func enqueueJS(n int) string {
+	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+		const t0 = performance.now();
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "e" + i, payload: {id: "e" + i, text: "hello"}});
+		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+}
+
+// rawPutJS: one readwrite transaction per put, strict durability, awaited.
+func rawPutJS(n int) string {
+	return `(async () => {
+		const db = await new Promise((res, rej) => { const r = indexedDB.open("rawbench-" + Math.random(), 1);
+			r.onupgradeneeded = () => r.result.createObjectStore("records", {keyPath: "id"}); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+		const t0 = performance.now();
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) await new Promise((res, rej) => {
+			const tx = db.transaction("records", "readwrite", {durability: "strict"});
+			tx.objectStore("records").put({id: "r" + i, status: "pending", payload: JSON.stringify({id: "e" + i, text: "hello"}), createdAt: Date.now()});
+			tx.oncomplete = res; tx.onabort = () => rej(tx.error); });
+		const dt = performance.now() - t0; db.close(); return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+}
+
+// flushJS: enqueue n records in `entities` entities while paused, then
+// resume and flush; records acked per second from resume to the last ack.
+func flushJS(n, entities int) string {
+	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+		const run = Math.random().toString(36).slice(2);
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + i, text: "x"}});
+		let acked = 0;
+		const t0 = performance.now();
+		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
+			if (e.kind === "outbox.record.ack" && ++acked >= ` + strconv.Itoa(n) + `) { stop(); res(); }
+			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
+		await ob.resume();
+		await done;
+		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+}
+
+// rawFetchJS: a sequential fetch loop to the same receiver, with the same
+// headers a flush sends (idempotency key, fencing token).
+func rawFetchJS(n int) string {
+	return `(async () => {
+		const res = "raw-" + Math.random().toString(36).slice(2);
+		const tok = (await (await fetch("/fence/" + res, {method: "POST", headers: {"X-Demo-User": "bench"}})).json()).token;
+		const run = Math.random().toString(36).slice(2);
+		const t0 = performance.now();
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) {
+			const r = await fetch("/api/notes", {method: "POST", cache: "no-store", body: JSON.stringify({id: run + "-" + i, text: "x"}),
+				headers: {"Content-Type": "application/json", "X-Demo-User": "bench", "Idempotency-Key": '"' + run + i + '"',
+					"X-Client-Operation-Id": run + i, "X-Client-Resource": res, "X-Client-Fencing-Token": String(tok)}});
+			if (!r.ok) throw new Error("raw fetch " + r.status);
+			await r.arrayBuffer();
+		}
+		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+}
+
+func (bn *bench) effects() (int, error) {
+	resp, err := http.Get(bn.url + "/api/effects")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var v struct{ Effects int }
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	return v.Effects, err
+}
+
+// frozen measures CDP freeze of the flushing tab -> the server counts an
+// effect again (another tab stole the lock and flushes).
+func (bn *bench) frozen(b *harness.Browser) ([]float64, error) {
+	var out []float64
+	bn.delay.Store(int64(frozenServerDelay))
+	defer bn.delay.Store(0)
+	for run := 0; run < FrozenRuns; run++ {
+		name := "frozen-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		q := url.Values{"outbox": {name}, "scope": {name}, "stallAfter": {strconv.Itoa(frozenStallMs)}, "statusTimeout": {strconv.Itoa(frozenTimeoutMs)}}
+		a, err := bn.open(b, q)
+		if err != nil {
+			return nil, err
+		}
+		c, err := bn.open(b, url.Values{"outbox": {name}, "scope": {name}, "stallAfter": {strconv.Itoa(frozenStallMs)}, "statusTimeout": {strconv.Itoa(frozenTimeoutMs)}})
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		ms, err := bn.frozenOnce(a, c)
+		a.Close()
+		c.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ms)
+	}
+	return out, nil
+}
+
+func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
+	const n = 150
+	if _, err := harness.Eval[any](a, `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+		const run = Math.random().toString(36).slice(2);
+		for (let i = 0; i < `+strconv.Itoa(n)+`; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % 4), payload: {id: run + "-" + i, text: "x"}});
+		await ob.resume(); return true; })()`); err != nil {
+		return 0, err
+	}
+	start, err := bn.effects()
+	if err != nil {
+		return 0, err
+	}
+	if err := harness.Poll(context.Background(), "flushing", 20*time.Second, 5*time.Millisecond, func() (bool, error) {
+		n, err := bn.effects()
+		return n >= start+15, err
+	}); err != nil {
+		return 0, err
+	}
+	var owner *harness.Tab
+	for _, t := range []*harness.Tab{a, c} {
+		if ok, _ := harness.Eval[bool](t, `tabfenceNotes.outbox.status().then(s => s.leader)`); ok {
+			owner = t
+		}
+	}
+	if owner == nil {
+		return 0, fmt.Errorf("no flushing tab")
+	}
+	t0 := time.Now()
+	if _, err := chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
+		return 0, err
+	}
+	defer chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateActive})
+	time.Sleep(2 * frozenServerDelay) // the request on the wire lands
+	base, err := bn.effects()
+	if err != nil {
+		return 0, err
+	}
+	if base >= start+n {
+		return 0, fmt.Errorf("finished before the freeze")
+	}
+	err = harness.Poll(context.Background(), "queue moving again", 20*time.Second, 5*time.Millisecond, func() (bool, error) {
+		n, err := bn.effects()
+		return n > base, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(time.Since(t0).Microseconds()) / 1000, nil
+}

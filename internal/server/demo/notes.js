@@ -1,0 +1,108 @@
+// The shared notes list of the tabfence demo: edits go through the durable
+// outbox (tf.outbox) to POST /api/notes, the list comes from GET /api/notes.
+// Every tab shows who flushes, with which token, and the queue's counts; the
+// offline switch pauses sending (for every tab: the queue is shared).
+//
+// Tests read window.tabfenceNotes (outbox, status, events) rather than the
+// markup. Query parameters: user, outbox (queue name), maxAttempts,
+// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency.
+import { load } from "./dist/tabfence.js";
+
+const params = new URLSearchParams(location.search);
+const num = (k, d) => (params.has(k) ? Number(params.get(k)) : d);
+const $ = (id) => document.getElementById(id);
+
+const notes = {
+  user: params.get("user") || "demo-user",
+  name: params.get("outbox") || "notes",
+  outbox: null,
+  status: null,
+  events: [], // outbox events {kind, at, ...}, never payloads
+  error: null,
+  ready: false,
+};
+window.tabfenceNotes = notes;
+
+function fail(err) {
+  notes.error = err;
+  $("notes-error").hidden = false;
+  $("notes-error").textContent = `${err.name}: ${err.message}`;
+}
+
+function render(s) {
+  notes.status = s;
+  $("ob-leader").textContent = s.leader ? "this tab" : s.ownerId ? `another tab (${s.ownerId.slice(0, 8)})` : "—";
+  $("ob-token").textContent = s.leaseToken ? `${s.leaseToken}${s.fenceToken ? ` / server ${s.fenceToken}` : ""}` : "—";
+  for (const k of ["pending", "sending", "failed", "deadLetter", "conflict", "acked"]) $(`ob-${k}`).textContent = String(s[k]);
+  $("ob-offline").checked = s.paused;
+  $("ob-last-error").textContent = s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : "—";
+}
+
+let listTimer = 0;
+function refreshList() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(async () => {
+    try {
+      const res = await fetch("/api/notes", { headers: { "X-Demo-User": notes.user } });
+      if (!res.ok) return;
+      const list = await res.json();
+      const ul = $("notes-list");
+      ul.replaceChildren(...list.map((n) => {
+        const li = document.createElement("li");
+        li.textContent = `${n.id}: ${n.text}`;
+        return li;
+      }));
+    } catch {
+      // offline: the outbox keeps the edits; the list refreshes later
+    }
+  }, 100);
+}
+
+try {
+  const tf = await load({ wasmURL: "./dist/tabfence.wasm" });
+  notes.outbox = await tf.outbox({
+    name: notes.name,
+    endpoint: "/api/notes",
+    user: notes.user,
+    headers: (user) => ({ "X-Demo-User": user }), // demo only: real apps add their auth here
+    policies: {
+      "put-note": { dedupe: "append" },
+      "edit-note": { dedupe: "replace-latest" },
+    },
+    maxAttempts: num("maxAttempts", 10),
+    backoff: { base: num("backoffBase", 1000), cap: num("backoffCap", 30000) },
+    statusTimeoutMs: num("statusTimeout", 1500),
+    stallAfterMs: num("stallAfter", 1000),
+    concurrency: num("concurrency", 4),
+  });
+  $("notes-user").textContent = notes.user;
+  notes.outbox.onStatus(render);
+  notes.outbox.onEvent((e) => {
+    notes.events.push(e);
+    if (notes.events.length > 20000) notes.events.splice(0, 10000);
+    if (e.kind === "outbox.record.ack") refreshList();
+  });
+  render(await notes.outbox.status());
+  refreshList();
+  $("notes-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const id = $("note-id").value.trim() || `note-${Date.now()}`;
+    const text = $("note-text").value;
+    try {
+      await notes.outbox.enqueue({
+        operationType: "edit-note", entityType: "note", entityId: id, operationKey: `note:${id}`,
+        payload: { id, text },
+      });
+      $("note-text").value = "";
+    } catch (err) {
+      fail(err);
+    }
+  });
+  $("ob-offline").addEventListener("change", (ev) => {
+    (ev.target.checked ? notes.outbox.pause() : notes.outbox.resume()).catch(fail);
+  });
+  $("ob-flush").addEventListener("click", () => notes.outbox.flush().catch(fail));
+  notes.ready = true;
+} catch (err) {
+  fail(err);
+}

@@ -1,0 +1,262 @@
+package outbox
+
+import (
+	"strconv"
+	"time"
+)
+
+// This file is the native, browser-free half of the Runtime (runtime_js.go):
+// the frozen-owner detection state machine, the progress mark it watches,
+// and small pure helpers. Everything here runs on a virtual clock in tests.
+
+// Channel message kinds of a Runtime. All are hints: the queue in the Store
+// is the truth, and the flush lock deduplicates the work they trigger.
+const (
+	KindOutboxChanged = "OUTBOX_CHANGED" // an enqueue committed: flush
+	KindStatusChanged = "STATUS_CHANGED" // the projection changed: re-read it
+	KindStatusAsk     = "status?"        // a waiting tab asks the flush owner
+	KindStatusAnswer  = "status!"        // the flush owner is alive (and announces takeovers)
+)
+
+// WatchAction is what the Watchdog tells its tab to do.
+type WatchAction int
+
+const (
+	WatchNone  WatchAction = iota
+	WatchAsk               // post "status?" to the flush owner
+	WatchSteal             // no answer in time: steal the lock and flush
+)
+
+func (a WatchAction) String() string {
+	switch a {
+	case WatchAsk:
+		return "ask"
+	case WatchSteal:
+		return "steal"
+	}
+	return "none"
+}
+
+// WatchConfig tunes the Watchdog. Zero fields take the defaults.
+type WatchConfig struct {
+	// StallAfter is how long due work may see no progress before the tab
+	// asks the owner for its status (default 1 s).
+	StallAfter time.Duration
+	// StatusTimeout is how long the owner has to answer before the tab
+	// steals the lock (default 1.5 s).
+	StatusTimeout time.Duration
+	// HungAfter: an owner that answers but reports no progress of its own
+	// for longer than this is hung (a request that never returns) and is
+	// stolen from too (default 60 s).
+	HungAfter time.Duration
+}
+
+func (c WatchConfig) withDefaults() WatchConfig {
+	if c.StallAfter <= 0 {
+		c.StallAfter = time.Second
+	}
+	if c.StatusTimeout <= 0 {
+		c.StatusTimeout = 1500 * time.Millisecond
+	}
+	if c.HungAfter <= 0 {
+		c.HungAfter = time.Minute
+	}
+	return c
+}
+
+// Watchdog detects a flush owner that is alive but useless (a frozen or hung
+// tab keeps its Web Lock, so the lock alone never hands the queue over). It
+// is a pure state machine: feed it what the tab observes, act on what it
+// returns, and call Tick at NextWake.
+//
+// A tab that is not the owner and sees due work (pending or in-flight
+// records) arms it. If the progress mark does not change for StallAfter, it
+// asks (WatchAsk); an answer from a live owner re-arms the stall timer; no
+// answer within StatusTimeout -> WatchSteal. Any progress, the tab becoming
+// owner, or the work going away disarms it.
+type Watchdog struct {
+	cfg        WatchConfig
+	armed      bool
+	mark       string
+	progressAt time.Time
+	asking     bool
+	askedAt    time.Time
+}
+
+// NewWatchdog returns a disarmed watchdog.
+func NewWatchdog(cfg WatchConfig) *Watchdog { return &Watchdog{cfg: cfg.withDefaults()} }
+
+// Config returns the effective configuration.
+func (w *Watchdog) Config() WatchConfig { return w.cfg }
+
+// Observe feeds one look at the queue: mark is the progress mark of the
+// projection (ProgressMark), due whether there is work the owner should be
+// doing, owner whether this tab holds the flush lock.
+func (w *Watchdog) Observe(now time.Time, mark string, due, owner bool) WatchAction {
+	if owner || !due {
+		w.disarm(mark)
+		return WatchNone
+	}
+	if !w.armed || mark != w.mark {
+		w.armed, w.mark, w.progressAt, w.asking = true, mark, now, false
+		return WatchNone
+	}
+	return w.Tick(now)
+}
+
+// Tick advances time. It returns WatchAsk once per stall and WatchSteal
+// when the owner did not answer in time (the watchdog then restarts its
+// stall timer, so a failed steal is retried later rather than in a loop).
+func (w *Watchdog) Tick(now time.Time) WatchAction {
+	if !w.armed {
+		return WatchNone
+	}
+	if w.asking {
+		if now.Sub(w.askedAt) >= w.cfg.StatusTimeout {
+			w.asking, w.progressAt = false, now
+			return WatchSteal
+		}
+		return WatchNone
+	}
+	if now.Sub(w.progressAt) >= w.cfg.StallAfter {
+		w.asking, w.askedAt = true, now
+		return WatchAsk
+	}
+	return WatchNone
+}
+
+// Suspect arms a disarmed watchdog as if the progress mark had last changed
+// at since: the tab cannot even read the queue (a frozen owner's open
+// IndexedDB transaction blocks every read), so it cannot see progress nor
+// due work, but knows another tab holds the lock. An armed watchdog is left
+// as it is.
+func (w *Watchdog) Suspect(now, since time.Time) WatchAction {
+	if !w.armed {
+		w.armed, w.progressAt, w.asking = true, since, false
+	}
+	return w.Tick(now)
+}
+
+// Answer feeds an owner's "status!": stalled is how long the owner itself
+// has been waiting on one step (0 if unknown). A live owner re-arms the stall
+// timer; one stalled beyond HungAfter is stolen from at once.
+func (w *Watchdog) Answer(now time.Time, stalled time.Duration) WatchAction {
+	if !w.armed {
+		return WatchNone
+	}
+	if stalled > w.cfg.HungAfter {
+		w.asking, w.progressAt = false, now
+		return WatchSteal
+	}
+	w.asking, w.progressAt = false, now
+	return WatchNone
+}
+
+// Asking reports whether a "status?" is outstanding.
+func (w *Watchdog) Asking() bool { return w.asking }
+
+// Armed reports whether the watchdog is watching an owner.
+func (w *Watchdog) Armed() bool { return w.armed }
+
+// NextWake returns when Tick should run next (zero: not armed).
+func (w *Watchdog) NextWake() time.Time {
+	switch {
+	case !w.armed:
+		return time.Time{}
+	case w.asking:
+		return w.askedAt.Add(w.cfg.StatusTimeout)
+	}
+	return w.progressAt.Add(w.cfg.StallAfter)
+}
+
+func (w *Watchdog) disarm(mark string) {
+	w.armed, w.asking, w.mark = false, false, mark
+}
+
+// ProgressMark summarises what a flush owner changes as it works: settled
+// and failed counts, what is in flight, and the last flush time. An enqueue
+// only adds pending records and is not progress.
+func ProgressMark(p Projection) string {
+	b := make([]byte, 0, 64)
+	for _, n := range []int{p.Acked, p.DeadLetter, p.Terminal, p.Conflict, p.Failed, p.Sending} {
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, ',')
+	}
+	b = strconv.AppendInt(b, p.LastFlushAt.UnixNano(), 10)
+	return string(b)
+}
+
+// HasDueWork reports whether the projection shows work a flush owner should
+// be doing now: pending or in-flight records. Records waiting out a backoff
+// are not counted (their timer is the owner's business).
+func HasDueWork(p Projection) bool {
+	return p.Pending+p.Sending > 0 && !p.Paused
+}
+
+// FenceResource is the server fencing resource of a queue's flush owner for
+// user: "outbox:<queue>:<user>", with characters the receiver does not
+// accept in a resource ([A-Za-z0-9-_.:/@]) replaced by '_' and cut to 200.
+func FenceResource(queue, user string) string {
+	b := []byte("outbox:" + queue + ":" + user)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
+}
+
+// ParseFenceToken reads the token of a POST /fence/{resource} answer,
+// {"resource": "...", "token": N}, without a JSON decoder (the wasm build
+// stays free of encoding/json). ok is false if there is no positive integer
+// token member.
+func ParseFenceToken(body []byte) (uint64, bool) {
+	const key = `"token"`
+	for i := 0; i+len(key) <= len(body); i++ {
+		if string(body[i:i+len(key)]) != key {
+			continue
+		}
+		j := i + len(key)
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j >= len(body) || body[j] != ':' {
+			continue
+		}
+		j++
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		k := j
+		for k < len(body) && body[k] >= '0' && body[k] <= '9' {
+			k++
+		}
+		t, err := strconv.ParseUint(string(body[j:k]), 10, 64)
+		if err != nil || t == 0 || t > 1<<53-1 {
+			return 0, false
+		}
+		return t, true
+	}
+	return 0, false
+}
+
+// NextDue returns the earliest NextAttemptAt of the waiting records among
+// recs (zero if none): when the owner's timer should fire.
+func NextDue(recs []Record) time.Time {
+	var t time.Time
+	for i := range recs {
+		r := &recs[i]
+		if !r.Status.Waiting() {
+			continue
+		}
+		if t.IsZero() || r.NextAttemptAt.Before(t) {
+			t = r.NextAttemptAt
+		}
+	}
+	return t
+}

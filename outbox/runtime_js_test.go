@@ -1,0 +1,323 @@
+//go:build js && wasm
+
+package outbox
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall/js"
+	"testing"
+	"time"
+)
+
+// mockReceiver replaces fetch in this page with a tiny receiver: fencing
+// tokens per resource (issued and highest accepted), idempotency by key,
+// injectable failures and held answers. Two Runtimes in one page share it,
+// as two tabs share a server.
+const mockReceiver = `(() => {
+  const rx = globalThis.__rx = {issued: {}, accepted: {}, keys: {}, effects: 0, sends: 0, fail: 0, holdToken: 0, held: [], log: []};
+  globalThis.__realFetch = globalThis.__realFetch || globalThis.fetch;
+  globalThis.fetch = async (url, init) => {
+    const u = new URL(url, location.href);
+    const h = new Headers(init && init.headers);
+    if (u.pathname.startsWith('/fence/')) {
+      const res = decodeURIComponent(u.pathname.slice(7));
+      rx.issued[res] = (rx.issued[res] || 0) + 1;
+      return new Response(JSON.stringify({resource: res, token: rx.issued[res]}), {status: 200});
+    }
+    rx.sends++;
+    const key = h.get('Idempotency-Key'), res = h.get('X-Client-Resource'), tok = +h.get('X-Client-Fencing-Token');
+    rx.log.push({key, tok, user: h.get('X-Demo-User')});
+    if (rx.fail > 0) { rx.fail--; return new Response('{}', {status: 500}); }
+    if (res) {
+      if (tok < (rx.accepted[res] || 0)) return new Response('{}', {status: 409, headers: {'X-Fencing-Highest': String(rx.accepted[res])}});
+      rx.accepted[res] = tok;
+    }
+    if (rx.keys[key]) return new Response('{"replay":true}', {status: 200, headers: {'Idempotent-Replayed': 'true'}});
+    rx.keys[key] = true; rx.effects++;
+    if (rx.holdToken && tok === rx.holdToken) await new Promise(r => rx.held.push(r));
+    return new Response('{}', {status: 201});
+  };
+})()`
+
+// installMock installs the mock for one test and puts the browser's fetch
+// back afterwards: the test runner itself (wasmbrowsertest's file shim, used
+// to capture example output) talks to its server with fetch.
+func installMock(t *testing.T) js.Value {
+	t.Helper()
+	js.Global().Call("eval", mockReceiver)
+	t.Cleanup(func() { js.Global().Set("fetch", js.Global().Get("__realFetch")) })
+	return js.Global().Get("__rx")
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func openRT(t *testing.T, name string, mut func(*RuntimeConfig)) *Runtime {
+	t.Helper()
+	cfg := RuntimeConfig{
+		Name: name,
+		Outbox: Config{Endpoint: "/api/notes", Policies: map[string]Policy{"put": {Dedupe: Append}},
+			Backoff: &Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}},
+		Authorize: func(_ context.Context, req Request, h Header) error {
+			h["X-Demo-User"] = req.UserID
+			return nil
+		},
+		Session: Session{UserID: "alice"},
+		Watch:   WatchConfig{StallAfter: 300 * time.Millisecond, StatusTimeout: 500 * time.Millisecond},
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	r, err := OpenRuntime(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func uniq(p string) string { return p + strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+func acked(t *testing.T, r *Runtime) int {
+	st, err := r.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Acked
+}
+
+// Two Runtimes in one page contend for the Web Lock like two tabs, share
+// IndexedDB and the channel: every enqueue is sent once.
+func TestRuntimeTwoInstancesDeliverOnce(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("two")
+	a, b := openRT(t, name, nil), openRT(t, name, nil)
+	ctx := context.Background()
+	skips := 0
+	b.OnEvent(func(e Event) {
+		if e.Kind == EventSkipLocked {
+			skips++
+		}
+	})
+	var pushed RuntimeStatus
+	a.OnStatus(func(s RuntimeStatus) { pushed = s })
+	const n = 60
+	for i := 0; i < n; i++ {
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n" + strconv.Itoa(i%5), Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "all acked", 10*time.Second, func() bool { return acked(t, a) == n })
+	if got := rx.Get("effects").Int(); got != n {
+		t.Fatalf("effects %d, want %d", got, n)
+	}
+	waitFor(t, "status pushed", 10*time.Second, func() bool { return pushed.Acked == n && pushed.Pending == 0 })
+	if pushed.OwnerID == "" || pushed.LeaseToken == 0 {
+		t.Fatalf("status without owner: %+v", pushed)
+	}
+	t.Logf("sends %d, skip-locked in b: %d", rx.Get("sends").Int(), skips)
+}
+
+// A silent owner (as a frozen tab: it hears the channel but never answers)
+// holding a request forever: the other instance asks, gets no answer,
+// steals the lock with a higher token and delivers; the old owner, when its
+// request finally returns, changes nothing.
+func TestRuntimeStealsFromSilentOwner(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("steal")
+	ctx := context.Background()
+	a := openRT(t, name, nil)
+	a.mute.Store(true)
+	rx.Set("holdToken", 1) // the first owner's requests never come back
+	for i := 0; i < 5; i++ {
+		if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	start := time.Now()
+	b := openRT(t, name, nil)
+	waitFor(t, "b delivers everything", 10*time.Second, func() bool { return acked(t, b) == 5 })
+	took := time.Since(start)
+	st, _ := b.Status(ctx)
+	if st.OwnerID == a.ID() || st.LeaseToken < 2 {
+		t.Fatalf("lease not taken over: %+v", st)
+	}
+	if rx.Get("effects").Int() != 5 {
+		t.Fatalf("effects %d, want 5", rx.Get("effects").Int())
+	}
+	// wake the old owner: its answer arrives, its lease is stale
+	before, _ := b.store.List(ctx, Filter{})
+	held := rx.Get("held")
+	for i := 0; i < held.Length(); i++ {
+		held.Index(i).Invoke()
+	}
+	time.Sleep(300 * time.Millisecond)
+	after, _ := b.store.List(ctx, Filter{})
+	for i := range before {
+		if before[i].UpdatedAt != after[i].UpdatedAt || before[i].Status != after[i].Status {
+			t.Fatalf("the old owner changed %s: %+v -> %+v", before[i].ID, before[i].Status, after[i].Status)
+		}
+	}
+	waitFor(t, "a stepping down", 5*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.owning
+	})
+	t.Logf("queue moving again after %v (stall 300ms + timeout 500ms)", took)
+}
+
+// Without navigator.locks the IndexedDB lease elects the flush owner.
+func TestRuntimeLeaseFallback(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("lease")
+	ctx := context.Background()
+	nolocks := func(c *RuntimeConfig) { c.NoWebLocks = true }
+	a, b := openRT(t, name, nolocks), openRT(t, name, nolocks)
+	for i := 0; i < 20; i++ {
+		r := a
+		if i%2 == 1 {
+			r = b
+		}
+		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "e" + strconv.Itoa(i%3), Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "all acked", 10*time.Second, func() bool { return acked(t, a) == 20 })
+	if rx.Get("effects").Int() != 20 {
+		t.Fatalf("effects %d", rx.Get("effects").Int())
+	}
+}
+
+// A 500 storm is retried with backoff by the timer; records of a user who
+// logged out are never sent under the next user.
+func TestRuntimeRetryAndSessionBoundary(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("sess")
+	ctx := context.Background()
+	a := openRT(t, name, nil)
+	rx.Set("fail", 3)
+	if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityID: "x", Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "acked after the storm", 5*time.Second, func() bool { return acked(t, a) == 1 })
+	if err := a.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		a.Enqueue(ctx, Op{OperationType: "put", EntityID: "y", Payload: []byte("{}")})
+	}
+	if _, err := a.Logout(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	b := openRT(t, name, func(c *RuntimeConfig) { c.Session = Session{UserID: "bob"} })
+	b.Enqueue(ctx, Op{OperationType: "put", EntityID: "z", Payload: []byte("{}")})
+	if err := b.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "bob's record acked", 5*time.Second, func() bool { return acked(t, b) == 2 })
+	time.Sleep(200 * time.Millisecond)
+	log := rx.Get("log")
+	alice := 0
+	for i := 0; i < log.Length(); i++ {
+		if log.Index(i).Get("user").String() == "alice" {
+			alice++
+		}
+	}
+	if alice != 4 { // 3 failures + 1 success before the logout, nothing after
+		t.Fatalf("alice's requests: %d", alice)
+	}
+	st, _ := b.Status(ctx)
+	if st.Pending != 3 {
+		t.Fatalf("alice's records must stay pending: %+v", st.Projection)
+	}
+}
+
+// Logs the cost of the flush path: one ordered entity and eight entities,
+// against the in-page mock receiver (fetch costs ~nothing), for the store's
+// durabilities.
+func TestRuntimeFlushCost(t *testing.T) {
+	if os.Getenv("TABFENCE_COST") == "" {
+		t.Skip("set TABFENCE_COST=1 to log the flush path's cost per durability")
+	}
+	installMock(t)
+	ctx := context.Background()
+	for _, dur := range []string{"strict", "default", "relaxed"} {
+		for _, entities := range []int{1, 8} {
+			name := uniq("cost")
+			st, err := OpenIDBStore(ctx, IDBName(name), WithDurability(dur))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := openRT(t, name, func(c *RuntimeConfig) { c.Store = st; c.Session = Session{}; c.StatusDebounce = 10 * time.Second })
+			r.ob.Login(Session{UserID: "alice"})
+			if err := r.ob.Pause(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const n = 200
+			start := time.Now()
+			for i := 0; i < n; i++ {
+				if _, err := r.ob.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "e" + strconv.Itoa(i%entities), Payload: []byte("{}")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enq := time.Since(start)
+			if err := r.ob.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			start = time.Now()
+			rep, skipped, err := r.Flush(ctx)
+			if err != nil || rep.Acked != n {
+				t.Fatalf("flush %+v skipped=%v %v", rep, skipped, err)
+			}
+			fl := time.Since(start)
+			t.Logf("%-8s entities=%d: enqueue %.2f ms/op, flush %.2f ms/record", dur, entities, float64(enq.Microseconds())/1000/n, float64(fl.Microseconds())/1000/n)
+			r.Close()
+			st.Close()
+		}
+	}
+}
+
+// Logs what the Runtime adds to a durable enqueue (announce, status push,
+// flush hint) over the store's own transaction.
+func TestRuntimeEnqueueCost(t *testing.T) {
+	installMock(t)
+	ctx := context.Background()
+	r := openRT(t, uniq("enqcost"), nil)
+	if err := r.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	op := Op{OperationType: "put", EntityType: "note", Payload: []byte(`{"id":"x","text":"hello"}`)}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		op.EntityID = "a" + strconv.Itoa(i)
+		if _, err := r.ob.Enqueue(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := time.Since(start)
+	start = time.Now()
+	for i := 0; i < n; i++ {
+		op.EntityID = "b" + strconv.Itoa(i)
+		if _, err := r.Enqueue(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := time.Since(start)
+	t.Logf("enqueue: store %.2f ms/op, runtime %.2f ms/op", float64(store.Microseconds())/1000/n, float64(full.Microseconds())/1000/n)
+}

@@ -1,0 +1,116 @@
+package outbox
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWatchdogStealsFromSilentOwner(t *testing.T) {
+	w := NewWatchdog(WatchConfig{})
+	now := t0
+	p := Projection{Pending: 10}
+	mark := ProgressMark(p)
+	require.Equal(t, WatchNone, w.Observe(now, mark, HasDueWork(p), false))
+	require.True(t, w.Armed())
+	require.Equal(t, now.Add(time.Second), w.NextWake())
+	require.Equal(t, WatchNone, w.Tick(now.Add(999*time.Millisecond)))
+	require.Equal(t, WatchAsk, w.Tick(now.Add(time.Second)))
+	require.True(t, w.Asking())
+	require.Equal(t, now.Add(2500*time.Millisecond), w.NextWake())
+	require.Equal(t, WatchNone, w.Tick(now.Add(2499*time.Millisecond)))
+	require.Equal(t, WatchSteal, w.Tick(now.Add(2500*time.Millisecond)))
+	// after a steal the stall timer restarts: no steal loop
+	require.False(t, w.Asking())
+	require.Equal(t, WatchNone, w.Tick(now.Add(2600*time.Millisecond)))
+}
+
+func TestWatchdogLiveOwnerAnswers(t *testing.T) {
+	w := NewWatchdog(WatchConfig{StallAfter: 500 * time.Millisecond, StatusTimeout: time.Second})
+	p := Projection{Sending: 3}
+	w.Observe(t0, ProgressMark(p), true, false)
+	require.Equal(t, WatchAsk, w.Tick(t0.Add(500*time.Millisecond)))
+	require.Equal(t, WatchNone, w.Answer(t0.Add(600*time.Millisecond), 0))
+	require.False(t, w.Asking())
+	require.Equal(t, WatchNone, w.Tick(t0.Add(1000*time.Millisecond))) // stall timer restarted at the answer
+	require.Equal(t, WatchAsk, w.Tick(t0.Add(1100*time.Millisecond)))
+	// an answer saying the owner itself is stuck on one step for too long: steal
+	require.Equal(t, WatchSteal, w.Answer(t0.Add(1700*time.Millisecond), 2*time.Minute))
+}
+
+func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
+	w := NewWatchdog(WatchConfig{})
+	p := Projection{Pending: 5}
+	w.Observe(t0, ProgressMark(p), true, false)
+	require.Equal(t, WatchAsk, w.Tick(t0.Add(time.Second)))
+	// progress (an ack) while asking: re-armed from scratch, no steal
+	p.Pending, p.Acked = 4, 1
+	require.Equal(t, WatchNone, w.Observe(t0.Add(1200*time.Millisecond), ProgressMark(p), true, false))
+	require.False(t, w.Asking())
+	require.Equal(t, WatchNone, w.Tick(t0.Add(2100*time.Millisecond)))
+	// an enqueue is not progress
+	p.Pending = 9
+	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), true, false))
+	// no due work: disarmed
+	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), false, false))
+	require.False(t, w.Armed())
+	require.Equal(t, time.Time{}, w.NextWake())
+	require.Equal(t, WatchNone, w.Tick(t0.Add(time.Hour)))
+	// the tab is the owner: disarmed
+	w.Observe(t0, ProgressMark(p), true, false)
+	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), true, true))
+	require.False(t, w.Armed())
+	// paused queue: no due work
+	require.False(t, HasDueWork(Projection{Pending: 1, Meta: Meta{Paused: true}}))
+}
+
+func TestFenceHelpers(t *testing.T) {
+	require.Equal(t, "outbox:notes:alice@x.org", FenceResource("notes", "alice@x.org"))
+	require.Equal(t, "outbox:n_1:bob_smith", FenceResource("n 1", "bob smith"))
+	tok, ok := ParseFenceToken([]byte(`{"resource":"outbox:n:a","token":42}`))
+	require.True(t, ok)
+	require.Equal(t, uint64(42), tok)
+	tok, ok = ParseFenceToken([]byte("{\"token\" : 7 }"))
+	require.True(t, ok)
+	require.Equal(t, uint64(7), tok)
+	for _, bad := range []string{`{}`, `{"token":0}`, `{"token":"3"}`, `{"token":9007199254740992}`, `{"token":-1}`} {
+		_, ok := ParseFenceToken([]byte(bad))
+		require.False(t, ok, bad)
+	}
+	recs := []Record{
+		{Status: StatusAcked, NextAttemptAt: t0},
+		{Status: StatusFailed, NextAttemptAt: t0.Add(3 * time.Second)},
+		{Status: StatusPending, NextAttemptAt: t0.Add(time.Second)},
+	}
+	require.Equal(t, t0.Add(time.Second), NextDue(recs))
+	require.True(t, NextDue(nil).IsZero())
+}
+
+func TestOrphanedRecordsRecoveredByNewerToken(t *testing.T) {
+	old := Lease{Name: "q", Owner: "A", Token: 3}
+	cur := Lease{Name: "q", Owner: "B", Token: 4}
+	r := rec("a1", 1, "a", StatusPending)
+	r, err := Claim(r, old, t0, time.Minute)
+	require.NoError(t, err)
+	r, err = MarkSending(r, old, t0)
+	require.NoError(t, err)
+	p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, ClaimRequest{Lease: cur, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
+	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
+	require.Equal(t, uint64(4), p.Claimed[0].LeaseToken)
+	require.Equal(t, 1, p.Claimed[0].Attempts) // the lost send stays charged
+	// the same token is not orphaned: wait for its expiry
+	p = PlanClaim([]Record{r}, ClaimRequest{Lease: old, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
+	require.Len(t, p.Claimed, 0)
+}
+
+func TestWatchdogSuspectsBlockedReads(t *testing.T) {
+	w := NewWatchdog(WatchConfig{})
+	// a read outstanding since t0: asked at t0+1s, stolen at t0+2.5s
+	require.Equal(t, WatchNone, w.Suspect(t0.Add(500*time.Millisecond), t0))
+	require.Equal(t, WatchAsk, w.Suspect(t0.Add(time.Second), t0))
+	require.Equal(t, WatchNone, w.Suspect(t0.Add(2*time.Second), t0))
+	require.Equal(t, WatchSteal, w.Tick(t0.Add(2500*time.Millisecond)))
+	// an armed watchdog keeps its own progress time
+	w = NewWatchdog(WatchConfig{})
+	w.Observe(t0, "m", true, false)
+	require.Equal(t, WatchNone, w.Suspect(t0.Add(900*time.Millisecond), t0.Add(-time.Hour)))
+}

@@ -1,0 +1,562 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"context"
+	"errors"
+	"syscall/js"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
+)
+
+// The outbox() area of the API: a durable, fenced outbox shared by the tabs
+// of one browser (package outbox, Runtime). Payloads are opaque bytes: the
+// JSON of an object payload is made by the JavaScript engine
+// (JSON.stringify), never by a Go encoder.
+
+var (
+	outboxes handles[*outbox.Runtime]
+
+	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
+	obPause, obResume, obLogin, obLogout, obClose *jsglue.Callback
+
+	jsJSON       = js.Global().Get("JSON")
+	jsUint8Array = js.Global().Get("Uint8Array")
+)
+
+// namedError gives an outbox error the JavaScript name pages branch on.
+type namedError struct {
+	err  error
+	name string
+}
+
+func (e *namedError) Error() string  { return e.err.Error() }
+func (e *namedError) Unwrap() error  { return e.err }
+func (e *namedError) JSName() string { return e.name }
+
+// obErr names the errors of the outbox API.
+func obErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[interface {
+		error
+		JSName() string
+	}](err); ok {
+		return err
+	}
+	for _, m := range []struct {
+		target error
+		name   string
+	}{
+		{outbox.ErrNoSession, "NoSessionError"},
+		{outbox.ErrUnknownOperation, "UnknownOperationError"},
+		{outbox.ErrInvalidRecord, "TypeError"},
+		{outbox.ErrInvalidTransition, "InvalidStateError"},
+		{outbox.ErrNotFound, "NotFoundError"},
+		{outbox.ErrPaused, "PausedError"},
+		{outbox.ErrStaleOwner, "StaleOwnerError"},
+		{outbox.ErrStepDown, "StaleOwnerError"},
+		{outbox.ErrAuthRequired, "AuthRequiredError"},
+		{outbox.ErrSessionChanged, "SessionChangedError"},
+		{outbox.ErrFenceUnavailable, "NetworkError"},
+		{outbox.ErrRuntimeClosed, "InvalidStateError"},
+		{outbox.ErrStoreClosed, "InvalidStateError"},
+		{outbox.ErrSchemaUnsupported, "NotSupportedError"},
+	} {
+		if errors.Is(err, m.target) {
+			return &namedError{err, m.name}
+		}
+	}
+	return err
+}
+
+func registerOutbox(api js.Value) {
+	get := func(args []js.Value) (*outbox.Runtime, error) {
+		r, ok := outboxes.get(args)
+		if !ok {
+			return nil, &namedError{outbox.ErrRuntimeClosed, "InvalidStateError"}
+		}
+		return r, nil
+	}
+	ctx := context.Background()
+	obEnqueue = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		op, err := opArg(at(args, 1))
+		if err != nil {
+			return nil, err
+		}
+		res, err := r.Enqueue(ctx, op)
+		if err != nil {
+			return nil, obErr(err)
+		}
+		o := newObject()
+		o.Set("id", res.ID)
+		o.Set("action", string(res.Action))
+		return o, nil
+	})
+	obFlush = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		rep, skipped, err := r.Flush(ctx)
+		if err != nil && !errors.Is(err, outbox.ErrPaused) {
+			return nil, obErr(err)
+		}
+		o := newObject()
+		o.Set("skipped", skipped)
+		o.Set("paused", errors.Is(err, outbox.ErrPaused))
+		o.Set("claimed", rep.Claimed)
+		o.Set("acked", rep.Acked)
+		o.Set("retried", rep.Retried)
+		o.Set("deadLettered", rep.DeadLettered)
+		o.Set("terminal", rep.Terminal)
+		o.Set("conflicts", rep.Conflicts)
+		return o, nil
+	})
+	obStatus = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		st, err := r.Status(ctx)
+		if err != nil {
+			return nil, obErr(err)
+		}
+		return statusJS(st), nil
+	})
+	obOnStatus = syncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		fn := at(args, 1)
+		if fn.Type() != js.TypeFunction {
+			return nil, typeErr("outbox.onStatus", "fn must be a function")
+		}
+		unsub := r.OnStatus(func(st outbox.RuntimeStatus) { callLater(fn, statusJS(st)) })
+		return unsubscriber(unsub), nil
+	})
+	obOnEvent = syncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		fn := at(args, 1)
+		if fn.Type() != js.TypeFunction {
+			return nil, typeErr("outbox.onEvent", "fn must be a function")
+		}
+		unsub := r.OnEvent(func(e outbox.Event) { callLater(fn, eventJS(e)) })
+		return unsubscriber(unsub), nil
+	})
+	obDeadLetters = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := r.DeadLetters(ctx)
+		if err != nil {
+			return nil, obErr(err)
+		}
+		arr := js.Global().Get("Array").New()
+		for i := range recs {
+			arr.Call("push", recordJS(&recs[i]))
+		}
+		return arr, nil
+	})
+	idFn := func(where string, fn func(r *outbox.Runtime, id string) error) *jsglue.Callback {
+		return asyncFunc(func(args []js.Value) (any, error) {
+			r, err := get(args)
+			if err != nil {
+				return nil, err
+			}
+			id := at(args, 1)
+			if id.Type() != js.TypeString || id.String() == "" {
+				return nil, typeErr("outbox."+where, "id must be a non-empty string")
+			}
+			return nil, obErr(fn(r, id.String()))
+		})
+	}
+	obRetry = idFn("retry", func(r *outbox.Runtime, id string) error { return r.Retry(ctx, id) })
+	obDiscard = idFn("discard", func(r *outbox.Runtime, id string) error { return r.Discard(ctx, id) })
+	obPause = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		return nil, obErr(r.Pause(ctx))
+	})
+	obResume = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		return nil, obErr(r.Resume(ctx))
+	})
+	obLogin = idFn("login", func(r *outbox.Runtime, user string) error {
+		r.Login(outbox.Session{UserID: user})
+		return nil
+	})
+	obLogout = asyncFunc(func(args []js.Value) (any, error) {
+		r, err := get(args)
+		if err != nil {
+			return nil, err
+		}
+		purge := field(at(args, 1), "purge").Truthy()
+		n, err := r.Logout(ctx, purge)
+		return n, obErr(err)
+	})
+	obClose = asyncFunc(func(args []js.Value) (any, error) {
+		if len(args) == 0 || args[0].Type() != js.TypeNumber {
+			return nil, nil
+		}
+		r, ok := outboxes.get(args)
+		if !ok {
+			return nil, nil
+		}
+		outboxes.remove(args[0].Float())
+		return nil, r.Close()
+	})
+	api.Set("outbox", asyncFunc(openOutbox).Value)
+}
+
+func at(args []js.Value, i int) js.Value {
+	if i < len(args) {
+		return args[i]
+	}
+	return js.Undefined()
+}
+
+func unsubscriber(unsub func()) js.Value {
+	var cb *jsglue.Callback
+	cb = jsglue.NewCallback(func(js.Value, []js.Value) any {
+		unsub()
+		cb.Release()
+		return nil
+	})
+	return cb.Value
+}
+
+func msOpt(opts js.Value, name string) (time.Duration, error) {
+	v := field(opts, name)
+	if v.IsUndefined() || v.IsNull() {
+		return 0, nil
+	}
+	if v.Type() != js.TypeNumber || v.Float() < 0 {
+		return 0, typeErr("outbox", name+" must be a non-negative number of milliseconds")
+	}
+	return time.Duration(v.Float() * float64(time.Millisecond)), nil
+}
+
+func strOpt(opts js.Value, name string, required bool) (string, error) {
+	v := field(opts, name)
+	if v.IsUndefined() || v.IsNull() {
+		if required {
+			return "", typeErr("outbox", name+" is required")
+		}
+		return "", nil
+	}
+	if v.Type() != js.TypeString || (required && v.String() == "") {
+		return "", typeErr("outbox", name+" must be a non-empty string")
+	}
+	return v.String(), nil
+}
+
+// openOutbox implements tf.outbox(options).
+func openOutbox(args []js.Value) (any, error) {
+	opts := at(args, 0)
+	if t, _ := typeOf(opts); t != js.TypeObject {
+		return nil, typeErr("outbox", "options must be an object")
+	}
+	name, err := strOpt(opts, "name", true)
+	if err != nil {
+		return nil, err
+	}
+	endpoint, err := strOpt(opts, "endpoint", true)
+	if err != nil {
+		return nil, err
+	}
+	user, err := strOpt(opts, "user", false)
+	if err != nil {
+		return nil, err
+	}
+	fencePath, err := strOpt(opts, "fencePath", false)
+	if err != nil {
+		return nil, err
+	}
+	cfg := outbox.RuntimeConfig{Name: name, FencePath: fencePath, Session: outbox.Session{UserID: user}}
+	cfg.Outbox.Endpoint = endpoint
+	cfg.Outbox.Policies = map[string]outbox.Policy{}
+	pols := field(opts, "policies")
+	if t, _ := typeOf(pols); t != js.TypeObject {
+		return nil, typeErr("outbox", "policies must be an object {operationType: {dedupe}}")
+	}
+	keys := jsObject.Call("keys", pols)
+	for i := 0; i < keys.Length(); i++ {
+		k := keys.Index(i).String()
+		p := field(pols, k)
+		d := field(p, "dedupe")
+		if d.Type() != js.TypeString {
+			return nil, typeErr("outbox", "policies."+k+".dedupe must be append, replace-latest, merge or drop-if-exists")
+		}
+		pol := outbox.Policy{Dedupe: outbox.Dedupe(d.String())}
+		switch pol.Dedupe {
+		case outbox.Append, outbox.ReplaceLatest, outbox.DropIfExists:
+		case outbox.Merge:
+			pol.Merge = mergeFunc(field(p, "merge"))
+		default:
+			return nil, typeErr("outbox", "policies."+k+".dedupe must be append, replace-latest, merge or drop-if-exists")
+		}
+		if ma := field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
+			pol.MaxAttempts = ma.Int()
+		}
+		if ep := field(p, "endpoint"); ep.Type() == js.TypeString {
+			pol.Endpoint = ep.String()
+		}
+		cfg.Outbox.Policies[k] = pol
+	}
+	if len(cfg.Outbox.Policies) == 0 {
+		return nil, typeErr("outbox", "policies must configure at least one operation type")
+	}
+	if ma := field(opts, "maxAttempts"); ma.Type() == js.TypeNumber && ma.Int() > 0 {
+		cfg.Outbox.MaxAttempts = ma.Int()
+	}
+	if c := field(opts, "concurrency"); c.Type() == js.TypeNumber && c.Int() > 0 {
+		cfg.Outbox.Concurrency = c.Int()
+	}
+	if c := field(opts, "batchSize"); c.Type() == js.TypeNumber && c.Int() > 0 {
+		cfg.Outbox.BatchSize = c.Int()
+	}
+	if b := field(opts, "backoff"); b.Type() == js.TypeObject {
+		base, err := msOpt(b, "base")
+		if err != nil {
+			return nil, err
+		}
+		cp, err := msOpt(b, "cap")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Outbox.Backoff = &outbox.Backoff{Base: base, Cap: cp}
+	}
+	if cfg.Watch.StatusTimeout, err = msOpt(opts, "statusTimeoutMs"); err != nil {
+		return nil, err
+	}
+	if cfg.Watch.StallAfter, err = msOpt(opts, "stallAfterMs"); err != nil {
+		return nil, err
+	}
+	if cfg.SendTimeout, err = msOpt(opts, "sendTimeoutMs"); err != nil {
+		return nil, err
+	}
+	if d, err := msOpt(opts, "leaseTTLMs"); err != nil {
+		return nil, err
+	} else {
+		cfg.Outbox.LeaseTTL = d
+	}
+	cfg.NoWebLocks = field(opts, "noWebLocks").Truthy()
+	headers := field(opts, "headers")
+	if t, _ := typeOf(headers); t == js.TypeObject || t == js.TypeFunction {
+		cfg.Authorize = func(_ context.Context, req outbox.Request, h outbox.Header) error {
+			hv := headers
+			if hv.Type() == js.TypeFunction {
+				v, err := jsglue.Invoke(hv, req.UserID)
+				if err != nil {
+					return err
+				}
+				hv = v
+			}
+			if t, _ := typeOf(hv); t != js.TypeObject {
+				return nil
+			}
+			ks := jsObject.Call("keys", hv)
+			for i := 0; i < ks.Length(); i++ {
+				k := ks.Index(i).String()
+				if v := field(hv, k); v.Type() == js.TypeString {
+					h[k] = v.String()
+				}
+			}
+			return nil
+		}
+	}
+	rt, err := outbox.OpenRuntime(context.Background(), cfg)
+	if err != nil {
+		return nil, obErr(err)
+	}
+	id := outboxes.add(rt)
+	obj := newObject()
+	defineConst(obj, "name", name)
+	defineConst(obj, "id", rt.ID())
+	defineConst(obj, "lockName", rt.LockName())
+	for _, m := range []struct {
+		name string
+		cb   *jsglue.Callback
+	}{
+		{"enqueue", obEnqueue}, {"flush", obFlush}, {"status", obStatus}, {"onStatus", obOnStatus},
+		{"onEvent", obOnEvent}, {"deadLetters", obDeadLetters}, {"retry", obRetry}, {"discard", obDiscard},
+		{"pause", obPause}, {"resume", obResume}, {"login", obLogin}, {"logout", obLogout}, {"close", obClose},
+	} {
+		defineConst(obj, m.name, bound(m.cb, id))
+	}
+	return obj, nil
+}
+
+// mergeFunc is a Merge policy: fn(older, newer) on the parsed payloads when
+// given, else a shallow merge of two JSON objects (Object.assign). It runs
+// synchronous JavaScript only, so the IndexedDB transaction stays active.
+func mergeFunc(fn js.Value) outbox.MergeFunc {
+	return func(older, newer []byte) ([]byte, error) {
+		return jsglue.Try(func() []byte {
+			a := jsJSON.Call("parse", string(older))
+			b := jsJSON.Call("parse", string(newer))
+			var m js.Value
+			if fn.Type() == js.TypeFunction {
+				m = fn.Invoke(a, b)
+			} else {
+				m = jsObject.Call("assign", jsObject.New(), a, b)
+			}
+			return []byte(jsJSON.Call("stringify", m).String())
+		})
+	}
+}
+
+// opArg reads enqueue's operation.
+func opArg(v js.Value) (outbox.Op, error) {
+	if t, _ := typeOf(v); t != js.TypeObject {
+		return outbox.Op{}, typeErr("outbox.enqueue", "op must be an object")
+	}
+	var op outbox.Op
+	str := func(name string, required bool) (string, error) {
+		f := field(v, name)
+		switch {
+		case f.Type() == js.TypeString && (f.String() != "" || !required):
+			return f.String(), nil
+		case (f.IsUndefined() || f.IsNull()) && !required:
+			return "", nil
+		}
+		return "", typeErr("outbox.enqueue", name+" must be a string")
+	}
+	var err error
+	if op.OperationType, err = str("operationType", true); err != nil {
+		return op, err
+	}
+	if op.EntityType, err = str("entityType", false); err != nil {
+		return op, err
+	}
+	if op.EntityID, err = str("entityId", false); err != nil {
+		return op, err
+	}
+	if op.OperationKey, err = str("operationKey", false); err != nil {
+		return op, err
+	}
+	p := field(v, "payload")
+	switch {
+	case p.Type() == js.TypeString:
+		op.Payload = []byte(p.String())
+	case jsglue.InstanceOf(p, jsUint8Array):
+		op.Payload = make([]byte, p.Length())
+		js.CopyBytesToGo(op.Payload, p)
+	case p.IsUndefined():
+		return op, typeErr("outbox.enqueue", "payload is required")
+	default:
+		s, err := jsglue.Call(jsJSON, "stringify", p)
+		if err != nil || s.Type() != js.TypeString {
+			return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
+		}
+		op.Payload = []byte(s.String())
+	}
+	if deps := field(v, "dependencyIds"); deps.Type() == js.TypeObject {
+		for i := 0; i < deps.Length(); i++ {
+			if d := deps.Index(i); d.Type() == js.TypeString {
+				op.DependencyIDs = append(op.DependencyIDs, d.String())
+			}
+		}
+	}
+	return op, nil
+}
+
+func ms(t time.Time) any {
+	if t.IsZero() {
+		return js.Null()
+	}
+	return float64(t.UnixNano()) / 1e6
+}
+
+func errorInfoJS(e *outbox.ErrorInfo) any {
+	if e == nil {
+		return js.Null()
+	}
+	o := newObject()
+	o.Set("code", e.Code)
+	o.Set("message", e.Message)
+	o.Set("status", e.Status)
+	o.Set("at", ms(e.At))
+	return o
+}
+
+func statusJS(st outbox.RuntimeStatus) js.Value {
+	o := newObject()
+	o.Set("pending", st.Pending)
+	o.Set("sending", st.Sending)
+	o.Set("failed", st.Failed)
+	o.Set("deadLetter", st.DeadLetter)
+	o.Set("conflict", st.Conflict)
+	o.Set("terminal", st.Terminal)
+	o.Set("acked", st.Acked)
+	o.Set("unsupported", st.Unsupported)
+	o.Set("oldestPendingAgeMs", float64(st.OldestPendingAge)/1e6)
+	o.Set("lastFlushAt", ms(st.LastFlushAt))
+	o.Set("lastError", errorInfoJS(st.LastError))
+	o.Set("paused", st.Paused)
+	o.Set("leader", st.Owner)
+	o.Set("flushing", st.Flushing)
+	o.Set("ownerId", st.OwnerID)
+	o.Set("leaseToken", float64(st.LeaseToken))
+	o.Set("fenceToken", float64(st.FenceToken))
+	o.Set("id", st.ID)
+	return o
+}
+
+func eventJS(e outbox.Event) js.Value {
+	o := newObject()
+	o.Set("kind", string(e.Kind))
+	o.Set("at", ms(e.At))
+	for k, v := range map[string]string{"recordId": e.RecordID, "operationKeyHash": e.OperationKeyHash,
+		"ownerId": e.Owner, "reason": e.Reason, "errorCode": e.ErrorCode} {
+		if v != "" {
+			o.Set(k, v)
+		}
+	}
+	if e.LeaseToken != 0 {
+		o.Set("leaseToken", float64(e.LeaseToken))
+	}
+	if e.Attempt != 0 {
+		o.Set("attempt", e.Attempt)
+	}
+	if e.Duration != 0 {
+		o.Set("durationMs", float64(e.Duration)/1e6)
+	}
+	return o
+}
+
+func recordJS(r *outbox.Record) js.Value {
+	o := newObject()
+	o.Set("id", r.ID)
+	o.Set("status", string(r.Status))
+	o.Set("operationType", r.OperationType)
+	o.Set("operationKey", r.OperationKey)
+	o.Set("entityType", r.EntityType)
+	o.Set("entityId", r.EntityID)
+	o.Set("attempts", r.Attempts)
+	o.Set("maxAttempts", r.MaxAttempts)
+	o.Set("createdAt", ms(r.CreatedAt))
+	o.Set("updatedAt", ms(r.UpdatedAt))
+	o.Set("user", r.UserID)
+	o.Set("lastError", errorInfoJS(r.LastError))
+	return o
+}

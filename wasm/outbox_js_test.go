@@ -1,0 +1,181 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"context"
+	"strconv"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// tf.outbox in one page, against an in-page receiver that replaces fetch
+// (fencing tokens, idempotency keys); the multi-tab behaviour against the
+// real server is in e2e/outbox_test.go.
+
+var obAPI = func() js.Value {
+	o := newObject()
+	registerOutbox(o)
+	return o
+}()
+
+const obMock = `(() => {
+  const rx = globalThis.__obrx = {issued: 0, keys: {}, effects: 0, status: 0};
+  globalThis.fetch = async (url, init) => {
+    const u = new URL(url, location.href), h = new Headers(init && init.headers);
+    if (u.pathname.startsWith("/fence/")) return new Response(JSON.stringify({resource: u.pathname.slice(7), token: ++rx.issued}), {status: 200});
+    if (!h.get("X-Demo-User")) return new Response("{}", {status: 401});
+    if (rx.status) return new Response("{}", {status: rx.status});
+    const key = h.get("Idempotency-Key");
+    if (!rx.keys[key]) { rx.keys[key] = true; rx.effects++; }
+    return new Response("{}", {status: 201});
+  };
+})()`
+
+func await(t *testing.T, p js.Value) (js.Value, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return jsglue.Await(ctx, p)
+}
+
+func mustAwait(t *testing.T, p js.Value) js.Value {
+	t.Helper()
+	v, err := await(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func wantName(t *testing.T, err error, name string) {
+	t.Helper()
+	if err == nil || jsglue.NameOf(err) != name {
+		t.Fatalf("want %s, got %v (%s)", name, err, jsglue.NameOf(err))
+	}
+}
+
+func openOb(t *testing.T, extra map[string]any) js.Value {
+	t.Helper()
+	opts := eval(`({endpoint: "/api/notes", user: "alice", headers: (u) => ({"X-Demo-User": u}),
+		policies: {"put-note": {dedupe: "append"}, "edit": {dedupe: "replace-latest"}, "merge": {dedupe: "merge"}},
+		maxAttempts: 2, backoff: {base: 10, cap: 20}})`)
+	opts.Set("name", "api-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	for k, v := range extra {
+		opts.Set(k, v)
+	}
+	ob := mustAwait(t, obAPI.Call("outbox", opts))
+	t.Cleanup(func() { await(t, ob.Call("close")) })
+	return ob
+}
+
+func waitStatus(t *testing.T, ob js.Value, what string, cond func(js.Value) bool) js.Value {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := mustAwait(t, ob.Call("status"))
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %v", what, js.Global().Get("JSON").Call("stringify", st))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestOutboxAPI(t *testing.T) {
+	eval(obMock)
+	rx := js.Global().Get("__obrx")
+	ob := openOb(t, nil)
+	var statuses, events int
+	ob.Call("onStatus", jsglue.NewCallback(func(js.Value, []js.Value) any { statuses++; return nil }).Value)
+	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if a[0].Get("payload").Type() != js.TypeUndefined {
+			t.Error("an event carries a payload")
+		}
+		events++
+		return nil
+	}).Value)
+	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityType: "note", entityId: "a", payload: {id: "a", text: "x"}})`)))
+	if res.Get("id").String() == "" || res.Get("action").String() != "appended" {
+		t.Fatalf("enqueue result %v", res)
+	}
+	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "b", payload: new TextEncoder().encode('{"id":"b","text":""}')})`)))
+	st := waitStatus(t, ob, "2 acked", func(s js.Value) bool { return s.Get("acked").Int() == 2 })
+	if rx.Get("effects").Int() != 2 || st.Get("leaseToken").Float() < 1 {
+		t.Fatalf("effects %d, status %v", rx.Get("effects").Int(), js.Global().Get("JSON").Call("stringify", st))
+	}
+	if statuses == 0 || events == 0 {
+		t.Fatalf("no pushes: %d statuses, %d events", statuses, events)
+	}
+
+	// named errors
+	_, err := await(t, obAPI.Call("outbox", eval(`({name: "", endpoint: "/x", policies: {}})`)))
+	wantName(t, err, "TypeError")
+	_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "guess"}}})`)))
+	wantName(t, err, "TypeError")
+	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "nope", payload: "x"})`)))
+	wantName(t, err, "UnknownOperationError")
+	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "put-note"})`)))
+	wantName(t, err, "TypeError")
+	_, err = await(t, ob.Call("retry", "no-such-record"))
+	wantName(t, err, "NotFoundError")
+
+	// dead letter, listed, retried, discarded
+	rx.Set("status", 503)
+	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "c", payload: "{}"})`)))
+	waitStatus(t, ob, "a dead letter", func(s js.Value) bool { return s.Get("deadLetter").Int() == 1 })
+	dl := mustAwait(t, ob.Call("deadLetters"))
+	if dl.Length() != 1 || dl.Index(0).Get("status").String() != "dead_letter" || dl.Index(0).Get("attempts").Int() != 2 ||
+		dl.Index(0).Get("lastError").Get("code").String() != "http_503" {
+		t.Fatalf("dead letters %v", js.Global().Get("JSON").Call("stringify", dl))
+	}
+	id := dl.Index(0).Get("id").String()
+	rx.Set("status", 0)
+	mustAwait(t, ob.Call("retry", id))
+	waitStatus(t, ob, "retried and acked", func(s js.Value) bool { return s.Get("acked").Int() == 3 && s.Get("deadLetter").Int() == 0 })
+	_, err = await(t, ob.Call("discard", id))
+	wantName(t, err, "InvalidStateError") // acked records are not the app's to discard
+
+	// pause: nothing is sent; flush reports it
+	mustAwait(t, ob.Call("pause"))
+	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "d", payload: "{}"})`)))
+	rep := mustAwait(t, ob.Call("flush"))
+	if !rep.Get("paused").Bool() {
+		t.Fatalf("flush while paused: %v", js.Global().Get("JSON").Call("stringify", rep))
+	}
+	if st := mustAwait(t, ob.Call("status")); !st.Get("paused").Bool() || st.Get("pending").Int() != 1 {
+		t.Fatalf("paused status %v", js.Global().Get("JSON").Call("stringify", st))
+	}
+	mustAwait(t, ob.Call("resume"))
+	waitStatus(t, ob, "resumed", func(s js.Value) bool { return s.Get("acked").Int() == 4 })
+
+	// logout with purge, then no session
+	mustAwait(t, ob.Call("pause"))
+	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "e", payload: "{}"})`)))
+	n := mustAwait(t, ob.Call("logout", eval(`({purge: true})`)))
+	if n.Int() < 1 {
+		t.Fatalf("purged %v", n)
+	}
+	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "put-note", payload: "{}"})`)))
+	wantName(t, err, "NoSessionError")
+	mustAwait(t, ob.Call("login", "bob"))
+	mustAwait(t, ob.Call("close"))
+	_, err = await(t, ob.Call("status"))
+	wantName(t, err, "InvalidStateError")
+}
+
+func TestOutboxMergePolicy(t *testing.T) {
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	a := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {a: 1, b: 1}})`)))
+	b := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {b: 2}})`)))
+	if b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String() {
+		t.Fatalf("merge: %v", js.Global().Get("JSON").Call("stringify", b))
+	}
+}
