@@ -30,7 +30,7 @@ const (
 // Targets from issue 2.
 const (
 	targetFailoverOverRawMs = 10  // tabfence failover p95 at most this much above raw
-	targetBrotliKB          = 600 // at this stage; 700 KB for the whole runtime
+	targetBrotliKB          = 700 // the whole runtime's budget (issue 2 set 600 for its stage: 562 KB then)
 	targetColdStartMs       = 150 // p50
 )
 
@@ -42,7 +42,11 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 		return err
 	}
 	defer srv.Close()
-	sz, err := measureSizes(distDir)
+	sz, err := measureSizes(distDir, "tabfence.wasm")
+	if err != nil {
+		return err
+	}
+	core, err := measureSizes(distDir, "tabfence-core.wasm")
 	if err != nil {
 		return err
 	}
@@ -85,6 +89,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 	fmt.Fprintf(tw, "wasm gzip -9 (KB)\t%.0f\t\t\t\t\n", kb(sz.gzip))
 	if sz.brotli > 0 {
 		fmt.Fprintf(tw, "wasm brotli (KB)\t%.0f\t\t< %d\t%s\t\n", kb(sz.brotli), targetBrotliKB, yes(kb(sz.brotli) < targetBrotliKB))
+		fmt.Fprintf(tw, "core wasm (no outbox) brotli (KB)\t%.0f\t\t< %d\t%s\t\n", kb(core.brotli), targetBrotliKB, yes(kb(core.brotli) < targetBrotliKB))
 	} else {
 		fmt.Fprintf(tw, "wasm brotli (KB)\tnot measured (no brotli on PATH)\t\t< %d\t\t\n", targetBrotliKB)
 	}

@@ -14,8 +14,8 @@ type sizes struct{ raw, gzip, brotli int }
 // measureSizes compresses the runtime as a server would send it: gzip at
 // its best level (compress/gzip, as gzip -9) and brotli at quality 11 with
 // the brotli CLI when it is on PATH (Debian package brotli).
-func measureSizes(distDir string) (sizes, error) {
-	path := filepath.Join(distDir, "tabfence.wasm")
+func measureSizes(distDir, file string) (sizes, error) {
+	path := filepath.Join(distDir, file)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return sizes{}, err

@@ -1,0 +1,25 @@
+//go:build e2e
+
+package e2e
+
+import "testing"
+
+// tabfence-core.wasm is the runtime without the outbox. An app loading it
+// elects and fences as usual, and tf.outbox says plainly that it is absent.
+func TestCoreBuildElectsAndRefusesOutbox(t *testing.T) {
+	e := setup(t, false)
+	tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
+	got := eval[map[string]string](t, tab, `(async () => {
+		const m = await import("/dist/tabfence.js");
+		const tf = await m.load({ wasmURL: "/dist/tabfence-core.wasm" });
+		const out = {};
+		const led = new Promise((resolve) => tf.elect({ scope: "core-" + Math.random(), protocol: 1, onLeader: (ctx) => resolve(ctx.lockName) }));
+		out.leader = (await led).startsWith("tabfence:core-") ? "yes" : "no";
+		try { await tf.outbox({ name: "q", endpoint: "/api/notes", user: "u", policies: { put: { dedupe: "append" } } }); out.outbox = "resolved"; }
+		catch (err) { out.outbox = err.name; }
+		return out;
+	})()`)
+	if got["leader"] != "yes" || got["outbox"] != "NotSupportedError" {
+		t.Fatalf("core build: %v", got)
+	}
+}
