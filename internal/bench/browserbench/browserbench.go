@@ -120,7 +120,7 @@ type chain struct {
 
 func newChain(ctx context.Context, b *harness.Browser, base, page, scope string) (*chain, error) {
 	scope += "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	c := &chain{b: b, url: base + "/" + page + "?" + url.Values{"scope": {scope}, "protocol": {"1"}}.Encode(),
+	c := &chain{b: b, url: base + "/" + page + "?" + url.Values{"scope": {scope}, "protocol": {"1"}, "fenced": {"0"}}.Encode(),
 		lock: "tabfence:" + scope + ":v1"}
 	var err error
 	if c.leader, err = c.open(); err != nil {

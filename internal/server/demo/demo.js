@@ -9,6 +9,10 @@ import { load } from "./dist/tabfence.js";
 const params = new URLSearchParams(location.search);
 const scope = params.get("scope") || "demo";
 const protocol = Number(params.get("protocol") || "1");
+// Fenced by default: each leadership gets a token from IndexedDB, so a steal
+// shows the token rising. ?fenced=0 runs the bare election (the failover
+// benchmark compares that with raw Web Locks).
+const fenced = params.get("fenced") !== "0";
 
 const $ = (id) => document.getElementById(id);
 /** Wall-clock milliseconds, comparable across tabs and with the test runner. */
@@ -58,6 +62,7 @@ function join() {
     demo.election = demo.tf.elect({
       scope,
       protocol,
+      ...(fenced ? { resource: "demo:" + scope } : {}),
       onLeader(ctx) {
         record("leader", { token: ctx.token, generation: ctx.generation });
         show("leader", ctx);
