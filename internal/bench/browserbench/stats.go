@@ -1,18 +1,6 @@
 package browserbench
 
-import (
-	"math"
-	"slices"
-)
+import "github.com/tabfence/tabfence/e2e/harness"
 
-// percentile returns the p-th percentile of xs by the nearest-rank method
-// (p in 0..100): a value that was actually measured, never an interpolation.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(rank, 1)-1]
-}
+// percentile is harness.Percentile (nearest rank: a measured value).
+func percentile(xs []float64, p float64) float64 { return harness.Percentile(xs, p) }

@@ -16,13 +16,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"text/tabwriter"
@@ -140,7 +138,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", enq, rawPut, enq/rawPut, targetEnqueue, yes(enq/rawPut >= targetEnqueue))
 	fmt.Fprintf(tw, "flush 1 entity (records/s)\t%.0f\t%.0f\t%.2fx\t>= %.1fx\t%s\t\n", one, rawFetch, one/rawFetch, targetFlushOne, yes(one/rawFetch >= targetFlushOne))
 	fmt.Fprintf(tw, "flush 8 entities (records/s)\t%.0f\t\t%.2fx of 1\t>= %.1fx\t%s\t\n", eight, eight/one, targetFlushEight, yes(eight/one >= targetFlushEight))
-	p50, p95 := percentile(frozen, 50), percentile(frozen, 95)
+	p50, p95 := harness.Percentile(frozen, 50), harness.Percentile(frozen, 95)
 	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
 	fmt.Fprintf(tw, "frozen owner -> moving p50 (ms)\t%.0f\t\t\t\t\t\n", p50)
 	fmt.Fprintf(tw, "frozen owner -> moving p95 (ms)\t%.0f\t\t\t<= %.0f\t%s\t\n", p95, limit, yes(p95 <= limit))
@@ -157,17 +155,6 @@ func yes(ok bool) string {
 		return "yes"
 	}
 	return "NO"
-}
-
-// percentile is the nearest-rank p-th percentile (a measured value).
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[max(rank, 1)-1]
 }
 
 // open opens the demo page with a fresh queue and waits for its outbox.
