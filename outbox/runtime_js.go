@@ -752,9 +752,12 @@ func (r *Runtime) watchAct(act WatchAction) {
 // on the page's freeze event the open flush-path transactions are aborted
 // (again in a microtask, after Go ran whatever the event woke), and until
 // resume every new one is aborted as soon as it is created (Go then sees
-// an aborted transaction: an error, never a hang). Enqueue's transactions
-// (readwrite, without the leases store) are left alone: they hold the
-// app's writes. Skipped where the Function constructor is forbidden (CSP
+// an aborted transaction: an error, never a hang). The flush path includes
+// the metadata transactions (readwrite on the meta store alone: Flush reads
+// the pause state and records its end there, and a frozen tab's one would
+// block every tab's status read and flush). Enqueue's transactions
+// (readwrite on the records, without the leases store) are left alone: they
+// hold the app's writes. Skipped where the Function constructor is forbidden (CSP
 // without unsafe-eval).
 func (r *Runtime) trackTxns() {
 	st, ok := r.store.(*IDBStore)
@@ -762,8 +765,9 @@ func (r *Runtime) trackTxns() {
 		return
 	}
 	set, err := jsglue.Try(func() js.Value {
-		f := js.Global().Get("Function").New("db", "leases", `const open = new Set(), orig = db.transaction;
-const flushPath = (t) => !(t.mode === "readwrite" && !t.objectStoreNames.contains(leases));
+		f := js.Global().Get("Function").New("db", "leases", "meta", `const open = new Set(), orig = db.transaction;
+const metaOnly = (t) => t.objectStoreNames.length === 1 && t.objectStoreNames.contains(meta);
+const flushPath = (t) => !(t.mode === "readwrite" && !t.objectStoreNames.contains(leases) && !metaOnly(t));
 const abort = (t) => { try { t.abort(); } catch (e) {} };
 open.abortAll = () => { for (const t of open) if (flushPath(t)) abort(t); };
 db.transaction = function (...args) {
@@ -783,7 +787,7 @@ if (typeof document === "object" && document && typeof document.addEventListener
   open.stop = () => { document.removeEventListener("freeze", onFreeze); document.removeEventListener("resume", onResume); };
 }
 return open;`)
-		return f.Invoke(st.db, storeLeases)
+		return f.Invoke(st.db, storeLeases, storeMeta)
 	})
 	if err == nil && set.Type() == js.TypeObject {
 		r.txns = set
@@ -796,7 +800,7 @@ return open;`)
 }
 
 // abortTxns aborts this runtime's open transactions of the flush path (the
-// ones that read the lease row, and every readonly one).
+// ones that read the lease row, the metadata ones and every readonly one).
 func (r *Runtime) abortTxns() {
 	if r.txns.Type() != js.TypeObject {
 		return
