@@ -182,6 +182,12 @@ func quote(s string) string {
 		switch c := s[i]; {
 		case c == '"' || c == '\\':
 			b = append(b, '\\', c)
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
 		case c < 0x20 || c == 0x7f:
 			b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
 		default:

@@ -85,7 +85,8 @@ func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
 		"plain":         `"plain"`,
 		`a"b`:           `"a\"b"`,
 		`back\slash`:    `"back\\slash"`,
-		"nl\nx\x00\x7f": `"nl\x0ax\x00\x7f"`,
+		"nl\nx\x00\x7f": `"nl\nx\x00\x7f"`,
+		"\t\r":          `"\t\r"`,
 		"ünïcode":       `"ünïcode"`,
 	} {
 		if got := quote(in); got != want {

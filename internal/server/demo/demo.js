@@ -62,7 +62,9 @@ function join() {
     demo.election = demo.tf.elect({
       scope,
       protocol,
-      ...(fenced ? { resource: "demo:" + scope } : {}),
+      // Its own database, so the demo's election never pins the page's
+      // default one (a page declares a database's stores once).
+      ...(fenced ? { resource: "demo:" + scope, database: "tabfence-demo" } : {}),
       onLeader(ctx) {
         record("leader", { token: ctx.token, generation: ctx.generation });
         show("leader", ctx);
