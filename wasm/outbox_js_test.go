@@ -109,6 +109,12 @@ func TestOutboxAPI(t *testing.T) {
 	if rx.Get("effects").Int() != 2 || st.Get("leaseToken").Float() < 1 {
 		t.Fatalf("effects %d, status %v", rx.Get("effects").Int(), js.Global().Get("JSON").Call("stringify", st))
 	}
+	// Status pushes are debounced: the poll above can see the records acked
+	// before the push that reports it has fired. Wait for it (the callbacks
+	// run on the event loop, which time.Sleep yields to).
+	for deadline := time.Now().Add(5 * time.Second); statuses == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if statuses == 0 || events == 0 {
 		t.Fatalf("no pushes: %d statuses, %d events", statuses, events)
 	}
