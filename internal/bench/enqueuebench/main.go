@@ -1,0 +1,42 @@
+// Command enqueuebench runs the outbox enqueue figure of `make bench` alone
+// (see outboxbench.RunEnqueue), for quick iteration.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"os"
+
+	"github.com/tabfence/tabfence/internal/bench/outboxbench"
+)
+
+func main() {
+	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
+	rounds := flag.Int("rounds", 3, "interleaved rounds")
+	prof := flag.String("profile", "", "directory for a Chromium CPU profile of the first enqueue round")
+	probe := flag.String("probe", "", "file with JavaScript run in the enqueue tab before the loop; window.__probe is printed after")
+	eval := flag.String("eval", "", "file with a JavaScript expression evaluated (awaited) in the demo page; its string result is printed")
+	flag.Parse()
+	if *eval != "" {
+		b, err := os.ReadFile(*eval)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b)); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	var js string
+	if *probe != "" {
+		b, err := os.ReadFile(*probe)
+		if err != nil {
+			log.Fatal(err)
+		}
+		js = string(b)
+	}
+	if err := outboxbench.RunEnqueue(context.Background(), os.Stdout, *dist, *rounds, *prof, js); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,145 @@
+package outboxbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/profiler"
+	"github.com/chromedp/chromedp"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+	"github.com/tabfence/tabfence/internal/server"
+)
+
+// RunEnqueue is the enqueue figure of Run alone (same page, same JS, same
+// record shape), for quick iteration: rounds interleaved rounds, each
+// printed. profileDir, when set, receives a Chromium CPU profile of the
+// first enqueue round (enqueue.cpuprofile).
+func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, profileDir, probe string) error {
+	if err := harness.CheckDist(distDir); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "tabfence-enqbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bn := &bench{}
+	srv, err := server.New(server.Config{
+		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: bn.middleware,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	bn.url = ts.URL
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	var bestE, bestR float64
+	for round := 0; round < rounds; round++ {
+		var e, r float64
+		for i, js := range []string{enqueueJS(EnqueueN), rawPutJS(EnqueueN)} {
+			tab, err := bn.open(b, url.Values{})
+			if err != nil {
+				return err
+			}
+			prof := i == 0 && round == 0 && profileDir != ""
+			if prof {
+				chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
+				chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 250})
+				chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+			}
+			if probe != "" && i == 0 {
+				if _, err := harness.Eval[any](tab, probe); err != nil {
+					return err
+				}
+			}
+			v, err := harness.Eval[float64](tab, js)
+			if probe != "" && i == 0 {
+				if s, err := harness.Eval[string](tab, `JSON.stringify(window.__probe)`); err == nil {
+					fmt.Fprintln(w, "probe:", s)
+				}
+			}
+			if prof {
+				if res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); err == nil {
+					bs, _ := json.Marshal(res.Profile)
+					os.WriteFile(filepath.Join(profileDir, "enqueue.cpuprofile"), bs, 0o644)
+				}
+			}
+			tab.Close()
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				e = v
+			} else {
+				r = v
+			}
+		}
+		bestE, bestR = max(bestE, e), max(bestR, r)
+		fmt.Fprintf(w, "round %d: enqueue %.0f/s raw put %.0f/s ratio %.2fx\n", round, e, r, e/r)
+	}
+	fmt.Fprintf(w, "best: enqueue %.0f/s raw put %.0f/s ratio %.2fx\n", bestE, bestR, bestE/bestR)
+	return nil
+}
+
+// EvalInPage opens the demo page (fresh queue) and prints what js (an
+// expression, awaited) returns as a string: for ad-hoc experiments.
+func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
+	dir, err := os.MkdirTemp("", "tabfence-enqbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bn := &bench{}
+	srv, err := server.New(server.Config{
+		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	bn.url = ts.URL
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	tab, err := bn.open(b, url.Values{})
+	if err != nil {
+		return err
+	}
+	defer tab.Close()
+	if _, err := harness.Eval[bool](tab, `(window.__eval = undefined, Promise.resolve(`+js+`).then(v => window.__eval = {v: String(v)}, e => window.__eval = {v: "error: " + e}), true)`); err != nil {
+		return err
+	}
+	var s string
+	err = harness.Poll(ctx, "eval", 10*time.Minute, 100*time.Millisecond, func() (bool, error) {
+		v, err := harness.Eval[*struct{ V string }](tab, `window.__eval`)
+		if v != nil {
+			s = v.V
+		}
+		return v != nil, err
+	})
+	fmt.Fprintln(w, s)
+	return err
+}
