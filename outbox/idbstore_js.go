@@ -469,6 +469,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	if err := hook(op, "written"); err != nil {
 		return EnqueueResult{}, t.abort(err)
 	}
+	t.commit()
 	if err := t.finish(); err != nil {
 		return EnqueueResult{}, wrapIDB(op, err)
 	}

@@ -213,6 +213,26 @@ func (t *txn) finish() error {
 	return err
 }
 
+// commit asks IndexedDB to commit now, once the requests issued so far
+// succeed, instead of when the transaction next goes inactive with no
+// request pending: the backend then runs the writes and the commit back to
+// back, without a round trip to this page for the last request's success
+// event first (about a tenth of a small durable transaction). Issue no
+// request after it. Where IDBTransaction.commit is missing (older browsers)
+// or throws (the transaction is already finishing), auto-commit applies and
+// finish reports the outcome either way.
+func (t *txn) commit() {
+	if t.ended || !hasCommit {
+		return
+	}
+	_, _ = jsglue.Call(t.v, "commit")
+}
+
+var hasCommit = func() bool {
+	tx := js.Global().Get("IDBTransaction")
+	return tx.Type() == js.TypeFunction && tx.Get("prototype").Get("commit").Type() == js.TypeFunction
+}()
+
 // abort rolls the transaction back and waits until IndexedDB confirms it, so
 // the caller's error is returned only once nothing is left half-written.
 // reason is the error reported (nil: ErrTxAborted).
