@@ -26,8 +26,7 @@ import (
 // version and migrates in the upgrade). A value that does not decode is a
 // *CorruptRecordError and is never rewritten.
 
-// recordEncoding is the "v" this build writes.
-const recordEncoding = 1
+// recordEncoding, the "v" this build writes, is in recordjson.go.
 
 var (
 	jsObject     = js.Global().Get("Object")
@@ -396,14 +395,8 @@ func encodeErrorInfo(e *ErrorInfo) js.Value {
 	return o
 }
 
-// Derived index fields. They exist only while they are meaningful, so the
-// indexes over them are sparse: IndexedDB leaves a record out of an index
-// whose key path is missing.
-const (
-	fieldLive   = "_live"   // 1 while not acked (entries of equal keys are in seq order)
-	fieldOpKey  = "_opKey"  // [userId, operationKey], while unsettled
-	fieldEntity = "_entity" // EntityKey(), while unsettled
-)
+// The derived index fields (fieldLive, fieldOpKey, fieldEntity) are in
+// recordjson.go.
 
 // encodeRecord builds the stored object of rec on top of base (the stored
 // object it replaces, or undefined). A new object omits zero-valued fields
@@ -412,6 +405,9 @@ const (
 // no stale value survives under a newer build's extra fields.
 func encodeRecord(rec *Record, base js.Value) js.Value {
 	fresh := base.Type() != js.TypeObject
+	if fresh {
+		return encodeFreshRecord(rec)
+	}
 	o := newObject(base)
 	if fresh {
 		o.Set("v", recordEncoding)
@@ -503,6 +499,29 @@ func encodeRecord(rec *Record, base js.Value) js.Value {
 	}
 	return o
 }
+
+// encodeFreshRecord is encodeRecord of a record that replaces no stored
+// object: the scalar fields in one JSON.parse (appendFreshRecordJSON), then
+// the bytes and nested objects.
+func encodeFreshRecord(rec *Record) js.Value {
+	o := jsJSON.Call("parse", string(appendFreshRecordJSON(make([]byte, 0, 512), rec)))
+	if rec.Payload != nil {
+		setBytes(o, "payload", rec.Payload)
+	}
+	if rec.LastError != nil {
+		o.Set("lastError", encodeErrorInfo(rec.LastError))
+	}
+	if rec.Response != nil {
+		resp := jsObject.New()
+		resp.Set("status", rec.Response.Status)
+		setBytes(resp, "body", rec.Response.Body)
+		resp.Set("replayed", rec.Response.Replayed)
+		o.Set("response", resp)
+	}
+	return o
+}
+
+var jsJSON = js.Global().Get("JSON")
 
 func opKey(user, key string) js.Value {
 	a := jsArray.New(2)

@@ -1,0 +1,154 @@
+package outbox
+
+import (
+	"strconv"
+	"time"
+)
+
+// recordEncoding is the "v" this build writes (see idbcodec_js.go).
+const recordEncoding = 1
+
+// Derived index fields of a stored record. They exist only while they are
+// meaningful, so the indexes over them are sparse: IndexedDB leaves a
+// record out of an index whose key path is missing.
+const (
+	fieldLive   = "_live"   // 1 while not acked (entries of equal keys are in seq order)
+	fieldOpKey  = "_opKey"  // [userId, operationKey], while unsettled
+	fieldEntity = "_entity" // EntityKey(), while unsettled
+)
+
+// appendFreshRecordJSON appends, as one JSON object, the stored form of a
+// record that replaces no stored object (an append): exactly the fields
+// encodeRecord sets on a fresh object, zero values omitted, except payload,
+// lastError and response, which the caller sets on the parsed object
+// (bytes and nested objects). The browser build parses it with JSON.parse:
+// one string crosses from Go to JavaScript instead of one per field, and
+// each of those is a reference the Go runtime tracks with a finalizer
+// (syscall/js), the main cost of an enqueue's encoding.
+//
+// Strings go out as their UTF-8 bytes with only '"', '\\' and control
+// characters escaped, so JSON.parse yields what syscall/js would have made
+// of the Go string (invalid UTF-8 included: TextDecoder replaces it either
+// way, and every escape is ASCII).
+func appendFreshRecordJSON(b []byte, rec *Record) []byte {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, recordEncoding, 10)
+	b = appendJSONField(b, "id", rec.ID, true)
+	b = appendJSONField(b, "operationKey", rec.OperationKey, false)
+	b = appendJSONField(b, "idempotencyKey", rec.IdempotencyKey, false)
+	b = appendJSONField(b, "entityType", rec.EntityType, false)
+	b = appendJSONField(b, "entityId", rec.EntityID, false)
+	b = appendJSONField(b, "operationType", rec.OperationType, false)
+	b = appendJSONField(b, "payloadRef", rec.PayloadRef, false)
+	b = appendJSONField(b, "payloadHash", rec.PayloadHash, false)
+	b = appendJSONInt(b, "payloadSchemaVersion", int64(rec.PayloadSchemaVersion))
+	b = appendJSONField(b, "status", string(rec.Status), true)
+	b = appendJSONInt(b, "attempts", int64(rec.Attempts))
+	b = appendJSONInt(b, "sends", int64(rec.Sends))
+	b = appendJSONInt(b, "maxAttempts", int64(rec.MaxAttempts))
+	b = appendJSONTime(b, "nextAttemptAt", rec.NextAttemptAt)
+	b = appendJSONField(b, "leaseOwner", rec.LeaseOwner, false)
+	b = appendJSONUint(b, "leaseToken", rec.LeaseToken)
+	b = appendJSONTime(b, "leaseExpiresAt", rec.LeaseExpiresAt)
+	if len(rec.DependencyIDs) > 0 {
+		b = append(b, `,"dependencyIds":[`...)
+		for i, d := range rec.DependencyIDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, d)
+		}
+		b = append(b, ']')
+	}
+	b = appendJSONUint(b, "seq", rec.Seq)
+	b = appendJSONTime(b, "createdAt", rec.CreatedAt)
+	b = appendJSONTime(b, "updatedAt", rec.UpdatedAt)
+	b = appendJSONTime(b, "ackedAt", rec.AckedAt)
+	b = appendJSONField(b, "userId", rec.UserID, true)
+	b = appendJSONField(b, "tenantId", rec.TenantID, false)
+	b = appendJSONUint(b, "authGeneration", rec.AuthGeneration)
+	if rec.Status != StatusAcked {
+		b = append(b, `,"`+fieldLive+`":1`...)
+	}
+	if !rec.Status.Settled() {
+		b = appendJSONField(b, fieldEntity, rec.EntityKey(), true)
+		if rec.OperationKey != "" {
+			b = append(b, `,"`+fieldOpKey+`":[`...)
+			b = appendJSONString(b, rec.UserID)
+			b = append(b, ',')
+			b = appendJSONString(b, rec.OperationKey)
+			b = append(b, ']')
+		}
+	}
+	return append(b, '}')
+}
+
+// appendJSONField appends ,"name":"v" (always when set, else only for a
+// non-empty v). name needs no escaping.
+func appendJSONField(b []byte, name, v string, always bool) []byte {
+	if v == "" && !always {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendJSONString(b, v)
+}
+
+func appendJSONInt(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, v, 10)
+}
+
+// appendJSONUint appends a uint64 field as JavaScript would store
+// float64(v): exact up to 2^53, rounded above like setUint.
+func appendJSONUint(b []byte, name string, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	if v <= maxExactUint {
+		return strconv.AppendUint(b, v, 10)
+	}
+	return strconv.AppendFloat(b, float64(v), 'g', -1, 64)
+}
+
+const maxExactUint = 1<<53 - 1
+
+// appendJSONTime appends a time as Unix milliseconds (setTime), omitted
+// when zero.
+func appendJSONTime(b []byte, name string, t time.Time) []byte {
+	if t.IsZero() {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, t.UnixMilli(), 10)
+}
+
+// appendJSONString appends s as a JSON string: '"', '\\' and control
+// characters escaped, every other byte (valid UTF-8 or not) as it is.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

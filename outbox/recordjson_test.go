@@ -1,0 +1,48 @@
+package outbox
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestFreshRecordJSON(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_123)
+	rec := Record{
+		ID: "id-1", OperationKey: "k\"ey\\\n\x00", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
+		OperationType: "put-note", PayloadRef: "", PayloadHash: "abc", PayloadSchemaVersion: 2,
+		Status: StatusPending, MaxAttempts: 10, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now.Add(time.Millisecond),
+		DependencyIDs: []string{"a", "b\tc"}, UserID: "u", TenantID: "t", AuthGeneration: 1 << 54,
+		LeaseToken: 7, Seq: 0,
+	}
+	var got map[string]any
+	b := appendFreshRecordJSON(nil, &rec)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	want := map[string]any{
+		"v": 1.0, "id": "id-1", "operationKey": "k\"ey\\\n\x00", "idempotencyKey": "idem", "entityType": "note",
+		"entityId": "é-1", "operationType": "put-note", "payloadHash": "abc", "payloadSchemaVersion": 2.0,
+		"status": "pending", "maxAttempts": 10.0, "nextAttemptAt": 1_700_000_000_123.0,
+		"createdAt": 1_700_000_000_123.0, "updatedAt": 1_700_000_000_124.0,
+		"dependencyIds": []any{"a", "b\tc"}, "userId": "u", "tenantId": "t", "authGeneration": float64(uint64(1) << 54),
+		"leaseToken": 7.0,
+		fieldLive: 1.0, fieldEntity: rec.EntityKey(), fieldOpKey: []any{"u", "k\"ey\\\n\x00"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+
+	// Settled and acked: no derived index fields; empty strings and zero
+	// numbers omitted; id, status and userId always present.
+	acked := Record{ID: "x", Status: StatusAcked, UserID: ""}
+	got = nil
+	if err := json.Unmarshal(appendFreshRecordJSON(nil, &acked), &got); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]any{"v": 1.0, "id": "x", "status": "acked", "userId": ""}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
