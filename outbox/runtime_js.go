@@ -97,6 +97,15 @@ type Runtime struct {
 	dueT    *time.Timer
 	evCh    chan Event
 
+	// Work an enqueue leaves to the next task (see later): the
+	// OUTBOX_CHANGED announcement, the local flush hint and event delivery.
+	laterMu      sync.Mutex
+	laterPending bool          // a task is scheduled and has not run yet
+	announce     bool          // an enqueue committed since the last announcement
+	laterWaiters chan struct{} // closed when the scheduled task runs
+	laterPort    js.Value      // MessageChannel port2: a message schedules the task
+	laterStop    func()
+
 	attemptMu    sync.Mutex
 	mu           sync.Mutex
 	owning       bool
@@ -218,6 +227,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	r.dueT = time.NewTimer(time.Hour)
 	r.dueT.Stop()
 	r.trackTxns()
+	r.installLater()
 	r.installTriggers()
 	go r.flushLoop()
 	go r.statusLoop()
@@ -287,10 +297,92 @@ func (r *Runtime) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 	if err != nil {
 		return res, err
 	}
-	r.post(KindOutboxChanged, js.Undefined())
-	r.markDirty(true)
-	r.Kick("enqueue")
+	r.laterMu.Lock()
+	r.announce = true
+	r.laterMu.Unlock()
+	r.later()
 	return res, nil
+}
+
+// installLater sets up the task source of later: a MessageChannel, whose
+// messages are tasks that run as soon as the event loop is free (unlike
+// setTimeout, not clamped, nor throttled in hidden tabs).
+func (r *Runtime) installLater() {
+	mc, err := jsglue.Try(func() js.Value { return js.Global().Get("MessageChannel").New() })
+	if err != nil || mc.Type() != js.TypeObject {
+		return // no MessageChannel: later runs its work at once
+	}
+	cb := jsglue.NewCallback(func(js.Value, []js.Value) any {
+		r.runLater()
+		return nil
+	})
+	p1 := mc.Get("port1")
+	p1.Set("onmessage", cb.Value) // starts the port
+	r.laterPort = mc.Get("port2")
+	r.laterStop = func() {
+		p1.Set("onmessage", js.Null())
+		p1.Call("close")
+		r.laterPort.Call("close")
+		cb.Release()
+	}
+	r.listeners = append(r.listeners, r.laterStop)
+}
+
+// later schedules the work an enqueue leaves after its commit — the
+// OUTBOX_CHANGED announcement (once for every enqueue committed before the
+// task runs, so always after their commits), this tab's flush hint and the
+// delivery of its event — in the next task rather than before the enqueue's
+// promise settles: the caller's next enqueue is issued first and that work
+// runs while IndexedDB commits it. A burst of enqueues announces once per
+// task instead of once per record; the hints are coalescing anyway.
+func (r *Runtime) later() {
+	r.laterMu.Lock()
+	if r.laterPending {
+		r.laterMu.Unlock()
+		return
+	}
+	r.laterPending = true
+	port := r.laterPort
+	r.laterMu.Unlock()
+	if port.Type() != js.TypeObject {
+		r.runLater()
+		return
+	}
+	if _, err := jsglue.Call(port, "postMessage", js.Null()); err != nil {
+		r.runLater()
+	}
+}
+
+// runLater does the scheduled work (in the task, or at once without a
+// task source).
+func (r *Runtime) runLater() {
+	r.laterMu.Lock()
+	r.laterPending = false
+	announce := r.announce
+	r.announce = false
+	w := r.laterWaiters
+	r.laterWaiters = nil
+	r.laterMu.Unlock()
+	if w != nil {
+		close(w)
+	}
+	if announce {
+		r.post(KindOutboxChanged, js.Undefined())
+		r.markDirty(true)
+		r.Kick("enqueue")
+	}
+}
+
+// nextTask returns a channel closed when the next later task has run.
+func (r *Runtime) nextTask() <-chan struct{} {
+	r.laterMu.Lock()
+	if r.laterWaiters == nil {
+		r.laterWaiters = make(chan struct{})
+	}
+	w := r.laterWaiters
+	r.laterMu.Unlock()
+	r.later()
+	return w
 }
 
 // Kick is a flush hint (non-blocking; hints coalesce, the lock dedupes).
@@ -554,19 +646,36 @@ func (r *Runtime) onEvent(e Event) {
 
 func (r *Runtime) eventLoop() {
 	for {
+		var e Event
 		select {
 		case <-r.ctx.Done():
 			return
-		case e := <-r.evCh:
-			r.mu.Lock()
-			subs := make([]func(Event), 0, len(r.eventSubs))
-			for _, fn := range r.eventSubs {
-				subs = append(subs, fn)
-			}
-			r.mu.Unlock()
+		case e = <-r.evCh:
+		}
+		// Deliver from the next task, with whatever else arrived by then:
+		// an enqueue's event reaches the subscribers after its promise
+		// settled, off its path.
+		select {
+		case <-r.nextTask():
+		case <-r.ctx.Done():
+			return
+		}
+		r.mu.Lock()
+		subs := make([]func(Event), 0, len(r.eventSubs))
+		for _, fn := range r.eventSubs {
+			subs = append(subs, fn)
+		}
+		r.mu.Unlock()
+		for {
 			for _, fn := range subs {
 				safeCall(func() { fn(e) })
 			}
+			select {
+			case e = <-r.evCh:
+				continue
+			default:
+			}
+			break
 		}
 	}
 }
