@@ -82,7 +82,7 @@ func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 		LeaseOwner: "o", LeaseToken: 9, LeaseExpiresAt: at, DependencyIDs: []string{"d1", "d\"2"}, Seq: 42,
 		CreatedAt: at, UpdatedAt: at.Add(time.Millisecond), AckedAt: at.Add(2 * time.Millisecond),
 		Response: &StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
-		UserID: "u", TenantID: "t", AuthGeneration: 5,
+		UserID:   "u", TenantID: "t", AuthGeneration: 5,
 	}
 	v := encodeRecord(&rec, js.Undefined())
 	got, err := decodeRecord(v)

@@ -28,7 +28,7 @@ func TestFreshRecordJSON(t *testing.T) {
 		"createdAt": 1_700_000_000_123.0, "updatedAt": 1_700_000_000_124.0,
 		"dependencyIds": []any{"a", "b\tc"}, "userId": "u", "tenantId": "t", "authGeneration": float64(uint64(1) << 54),
 		"leaseToken": 7.0,
-		fieldLive: 1.0, fieldEntity: rec.EntityKey(), fieldOpKey: []any{"u", "k\"ey\\\n\x00"},
+		fieldLive:    1.0, fieldEntity: rec.EntityKey(), fieldOpKey: []any{"u", "k\"ey\\\n\x00"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
