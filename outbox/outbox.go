@@ -96,9 +96,29 @@ func New(cfg Config) (*Outbox, error) {
 	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name}, nil
 }
 
-// randomID is a random 128-bit id; see internal/randid for why the browser
-// build does not link crypto/rand.
-func randomID() string { return randid.New() }
+// randomID is a random 128-bit id (hex) from the platform's CSPRNG; see
+// internal/randid for why the browser build does not link crypto/rand. The
+// bytes are drawn 32 ids at a time: in the browser each draw is a typed
+// array, getRandomValues and a copy, which every enqueue (an id and an
+// idempotency key) would otherwise pay twice.
+func randomID() string {
+	idPool.mu.Lock()
+	defer idPool.mu.Unlock()
+	if idPool.n == 0 {
+		randid.Read(idPool.buf[:])
+		idPool.n = len(idPool.buf)
+	}
+	idPool.n -= 16
+	id := randid.Hex(idPool.buf[idPool.n : idPool.n+16])
+	clear(idPool.buf[idPool.n : idPool.n+16]) // used bytes do not linger
+	return id
+}
+
+var idPool struct {
+	mu  sync.Mutex
+	buf [32 * 16]byte
+	n   int
+}
 
 // LockName is the Web Lock / lease name of this queue scope.
 func (o *Outbox) LockName() string { return o.lockName }
