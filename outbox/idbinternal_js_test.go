@@ -103,3 +103,56 @@ func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 		t.Fatalf("rewrite: %v %+v", err, again)
 	}
 }
+
+// Outbox.Status on the IndexedDB store counts the unsettled records of a
+// newer payload schema from its one status read (StatusSchema), exactly as
+// the generic path (Status, then List of the newer records) does.
+func TestIDBStatusCountsNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenIDBStore(ctx, "tabfence-outbox:status-schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.UnixMilli(1_700_000_000_000)
+	for i, c := range []struct {
+		ver int
+		st  Status
+	}{{1, StatusPending}, {3, StatusPending}, {2, StatusFailed}, {3, StatusAcked}, {2, StatusDeadLetter}, {0, StatusPending}} {
+		id := "r" + string(rune('a'+i))
+		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: c.ver, UserID: "u", Status: StatusPending, CreatedAt: at, UpdatedAt: at}
+		if _, err := s.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: Policy{Dedupe: Append}}); err != nil {
+			t.Fatal(err)
+		}
+		if c.st != StatusPending {
+			if _, err := s.Amend(ctx, id, func(r *Record) error { r.Status = c.st; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ob, err := New(Config{Store: s, Transport: TransportFunc(func(context.Context, Request) (Response, error) { return Response{}, nil }),
+		Policies: map[string]Policy{"x": {Dedupe: Append}}, SchemaVersion: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ob.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.List(ctx, Filter{MinSchemaVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := CountUnsupported(all, 2); p.Unsupported != 2 || want != 2 {
+		t.Fatalf("unsupported %d, generic path %d, want 2", p.Unsupported, want)
+	}
+	base, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.Unsupported, base.OldestPendingAge = p.Unsupported, p.OldestPendingAge
+	if !reflect.DeepEqual(base, p) {
+		t.Fatalf("projection %+v, Status %+v", p, base)
+	}
+}

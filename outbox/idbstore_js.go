@@ -879,6 +879,14 @@ func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 // Status implements Store: the records not acked (live index), the count of
 // acked ones and the metadata, in one readonly transaction.
 func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
+	return s.StatusSchema(ctx, 0)
+}
+
+// StatusSchema is Status that also counts, among the records it reads, the
+// unsettled ones of a payload schema >= minSchema (Projection.Unsupported;
+// none when minSchema <= 0). Outbox.Status uses it instead of a second
+// scan.
+func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection, error) {
 	const op = "status"
 	if err := ctx.Err(); err != nil {
 		return Projection{}, err
@@ -926,7 +934,11 @@ func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
 			return Projection{}, err
 		}
 	}
-	p := ProjectRecords(s.decodeAll(all.Get("result"), nil), meta)
+	unacked := s.decodeAll(all.Get("result"), nil)
+	p := ProjectRecords(unacked, meta)
+	if minSchema > 0 {
+		p.Unsupported = CountUnsupported(unacked, minSchema)
+	}
 	if n := acked.Get("result"); n.Type() == js.TypeNumber {
 		p.Acked = n.Int()
 	}

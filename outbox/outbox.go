@@ -202,23 +202,48 @@ func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 // Status returns the shared projection, with the oldest pending age and the
 // count of records of a newer payload schema this tab leaves alone.
 func (o *Outbox) Status(ctx context.Context) (Projection, error) {
-	p, err := o.cfg.Store.Status(ctx)
-	if err != nil {
-		return p, err
-	}
-	newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1})
-	if err != nil {
-		return p, err
-	}
-	for i := range newer {
-		if !newer[i].Status.Settled() {
-			p.Unsupported++
+	var p Projection
+	var err error
+	if ss, ok := o.cfg.Store.(schemaStatuser); ok {
+		p, err = ss.StatusSchema(ctx, o.cfg.SchemaVersion+1)
+		if err != nil {
+			return p, err
 		}
+	} else {
+		if p, err = o.cfg.Store.Status(ctx); err != nil {
+			return p, err
+		}
+		newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1})
+		if err != nil {
+			return p, err
+		}
+		p.Unsupported = CountUnsupported(newer, o.cfg.SchemaVersion+1)
 	}
 	if !p.OldestPendingAt.IsZero() {
 		p.OldestPendingAge = o.cfg.Clock.Now().Sub(p.OldestPendingAt)
 	}
 	return p, nil
+}
+
+// schemaStatuser is a Store whose status read also counts the unsettled
+// records of a payload schema >= minSchema (Projection.Unsupported) from the
+// records it reads anyway, instead of a second scan of the whole queue
+// (IDBStore: every unsettled record is in the live index that Status reads;
+// the status read runs again after each burst of enqueues).
+type schemaStatuser interface {
+	StatusSchema(ctx context.Context, minSchema int) (Projection, error)
+}
+
+// CountUnsupported counts the unsettled records of recs with a payload
+// schema >= minSchema.
+func CountUnsupported(recs []Record, minSchema int) int {
+	n := 0
+	for i := range recs {
+		if !recs[i].Status.Settled() && recs[i].PayloadSchemaVersion >= minSchema {
+			n++
+		}
+	}
+	return n
 }
 
 // DeadLetters lists the records that need the app: dead letters, conflicts
