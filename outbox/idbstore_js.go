@@ -364,7 +364,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	var related []Record
 	if needKey {
 		var byKey, byEntity js.Value
-		ix, err := t.call(recs, "index", indexOpKey)
+		ix, err := t.call(recs, "index", jsName(indexOpKey))
 		if err == nil {
 			byKey, err = t.call(ix, "getAll", opKey(in.UserID, in.OperationKey))
 		}
@@ -373,7 +373,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		}
 		last := byKey
 		if needEntity {
-			ix, err := t.call(recs, "index", indexEntity)
+			ix, err := t.call(recs, "index", jsName(indexEntity))
 			if err == nil {
 				byEntity, err = t.call(ix, "getAll", in.EntityKey())
 			}

@@ -56,9 +56,9 @@ func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
 	var v js.Value
 	var err error
 	if mode == "readwrite" && op == "enqueue" && s.durability != "" {
-		v, err = jsglue.Call(s.db, "transaction", names, mode, s.durOpts)
+		v, err = jsglue.Call(s.db, "transaction", names, jsName(mode), s.durOpts)
 	} else {
-		v, err = jsglue.Call(s.db, "transaction", names, mode)
+		v, err = jsglue.Call(s.db, "transaction", names, jsName(mode))
 	}
 	if err != nil {
 		if cerr := s.Err(); cerr != nil {
@@ -77,6 +77,28 @@ func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
 	v.Set("oncomplete", t.onComplete)
 	v.Set("onabort", t.onAbort)
 	return t, nil
+}
+
+// jsNames holds the constant strings the store passes to IndexedDB (modes,
+// store and index names) as JavaScript strings made once: syscall/js turns
+// every Go string argument into a new JavaScript string and a reference it
+// tracks with a finalizer, which costs more than the call itself when the
+// Go heap holds many (a finalizer's insertion walks its span's list).
+var jsNames = func() map[string]js.Value {
+	m := map[string]js.Value{}
+	for _, s := range []string{"readonly", "readwrite", storeRecords, storeBlobs, storeLeases, storeMeta,
+		indexID, indexLive, indexOpKey, indexEntity, indexStatus, indexUser} {
+		m[s] = js.ValueOf(s)
+	}
+	return m
+}()
+
+// jsName returns s as its cached JavaScript string, or s itself.
+func jsName(s string) any {
+	if v, ok := jsNames[s]; ok {
+		return v
+	}
+	return s
 }
 
 // namesOf returns a JavaScript array of store names, cached per set: the
@@ -178,7 +200,7 @@ func (e *abortedError) Unwrap() []error { return []error{ErrTxAborted, e.cause} 
 
 // store returns the object store name of the transaction.
 func (t *txn) store(name string) (js.Value, error) {
-	return jsglue.Call(t.v, "objectStore", name)
+	return jsglue.Call(t.v, "objectStore", jsName(name))
 }
 
 // call issues a request (get, put, delete, getAll, count, ...) on target

@@ -98,7 +98,7 @@ func registerOutbox(api js.Value) {
 		}
 		o := newObject()
 		o.Set("id", res.ID)
-		o.Set("action", string(res.Action))
+		o.Set("action", recurring.get(string(res.Action)))
 		return o, nil
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
@@ -524,13 +524,24 @@ func statusJS(st outbox.RuntimeStatus) js.Value {
 
 func eventJS(e outbox.Event) js.Value {
 	o := newObject()
-	o.Set("kind", string(e.Kind))
+	// Kinds, owners, reasons and error codes recur from event to event:
+	// their JavaScript strings come from the cache (see recurring).
+	o.Set("kind", recurring.get(string(e.Kind)))
 	o.Set("at", ms(e.At))
-	for k, v := range map[string]string{"recordId": e.RecordID, "operationKeyHash": e.OperationKeyHash,
-		"ownerId": e.Owner, "reason": e.Reason, "errorCode": e.ErrorCode} {
-		if v != "" {
-			o.Set(k, v)
-		}
+	if e.RecordID != "" {
+		o.Set("recordId", e.RecordID)
+	}
+	if e.OperationKeyHash != "" {
+		o.Set("operationKeyHash", e.OperationKeyHash)
+	}
+	if e.Owner != "" {
+		o.Set("ownerId", recurring.get(e.Owner))
+	}
+	if e.Reason != "" {
+		o.Set("reason", recurring.get(e.Reason))
+	}
+	if e.ErrorCode != "" {
+		o.Set("errorCode", recurring.get(e.ErrorCode))
 	}
 	if e.LeaseToken != 0 {
 		o.Set("leaseToken", float64(e.LeaseToken))
