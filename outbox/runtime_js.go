@@ -100,10 +100,10 @@ type Runtime struct {
 	// Work an enqueue leaves to the next task (see later): the
 	// OUTBOX_CHANGED announcement, the local flush hint and event delivery.
 	laterMu      sync.Mutex
-	laterPending bool          // a task is scheduled and has not run yet
-	announce     bool          // an enqueue committed since the last announcement
-	laterWaiters chan struct{} // closed when the scheduled task runs
-	laterPort    js.Value      // MessageChannel port2: a message schedules the task
+	laterPending bool     // a task is scheduled and has not run yet
+	announce     bool     // an enqueue committed since the last announcement
+	laterEvents  []Event  // events to deliver (see onEvent)
+	laterPort    js.Value // MessageChannel port2: a message schedules the task
 	laterStop    func()
 
 	attemptMu    sync.Mutex
@@ -330,8 +330,9 @@ func (r *Runtime) installLater() {
 
 // later schedules the work an enqueue leaves after its commit — the
 // OUTBOX_CHANGED announcement (once for every enqueue committed before the
-// task runs, so always after their commits), this tab's flush hint and the
-// delivery of its event — in the next task rather than before the enqueue's
+// task runs, so always after their commits), this tab's flush hint, the
+// delivery of its event (of every event: see onEvent) and the status
+// refresh — in the next task rather than before the enqueue's
 // promise settles: the caller's next enqueue is issued first and that work
 // runs while IndexedDB commits it. A burst of enqueues announces once per
 // task instead of once per record; the hints are coalescing anyway.
@@ -360,29 +361,28 @@ func (r *Runtime) runLater() {
 	r.laterPending = false
 	announce := r.announce
 	r.announce = false
-	w := r.laterWaiters
-	r.laterWaiters = nil
+	evs := r.laterEvents
+	r.laterEvents = nil
 	r.laterMu.Unlock()
-	if w != nil {
-		close(w)
+	dirty := announce
+	for _, e := range evs {
+		select {
+		case r.evCh <- e:
+		default: // a subscriber that cannot keep up loses events, never the queue
+		}
+		if e.Kind != EventSkipLocked {
+			dirty = true
+		}
 	}
 	if announce {
 		r.post(KindOutboxChanged, js.Undefined())
+	}
+	if dirty {
 		r.markDirty(true)
+	}
+	if announce {
 		r.Kick("enqueue")
 	}
-}
-
-// nextTask returns a channel closed when the next later task has run.
-func (r *Runtime) nextTask() <-chan struct{} {
-	r.laterMu.Lock()
-	if r.laterWaiters == nil {
-		r.laterWaiters = make(chan struct{})
-	}
-	w := r.laterWaiters
-	r.laterMu.Unlock()
-	r.later()
-	return w
 }
 
 // Kick is a flush hint (non-blocking; hints coalesce, the lock dedupes).
@@ -633,15 +633,15 @@ func (r *Runtime) onEvent(e Event) {
 		r.lastStep = time.Now()
 	}
 	r.mu.Unlock()
-	select {
-	case r.evCh <- e:
-	default: // a subscriber that cannot keep up loses events, never the queue
-	}
-	switch e.Kind {
-	case EventSkipLocked:
-	default:
-		r.markDirty(true)
-	}
+	// Delivery and the status refresh happen in the next task (later):
+	// an enqueue's event then reaches the subscribers after its promise
+	// settled, and no goroutine wakes on its path.
+	r.laterMu.Lock()
+	if len(r.laterEvents) < cap(r.evCh) {
+		r.laterEvents = append(r.laterEvents, e)
+	} // else a subscriber that cannot keep up loses events, never the queue
+	r.laterMu.Unlock()
+	r.later()
 }
 
 func (r *Runtime) eventLoop() {
@@ -651,14 +651,6 @@ func (r *Runtime) eventLoop() {
 		case <-r.ctx.Done():
 			return
 		case e = <-r.evCh:
-		}
-		// Deliver from the next task, with whatever else arrived by then:
-		// an enqueue's event reaches the subscribers after its promise
-		// settled, off its path.
-		select {
-		case <-r.nextTask():
-		case <-r.ctx.Done():
-			return
 		}
 		r.mu.Lock()
 		subs := make([]func(Event), 0, len(r.eventSubs))
