@@ -6,9 +6,12 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync"
 	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/tabfence/tabfence/channel"
 )
 
 // mockReceiver replaces fetch in this page with a tiny receiver: fencing
@@ -320,4 +323,66 @@ func TestRuntimeEnqueueCost(t *testing.T) {
 	}
 	full := time.Since(start)
 	t.Logf("enqueue: store %.2f ms/op, runtime %.2f ms/op", float64(store.Microseconds())/1000/n, float64(full.Microseconds())/1000/n)
+}
+
+// Every committed enqueue is followed by an OUTBOX_CHANGED posted after it
+// returned (the announcement runs in a later task), and a burst is announced
+// a few times, not once per record (leading and trailing edge).
+func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
+	installMock(t)
+	ctx := context.Background()
+	r := openRT(t, uniq("announce"), nil)
+	if err := r.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := channel.Open(r.LockName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	var mu sync.Mutex
+	var got []time.Time
+	defer ch.Subscribe(func(m channel.Message) {
+		if m.Kind == KindOutboxChanged {
+			mu.Lock()
+			got = append(got, time.Now())
+			mu.Unlock()
+		}
+	})()
+	count := func() (int, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 {
+			return 0, time.Time{}
+		}
+		return len(got), got[len(got)-1]
+	}
+
+	// A lone enqueue is announced at once (well before the interval).
+	start := time.Now()
+	if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "lone", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lone announcement", 2*time.Second, func() bool { n, _ := count(); return n == 1 })
+	if _, at := count(); at.Before(start) {
+		t.Fatal("announced before the enqueue")
+	}
+	time.Sleep(2 * announceEvery)
+
+	// A burst: the last announcement comes after the last enqueue returned.
+	const n = 30
+	var last time.Time
+	for i := 0; i < n; i++ {
+		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "b" + strconv.Itoa(i), Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		last = time.Now()
+	}
+	waitFor(t, "an announcement after the burst", 2*time.Second, func() bool { _, at := count(); return !at.Before(last) })
+	time.Sleep(2 * announceEvery)
+	total, _ := count()
+	if burst := total - 1; burst < 1 || burst >= n {
+		t.Fatalf("%d announcements for a burst of %d enqueues", burst, n)
+	}
+	t.Logf("%d announcements for %d enqueues", total-1, n)
 }
