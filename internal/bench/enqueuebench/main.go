@@ -17,7 +17,14 @@ func main() {
 	prof := flag.String("profile", "", "directory for a Chromium CPU profile of the first enqueue round")
 	probe := flag.String("probe", "", "file with JavaScript run in the enqueue tab before the loop; window.__probe is printed after")
 	eval := flag.String("eval", "", "file with a JavaScript expression evaluated (awaited) in the demo page; its string result is printed")
+	ab := flag.String("ab", "", "a second dist directory: compare it (B) with -dist (A), alternating, -rounds rounds")
 	flag.Parse()
+	if *ab != "" {
+		if err := outboxbench.RunEnqueueAB(context.Background(), os.Stdout, *dist, *ab, *rounds, *prof); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *eval != "" {
 		b, err := os.ReadFile(*eval)
 		if err != nil {

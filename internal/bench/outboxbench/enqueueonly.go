@@ -143,3 +143,85 @@ func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
 	fmt.Fprintln(w, s)
 	return err
 }
+
+// RunEnqueueAB compares two builds under the same load: each round runs the
+// enqueue figure's JavaScript in a fresh tab of a server on distA, one on
+// distB, and the raw put loop, in alternating order; it prints every round
+// and the medians. Same page, record shape, durability and await per call as
+// make bench.
+func RunEnqueueAB(ctx context.Context, w io.Writer, distA, distB string, rounds int, profileDir string) error {
+	var benches [2]*bench
+	for i, d := range []string{distA, distB} {
+		if err := harness.CheckDist(d); err != nil {
+			return err
+		}
+		dir, err := os.MkdirTemp("", "tabfence-enqab-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		srv, err := server.New(server.Config{DB: filepath.Join(dir, "bench.db"), Dist: d,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		ts := httptest.NewServer(srv)
+		defer ts.Close()
+		benches[i] = &bench{url: ts.URL}
+	}
+	b, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	run := func(bn *bench, js, prof string) (float64, error) {
+		tab, err := bn.open(b, url.Values{})
+		if err != nil {
+			return 0, err
+		}
+		defer tab.Close()
+		if prof != "" {
+			chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
+			chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 250})
+			chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+		}
+		v, err := harness.Eval[float64](tab, js)
+		if prof != "" {
+			if res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); err == nil {
+				bs, _ := json.Marshal(res.Profile)
+				os.WriteFile(filepath.Join(profileDir, prof+".cpuprofile"), bs, 0o644)
+			}
+		}
+		return v, err
+	}
+	var as, bs, rs, ra, rb []float64
+	for round := 0; round < rounds; round++ {
+		order := []int{0, 1}
+		if round%2 == 1 {
+			order = []int{1, 0}
+		}
+		var v [2]float64
+		for _, i := range order {
+			prof := ""
+			if profileDir != "" {
+				prof = fmt.Sprintf("%c%d", 'A'+i, round)
+			}
+			x, err := run(benches[i], enqueueJS(EnqueueN), prof)
+			if err != nil {
+				return err
+			}
+			v[i] = x
+		}
+		r, err := run(benches[0], rawPutJS(EnqueueN), "")
+		if err != nil {
+			return err
+		}
+		as, bs, rs = append(as, v[0]), append(bs, v[1]), append(rs, r)
+		ra, rb = append(ra, v[0]/r), append(rb, v[1]/r)
+		fmt.Fprintf(w, "round %d: A %.0f/s  B %.0f/s  raw %.0f/s  A/raw %.2fx  B/raw %.2fx  B/A %.2fx\n", round, v[0], v[1], r, v[0]/r, v[1]/r, v[1]/v[0])
+	}
+	fmt.Fprintf(w, "median: A %.0f/s  B %.0f/s  raw %.0f/s  A/raw %.2fx  B/raw %.2fx\n",
+		harness.Percentile(as, 50), harness.Percentile(bs, 50), harness.Percentile(rs, 50), harness.Percentile(ra, 50), harness.Percentile(rb, 50))
+	return nil
+}
