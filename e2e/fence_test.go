@@ -420,6 +420,9 @@ func TestFenceHostileChannelMessages(t *testing.T) {
 	waitF(t, follower, "follower", 1)
 	eval[any](t, leader, `T.ctx.post("delta", 1).then(() => null)`)
 	waitJS(t, follower, "the real delta", `T.msgs.length === 1`)
+	// The leader says on the console when it dismisses a forged token.
+	eval[any](t, leader, `(() => { window.warnings = []; const warn = console.warn;
+		console.warn = (...a) => { window.warnings.push(a.join(" ")); warn.apply(console, a); }; return null; })()`)
 
 	eval[any](t, hostile, `(async (name, r, tok) => {
 		const bc = new BroadcastChannel(name);
@@ -466,7 +469,9 @@ func TestFenceHostileChannelMessages(t *testing.T) {
 		t.Fatalf("follower's last message %+v", last)
 	}
 	// ... but the real leader was not deposed by it, and both runtimes work.
-	time.Sleep(300 * time.Millisecond) // give a wrong step-down the time to happen
+	// Wait until the leader has checked the forged token against
+	// IndexedDB and dismissed it (a wrong step-down would come from there).
+	waitJS(t, leader, "the leader to dismiss the forged token", `window.warnings.some(w => w.includes("ignored a message claiming token `+strconv.Itoa(int(tok)+1000)+`"))`)
 	if !eval[bool](t, leader, `T.el.isLeader && !T.ctx.signal.aborted`) {
 		t.Fatalf("the forged token deposed the leader: %+v", fevents(t, leader))
 	}

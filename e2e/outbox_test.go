@@ -45,6 +45,7 @@ type noteCtl struct {
 	byUser     map[string]int         // requests per X-Demo-User
 	arrivals   map[string][]time.Time // per key
 	answers    map[string][]int       // statuses per key
+	inflight   int                    // requests arrived and not yet answered
 }
 
 func newNoteCtl() *noteCtl {
@@ -61,6 +62,8 @@ func (c *noteCtl) middleware(next http.Handler) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		key := r.Header.Get("Idempotency-Key")
 		c.mu.Lock()
+		c.inflight++
+		defer func() { c.mu.Lock(); c.inflight--; c.mu.Unlock() }()
 		c.byKey[key]++
 		c.byUser[r.Header.Get("X-Demo-User")]++
 		c.arrivals[key] = append(c.arrivals[key], time.Now())
@@ -339,7 +342,7 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 	for _, tab := range tabs {
 		waitStatus(t, tab, "300 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 300 && s.Pending+s.Sending+s.Failed == 0 })
 	}
-	time.Sleep(300 * time.Millisecond)
+	e.waitIdle() // nothing is left to send; a resend would already be on the wire
 	if n := e.effects(); n != 300 {
 		t.Fatalf("effects %d after settling", n)
 	}
@@ -387,7 +390,7 @@ func TestOutboxResponseLost(t *testing.T) {
 	took := time.Since(start)
 	other := tabs[(owner+1)%3]
 	waitStatus(t, other, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
-	time.Sleep(300 * time.Millisecond)
+	e.waitIdle()
 	if n := e.effects(); n != 20 {
 		t.Fatalf("effects %d, want exactly 20", n)
 	}
@@ -432,7 +435,9 @@ func frozenOwner(t *testing.T, throttle bool) {
 	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // its in-flight request may still land
+	// Its request on the wire may still land: wait until the server has
+	// answered everything it received (the frozen tab sends nothing new).
+	e.waitIdle()
 	base := e.effects()
 	if base >= n {
 		t.Fatalf("the owner finished before it froze (%d effects)", base)
@@ -455,21 +460,31 @@ func frozenOwner(t *testing.T, throttle bool) {
 	if moved > limit {
 		t.Fatalf("queue moved again only after %v (limit %v)", moved, limit)
 	}
-	resumedAt := harness.NowMs()
+	// The new owner has acked everything: from now on nothing may change.
+	// Snapshot the queue as stored, wake the old owner, wait until it has
+	// noticed (it no longer leads and every flush it started has ended),
+	// and compare: the store is the truth, not when a tab saw a commit.
+	other := tabs[(owner+1)%3]
+	waitStatus(t, other, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n })
+	before := recordsSnapshot(t, other, q)
 	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateActive}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	// (events are stamped when the store committed the change)
-	late := eval[int](t, tabs[owner], `tabfenceNotes.events.filter(e => e.at >= `+strconv.FormatFloat(resumedAt, 'f', 0, 64)+` && e.leaseToken === `+strconv.FormatFloat(oldTok, 'f', 0, 64)+` && ["outbox.record.ack", "outbox.record.retry", "outbox.dead_letter", "outbox.record.terminal"].includes(e.kind)).length`)
-	if late != 0 {
-		t.Fatalf("the old owner changed %d records after it woke", late)
+	tok := strconv.FormatFloat(oldTok, 'f', 0, 64)
+	err := harness.Poll(context.Background(), "the old owner stood down", 10*time.Second, 20*time.Millisecond, func() (bool, error) {
+		return harness.Eval[bool](tabs[owner], `tabfenceNotes.outbox.status().then(s => {
+			return !s.leader && (`+flushesEndedJS+`)(tabfenceNotes.events.filter(e => e.leaseToken === `+tok+`)); })`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := recordsSnapshot(t, other, q); after != before {
+		t.Fatalf("the old owner changed the queue after it woke:\nbefore %s\nafter  %s", before, after)
 	}
 	if got := e.effects(); got != n {
 		t.Fatalf("effects %d, want %d", got, n)
 	}
-	other := tabs[(owner+1)%3]
-	st := waitStatus(t, other, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n })
+	st := status(t, other)
 	if st.LeaseToken <= oldTok {
 		t.Fatalf("lease token %v not above the frozen owner's %v", st.LeaseToken, oldTok)
 	}
@@ -516,7 +531,7 @@ func TestOutboxFaults(t *testing.T) {
 	before := e.effects()
 	eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "bad", payload: "not json"})`)
 	waitStatus(t, tab, "terminal", 10*time.Second, func(s obStatus) bool { return s.Terminal == 1 })
-	time.Sleep(500 * time.Millisecond)
+	e.waitIdle() // terminal: nothing is left to send; a resend would already be on the wire
 	e.ctl.mu.Lock()
 	bad := 0
 	for k, st := range e.ctl.answers {
@@ -564,7 +579,14 @@ func TestOutboxSessionSwitch(t *testing.T) {
 	offline(t, a, false)
 	offline(t, b, false)
 	e.waitEffects(5, 20*time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	// Wait until both tabs are done: bob's five acked and every flush
+	// either tab started has ended; whatever would have sent alice's
+	// records has had its chance.
+	waitStatus(t, b, "bob's five acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 5 })
+	for _, tab := range []*harness.Tab{a, b} {
+		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+	}
+	e.waitIdle()
 	e.ctl.mu.Lock()
 	alice, bob := e.ctl.byUser["alice"], e.ctl.byUser["bob"]
 	e.ctl.mu.Unlock()
@@ -584,3 +606,36 @@ func eventSummary(t *testing.T, tab *harness.Tab) string {
 	t.Helper()
 	return eval[string](t, tab, `JSON.stringify(tabfenceNotes.events.reduce((m, e) => { const k = e.kind + (e.reason ? " " + e.reason.slice(0, 40) : ""); m[k] = (m[k] || 0) + 1; return m; }, {}))`)
 }
+
+// recordsSnapshot reads queue's records straight from IndexedDB (in tab),
+// in key order, as JSON: what the store holds, whoever wrote it.
+func recordsSnapshot(t *testing.T, tab *harness.Tab, queue string) string {
+	t.Helper()
+	name, _ := json.Marshal("tabfence-outbox:" + queue)
+	return eval[string](t, tab, `new Promise((res, rej) => {
+		const q = indexedDB.open(`+string(name)+`); q.onerror = () => rej(q.error);
+		q.onsuccess = () => { const db = q.result; const r = db.transaction("records").objectStore("records").getAll();
+			r.onerror = () => { db.close(); rej(r.error); };
+			r.onsuccess = () => { db.close(); res(JSON.stringify(r.result)); }; }; })`)
+}
+
+// waitIdle waits until the server has answered every request it received.
+func (e *obEnv) waitIdle() {
+	e.t.Helper()
+	if err := harness.Poll(context.Background(), "no request in flight", 10*time.Second, 5*time.Millisecond, func() (bool, error) {
+		e.ctl.mu.Lock()
+		defer e.ctl.mu.Unlock()
+		return e.ctl.inflight == 0, nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// flushesEndedJS is a JS function of an event list: every flush that
+// started (a lease token's outbox.flush.start) has ended.
+const flushesEndedJS = `((ev) => { const open = new Set();
+	for (const e of ev) {
+		if (e.kind === "outbox.flush.start") open.add(e.leaseToken);
+		if (e.kind === "outbox.flush.end") open.delete(e.leaseToken);
+	}
+	return open.size === 0; })`
