@@ -52,9 +52,8 @@ type Channel struct {
 	closed bool
 	done   chan struct{}
 
-	strMu   sync.Mutex
-	strs    [8]jsString // recurring header strings, see jsStr
-	strNext int
+	encMu  sync.Mutex
+	encBuf []byte // encode's scratch
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -79,8 +78,9 @@ func Open(name string, opts ...Option) (*Channel, error) {
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
 	// The one callback of this channel. It decodes and runs the cursor at
-	// once (pure and fast) and hands accepted messages to the delivery
-	// goroutine, so a slow subscriber never blocks the event loop.
+	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)
+	// and hands accepted messages to the delivery goroutine for the others,
+	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		data := js.Undefined()
 		if len(args) > 0 && args[0].Type() == js.TypeObject {
@@ -88,7 +88,7 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		}
 		e, why := decode(data, c.limits)
 		if m, ok := c.rx.receive(e, why); ok {
-			c.enqueue(m)
+			c.dispatch(m)
 		}
 		return nil
 	})
@@ -102,17 +102,42 @@ func Open(name string, opts ...Option) (*Channel, error) {
 // Name returns the channel's name.
 func (c *Channel) Name() string { return c.name }
 
-func (c *Channel) enqueue(ms ...Message) {
+// dispatch delivers accepted messages, in order: it calls the subscribers
+// registered with SubscribeNow itself, and queues the messages for the
+// delivery goroutine when there are others. (A goroutine handoff is cheap,
+// but a non-blocking subscriber on the message path need not pay for it,
+// nor for the queue.)
+func (c *Channel) dispatch(ms ...Message) {
+	if len(ms) == 0 {
+		return
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	c.queue = append(c.queue, ms...)
+	subs := c.subs // replaced, never mutated in place
+	queued := false
+	for _, s := range subs {
+		if !s.now {
+			c.queue = append(c.queue, ms...)
+			queued = true
+			break
+		}
+	}
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	for _, m := range ms {
+		for _, s := range subs {
+			if s.now {
+				safeCall(s.fn, m)
+			}
+		}
+	}
+	if queued {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -134,7 +159,9 @@ func (c *Channel) deliver() {
 			subs := c.subs // replaced, never mutated in place
 			c.mu.Unlock()
 			for _, s := range subs {
-				safeCall(s.fn, m)
+				if !s.now {
+					safeCall(s.fn, m)
+				}
 			}
 		}
 	}
@@ -150,8 +177,9 @@ func safeCall(fn func(Message), m Message) {
 }
 
 type sub struct {
-	id int
-	fn func(Message)
+	id  int
+	fn  func(Message)
+	now bool // called by dispatch itself, see SubscribeNow
 }
 
 // Subscribe registers fn for fresh messages only: stale tokens, replays and
@@ -160,10 +188,23 @@ type sub struct {
 // Message with Gap set means messages were missed: reload from storage.
 // Call the returned function to unsubscribe.
 func (c *Channel) Subscribe(fn func(Message)) (unsubscribe func()) {
+	return c.subscribe(fn, false)
+}
+
+// SubscribeNow is Subscribe for a fn that never blocks (it only records the
+// message, or hands it on): fn is called directly by the channel's message
+// handler on the JavaScript event loop (or by Replay, on its caller's
+// goroutine), in arrival order, without the delivery goroutine. A fn that
+// blocks there stalls the page: use Subscribe for anything that waits.
+func (c *Channel) SubscribeNow(fn func(Message)) (unsubscribe func()) {
+	return c.subscribe(fn, true)
+}
+
+func (c *Channel) subscribe(fn func(Message), now bool) (unsubscribe func()) {
 	c.mu.Lock()
 	id := c.nextID
 	c.nextID++
-	c.subs = append(c.subs[:len(c.subs):len(c.subs)], sub{id, fn})
+	c.subs = append(c.subs[:len(c.subs):len(c.subs)], sub{id, fn, now})
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
@@ -186,7 +227,7 @@ func (c *Channel) Buffer() { c.rx.startBuffering() }
 // Replay applies the cursor rules to the buffered messages in arrival order,
 // delivers the fresh ones to subscribers and goes live. Messages already
 // covered by the loaded state can be skipped with Seed before Replay.
-func (c *Channel) Replay() { c.enqueue(c.rx.replay()...) }
+func (c *Channel) Replay() { c.dispatch(c.rx.replay()...) }
 
 // Seed tells the receiver the position (token, sequence) the app loaded
 // from storage for resource, so older messages are dropped.
@@ -255,54 +296,30 @@ func (c *Channel) Close() error {
 	return err
 }
 
-// encode builds the envelope as a plain object: one property write per
-// field. The header strings that repeat from message to message (protocol,
-// resource, owner, kind) come from c's cache, so posting does not copy them
-// into JavaScript (and register a new reference) every time.
+// encode builds the envelope as a plain object in one JSON.parse of its
+// header (see appendHeaderJSON) and one property write for the payload,
+// instead of a property write per field: every crossing into JavaScript
+// decodes a property name and every string value registers a new
+// reference, which the message path pays per message.
 func (c *Channel) encode(e Envelope) js.Value {
-	o := jsObject.New()
-	o.Set("protocol", c.jsStr(e.Protocol))
-	o.Set("version", e.Version)
-	o.Set("id", e.ID)
-	o.Set("kind", c.jsStr(e.Kind))
-	o.Set("resource", c.jsStr(e.Resource))
-	o.Set("owner", c.jsStr(e.Owner))
-	o.Set("token", float64(e.Token))
-	o.Set("seq", float64(e.Seq))
-	o.Set("sentAt", float64(e.SentAt))
-	if e.Payload.Type() != js.TypeUndefined {
+	withPayload := e.Payload.Type() != js.TypeUndefined
+	c.encMu.Lock()
+	c.encBuf = appendHeaderJSON(c.encBuf[:0], e, withPayload)
+	hdr := string(c.encBuf)
+	c.encMu.Unlock()
+	o := jsJSONParse.Invoke(hdr)
+	if withPayload {
 		o.Set("payload", e.Payload)
 	}
 	return o
 }
 
-// jsStr returns s as a JavaScript string, from a small cache of the
-// channel's recurring header strings.
-func (c *Channel) jsStr(s string) js.Value {
-	c.strMu.Lock()
-	defer c.strMu.Unlock()
-	for i := range c.strs {
-		if c.strs[i].s == s && c.strs[i].v.Type() == js.TypeString {
-			return c.strs[i].v
-		}
-	}
-	v := js.ValueOf(s)
-	if len(s) <= 256 {
-		c.strs[c.strNext] = jsString{s, v}
-		c.strNext = (c.strNext + 1) % len(c.strs)
-	}
-	return v
-}
-
-type jsString struct {
-	s string
-	v js.Value
-}
-
 // ---- decoding untrusted values ----
 
 var (
-	jsObject      = js.Global().Get("Object")
+	// JSON.parse, called with Invoke: it ignores this, and a call by
+	// reference needs no method name decoded per message.
+	jsJSONParse   = js.Global().Get("JSON").Get("parse")
 	jsArrayBuffer = js.Global().Get("ArrayBuffer")
 	jsBlob        = js.Global().Get("Blob")
 	// charCodeAt(i) is NaN when i is past the end of the string: one call

@@ -339,3 +339,39 @@ func TestSubscribePanicDoesNotKillDelivery(t *testing.T) {
 	a.Send(s, "k", js.Undefined())
 	waitFor(t, "second", func() bool { return len(got.list()) == 2 })
 }
+
+func TestSubscribeNowInArrivalOrderBesideSubscribe(t *testing.T) {
+	name := chName(t)
+	a, b := openCh(t, name), openCh(t, name, Buffered())
+	var now, later inbox
+	b.SubscribeNow(func(Message) { panic("subscriber bug") }) // recovered; the others still get everything
+	unsub := b.SubscribeNow(now.add)
+	b.Subscribe(later.add)
+	s := NewSequencer("r", "o", 1)
+	for i := 0; i < 5; i++ {
+		a.Send(s, "k", js.ValueOf(i))
+	}
+	waitFor(t, "buffered", func() bool { return b.Stats().Received == 5 })
+	// Replay calls the non-blocking subscribers itself, before it returns.
+	b.Replay()
+	if n := len(now.list()); n != 5 {
+		t.Fatalf("after Replay SubscribeNow holds %d messages, want 5", n)
+	}
+	for i := 5; i < 20; i++ {
+		a.Send(s, "k", js.ValueOf(i))
+	}
+	waitFor(t, "20 each", func() bool { return len(now.list()) == 20 && len(later.list()) == 20 })
+	for _, l := range [][]Message{now.list(), later.list()} {
+		for i, m := range l {
+			if m.Seq != uint64(i+1) || m.Payload.Int() != i || m.Gap {
+				t.Fatalf("message %d: %+v", i, m)
+			}
+		}
+	}
+	unsub()
+	a.Send(s, "k", js.ValueOf(20))
+	waitFor(t, "21 later", func() bool { return len(later.list()) == 21 })
+	if n := len(now.list()); n != 20 {
+		t.Fatalf("unsubscribed SubscribeNow got %d messages", n)
+	}
+}
