@@ -53,7 +53,10 @@ type Channel struct {
 	done   chan struct{}
 
 	encMu  sync.Mutex
-	encBuf []byte // encode's scratch
+	encBuf []byte   // encode's scratch
+	post   js.Value // the loader's FAST.post, or undefined
+
+	hdrs hdrCache // recurring received header strings, see hdrCache
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -77,27 +80,90 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
+	fast := FastPath()
 	// The one callback of this channel. It decodes and runs the cursor at
 	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)
 	// and hands accepted messages to the delivery goroutine for the others,
 	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		data := js.Undefined()
-		if len(args) > 0 && args[0].Type() == js.TypeObject {
-			data = args[0].Get("data")
+		var e Envelope
+		var why Reason
+		switch {
+		case fast.Rx.IsUndefined(): // called with the event
+			data := js.Undefined()
+			if len(args) > 0 && args[0].Type() == js.TypeObject {
+				data = args[0].Get("data")
+			}
+			e, why = decode(data, c.limits, &c.hdrs)
+		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
+			if e, why = decodeHeaderJSON(args[0].String(), c.limits); why == ReasonNone {
+				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
+			}
+		default: // (undefined, data): not plainly an envelope
+			data := js.Undefined()
+			if len(args) == 2 {
+				data = args[1]
+			}
+			e, why = decode(data, c.limits, &c.hdrs)
 		}
-		e, why := decode(data, c.limits)
 		if m, ok := c.rx.receive(e, why); ok {
 			c.dispatch(m)
 		}
 		return nil
 	})
-	bc.Set("onmessage", c.cb.Value)
+	handler := c.cb.Value
+	if !fast.Rx.IsUndefined() {
+		l := c.limits
+		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner)
+	}
+	c.post = fast.Post
+	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
-	bc.Set("onmessageerror", c.cb.Value)
+	bc.Set("onmessageerror", handler)
 	go c.deliver()
 	return c, nil
 }
+
+// Fast holds the message path's JavaScript half that the loader
+// (jsglue/loader/tabfence.js, FAST) installs under
+// Symbol.for("tabfence.fastpath.v1"); a field is undefined when absent.
+// Every call into Go, and every string or object Go receives, costs a
+// reference with a finalizer; with these a message enters Go as one header
+// string instead of Go reading each field of the event. They only reshape
+// data: every check is made in Go, and without them (Go's own tests, a page
+// that loads the .wasm without the loader) Go reads the fields itself, with
+// the same results.
+//
+//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner) returns the
+//     channel's event handler: a plainly shaped envelope reaches goHandler
+//     as (JSON [id, kind, resource, owner, token, seq, sentAt], payload),
+//     anything else as (undefined, data).
+//   - Post(bc, headerJSON, payload) posts an envelope (see appendHeaderJSON).
+//   - Deliver(fn, messageJSON, payload) calls fn with the message in a
+//     microtask (used by the JavaScript API's subscribers).
+type Fast struct{ Rx, Post, Deliver js.Value }
+
+// FastPath looks the loader's fast path up (it is read when a channel
+// opens).
+func FastPath() Fast {
+	var f Fast
+	v, err := jsglue.Call(jsReflect, "get", js.Global(), jsFastPathKey)
+	if err != nil || v.Type() != js.TypeObject {
+		return f
+	}
+	fn := func(name string) js.Value {
+		if x, err := jsglue.Get(v, name); err == nil && x.Type() == js.TypeFunction {
+			return x
+		}
+		return js.Undefined()
+	}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver")}
+}
+
+var (
+	jsReflect     = js.Global().Get("Reflect")
+	jsFastPathKey = js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+)
 
 // Name returns the channel's name.
 func (c *Channel) Name() string { return c.name }
@@ -252,6 +318,11 @@ func (c *Channel) Post(e Envelope) error {
 	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
+	if !c.post.IsUndefined() {
+		hdr := c.header(e, false)
+		_, err := jsglue.Invoke(c.post, c.bc, hdr, e.Payload)
+		return err
+	}
 	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err
 }
@@ -303,15 +374,29 @@ func (c *Channel) Close() error {
 // reference, which the message path pays per message.
 func (c *Channel) encode(e Envelope) js.Value {
 	withPayload := e.Payload.Type() != js.TypeUndefined
-	c.encMu.Lock()
-	c.encBuf = appendHeaderJSON(c.encBuf[:0], e, withPayload)
-	hdr := string(c.encBuf)
-	c.encMu.Unlock()
-	o := jsJSONParse.Invoke(hdr)
+	o := jsJSONParse.Invoke(c.header(e, withPayload))
 	if withPayload {
 		o.Set("payload", e.Payload)
 	}
 	return o
+}
+
+// header is e's header as JSON (appendHeaderJSON).
+func (c *Channel) header(e Envelope, withPayload bool) string {
+	c.encMu.Lock()
+	defer c.encMu.Unlock()
+	c.encBuf = appendHeaderJSON(c.encBuf[:0], e, withPayload)
+	return string(c.encBuf)
+}
+
+// receivedPayloadReason is clonedPayloadReason, recovering like decode.
+func receivedPayloadReason(p js.Value, l Limits) (why Reason) {
+	defer func() {
+		if recover() != nil {
+			why = Malformed
+		}
+	}()
+	return clonedPayloadReason(p, l)
 }
 
 // ---- decoding untrusted values ----
@@ -354,7 +439,10 @@ var (
 // What a clone can still hold is any *shape*: wrong types, huge strings,
 // NaN, and BigInts, on which js.Value.Type panics ("bad type flag"): that
 // panic is recovered here and the message counted as malformed.
-func decode(data js.Value, l Limits) (e Envelope, why Reason) {
+//
+// The strings that recur from message to message — kind, resource, owner —
+// are looked up in hdrs (nil: no cache) before they are bounded and copied.
+func decode(data js.Value, l Limits, hdrs *hdrCache) (e Envelope, why Reason) {
 	defer func() {
 		if recover() != nil {
 			e, why = Envelope{}, Malformed
@@ -379,13 +467,13 @@ func decode(data js.Value, l Limits) (e Envelope, why Reason) {
 	if e.ID, why = str(data.Get("id"), l.MaxID); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Kind, why = str(data.Get("kind"), l.MaxKind); why != ReasonNone {
+	if e.Kind, why = hdrs.str(data.Get("kind"), l.MaxKind); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Resource, why = str(data.Get("resource"), l.MaxResource); why != ReasonNone {
+	if e.Resource, why = hdrs.str(data.Get("resource"), l.MaxResource); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Owner, why = str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
+	if e.Owner, why = hdrs.str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
 		return Envelope{}, why
 	}
 	if e.Token, why = num(data.Get("token")); why != ReasonNone {
@@ -417,6 +505,51 @@ func str(f js.Value, max int) (string, Reason) {
 		return "", Oversized
 	}
 	return f.String(), ReasonNone
+}
+
+// hdrCache remembers a few received header strings as JavaScript values.
+// wasm_exec.js gives equal strings the same reference while Go holds one,
+// so a string that recurs (the kind, resource and owner of a leader's
+// messages) is recognised by comparing references, in Go: no bounding call
+// and no copy into Go. A string from another tab or a hostile script only
+// replaces an entry; the cache never grows.
+type hdrCache struct {
+	mu   sync.Mutex
+	ents [8]struct {
+		v   js.Value
+		s   string
+		max int // the bound it was checked against: valid for fields bounded by >= max
+	}
+	next int
+}
+
+// str is the package-level str, through the cache.
+func (h *hdrCache) str(f js.Value, max int) (string, Reason) {
+	if h == nil {
+		return str(f, max)
+	}
+	if f.Type() != js.TypeString {
+		return "", Malformed
+	}
+	h.mu.Lock()
+	for i := range h.ents {
+		if e := &h.ents[i]; e.max != 0 && e.max <= max && e.v.Equal(f) {
+			s := e.s
+			h.mu.Unlock()
+			return s, ReasonNone
+		}
+	}
+	h.mu.Unlock()
+	s, why := str(f, max)
+	if why != ReasonNone {
+		return s, why
+	}
+	h.mu.Lock()
+	e := &h.ents[h.next]
+	e.v, e.s, e.max = f, s, max
+	h.next = (h.next + 1) % len(h.ents)
+	h.mu.Unlock()
+	return s, ReasonNone
 }
 
 // longer reports whether the string f has more than max UTF-16 units.

@@ -375,3 +375,87 @@ func TestSubscribeNowInArrivalOrderBesideSubscribe(t *testing.T) {
 		t.Fatalf("unsubscribed SubscribeNow got %d messages", n)
 	}
 }
+
+// withFastPath installs the loader's fast path (loaderFastPath) for the
+// channels opened until t ends, as a page that uses the loader has it.
+func withFastPath(t *testing.T) {
+	t.Helper()
+	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+	reflect := js.Global().Get("Reflect")
+	reflect.Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
+	t.Cleanup(func() { reflect.Call("deleteProperty", js.Global(), key) })
+	if f := FastPath(); f.Rx.IsUndefined() || f.Post.IsUndefined() || f.Deliver.IsUndefined() {
+		t.Fatal("fast path not installed")
+	}
+}
+
+// The channel tests again, through the loader's fast path.
+func TestFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"RoundTrip", TestRoundTripAndNoSelfDelivery}, {"StaleAndGap", TestStaleLeaderDroppedAndGapReported},
+		{"Hostile", TestHostileScriptPostsGarbage}, {"Buffer", TestBufferDuringLoadThenReplay},
+		{"Announce", TestAnnounceWritesThenPosts}, {"PostErrors", TestPostErrorsAndCloseReleases},
+		{"SubscribePanic", TestSubscribePanicDoesNotKillDelivery}, {"SubscribeNow", TestSubscribeNowInArrivalOrderBesideSubscribe},
+	} {
+		t.Run(tc.name, func(t *testing.T) { withFastPath(t); tc.f(t) })
+	}
+}
+
+// A receiver on the fast path and one without it, on the same channel, see
+// the same messages the same way: odd but valid strings and numbers, and
+// garbage.
+func TestFastPathDecodesLikeGo(t *testing.T) {
+	name := chName(t)
+	slow := openCh(t, name)
+	func() {
+		key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+		js.Global().Get("Reflect").Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
+		defer js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
+		fastCh := openCh(t, name)
+		t.Cleanup(func() { fastCh.Close() })
+		slowGot, fastGot := &inbox{}, &inbox{}
+		slow.SubscribeNow(slowGot.add)
+		fastCh.SubscribeNow(fastGot.add)
+		post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+let seq = 0;
+const env = (o) => ({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", resource: "r", owner: "o", token: 5, seq: ++seq, sentAt: 1, ...o});
+const posts = [
+  env({}), env({id: "q\"b\\s/\n\t\u0001"}), env({kind: "𝄞 ü ✓ \u2028"}), env({owner: "\ud800 lone"}), env({resource: "\udc00\ud800"}),
+  env({sentAt: -0}), env({sentAt: 2**53 - 1, payload: {nested: [1, "x"]}}), env({payload: 7n}), env({token: 6, seq: 1e0, id: "e"}),
+  env({token: 1e21}), env({seq: 0.5}), env({sentAt: -1}), env({token: NaN}), env({id: "i".repeat(129)}), env({kind: "𝄞".repeat(33)}),
+  env({owner: new String("o")}), env({version: 2}), env({protocol: "x"}), [1], null, "tabfence", env({payload: "p".repeat(2e6)}),
+  env({id: "last", seq: 99, payload: undefined}),
+];
+for (const p of posts) bc.postMessage(p);
+bc.close();
+return posts.length;`)
+		n := post.Invoke(name).Int()
+		waitFor(t, "all messages at both", func() bool {
+			return slow.Stats().Received == uint64(n) && fastCh.Stats().Received == uint64(n)
+		})
+		if s, f := slow.Stats(), fastCh.Stats(); s != f {
+			t.Errorf("stats differ:\n slow %+v\n fast %+v", s, f)
+		}
+		sl, fl := slowGot.list(), fastGot.list()
+		if len(sl) != len(fl) || len(sl) < 8 {
+			t.Fatalf("delivered %d without the fast path, %d with it", len(sl), len(fl))
+		}
+		for i := range sl {
+			s, f := sl[i], fl[i]
+			if s.Envelope.String() != f.Envelope.String() || s.ID != f.ID || s.Owner != f.Owner || s.SentAt != f.SentAt || s.Gap != f.Gap ||
+				!jsSame(s.Payload, f.Payload) {
+				t.Errorf("message %d: slow %+v, fast %+v", i, s, f)
+			}
+		}
+	}()
+}
+
+// jsSame compares two received payloads by their JSON (BigInts by String).
+func jsSame(a, b js.Value) bool {
+	str := js.Global().Call("eval", `((v) => typeof v === "bigint" ? v + "n" : JSON.stringify(v) + typeof v)`)
+	return str.Invoke(a).String() == str.Invoke(b).String()
+}

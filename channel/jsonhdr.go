@@ -1,6 +1,10 @@
 package channel
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // The browser side builds each outgoing envelope, and the object handed to
 // a subscriber, with one JSON.parse of a header made here instead of one
@@ -68,4 +72,190 @@ func appendHeaderJSON(b []byte, e Envelope, withPayload bool) []byte {
 		b = append(b, `,"payload":null`...)
 	}
 	return append(b, '}')
+}
+
+// decodeHeaderJSON reads the header the loader's fast path hands Go for a
+// message it found plainly shaped like an envelope (see FAST.rx in
+// jsglue/loader/tabfence.js): JSON.stringify([id, kind, resource, owner,
+// token, seq, sentAt]), the four strings already known to be strings within
+// l's bounds and the three numbers known to be numbers. It applies decode's
+// rules to what JSON can express — strings re-bounded in UTF-16 units,
+// numbers non-negative integers <= MaxToken (NaN and Infinity arrive as
+// null) — so it returns what decode would for the same message; anything
+// that is not that exact shape is malformed.
+func decodeHeaderJSON(h string, l Limits) (e Envelope, why Reason) {
+	p := hdrParser{s: h}
+	if !p.lit('[') {
+		return Envelope{}, Malformed
+	}
+	strs := [4]*string{&e.ID, &e.Kind, &e.Resource, &e.Owner}
+	maxes := [4]int{l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner}
+	for i, dst := range strs {
+		s, ok := p.str()
+		if !ok || !p.lit(',') {
+			return Envelope{}, Malformed
+		}
+		if utf16Len(s) > maxes[i] {
+			return Envelope{}, Oversized
+		}
+		*dst = s
+	}
+	var nums [3]uint64
+	for i := range nums {
+		sep := byte(',')
+		if i == len(nums)-1 {
+			sep = ']'
+		}
+		x, ok := p.num()
+		if !ok || !p.lit(sep) {
+			return Envelope{}, Malformed
+		}
+		nums[i] = x
+	}
+	if p.i != len(p.s) {
+		return Envelope{}, Malformed
+	}
+	e.Protocol, e.Version = Protocol, Version
+	e.Token, e.Seq, e.SentAt = nums[0], nums[1], int64(nums[2])
+	return e, ReasonNone
+}
+
+type hdrParser struct {
+	s string
+	i int
+}
+
+func (p *hdrParser) lit(c byte) bool {
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// num reads a JSON number that is a non-negative integer <= MaxToken (the
+// rules of num in decode).
+func (p *hdrParser) num() (uint64, bool) {
+	j := p.i
+	for j < len(p.s) && (p.s[j] >= '0' && p.s[j] <= '9' || p.s[j] == '-' || p.s[j] == '+' || p.s[j] == '.' || p.s[j] == 'e' || p.s[j] == 'E') {
+		j++
+	}
+	tok := p.s[p.i:j]
+	if tok == "" {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(tok, 64)
+	if err != nil || x < 0 || x > MaxToken || x != float64(uint64(x)) {
+		return 0, false
+	}
+	p.i = j
+	return uint64(x), true
+}
+
+// str reads a JSON string as JSON.stringify writes it. A lone surrogate
+// (\udXXX without its pair) becomes U+FFFD, as copying the string from
+// JavaScript into Go does.
+func (p *hdrParser) str() (string, bool) {
+	if !p.lit('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.s) && p.s[p.i] != '"' && p.s[p.i] != '\\' && p.s[p.i] >= 0x20 {
+		p.i++
+	}
+	if p.i < len(p.s) && p.s[p.i] == '"' { // no escapes: the common case
+		s := p.s[start:p.i]
+		p.i++
+		return s, true
+	}
+	b := []byte(p.s[start:p.i])
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(b), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			b = append(b, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.s) {
+			return "", false
+		}
+		esc := p.s[p.i+1]
+		p.i += 2
+		switch esc {
+		case '"', '\\', '/':
+			b = append(b, esc)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", false
+			}
+			if r >= 0xd800 && r < 0xdc00 && strings.HasPrefix(p.s[p.i:], `\u`) {
+				save := p.i
+				p.i += 2
+				if r2, ok := p.hex4(); ok && r2 >= 0xdc00 && r2 < 0xe000 {
+					r = 0x10000 + (r-0xd800)<<10 + (r2 - 0xdc00)
+				} else {
+					p.i = save
+				}
+			}
+			if r >= 0xd800 && r < 0xe000 {
+				r = utf8.RuneError
+			}
+			b = utf8.AppendRune(b, r)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (p *hdrParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(p.s[p.i : p.i+4]) {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	p.i += 4
+	return r, true
+}
+
+// utf16Len is the length of s in UTF-16 units, JavaScript's length.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
 }
