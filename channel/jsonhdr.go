@@ -50,28 +50,35 @@ func AppendJSONString(b []byte, s string) []byte {
 // sentAt, then "payload":null when withPayload (a placeholder the caller
 // overwrites, keeping the order).
 func appendHeaderJSON(b []byte, e Envelope, withPayload bool) []byte {
-	b = append(b, `{"protocol":`...)
-	b = AppendJSONString(b, e.Protocol)
-	b = append(b, `,"version":`...)
-	b = strconv.AppendInt(b, int64(e.Version), 10)
-	b = append(b, `,"id":`...)
-	b = AppendJSONString(b, e.ID)
-	b = append(b, `,"kind":`...)
-	b = AppendJSONString(b, e.Kind)
-	b = append(b, `,"resource":`...)
-	b = AppendJSONString(b, e.Resource)
-	b = append(b, `,"owner":`...)
-	b = AppendJSONString(b, e.Owner)
-	b = append(b, `,"token":`...)
-	b = strconv.AppendUint(b, e.Token, 10)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, e.Seq, 10)
-	b = append(b, `,"sentAt":`...)
-	b = strconv.AppendInt(b, e.SentAt, 10)
+	b = AppendJSONField(b, `{"protocol":`, e.Protocol)
+	b = AppendUintField(b, `,"version":`, uint64(e.Version))
+	b = AppendJSONField(b, `,"id":`, e.ID)
+	b = AppendJSONField(b, `,"kind":`, e.Kind)
+	b = AppendJSONField(b, `,"resource":`, e.Resource)
+	b = AppendJSONField(b, `,"owner":`, e.Owner)
+	b = AppendUintField(b, `,"token":`, e.Token)
+	b = AppendUintField(b, `,"seq":`, e.Seq)
+	b = AppendUintField(b, `,"sentAt":`, uint64(e.SentAt))
 	if withPayload {
 		b = append(b, `,"payload":null`...)
 	}
 	return append(b, '}')
+}
+
+// AppendJSONField appends prefix (for example `,"kind":`) and s as a JSON
+// string. (Not inlined: a message's JSON is a row of these calls, and
+// every inlined copy would be downloaded.)
+//
+//go:noinline
+func AppendJSONField(b []byte, prefix, s string) []byte {
+	return AppendJSONString(append(b, prefix...), s)
+}
+
+// AppendUintField appends prefix and n.
+//
+//go:noinline
+func AppendUintField(b []byte, prefix string, n uint64) []byte {
+	return strconv.AppendUint(append(b, prefix...), n, 10)
 }
 
 // decodeHeaderJSON reads the header the loader's fast path hands Go for a
@@ -133,23 +140,26 @@ func (p *hdrParser) lit(c byte) bool {
 	return false
 }
 
-// num reads a JSON number that is a non-negative integer <= MaxToken (the
-// rules of num in decode).
+// num reads a non-negative integer <= MaxToken (the rules of num in
+// decode). JSON.stringify writes every such number as plain digits (it
+// uses an exponent only from 1e21 on); any other form — a sign, a
+// fraction, an exponent, null for NaN and Infinity — is a number decode
+// would refuse too. (Plain digits only: strconv.ParseFloat would link
+// kilobytes of float parsing into the download.)
 func (p *hdrParser) num() (uint64, bool) {
+	var x uint64
 	j := p.i
-	for j < len(p.s) && (p.s[j] >= '0' && p.s[j] <= '9' || p.s[j] == '-' || p.s[j] == '+' || p.s[j] == '.' || p.s[j] == 'e' || p.s[j] == 'E') {
-		j++
+	for ; j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9'; j++ {
+		x = x*10 + uint64(p.s[j]-'0')
+		if x > MaxToken {
+			return 0, false
+		}
 	}
-	tok := p.s[p.i:j]
-	if tok == "" {
-		return 0, false
-	}
-	x, err := strconv.ParseFloat(tok, 64)
-	if err != nil || x < 0 || x > MaxToken || x != float64(uint64(x)) {
+	if j == p.i || j < len(p.s) && (p.s[j] == '.' || p.s[j] == 'e' || p.s[j] == 'E') {
 		return 0, false
 	}
 	p.i = j
-	return uint64(x), true
+	return x, true
 }
 
 // str reads a JSON string as JSON.stringify writes it. A lone surrogate

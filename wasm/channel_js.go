@@ -262,12 +262,9 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 		return nil, err
 	}
 	b := make([]byte, 0, 96)
-	b = append(b, `{"id":`...)
-	b = channel.AppendJSONString(b, e.ID)
-	b = append(b, `,"token":`...)
-	b = strconv.AppendUint(b, e.Token, 10)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, e.Seq, 10)
+	b = channel.AppendJSONField(b, `{"id":`, e.ID)
+	b = channel.AppendUintField(b, `,"token":`, e.Token)
+	b = channel.AppendUintField(b, `,"seq":`, e.Seq)
 	return jsJSONParse.Invoke(string(append(b, '}'))), nil
 }
 
@@ -330,20 +327,13 @@ func messageJS(m channel.Message) js.Value {
 // payload's place.
 func messageJSON(m channel.Message) string {
 	b := make([]byte, 0, 256)
-	b = append(b, `{"id":`...)
-	b = channel.AppendJSONString(b, m.ID)
-	b = append(b, `,"kind":`...)
-	b = channel.AppendJSONString(b, m.Kind)
-	b = append(b, `,"payload":null,"token":`...)
-	b = strconv.AppendUint(b, m.Token, 10)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, m.Seq, 10)
-	b = append(b, `,"resource":`...)
-	b = channel.AppendJSONString(b, m.Resource)
-	b = append(b, `,"owner":`...)
-	b = channel.AppendJSONString(b, m.Owner)
-	b = append(b, `,"sentAt":`...)
-	b = strconv.AppendInt(b, m.SentAt, 10)
+	b = channel.AppendJSONField(b, `{"id":`, m.ID)
+	b = channel.AppendJSONField(b, `,"kind":`, m.Kind)
+	b = channel.AppendUintField(b, `,"payload":null,"token":`, m.Token)
+	b = channel.AppendUintField(b, `,"seq":`, m.Seq)
+	b = channel.AppendJSONField(b, `,"resource":`, m.Resource)
+	b = channel.AppendJSONField(b, `,"owner":`, m.Owner)
+	b = channel.AppendUintField(b, `,"sentAt":`, uint64(m.SentAt))
 	b = append(b, `,"gap":`...)
 	b = strconv.AppendBool(b, m.Gap)
 	return string(append(b, '}'))
@@ -380,10 +370,15 @@ func promiseFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
 		if err != nil {
 			return jsPromise.Call("reject", jsglue.ToJS(err)), nil
 		}
-		return jsPromise.Call("resolve", v), nil
+		return jsPromiseResolve.Invoke(v), nil
 	})
 	jsReflect.Call("set", cb.Value, symAsync, true)
 	return cb
 }
 
-var jsPromise = js.Global().Get("Promise")
+var (
+	jsPromise = js.Global().Get("Promise")
+	// Promise.resolve bound to Promise, called with Invoke: no method name
+	// decoded per post.
+	jsPromiseResolve = jsPromise.Get("resolve").Call("bind", jsPromise)
+)
