@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"syscall/js"
+	"unsafe"
 
 	"github.com/tabfence/tabfence/jsglue"
 )
@@ -95,6 +96,10 @@ func Open(name string, opts ...Option) (*Channel, error) {
 				data = args[0].Get("data")
 			}
 			e, why = decode(data, c.limits, &c.hdrs)
+		case len(args) == 2 && args[0].Type() == js.TypeNumber: // (header's length in scratch, payload)
+			if e, why = decodeHeaderJSON(scratchString(args[0].Int()), c.limits); why == ReasonNone {
+				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
+			}
 		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
 			if e, why = decodeHeaderJSON(args[0].String(), c.limits); why == ReasonNone {
 				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
@@ -114,7 +119,7 @@ func Open(name string, opts ...Option) (*Channel, error) {
 	handler := c.cb.Value
 	if !fast.Rx.IsUndefined() {
 		l := c.limits
-		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner)
+		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch)
 	}
 	c.post = fast.Post
 	bc.Set("onmessage", handler)
@@ -134,14 +139,60 @@ func Open(name string, opts ...Option) (*Channel, error) {
 // that loads the .wasm without the loader) Go reads the fields itself, with
 // the same results.
 //
-//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner) returns the
-//     channel's event handler: a plainly shaped envelope reaches goHandler
-//     as (JSON [id, kind, resource, owner, token, seq, sentAt], payload),
-//     anything else as (undefined, data).
-//   - Post(bc, headerJSON, payload) posts an envelope (see appendHeaderJSON).
-//   - Deliver(fn, messageJSON, payload) calls fn with the message in a
+// Text crosses through one scratch Uint8Array (see CallFast): a number
+// crossing costs no reference, a string does.
+//
+//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner, scratch) returns
+//     the channel's event handler: a plainly shaped envelope reaches
+//     goHandler as (JSON [id, kind, resource, owner, token, seq, sentAt],
+//     payload), the JSON written into scratch (goHandler gets its length) or,
+//     if it does not fit, as a string; anything else as (undefined, data).
+//   - Post(bc, scratch, header, payload) posts an envelope (see
+//     appendHeaderJSON).
+//   - Deliver(fn, scratch, message, payload) calls fn with the message in a
 //     microtask (used by the JavaScript API's subscribers).
 type Fast struct{ Rx, Post, Deliver js.Value }
+
+// scratchLen bounds the text that crosses through scratch; longer text
+// crosses as a string. Headers within DefaultLimits fit unless their
+// strings are full of escapes or non-ASCII.
+const scratchLen = 1024
+
+var (
+	// scratch is the fast path's Uint8Array. JavaScript writes a received
+	// header there and calls Go at once, which copies it out first thing;
+	// Go writes a header or message there and calls the fast path, which
+	// reads it at once. Neither side yields in between, so one buffer
+	// serves every channel.
+	scratch   = js.Global().Get("Uint8Array").New(scratchLen)
+	scratchMu sync.Mutex // Go's writers
+)
+
+// scratchString copies the n bytes JavaScript wrote into scratch (garbage
+// n: empty, which the header decoder finds malformed).
+func scratchString(n int) string {
+	if n <= 0 || n > scratchLen {
+		return ""
+	}
+	b := make([]byte, n)
+	js.CopyBytesToGo(b, scratch)
+	return unsafe.String(&b[0], n)
+}
+
+// CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
+// payload, text through scratch when it fits.
+func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
+	scratchMu.Lock()
+	defer scratchMu.Unlock()
+	var h any
+	if len(text) <= scratchLen {
+		h = js.CopyBytesToJS(scratch, text)
+	} else {
+		h = string(text)
+	}
+	_, err := jsglue.Invoke(fn, target, scratch, h, payload)
+	return err
+}
 
 // FastPath looks the loader's fast path up (it is read when a channel
 // opens).
@@ -319,9 +370,10 @@ func (c *Channel) Post(e Envelope) error {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
 	if !c.post.IsUndefined() {
-		hdr := c.header(e, false)
-		_, err := jsglue.Invoke(c.post, c.bc, hdr, e.Payload)
-		return err
+		c.encMu.Lock()
+		defer c.encMu.Unlock()
+		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
+		return CallFast(c.post, c.bc, c.encBuf, e.Payload)
 	}
 	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err

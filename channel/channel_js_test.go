@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall/js"
 	"testing"
@@ -427,6 +428,7 @@ const posts = [
   env({}), env({id: "q\"b\\s/\n\t\u0001"}), env({kind: "𝄞 ü ✓ \u2028"}), env({owner: "\ud800 lone"}), env({resource: "\udc00\ud800"}),
   env({sentAt: -0}), env({sentAt: 2**53 - 1, payload: {nested: [1, "x"]}}), env({payload: 7n}), env({token: 6, seq: 1e0, id: "e"}),
   env({token: 1e21}), env({seq: 0.5}), env({sentAt: -1}), env({token: NaN}), env({id: "i".repeat(129)}), env({kind: "𝄞".repeat(33)}),
+  env({id: "\u0001".repeat(128), resource: "\u0001".repeat(200)}), env({id: "é".repeat(128), owner: "\ud800".repeat(128), resource: "✓".repeat(200)}),
   env({owner: new String("o")}), env({version: 2}), env({protocol: "x"}), [1], null, "tabfence", env({payload: "p".repeat(2e6)}),
   env({id: "last", seq: 99, payload: undefined}),
 ];
@@ -458,4 +460,31 @@ return posts.length;`)
 func jsSame(a, b js.Value) bool {
 	str := js.Global().Call("eval", `((v) => typeof v === "bigint" ? v + "n" : JSON.stringify(v) + typeof v)`)
 	return str.Invoke(a).String() == str.Invoke(b).String()
+}
+
+// Go's posts through the fast path, with headers that fit its scratch
+// buffer and ones that do not (escapes, non-ASCII), reach a receiver
+// without the fast path exactly as sent.
+func TestFastPathPostsLikeGo(t *testing.T) {
+	name := chName(t)
+	slow := openCh(t, name)
+	var got inbox
+	slow.SubscribeNow(got.add)
+	withFastPath(t)
+	fastCh := openCh(t, name)
+	var sent []Envelope
+	for i, res := range []string{"doc", strings.Repeat("\x01", 200), strings.Repeat("✓", 200), "r\u2028\"\\"} {
+		s := NewSequencer(res, strings.Repeat("é", 128), uint64(i+1))
+		e, err := fastCh.Send(s, strings.Repeat("k\n", 32), obj(`{n: 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, e)
+	}
+	waitFor(t, "delivery", func() bool { return len(got.list()) == len(sent) })
+	for i, m := range got.list() {
+		if m.Envelope.String() != sent[i].String() || m.ID != sent[i].ID || m.Owner != sent[i].Owner || m.SentAt != sent[i].SentAt || m.Payload.Get("n").Int() != 1 {
+			t.Errorf("message %d: sent %+v, got %+v", i, sent[i], m)
+		}
+	}
 }

@@ -82,8 +82,10 @@ func registerChannel(api js.Value) {
 				callLater(fn, messageJS(m))
 				return
 			}
-			// The loader's FAST.deliver: one call, no object made from Go.
-			if _, err := jsglue.Invoke(deliver, fn, messageJSON(m), m.Payload); err != nil {
+			// The loader's FAST.deliver: one call, no object or string made
+			// from Go.
+			var b [256]byte
+			if err := channel.CallFast(deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
 				reportError("tabfence: channel delivery:", err)
 			}
 		})
@@ -326,7 +328,11 @@ func messageJS(m channel.Message) js.Value {
 // messageJSON is a message's fields as JSON, with "payload": null in the
 // payload's place.
 func messageJSON(m channel.Message) string {
-	b := make([]byte, 0, 256)
+	return string(appendMessageJSON(make([]byte, 0, 256), m))
+}
+
+// appendMessageJSON appends messageJSON(m) to b.
+func appendMessageJSON(b []byte, m channel.Message) []byte {
 	b = channel.AppendJSONField(b, `{"id":`, m.ID)
 	b = channel.AppendJSONField(b, `,"kind":`, m.Kind)
 	b = channel.AppendUintField(b, `,"payload":null,"token":`, m.Token)
@@ -336,7 +342,7 @@ func messageJSON(m channel.Message) string {
 	b = channel.AppendUintField(b, `,"sentAt":`, uint64(m.SentAt))
 	b = append(b, `,"gap":`...)
 	b = strconv.AppendBool(b, m.Gap)
-	return string(append(b, '}'))
+	return append(b, '}')
 }
 
 // jsJSONParse is called with Invoke (JSON.parse ignores this): no method
