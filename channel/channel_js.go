@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"syscall/js"
+	"unsafe"
 
 	"github.com/tabfence/tabfence/jsglue"
 )
@@ -52,9 +53,11 @@ type Channel struct {
 	closed bool
 	done   chan struct{}
 
-	strMu   sync.Mutex
-	strs    [8]jsString // recurring header strings, see jsStr
-	strNext int
+	encMu  sync.Mutex
+	encBuf []byte   // encode's scratch
+	post   js.Value // the loader's FAST.post, or undefined
+
+	hdrs hdrCache // recurring received header strings, see hdrCache
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -78,41 +81,180 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
+	fast := FastPath()
 	// The one callback of this channel. It decodes and runs the cursor at
-	// once (pure and fast) and hands accepted messages to the delivery
-	// goroutine, so a slow subscriber never blocks the event loop.
+	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)
+	// and hands accepted messages to the delivery goroutine for the others,
+	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		data := js.Undefined()
-		if len(args) > 0 && args[0].Type() == js.TypeObject {
-			data = args[0].Get("data")
+		var e Envelope
+		var why Reason
+		switch {
+		case fast.Rx.IsUndefined(): // called with the event
+			data := js.Undefined()
+			if len(args) > 0 && args[0].Type() == js.TypeObject {
+				data = args[0].Get("data")
+			}
+			e, why = decode(data, c.limits, &c.hdrs)
+		case len(args) == 2 && args[0].Type() == js.TypeNumber: // (header's length in scratch, payload)
+			if e, why = decodeHeaderJSON(scratchString(args[0].Int()), c.limits); why == ReasonNone {
+				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
+			}
+		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
+			if e, why = decodeHeaderJSON(args[0].String(), c.limits); why == ReasonNone {
+				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
+			}
+		default: // (undefined, data): not plainly an envelope
+			data := js.Undefined()
+			if len(args) == 2 {
+				data = args[1]
+			}
+			e, why = decode(data, c.limits, &c.hdrs)
 		}
-		e, why := decode(data, c.limits)
 		if m, ok := c.rx.receive(e, why); ok {
-			c.enqueue(m)
+			c.dispatch(m)
 		}
 		return nil
 	})
-	bc.Set("onmessage", c.cb.Value)
+	handler := c.cb.Value
+	if !fast.Rx.IsUndefined() {
+		l := c.limits
+		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch)
+	}
+	c.post = fast.Post
+	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
-	bc.Set("onmessageerror", c.cb.Value)
+	bc.Set("onmessageerror", handler)
 	go c.deliver()
 	return c, nil
 }
 
+// Fast holds the message path's JavaScript half that the loader
+// (jsglue/loader/tabfence.js, FAST) installs under
+// Symbol.for("tabfence.fastpath.v1"); a field is undefined when absent.
+// Every call into Go, and every string or object Go receives, costs a
+// reference with a finalizer; with these a message enters Go as one header
+// string instead of Go reading each field of the event. They only reshape
+// data: every check is made in Go, and without them (Go's own tests, a page
+// that loads the .wasm without the loader) Go reads the fields itself, with
+// the same results.
+//
+// Text crosses through one scratch Uint8Array (see CallFast): a number
+// crossing costs no reference, a string does.
+//
+//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner, scratch) returns
+//     the channel's event handler: a plainly shaped envelope reaches
+//     goHandler as (JSON [id, kind, resource, owner, token, seq, sentAt],
+//     payload), the JSON written into scratch (goHandler gets its length) or,
+//     if it does not fit, as a string; anything else as (undefined, data).
+//   - Post(bc, scratch, header, payload) posts an envelope (see
+//     appendHeaderJSON).
+//   - Deliver(fn, scratch, message, payload) calls fn with the message in a
+//     microtask (used by the JavaScript API's subscribers).
+type Fast struct{ Rx, Post, Deliver js.Value }
+
+// scratchLen bounds the text that crosses through scratch; longer text
+// crosses as a string. Headers within DefaultLimits fit unless their
+// strings are full of escapes or non-ASCII.
+const scratchLen = 1024
+
+var (
+	// scratch is the fast path's Uint8Array. JavaScript writes a received
+	// header there and calls Go at once, which copies it out first thing;
+	// Go writes a header or message there and calls the fast path, which
+	// reads it at once. Neither side yields in between, so one buffer
+	// serves every channel.
+	scratch   = js.Global().Get("Uint8Array").New(scratchLen)
+	scratchMu sync.Mutex // Go's writers
+)
+
+// scratchString copies the n bytes JavaScript wrote into scratch (garbage
+// n: empty, which the header decoder finds malformed).
+func scratchString(n int) string {
+	if n <= 0 || n > scratchLen {
+		return ""
+	}
+	b := make([]byte, n)
+	js.CopyBytesToGo(b, scratch)
+	return unsafe.String(&b[0], n)
+}
+
+// CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
+// payload, text through scratch when it fits.
+func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
+	scratchMu.Lock()
+	defer scratchMu.Unlock()
+	var h any
+	if len(text) <= scratchLen {
+		h = js.CopyBytesToJS(scratch, text)
+	} else {
+		h = string(text)
+	}
+	_, err := jsglue.Invoke(fn, target, scratch, h, payload)
+	return err
+}
+
+// FastPath looks the loader's fast path up (it is read when a channel
+// opens).
+func FastPath() Fast {
+	var f Fast
+	v, err := jsglue.Call(jsReflect, "get", js.Global(), jsFastPathKey)
+	if err != nil || v.Type() != js.TypeObject {
+		return f
+	}
+	fn := func(name string) js.Value {
+		if x, err := jsglue.Get(v, name); err == nil && x.Type() == js.TypeFunction {
+			return x
+		}
+		return js.Undefined()
+	}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver")}
+}
+
+var (
+	jsReflect     = js.Global().Get("Reflect")
+	jsFastPathKey = js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+)
+
 // Name returns the channel's name.
 func (c *Channel) Name() string { return c.name }
 
-func (c *Channel) enqueue(ms ...Message) {
+// dispatch delivers accepted messages, in order: it calls the subscribers
+// registered with SubscribeNow itself, and queues the messages for the
+// delivery goroutine when there are others. (A goroutine handoff is cheap,
+// but a non-blocking subscriber on the message path need not pay for it,
+// nor for the queue.)
+func (c *Channel) dispatch(ms ...Message) {
+	if len(ms) == 0 {
+		return
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	c.queue = append(c.queue, ms...)
+	subs := c.subs // replaced, never mutated in place
+	queued := false
+	for _, s := range subs {
+		if !s.now {
+			c.queue = append(c.queue, ms...)
+			queued = true
+			break
+		}
+	}
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	for _, m := range ms {
+		for _, s := range subs {
+			if s.now {
+				safeCall(s.fn, m)
+			}
+		}
+	}
+	if queued {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -134,7 +276,9 @@ func (c *Channel) deliver() {
 			subs := c.subs // replaced, never mutated in place
 			c.mu.Unlock()
 			for _, s := range subs {
-				safeCall(s.fn, m)
+				if !s.now {
+					safeCall(s.fn, m)
+				}
 			}
 		}
 	}
@@ -150,8 +294,9 @@ func safeCall(fn func(Message), m Message) {
 }
 
 type sub struct {
-	id int
-	fn func(Message)
+	id  int
+	fn  func(Message)
+	now bool // called by dispatch itself, see SubscribeNow
 }
 
 // Subscribe registers fn for fresh messages only: stale tokens, replays and
@@ -160,10 +305,23 @@ type sub struct {
 // Message with Gap set means messages were missed: reload from storage.
 // Call the returned function to unsubscribe.
 func (c *Channel) Subscribe(fn func(Message)) (unsubscribe func()) {
+	return c.subscribe(fn, false)
+}
+
+// SubscribeNow is Subscribe for a fn that never blocks (it only records the
+// message, or hands it on): fn is called directly by the channel's message
+// handler on the JavaScript event loop (or by Replay, on its caller's
+// goroutine), in arrival order, without the delivery goroutine. A fn that
+// blocks there stalls the page: use Subscribe for anything that waits.
+func (c *Channel) SubscribeNow(fn func(Message)) (unsubscribe func()) {
+	return c.subscribe(fn, true)
+}
+
+func (c *Channel) subscribe(fn func(Message), now bool) (unsubscribe func()) {
 	c.mu.Lock()
 	id := c.nextID
 	c.nextID++
-	c.subs = append(c.subs[:len(c.subs):len(c.subs)], sub{id, fn})
+	c.subs = append(c.subs[:len(c.subs):len(c.subs)], sub{id, fn, now})
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
@@ -186,7 +344,7 @@ func (c *Channel) Buffer() { c.rx.startBuffering() }
 // Replay applies the cursor rules to the buffered messages in arrival order,
 // delivers the fresh ones to subscribers and goes live. Messages already
 // covered by the loaded state can be skipped with Seed before Replay.
-func (c *Channel) Replay() { c.enqueue(c.rx.replay()...) }
+func (c *Channel) Replay() { c.dispatch(c.rx.replay()...) }
 
 // Seed tells the receiver the position (token, sequence) the app loaded
 // from storage for resource, so older messages are dropped.
@@ -210,6 +368,12 @@ func (c *Channel) Post(e Envelope) error {
 	}
 	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
+	}
+	if !c.post.IsUndefined() {
+		c.encMu.Lock()
+		defer c.encMu.Unlock()
+		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
+		return CallFast(c.post, c.bc, c.encBuf, e.Payload)
 	}
 	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err
@@ -255,54 +419,44 @@ func (c *Channel) Close() error {
 	return err
 }
 
-// encode builds the envelope as a plain object: one property write per
-// field. The header strings that repeat from message to message (protocol,
-// resource, owner, kind) come from c's cache, so posting does not copy them
-// into JavaScript (and register a new reference) every time.
+// encode builds the envelope as a plain object in one JSON.parse of its
+// header (see appendHeaderJSON) and one property write for the payload,
+// instead of a property write per field: every crossing into JavaScript
+// decodes a property name and every string value registers a new
+// reference, which the message path pays per message.
 func (c *Channel) encode(e Envelope) js.Value {
-	o := jsObject.New()
-	o.Set("protocol", c.jsStr(e.Protocol))
-	o.Set("version", e.Version)
-	o.Set("id", e.ID)
-	o.Set("kind", c.jsStr(e.Kind))
-	o.Set("resource", c.jsStr(e.Resource))
-	o.Set("owner", c.jsStr(e.Owner))
-	o.Set("token", float64(e.Token))
-	o.Set("seq", float64(e.Seq))
-	o.Set("sentAt", float64(e.SentAt))
-	if e.Payload.Type() != js.TypeUndefined {
+	withPayload := e.Payload.Type() != js.TypeUndefined
+	o := jsJSONParse.Invoke(c.header(e, withPayload))
+	if withPayload {
 		o.Set("payload", e.Payload)
 	}
 	return o
 }
 
-// jsStr returns s as a JavaScript string, from a small cache of the
-// channel's recurring header strings.
-func (c *Channel) jsStr(s string) js.Value {
-	c.strMu.Lock()
-	defer c.strMu.Unlock()
-	for i := range c.strs {
-		if c.strs[i].s == s && c.strs[i].v.Type() == js.TypeString {
-			return c.strs[i].v
-		}
-	}
-	v := js.ValueOf(s)
-	if len(s) <= 256 {
-		c.strs[c.strNext] = jsString{s, v}
-		c.strNext = (c.strNext + 1) % len(c.strs)
-	}
-	return v
+// header is e's header as JSON (appendHeaderJSON).
+func (c *Channel) header(e Envelope, withPayload bool) string {
+	c.encMu.Lock()
+	defer c.encMu.Unlock()
+	c.encBuf = appendHeaderJSON(c.encBuf[:0], e, withPayload)
+	return string(c.encBuf)
 }
 
-type jsString struct {
-	s string
-	v js.Value
+// receivedPayloadReason is clonedPayloadReason, recovering like decode.
+func receivedPayloadReason(p js.Value, l Limits) (why Reason) {
+	defer func() {
+		if recover() != nil {
+			why = Malformed
+		}
+	}()
+	return clonedPayloadReason(p, l)
 }
 
 // ---- decoding untrusted values ----
 
 var (
-	jsObject      = js.Global().Get("Object")
+	// JSON.parse, called with Invoke: it ignores this, and a call by
+	// reference needs no method name decoded per message.
+	jsJSONParse   = js.Global().Get("JSON").Get("parse")
 	jsArrayBuffer = js.Global().Get("ArrayBuffer")
 	jsBlob        = js.Global().Get("Blob")
 	// charCodeAt(i) is NaN when i is past the end of the string: one call
@@ -337,7 +491,10 @@ var (
 // What a clone can still hold is any *shape*: wrong types, huge strings,
 // NaN, and BigInts, on which js.Value.Type panics ("bad type flag"): that
 // panic is recovered here and the message counted as malformed.
-func decode(data js.Value, l Limits) (e Envelope, why Reason) {
+//
+// The strings that recur from message to message — kind, resource, owner —
+// are looked up in hdrs (nil: no cache) before they are bounded and copied.
+func decode(data js.Value, l Limits, hdrs *hdrCache) (e Envelope, why Reason) {
 	defer func() {
 		if recover() != nil {
 			e, why = Envelope{}, Malformed
@@ -362,13 +519,13 @@ func decode(data js.Value, l Limits) (e Envelope, why Reason) {
 	if e.ID, why = str(data.Get("id"), l.MaxID); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Kind, why = str(data.Get("kind"), l.MaxKind); why != ReasonNone {
+	if e.Kind, why = hdrs.str(data.Get("kind"), l.MaxKind); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Resource, why = str(data.Get("resource"), l.MaxResource); why != ReasonNone {
+	if e.Resource, why = hdrs.str(data.Get("resource"), l.MaxResource); why != ReasonNone {
 		return Envelope{}, why
 	}
-	if e.Owner, why = str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
+	if e.Owner, why = hdrs.str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
 		return Envelope{}, why
 	}
 	if e.Token, why = num(data.Get("token")); why != ReasonNone {
@@ -400,6 +557,51 @@ func str(f js.Value, max int) (string, Reason) {
 		return "", Oversized
 	}
 	return f.String(), ReasonNone
+}
+
+// hdrCache remembers a few received header strings as JavaScript values.
+// wasm_exec.js gives equal strings the same reference while Go holds one,
+// so a string that recurs (the kind, resource and owner of a leader's
+// messages) is recognised by comparing references, in Go: no bounding call
+// and no copy into Go. A string from another tab or a hostile script only
+// replaces an entry; the cache never grows.
+type hdrCache struct {
+	mu   sync.Mutex
+	ents [8]struct {
+		v   js.Value
+		s   string
+		max int // the bound it was checked against: valid for fields bounded by >= max
+	}
+	next int
+}
+
+// str is the package-level str, through the cache.
+func (h *hdrCache) str(f js.Value, max int) (string, Reason) {
+	if h == nil {
+		return str(f, max)
+	}
+	if f.Type() != js.TypeString {
+		return "", Malformed
+	}
+	h.mu.Lock()
+	for i := range h.ents {
+		if e := &h.ents[i]; e.max != 0 && e.max <= max && e.v.Equal(f) {
+			s := e.s
+			h.mu.Unlock()
+			return s, ReasonNone
+		}
+	}
+	h.mu.Unlock()
+	s, why := str(f, max)
+	if why != ReasonNone {
+		return s, why
+	}
+	h.mu.Lock()
+	e := &h.ents[h.next]
+	e.v, e.s, e.max = f, s, max
+	h.next = (h.next + 1) % len(h.ents)
+	h.mu.Unlock()
+	return s, ReasonNone
 }
 
 // longer reports whether the string f has more than max UTF-16 units.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall/js"
 	"testing"
@@ -338,4 +339,152 @@ func TestSubscribePanicDoesNotKillDelivery(t *testing.T) {
 	unsub()
 	a.Send(s, "k", js.Undefined())
 	waitFor(t, "second", func() bool { return len(got.list()) == 2 })
+}
+
+func TestSubscribeNowInArrivalOrderBesideSubscribe(t *testing.T) {
+	name := chName(t)
+	a, b := openCh(t, name), openCh(t, name, Buffered())
+	var now, later inbox
+	b.SubscribeNow(func(Message) { panic("subscriber bug") }) // recovered; the others still get everything
+	unsub := b.SubscribeNow(now.add)
+	b.Subscribe(later.add)
+	s := NewSequencer("r", "o", 1)
+	for i := 0; i < 5; i++ {
+		a.Send(s, "k", js.ValueOf(i))
+	}
+	waitFor(t, "buffered", func() bool { return b.Stats().Received == 5 })
+	// Replay calls the non-blocking subscribers itself, before it returns.
+	b.Replay()
+	if n := len(now.list()); n != 5 {
+		t.Fatalf("after Replay SubscribeNow holds %d messages, want 5", n)
+	}
+	for i := 5; i < 20; i++ {
+		a.Send(s, "k", js.ValueOf(i))
+	}
+	waitFor(t, "20 each", func() bool { return len(now.list()) == 20 && len(later.list()) == 20 })
+	for _, l := range [][]Message{now.list(), later.list()} {
+		for i, m := range l {
+			if m.Seq != uint64(i+1) || m.Payload.Int() != i || m.Gap {
+				t.Fatalf("message %d: %+v", i, m)
+			}
+		}
+	}
+	unsub()
+	a.Send(s, "k", js.ValueOf(20))
+	waitFor(t, "21 later", func() bool { return len(later.list()) == 21 })
+	if n := len(now.list()); n != 20 {
+		t.Fatalf("unsubscribed SubscribeNow got %d messages", n)
+	}
+}
+
+// withFastPath installs the loader's fast path (loaderFastPath) for the
+// channels opened until t ends, as a page that uses the loader has it.
+func withFastPath(t *testing.T) {
+	t.Helper()
+	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+	reflect := js.Global().Get("Reflect")
+	reflect.Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
+	t.Cleanup(func() { reflect.Call("deleteProperty", js.Global(), key) })
+	if f := FastPath(); f.Rx.IsUndefined() || f.Post.IsUndefined() || f.Deliver.IsUndefined() {
+		t.Fatal("fast path not installed")
+	}
+}
+
+// The channel tests again, through the loader's fast path.
+func TestFastPath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"RoundTrip", TestRoundTripAndNoSelfDelivery}, {"StaleAndGap", TestStaleLeaderDroppedAndGapReported},
+		{"Hostile", TestHostileScriptPostsGarbage}, {"Buffer", TestBufferDuringLoadThenReplay},
+		{"Announce", TestAnnounceWritesThenPosts}, {"PostErrors", TestPostErrorsAndCloseReleases},
+		{"SubscribePanic", TestSubscribePanicDoesNotKillDelivery}, {"SubscribeNow", TestSubscribeNowInArrivalOrderBesideSubscribe},
+	} {
+		t.Run(tc.name, func(t *testing.T) { withFastPath(t); tc.f(t) })
+	}
+}
+
+// A receiver on the fast path and one without it, on the same channel, see
+// the same messages the same way: odd but valid strings and numbers, and
+// garbage.
+func TestFastPathDecodesLikeGo(t *testing.T) {
+	name := chName(t)
+	slow := openCh(t, name)
+	func() {
+		key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+		js.Global().Get("Reflect").Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
+		defer js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
+		fastCh := openCh(t, name)
+		t.Cleanup(func() { fastCh.Close() })
+		slowGot, fastGot := &inbox{}, &inbox{}
+		slow.SubscribeNow(slowGot.add)
+		fastCh.SubscribeNow(fastGot.add)
+		post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+let seq = 0;
+const env = (o) => ({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", resource: "r", owner: "o", token: 5, seq: ++seq, sentAt: 1, ...o});
+const posts = [
+  env({}), env({id: "q\"b\\s/\n\t\u0001"}), env({kind: "𝄞 ü ✓ \u2028"}), env({owner: "\ud800 lone"}), env({resource: "\udc00\ud800"}),
+  env({sentAt: -0}), env({sentAt: 2**53 - 1, payload: {nested: [1, "x"]}}), env({payload: 7n}), env({token: 6, seq: 1e0, id: "e"}),
+  env({token: 1e21}), env({seq: 0.5}), env({sentAt: -1}), env({token: NaN}), env({id: "i".repeat(129)}), env({kind: "𝄞".repeat(33)}),
+  env({id: "\u0001".repeat(128), resource: "\u0001".repeat(200)}), env({id: "é".repeat(128), owner: "\ud800".repeat(128), resource: "✓".repeat(200)}),
+  env({owner: new String("o")}), env({version: 2}), env({protocol: "x"}), [1], null, "tabfence", env({payload: "p".repeat(2e6)}),
+  env({id: "last", seq: 99, payload: undefined}),
+];
+for (const p of posts) bc.postMessage(p);
+bc.close();
+return posts.length;`)
+		n := post.Invoke(name).Int()
+		waitFor(t, "all messages at both", func() bool {
+			return slow.Stats().Received == uint64(n) && fastCh.Stats().Received == uint64(n)
+		})
+		if s, f := slow.Stats(), fastCh.Stats(); s != f {
+			t.Errorf("stats differ:\n slow %+v\n fast %+v", s, f)
+		}
+		sl, fl := slowGot.list(), fastGot.list()
+		if len(sl) != len(fl) || len(sl) < 8 {
+			t.Fatalf("delivered %d without the fast path, %d with it", len(sl), len(fl))
+		}
+		for i := range sl {
+			s, f := sl[i], fl[i]
+			if s.Envelope.String() != f.Envelope.String() || s.ID != f.ID || s.Owner != f.Owner || s.SentAt != f.SentAt || s.Gap != f.Gap ||
+				!jsSame(s.Payload, f.Payload) {
+				t.Errorf("message %d: slow %+v, fast %+v", i, s, f)
+			}
+		}
+	}()
+}
+
+// jsSame compares two received payloads by their JSON (BigInts by String).
+func jsSame(a, b js.Value) bool {
+	str := js.Global().Call("eval", `((v) => typeof v === "bigint" ? v + "n" : JSON.stringify(v) + typeof v)`)
+	return str.Invoke(a).String() == str.Invoke(b).String()
+}
+
+// Go's posts through the fast path, with headers that fit its scratch
+// buffer and ones that do not (escapes, non-ASCII), reach a receiver
+// without the fast path exactly as sent.
+func TestFastPathPostsLikeGo(t *testing.T) {
+	name := chName(t)
+	slow := openCh(t, name)
+	var got inbox
+	slow.SubscribeNow(got.add)
+	withFastPath(t)
+	fastCh := openCh(t, name)
+	var sent []Envelope
+	for i, res := range []string{"doc", strings.Repeat("\x01", 200), strings.Repeat("✓", 200), "r\u2028\"\\"} {
+		s := NewSequencer(res, strings.Repeat("é", 128), uint64(i+1))
+		e, err := fastCh.Send(s, strings.Repeat("k\n", 32), obj(`{n: 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, e)
+	}
+	waitFor(t, "delivery", func() bool { return len(got.list()) == len(sent) })
+	for i, m := range got.list() {
+		if m.Envelope.String() != sent[i].String() || m.ID != sent[i].ID || m.Owner != sent[i].Owner || m.SentAt != sent[i].SentAt || m.Payload.Get("n").Int() != 1 {
+			t.Errorf("message %d: sent %+v, got %+v", i, sent[i], m)
+		}
+	}
 }

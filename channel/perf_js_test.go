@@ -15,8 +15,9 @@ func benchEnvelope() js.Value {
 func BenchmarkDecode(b *testing.B) {
 	v := benchEnvelope()
 	l := DefaultLimits
+	var hdrs hdrCache
 	for i := 0; i < b.N; i++ {
-		if _, why := decode(v, l); why != ReasonNone {
+		if _, why := decode(v, l, &hdrs); why != ReasonNone {
 			b.Fatal(why)
 		}
 	}

@@ -33,9 +33,10 @@ var (
 )
 
 type chanState struct {
-	name string
-	c    *channel.Channel
-	el   *election // the election it was opened from, or nil
+	name    string
+	c       *channel.Channel
+	el      *election // the election it was opened from, or nil
+	deliver js.Value  // the loader's FAST.deliver, or undefined
 
 	mu      sync.Mutex
 	subs    map[float64]func()
@@ -73,7 +74,21 @@ func registerChannel(api js.Value) {
 		}
 		cs.nextSub++
 		id := cs.nextSub
-		cs.subs[id] = cs.c.Subscribe(func(m channel.Message) { callLater(fn, messageJS(m)) })
+		// Delivery never blocks (the call is a microtask): the message
+		// handler calls it directly.
+		deliver := cs.deliver
+		cs.subs[id] = cs.c.SubscribeNow(func(m channel.Message) {
+			if deliver.IsUndefined() {
+				callLater(fn, messageJS(m))
+				return
+			}
+			// The loader's FAST.deliver: one call, no object or string made
+			// from Go.
+			var b [256]byte
+			if err := channel.CallFast(deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
+				reportError("tabfence: channel delivery:", err)
+			}
+		})
 		return chanUnsub.Value.Call("bind", nil, args[0], id), nil
 	})
 	chanUnsub = syncFunc(func(args []js.Value) (any, error) {
@@ -181,8 +196,8 @@ func newChanState(name string, buffer bool, el *election) (*chanState, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs := &chanState{name: name, c: c, el: el, subs: map[float64]func(){}}
-	c.Subscribe(cs.observe)
+	cs := &chanState{name: name, c: c, el: el, subs: map[float64]func(){}, deliver: channel.FastPath().Deliver}
+	c.SubscribeNow(cs.observe) // never blocks: it starts goroutines to verify
 	return cs, nil
 }
 
@@ -248,11 +263,11 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 	if err != nil {
 		return nil, err
 	}
-	o := newObject()
-	o.Set("id", e.ID)
-	o.Set("token", float64(e.Token))
-	o.Set("seq", float64(e.Seq))
-	return o, nil
+	b := make([]byte, 0, 96)
+	b = channel.AppendJSONField(b, `{"id":`, e.ID)
+	b = channel.AppendUintField(b, `,"token":`, e.Token)
+	b = channel.AppendUintField(b, `,"seq":`, e.Seq)
+	return jsJSONParse.Invoke(string(append(b, '}'))), nil
 }
 
 // observe runs for every fresh message: advance the page's guard, and
@@ -301,20 +316,38 @@ func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
 		"): a newer leader exists; this leadership has token " + strconv.FormatUint(l.Token, 10)})
 }
 
-// messageJS is a delivered message as handed to subscribers.
+// messageJS is a delivered message as handed to subscribers: one
+// JSON.parse of its fields (messageJSON) and one property write for the
+// payload, which keeps its place in the field order.
 func messageJS(m channel.Message) js.Value {
-	o := newObject()
-	o.Set("id", m.ID)
-	o.Set("kind", recurring.get(m.Kind))
+	o := jsJSONParse.Invoke(messageJSON(m))
 	o.Set("payload", m.Payload)
-	o.Set("token", float64(m.Token))
-	o.Set("seq", float64(m.Seq))
-	o.Set("resource", recurring.get(m.Resource))
-	o.Set("owner", recurring.get(m.Owner))
-	o.Set("sentAt", float64(m.SentAt))
-	o.Set("gap", m.Gap)
 	return o
 }
+
+// messageJSON is a message's fields as JSON, with "payload": null in the
+// payload's place.
+func messageJSON(m channel.Message) string {
+	return string(appendMessageJSON(make([]byte, 0, 256), m))
+}
+
+// appendMessageJSON appends messageJSON(m) to b.
+func appendMessageJSON(b []byte, m channel.Message) []byte {
+	b = channel.AppendJSONField(b, `{"id":`, m.ID)
+	b = channel.AppendJSONField(b, `,"kind":`, m.Kind)
+	b = channel.AppendUintField(b, `,"payload":null,"token":`, m.Token)
+	b = channel.AppendUintField(b, `,"seq":`, m.Seq)
+	b = channel.AppendJSONField(b, `,"resource":`, m.Resource)
+	b = channel.AppendJSONField(b, `,"owner":`, m.Owner)
+	b = channel.AppendUintField(b, `,"sentAt":`, uint64(m.SentAt))
+	b = append(b, `,"gap":`...)
+	b = strconv.AppendBool(b, m.Gap)
+	return append(b, '}')
+}
+
+// jsJSONParse is called with Invoke (JSON.parse ignores this): no method
+// name to decode per call.
+var jsJSONParse = js.Global().Get("JSON").Get("parse")
 
 func statsJS(s channel.Stats) js.Value {
 	o := newObject()
@@ -343,10 +376,15 @@ func promiseFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
 		if err != nil {
 			return jsPromise.Call("reject", jsglue.ToJS(err)), nil
 		}
-		return jsPromise.Call("resolve", v), nil
+		return jsPromiseResolve.Invoke(v), nil
 	})
 	jsReflect.Call("set", cb.Value, symAsync, true)
 	return cb
 }
 
-var jsPromise = js.Global().Get("Promise")
+var (
+	jsPromise = js.Global().Get("Promise")
+	// Promise.resolve bound to Promise, called with Invoke: no method name
+	// decoded per post.
+	jsPromiseResolve = jsPromise.Get("resolve").Call("bind", jsPromise)
+)

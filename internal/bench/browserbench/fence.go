@@ -138,6 +138,10 @@ const echoJS = `((scopeX, scopeY, diag) => new Promise((ok) => {
 		} });
 	const rawIn = new BroadcastChannel("raw-ping-" + scopeX), rawOut = new BroadcastChannel("raw-pong-" + scopeX);
 	rawIn.onmessage = (ev) => rawOut.postMessage(ev.data);
+	if (diag) { // raw, plus one trivial call into Go per side: the floor of any Go handler
+		const goIn = new BroadcastChannel("rawgo-ping-" + scopeX), goOut = new BroadcastChannel("rawgo-pong-" + scopeX);
+		goIn.onmessage = (ev) => { tf.lockName(scopeX, 1); goOut.postMessage(ev.data); };
+	}
 }))`
 
 // pingJS runs in the first tab: n round trips each way after warm
@@ -153,7 +157,7 @@ const pingJS = `((scopeX, scopeY, n, block, warm, diag) => new Promise((ok, fail
 		BroadcastChannel.prototype.postMessage = function (m) {
 			const t0 = performance.now();
 			orig.call(this, m);
-			(typeof m === "object" ? d.bcTF : d.bcRaw).push(performance.now() - t0);
+			if (m !== 2) (typeof m === "object" ? d.bcTF : d.bcRaw).push(performance.now() - t0); // 2: the rawgo side
 		};
 	}
 	const el = tf.elect({ scope: scopeX, protocol: 1, resource: scopeX, database: "tabfence-bench",
@@ -172,19 +176,25 @@ const pingJS = `((scopeX, scopeY, n, block, warm, diag) => new Promise((ok, fail
 					if (diag) d.post.push(performance.now() - t0);
 				});
 				const rawOnce = () => new Promise((res) => { rawWaiting = res; rawOut.postMessage(1); });
-				for (let k = 0; k < warm; k++) { await tfOnce(); await rawOnce(); } // warm up
+				// diag: raw with one trivial call into Go per side (see echoJS)
+				const goOut = diag && new BroadcastChannel("rawgo-ping-" + scopeX), goIn = diag && new BroadcastChannel("rawgo-pong-" + scopeX);
+				if (diag) goIn.onmessage = () => { if (rawWaiting) { const w = rawWaiting; rawWaiting = null; w(); } };
+				const rawGoOnce = () => new Promise((res) => { rawWaiting = res; tf.lockName(scopeX, 1); goOut.postMessage(2); });
+				for (let k = 0; k < warm; k++) { await tfOnce(); await rawOnce(); if (diag) await rawGoOnce(); } // warm up
 				d.recv.length = d.post.length = d.bcTF.length = d.bcRaw.length = 0;
-				const tfMs = [], rawMs = [];
+				const tfMs = [], rawMs = [], rawGoMs = [];
+				const sides = diag ? ["tf", "raw", "rawgo"] : ["tf", "raw"];
 				for (let b = 0; b < n / block; b++) {
-					for (const side of b % 2 === 0 ? ["tf", "raw"] : ["raw", "tf"]) {
+					for (const side of b % 2 === 0 ? sides : sides.slice().reverse()) {
 						for (let k = 0; k < block; k++) {
 							const t0 = performance.now();
 							if (side === "tf") { await tfOnce(); tfMs.push(performance.now() - t0); }
-							else { await rawOnce(); rawMs.push(performance.now() - t0); }
+							else if (side === "raw") { await rawOnce(); rawMs.push(performance.now() - t0); }
+							else { await rawGoOnce(); rawGoMs.push(performance.now() - t0); }
 						}
 					}
 				}
-				ok({ tf: tfMs, raw: rawMs, recv: d.recv, post: d.post, bcTF: d.bcTF, bcRaw: d.bcRaw });
+				ok({ tf: tfMs, raw: rawMs, rawGo: rawGoMs, recv: d.recv, post: d.post, bcTF: d.bcTF, bcRaw: d.bcRaw });
 			} catch (e) { fail(e); }
 		} });
 }))`
@@ -195,10 +205,12 @@ type rates struct {
 }
 
 type rtts struct {
-	TF   []float64 `json:"tf"`
-	Raw  []float64 `json:"raw"`
-	Recv []float64 `json:"recv"` // diag: arrival -> subscriber, this tab
-	Post []float64 `json:"post"` // diag: ctx.post call, this tab
+	TF  []float64 `json:"tf"`
+	Raw []float64 `json:"raw"`
+	// diag: raw round trips with one trivial call into Go per side
+	RawGo []float64 `json:"rawGo"`
+	Recv  []float64 `json:"recv"` // diag: arrival -> subscriber, this tab
+	Post  []float64 `json:"post"` // diag: ctx.post call, this tab
 	// diag: BroadcastChannel.postMessage calls of tabfence and raw, this tab
 	BCTF  []float64 `json:"bcTF"`
 	BCRaw []float64 `json:"bcRaw"`
@@ -353,6 +365,8 @@ func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds i
 		fmt.Fprintf(w, "round %d: tabfence p50 %.3f p95 %.3f mean %.3f | raw p50 %.3f p95 %.3f mean %.3f | p50 over raw %.3f ms\n",
 			r, tp, percentile(rt.TF, 95), mean(rt.TF), rp, percentile(rt.Raw, 95), mean(rt.Raw), tp-rp)
 		if diag {
+			fmt.Fprintf(w, "  raw + one trivial call into Go per side (tf.lockName): p50 %.3f, over raw %.3f ms\n",
+				percentile(rt.RawGo, 50), percentile(rt.RawGo, 50)-rp)
 			fmt.Fprintf(w, "  p50 ms: ping post %.3f, echo arrival->subscriber %.3f, echo post %.3f, ping arrival->subscriber %.3f\n",
 				percentile(rt.Post, 50), percentile(echo.Recv, 50), percentile(echo.Post, 50), percentile(rt.Recv, 50))
 			fmt.Fprintf(w, "  means ms: ping post %.3f, echo arrival->subscriber %.3f, echo post %.3f, ping arrival->subscriber %.3f; ping postMessage tabfence %.3f raw %.3f\n",

@@ -1,0 +1,134 @@
+package channel
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{
+		"", "plain", `q"uote`, `back\slash`, "nl\ncr\rtab\t", "\x00\x01\x1f\x7f", "ünïcödé ✓ 𝄞",
+		"\u2028\u2029", `</script>`, strings.Repeat(`"\`, 50),
+	} {
+		b := AppendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %s is not JSON: %v", s, b, err)
+		}
+		if got != s {
+			t.Errorf("%q: round trip gave %q (%s)", s, got, b)
+		}
+	}
+	// Bytes that are not UTF-8 stay a valid JSON string whose structure
+	// they cannot break (the browser decodes them to U+FFFD).
+	for _, s := range []string{"\xff", "\xe2\"", "a\xc3", "\xe2\x80\\"} {
+		b := AppendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %s is not JSON: %v", s, b, err)
+		}
+		if strings.Trim(got, "\ufffd") != strings.Trim(strings.ToValidUTF8(s, "\ufffd"), "\ufffd") {
+			t.Errorf("%q: gave %q", s, got)
+		}
+	}
+}
+
+func TestHeaderJSON(t *testing.T) {
+	var p Payload
+	e := NewSequencer("res \"1\"", "owner\n", 42).Next("delta", p)
+	e.Seq = MaxToken
+	for _, withPayload := range []bool{false, true} {
+		b := appendHeaderJSON(nil, e, withPayload)
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		want := map[string]any{"protocol": Protocol, "version": json.Number("1"), "id": e.ID, "kind": "delta",
+			"resource": e.Resource, "owner": e.Owner, "token": json.Number("42"),
+			"seq": json.Number("9007199254740991"), "sentAt": json.Number(strconv.FormatInt(e.SentAt, 10))}
+		if withPayload {
+			want["payload"] = nil
+		}
+		if len(m) != len(want) {
+			t.Fatalf("%s: fields %v, want %v", b, m, want)
+		}
+		for k, v := range want {
+			if m[k] != v {
+				t.Errorf("%s: %s = %v, want %v", b, k, m[k], v)
+			}
+		}
+		// The order of the fields is the envelope's (as the property writes made it).
+		order := []string{"protocol", "version", "id", "kind", "resource", "owner", "token", "seq", "sentAt"}
+		if withPayload {
+			order = append(order, "payload")
+		}
+		at := 0
+		for _, k := range order {
+			i := strings.Index(string(b[at:]), `"`+k+`":`)
+			if i < 0 {
+				t.Fatalf("%s: %s out of order", b, k)
+			}
+			at += i
+		}
+	}
+}
+
+func TestDecodeHeaderJSON(t *testing.T) {
+	l := DefaultLimits
+	ok := func(h string) Envelope {
+		t.Helper()
+		e, why := decodeHeaderJSON(h, l)
+		if why != ReasonNone {
+			t.Fatalf("%s: %v", h, why)
+		}
+		if e.Protocol != Protocol || e.Version != Version {
+			t.Fatalf("%s: %+v", h, e)
+		}
+		return e
+	}
+	e := ok(`["id1","delta","res","own",3,17,1764454000123]`)
+	if e.ID != "id1" || e.Kind != "delta" || e.Resource != "res" || e.Owner != "own" || e.Token != 3 || e.Seq != 17 || e.SentAt != 1764454000123 {
+		t.Fatalf("%+v", e)
+	}
+	// Escapes as JSON.stringify writes them; a lone surrogate is U+FFFD, as
+	// a copy of the string into Go makes it.
+	e = ok(`["q\"b\\s\/\b\f\n\r\t\u0001","\ud834\udd1e x","\ud800","\udc00\ud800z",0,9007199254740991,0]`)
+	if e.ID != "q\"b\\s/\b\f\n\r\t\x01" || e.Kind != "𝄞 x" || e.Resource != "\ufffd" || e.Owner != "\ufffd\ufffdz" || e.Seq != MaxToken {
+		t.Fatalf("%+v", e)
+	}
+	if e := ok(`["ü✓","k","r","o",1000,1,1]`); e.ID != "ü✓" || e.Token != 1000 {
+		t.Fatalf("%+v", e)
+	}
+	for _, h := range []string{
+		``, `[]`, `{}`, `["a","k","r","o",1,1]`, `["a","k","r","o",1,1,1,1]`, `["a","k","r",5,1,1,1]`,
+		`["a","k","r","o",null,1,1]`, `["a","k","r","o",-1,1,1]`, `["a","k","r","o",1.5,1,1]`,
+		`["a","k","r","o",9007199254740992,1,1]`, `["a","k","r","o",1e21,1,1]`, `["a","k","r","o","1",1,1]`,
+		`["a","k","r","o",1e3,1,1]`, `["a","k","r","o",1.0,1,1]`, `["a","k","r","o",99999999999999999999999,1,1]`,
+		`["a","k","r","o",1,1,1]x`, `["a","k","r","o",1,1,1`, `["a\x","k","r","o",1,1,1]`, `["a\u12","k","r","o",1,1,1]`,
+		"[\"a\x01\",\"k\",\"r\",\"o\",1,1,1]", `["a,"k","r","o",1,1,1]`, `["a","k","r","o",1 ,1,1]`,
+	} {
+		if _, why := decodeHeaderJSON(h, l); why != Malformed {
+			t.Errorf("%s: %v, want malformed", h, why)
+		}
+	}
+	// Bounds in UTF-16 units, as in JavaScript.
+	l.MaxKind = 3
+	if _, why := decodeHeaderJSON(`["a","𝄞x","r","o",1,1,1]`, l); why != ReasonNone {
+		t.Errorf("3 units: %v", why)
+	}
+	if _, why := decodeHeaderJSON(`["a","𝄞𝄞","r","o",1,1,1]`, l); why != Oversized {
+		t.Errorf("4 units: %v", why)
+	}
+	// Whatever encoding/json writes for the strings (it escapes more than
+	// JSON.stringify), they come back.
+	for _, s := range []string{"<&>", "\u2028", strings.Repeat("\\\"", 20), "tab\tnl\n"} {
+		b, _ := json.Marshal([]any{s, "k", "r", "o", 1, 2, 3})
+		if e := ok(string(b)); e.ID != s {
+			t.Errorf("%q: %q", s, e.ID)
+		}
+	}
+}
