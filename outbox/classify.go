@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"bytes"
 	"strconv"
 	"time"
 
@@ -29,7 +28,7 @@ func Classify(resp Response, err error, now time.Time) Verdict {
 	}
 	highest := resp.Header.Get(wire.HeaderFencingHighest)
 	v := Verdict{Outcome: wire.Classify(resp.Status, highest != "")}
-	if v.Outcome == wire.OutcomeConflict && bytes.Contains(resp.Body, []byte(wire.ProblemInFlight)) {
+	if v.Outcome == wire.OutcomeConflict && bodyContains(resp.Body, wire.ProblemInFlight) {
 		v.Outcome = wire.OutcomeRetry
 	}
 	if v.Outcome == wire.OutcomeStale {
@@ -50,4 +49,16 @@ func short(s string) string {
 		return s[:200]
 	}
 	return s
+}
+
+// bodyContains reports whether sub is within b. It is bytes.Contains without
+// importing package bytes, whose dependency on unicode links unicode's
+// case-folding tables into the download for this one call.
+func bodyContains(b []byte, sub string) bool {
+	for i := 0; i+len(sub) <= len(b); i++ {
+		if string(b[i:i+len(sub)]) == sub {
+			return true
+		}
+	}
+	return false
 }

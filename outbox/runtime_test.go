@@ -85,6 +85,25 @@ func TestFenceHelpers(t *testing.T) {
 	require.True(t, NextDue(nil).IsZero())
 }
 
+// TestParseFenceTokenEdges pins what strconv.ParseUint used to decide:
+// leading zeros are digits, 2^53-1 is the largest token, and numbers past
+// it, even past uint64, are rejected rather than wrapped.
+func TestParseFenceTokenEdges(t *testing.T) {
+	for body, want := range map[string]uint64{
+		`{"token":007}`:              7,
+		`{"token":9007199254740991}`: 9007199254740991,
+		`{"token":1,"x":2}`:          1,
+	} {
+		tok, ok := ParseFenceToken([]byte(body))
+		require.True(t, ok, body)
+		require.Equal(t, want, tok, body)
+	}
+	for _, bad := range []string{`{"token":}`, `{"token":00}`, `{"token":18446744073709551616}`, `{"token":99999999999999999999999999}`} {
+		_, ok := ParseFenceToken([]byte(bad))
+		require.False(t, ok, bad)
+	}
+}
+
 func TestOrphanedRecordsRecoveredByNewerToken(t *testing.T) {
 	old := Lease{Name: "q", Owner: "A", Token: 3}
 	cur := Lease{Name: "q", Owner: "B", Token: 4}

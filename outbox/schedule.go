@@ -1,7 +1,7 @@
 package outbox
 
 import (
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -71,7 +71,7 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			}
 		}
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	slices.SortFunc(recs, bySeq)
 	status := make(map[string]Status, len(recs))
 	for i := range recs {
 		status[recs[i].ID] = recs[i].Status

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/tabfence/tabfence/internal/bench/browserbench"
 	"github.com/tabfence/tabfence/internal/bench/outboxbench"
@@ -69,7 +70,12 @@ func sizeReport(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "tabfence.wasm")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./wasm")
+	gcflags, err := makefileGCFlags("Makefile")
+	if err != nil {
+		return err
+	}
+	args := append([]string{"build", "-trimpath"}, gcflags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, "./wasm")...)
 	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -82,4 +88,20 @@ func sizeReport(ctx context.Context) error {
 	rep.Print(os.Stdout, 15)
 	rep.PrintFuncs(os.Stdout, 15, "")
 	return nil
+}
+
+// makefileGCFlags returns the Makefile's WASM_GCFLAGS, the compiler flags
+// dist/tabfence.wasm is built with, so the report attributes the code that
+// ships (inlining changes which functions exist and how big they are).
+func makefileGCFlags(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "WASM_GCFLAGS :="); ok {
+			return strings.Fields(v), nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no WASM_GCFLAGS line", path)
 }
