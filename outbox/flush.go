@@ -211,7 +211,9 @@ func (f *flushRun) runLane(ctx context.Context, lane []Record) {
 			f.fail(err)
 		}
 		if !ok {
-			f.release(ctx, lane[i+1:])
+			// lane[i] was not charged: it goes back too (a purged or
+			// otherwise refused record is left as it is by the store).
+			f.release(ctx, lane[i:])
 			return
 		}
 		next, err := f.send(ctx, rec)

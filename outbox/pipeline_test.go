@@ -189,3 +189,82 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 	}
 	require.Len(t, chargedUnsent(t, bs, sent), 0)
 }
+
+// The flush ending (ctx done) between a response and the next charge: the
+// ack is still written, the next record is not charged and goes back.
+func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
+	for _, where := range []string{"before the step", "inside the step"} {
+		t.Run(where, func(t *testing.T) {
+			bs := &batchStore{MemStore: NewMemStore()}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if where == "inside the step" {
+				// The context ends after the lane checked it, while its
+				// step (ack 1 + charge 2) is being committed.
+				bs.gate = func(call int) {
+					if call == 1 {
+						cancel()
+					}
+				}
+			}
+			h := newHarness(t, func(c *Config) { c.Store = bs })
+			h.store = bs.MemStore
+			var ids []string
+			for i := 0; i < 3; i++ {
+				ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+			}
+			h.reply = func(Request) (Response, error) {
+				if where == "before the step" {
+					cancel()
+				}
+				return Response{Status: 200}, nil
+			}
+			rep, err := h.ob.Flush(ctx, h.lease("A"))
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Acked)
+			require.Equal(t, 2, rep.Released)
+			require.Len(t, h.sent(), 1)
+			require.Equal(t, StatusAcked, h.get(ids[0]).Status)
+			for _, id := range ids[1:] {
+				r := h.get(id)
+				require.Equal(t, StatusPending, r.Status)
+				require.Equal(t, 0, r.Attempts)
+			}
+		})
+	}
+}
+
+// The previous record vanished (a logout purged it) while it was sent: the
+// next one is not charged nor sent in that step, but handed back uncharged
+// (the flush's next claim then sends it, charged once).
+func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+	}
+	var charged []int
+	h.reply = func(r Request) (Response, error) {
+		if r.RecordID == ids[0] {
+			_, err := bs.Delete(context.Background(), Filter{IDs: []string{ids[0]}})
+			require.NoError(t, err)
+		} else {
+			charged = append(charged, h.get(ids[2]).Attempts)
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Released) // ids[1] and ids[2], after the ack found no record
+	require.Equal(t, 2, rep.Batches)
+	require.Equal(t, 2, rep.Acked)
+	require.Len(t, h.sent(), 3)
+	require.Equal(t, []int{0, 1}, charged) // ids[2] uncharged while ids[1] was sent
+	for _, id := range ids[1:] {
+		r := h.get(id)
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+	}
+}

@@ -42,27 +42,33 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 // attempt is charged, durably, before the record is handed to the transport,
 // and only once its predecessor's ack is durable too (so a crash leaves
 // exactly the record in flight charged, and per-entity order holds even
-// across a takeover). ok=false: do not send claimed (the lane stops); err is
-// fatal for the flush.
+// across a takeover). ok=false: claimed was not charged and is not to be
+// sent (the lane stops and hands it back); err is fatal for the flush.
 func (f *flushRun) charge(ctx context.Context, acked *settleOp, claimed Record) (rec Record, ok bool, err error) {
 	l := f.lease
 	now := f.o.cfg.Clock.Now()
 	ackOK := false
 	var ups []RecordUpdate
+	cctx := ctx
 	if acked != nil {
 		ups = append(ups, acked.update(&ackOK))
-		// The ack is written even when ctx is done; ctx was checked just
-		// before this call.
-		ctx = context.WithoutCancel(ctx)
+		// The ack is written even when ctx is done; the charge is not.
+		cctx = context.WithoutCancel(ctx)
 	}
 	ups = append(ups, RecordUpdate{ID: claimed.ID, Fn: apply(func(r Record) (Record, error) {
 		if acked != nil && !ackOK {
 			return r, errSkipped
 		}
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
 		return MarkSending(r, l, now)
 	})})
-	res, err := f.commit(ctx, ups)
+	res, err := f.commit(cctx, ups)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return Record{}, false, nil // the flush is ending: the lane hands its records back
+		}
 		return Record{}, false, err
 	}
 	if acked != nil {
@@ -74,7 +80,9 @@ func (f *flushRun) charge(ctx context.Context, acked *settleOp, claimed Record) 
 	switch {
 	case m.Err == nil:
 		return m.Record, true, nil
-	case errors.Is(m.Err, ErrNotFound), errors.Is(m.Err, errSkipped): // purged by a logout meanwhile
+	case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
+		errors.Is(m.Err, errSkipped), // the ack was not made (its record purged)
+		ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
 		return Record{}, false, nil
 	}
 	return Record{}, false, m.Err
