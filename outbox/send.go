@@ -44,6 +44,14 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 // exactly the record in flight charged, and per-entity order holds even
 // across a takeover). ok=false: claimed was not charged and is not to be
 // sent (the lane stops and hands it back); err is fatal for the flush.
+//
+// Durability: like every state transition (see OpenIDBStore) the step uses
+// the browser's default durability, not Enqueue's strict one. A tab or
+// browser crash never undoes a committed step, so a record that crashes the
+// tab each time it is sent is charged each time and reaches dead letter. An
+// OS crash or power loss may undo the last steps: an undone ack is replayed
+// harmlessly (the idempotency key), and an undone charge costs at most one
+// uncounted send of a record that was in flight at that moment.
 func (f *flushRun) charge(ctx context.Context, acked *settleOp, claimed Record) (rec Record, ok bool, err error) {
 	l := f.lease
 	now := f.o.cfg.Clock.Now()
