@@ -2,9 +2,12 @@ package outbox
 
 import (
 	"context"
+	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // batchStore records the UpdateBatch calls of a MemStore; gate, when set,
@@ -266,5 +269,69 @@ func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 		r := h.get(id)
 		require.Equal(t, StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
+	}
+}
+
+// Many lanes, a store that yields at random inside its transactions, and
+// failures: every flush ends (the group commit never strands a lane), and
+// every record ends acked exactly once or waiting uncharged-or-failed.
+func TestGroupCommitStress(t *testing.T) {
+	for seed := uint64(0); seed < 40; seed++ {
+		bs := &batchStore{MemStore: NewMemStore()}
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var rmu sync.Mutex
+		yield := func() {
+			rmu.Lock()
+			n := rng.IntN(4)
+			rmu.Unlock()
+			for i := 0; i < n; i++ {
+				runtime.Gosched()
+			}
+		}
+		bs.gate = func(int) { yield() }
+		h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1 + int(seed%8); c.BatchSize = 1 + int(seed%30) })
+		h.store = bs.MemStore
+		h.reply = func(r Request) (Response, error) {
+			yield()
+			rmu.Lock()
+			fail := rng.IntN(10) == 0
+			rmu.Unlock()
+			if fail {
+				return Response{Status: 503}, nil
+			}
+			return Response{Status: 200}, nil
+		}
+		for i := 0; i < 60; i++ {
+			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(i%9), Payload: []byte("p")})
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for round := 0; round < 50; round++ {
+				h.clock.Add(time.Hour) // past every backoff
+				if _, err := h.flush("A"); err != nil {
+					t.Errorf("seed %d: %v", seed, err)
+					return
+				}
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("seed %d: flush did not end", seed)
+		}
+		recs, _ := bs.List(context.Background(), Filter{})
+		sends := map[string]int{}
+		for _, r := range h.sent() {
+			sends[r.RecordID]++
+		}
+		for _, r := range recs {
+			if r.Status != StatusAcked {
+				t.Fatalf("seed %d: %s is %s after 50 flushes", seed, r.ID, r.Status)
+			}
+			if r.Attempts != sends[r.ID] || r.Sends != sends[r.ID] || sends[r.ID] < 1 {
+				t.Fatalf("seed %d: %s charged %d (sends %d) for %d requests", seed, r.ID, r.Attempts, r.Sends, sends[r.ID])
+			}
+		}
 	}
 }
