@@ -24,13 +24,7 @@ type Config struct {
 	Backoff     *Backoff
 	InlineLimit int // payloads above this many bytes go to the blob store; default 64 KiB, <0: never
 
-	// BatchSize is the number of records per claim; default 25 per
-	// concurrent lane (25 × Concurrency). Each claim costs a fixed price (the
-	// lease renewal, the pause check, and a transaction that reads every
-	// unacked record) and ends with a barrier where the lanes of the batch
-	// wait for the slowest; with several lanes a batch of 25 leaves each
-	// only a few records, and that price is paid every few sends.
-	BatchSize        int
+	BatchSize        int           // records per claim; default 25
 	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
 	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines
 	LeaseTTL         time.Duration // record and fallback-lease lifetime; default 30s
@@ -81,15 +75,14 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.InlineLimit == 0 {
 		cfg.InlineLimit = 64 << 10
 	}
-
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 25
+	}
 	if cfg.MaxFlushDuration <= 0 {
 		cfg.MaxFlushDuration = 20 * time.Second
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 25 * cfg.Concurrency
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second

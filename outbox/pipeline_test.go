@@ -335,14 +335,3 @@ func TestGroupCommitStress(t *testing.T) {
 		}
 	}
 }
-
-// The default claim size is 25 records per concurrent lane; an explicit
-// BatchSize is kept.
-func TestDefaultBatchSizeScalesWithConcurrency(t *testing.T) {
-	for _, tc := range []struct{ conc, batch, want int }{{0, 0, 100}, {1, 0, 25}, {6, 0, 150}, {4, 25, 25}} {
-		o, err := New(Config{Store: NewMemStore(), Transport: TransportFunc(nil), Policies: map[string]Policy{"c": {}},
-			Concurrency: tc.conc, BatchSize: tc.batch})
-		require.NoError(t, err)
-		require.Equal(t, tc.want, o.cfg.BatchSize)
-	}
-}
