@@ -27,6 +27,8 @@ type flushRun struct {
 	lastErr *ErrorInfo
 	// authAsked: OnAuthRequired was called in this flush already.
 	authAsked bool
+
+	gc groupCommit // commit's state (Concurrency > 1)
 }
 
 func (f *flushRun) stopped() error {
@@ -191,40 +193,201 @@ func (f *flushRun) runLanes(ctx context.Context, lanes [][]Record) {
 	wg.Wait()
 }
 
+// runLane sends one entity's records in order. The ack of a record is
+// committed together with the charge (MarkSending) of the next, in one
+// transaction, and before that next record is sent: record N+1 never leaves
+// before N's ack is durable, and one transaction per record is on the
+// lane's path instead of two.
 func (f *flushRun) runLane(ctx context.Context, lane []Record) {
+	var acked *settleOp // the previous record's ack, not yet written
 	for i := range lane {
 		if f.stopped() != nil || ctx.Err() != nil || !f.o.cfg.Clock.Now().Before(f.deadline) {
-			f.release(ctx, lane[i:])
+			f.wrapUp(ctx, acked, lane[i:])
 			return
 		}
-		acked, err := f.sendOne(ctx, lane[i])
+		rec, ok, err := f.charge(ctx, acked, lane[i])
+		acked = nil
 		if err != nil {
 			f.fail(err)
 		}
-		if !acked {
+		if !ok {
+			// lane[i] was not charged: it goes back too (a purged or
+			// otherwise refused record is left as it is by the store).
+			f.release(ctx, lane[i:])
+			return
+		}
+		next, err := f.send(ctx, rec)
+		if err != nil {
+			f.fail(err)
+		}
+		if next == nil {
 			f.release(ctx, lane[i+1:])
 			return
 		}
+		acked = next
 	}
+	f.wrapUp(ctx, acked, nil)
 }
 
-// release hands claimed, unsent records back uncharged. A stale owner's
-// release is refused by the store, and lease expiry recovers them instead.
+// wrapUp ends a lane: the last ack (may be nil) and the release of the
+// records it will not send, in one transaction.
+func (f *flushRun) wrapUp(ctx context.Context, acked *settleOp, rest []Record) {
+	if acked == nil {
+		f.release(ctx, rest)
+		return
+	}
+	ups := append(make([]RecordUpdate, 0, 1+len(rest)), acked.update(nil))
+	ups = append(ups, f.refunds(rest)...)
+	res, err := f.commit(context.WithoutCancel(ctx), ups)
+	if err != nil {
+		f.fail(err)
+		return
+	}
+	if err := f.settled(acked, res[0]); err != nil {
+		f.fail(err)
+	}
+	f.countReleased(res[1:])
+}
+
+// release hands claimed, unsent records back uncharged, in one transaction.
+// A stale owner's release is refused by the store, and lease expiry
+// recovers them instead.
 func (f *flushRun) release(ctx context.Context, recs []Record) {
 	if len(recs) == 0 {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	res, err := f.commit(context.WithoutCancel(ctx), f.refunds(recs))
+	if err == nil {
+		f.countReleased(res)
+	}
+}
+
+func (f *flushRun) refunds(recs []Record) []RecordUpdate {
+	now := f.o.cfg.Clock.Now()
+	ups := make([]RecordUpdate, len(recs))
 	for i := range recs {
-		now := f.o.cfg.Clock.Now()
-		if _, err := f.o.cfg.Store.Update(ctx, f.lease, recs[i].ID, apply(func(r Record) (Record, error) {
-			return Refund(r, f.lease, now, nil)
-		})); err == nil {
-			f.count(func(r *FlushReport) { r.Released++ }, nil)
-		} else if errors.Is(err, ErrStaleOwner) {
-			return
+		ups[i] = RecordUpdate{ID: recs[i].ID, Fn: apply(func(r Record) (Record, error) { return Refund(r, f.lease, now, nil) })}
+	}
+	return ups
+}
+
+func (f *flushRun) countReleased(res []UpdateResult) {
+	n := 0
+	for i := range res {
+		if res[i].Err == nil {
+			n++
 		}
 	}
+	if n > 0 {
+		f.count(func(r *FlushReport) { r.Released += n }, nil)
+	}
+}
+
+// commit runs ups as one Store.UpdateBatch under the lease. With concurrent
+// lanes it is a group commit: while one batch is in its transaction, the
+// changes other lanes submit queue up and go together in the next one, so
+// eight lanes cost about as many transactions as one. Each caller gets its
+// own results; a batch-level error (stale lease, storage failure) is every
+// caller's. Concurrency 1 calls the store directly (deterministic).
+func (f *flushRun) commit(ctx context.Context, ups []RecordUpdate) ([]UpdateResult, error) {
+	if f.o.cfg.Concurrency <= 1 {
+		return f.o.cfg.Store.UpdateBatch(ctx, f.lease, ups)
+	}
+	c := &f.gc
+	p := &commitReq{ctx: ctx, ups: ups, done: make(chan struct{})}
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	if c.busy {
+		c.mu.Unlock()
+		if h := testHookQueued; h != nil {
+			h()
+		}
+		<-p.done
+		if !p.lead {
+			return p.res, p.err
+		}
+		c.mu.Lock()
+	}
+	// p leads: it commits everything queued so far (itself included).
+	c.busy = true
+	batch := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	f.commitBatch(batch)
+	c.mu.Lock()
+	if len(c.queue) > 0 {
+		// Hand the lead to the first waiter rather than committing the
+		// others' changes here: this lane has its own record to send.
+		next := c.queue[0]
+		next.lead = true
+		close(next.done)
+	} else {
+		c.busy = false
+	}
+	c.mu.Unlock()
+	return p.res, p.err
+}
+
+// testHookQueued, set by tests, is called when a commit request queues
+// behind a batch in progress.
+var testHookQueued func()
+
+// groupCommit is the state of commit's group commit.
+type groupCommit struct {
+	mu    sync.Mutex
+	busy  bool // a batch is being committed (or a lead handed over)
+	queue []*commitReq
+}
+
+type commitReq struct {
+	ctx  context.Context
+	ups  []RecordUpdate
+	res  []UpdateResult
+	err  error
+	lead bool // woken to commit the queue, not with its results
+	done chan struct{}
+}
+
+// commitBatch commits the requests of batch in one UpdateBatch. A request
+// whose context ended is left out (ctx.Err() is its error); the others'
+// writes go ahead regardless of their callers' contexts, which they checked
+// when they asked. Every request but a lead one (the caller) is woken.
+func (f *flushRun) commitBatch(batch []*commitReq) {
+	var ups []RecordUpdate
+	var in []*commitReq
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = err
+			continue
+		}
+		ups = append(ups, p.ups...)
+		in = append(in, p)
+	}
+	if len(ups) > 0 {
+		res, err := f.o.cfg.Store.UpdateBatch(context.WithoutCancel(f.ctxOf(in)), f.lease, ups)
+		k := 0
+		for _, p := range in {
+			if err != nil {
+				p.err = err
+				continue
+			}
+			p.res = res[k : k+len(p.ups) : k+len(p.ups)]
+			k += len(p.ups)
+		}
+	}
+	for _, p := range batch {
+		if !p.lead {
+			close(p.done)
+		}
+	}
+}
+
+// ctxOf returns a context of the batch for the store call's values.
+func (f *flushRun) ctxOf(in []*commitReq) context.Context {
+	if len(in) > 0 {
+		return in[0].ctx
+	}
+	return context.Background()
 }
 
 // apply adapts a pure transition to a Store update function.

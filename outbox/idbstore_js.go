@@ -577,6 +577,121 @@ func (s *IDBStore) Update(ctx context.Context, lease Lease, id string, fn func(*
 	return s.modify(ctx, "update", &lease, id, fn)
 }
 
+// UpdateBatch implements Store: the lease row and every record read with
+// requests issued together (only the last awaited), the Fns run in order in
+// Go, then one put per changed record, one commit.
+func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+	const op = "update batch"
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, err := s.begin(op, "readwrite", storeRecords, storeLeases)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := readLease(t, lease.Name)
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
+	recs, err := t.store(storeRecords)
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
+	reads := make(map[string]js.Value, len(ups))
+	last := lr
+	for _, u := range ups {
+		if _, ok := reads[u.ID]; ok {
+			continue
+		}
+		rr, err := getByID(t, recs, u.ID)
+		if err != nil {
+			return nil, t.fail(op, err)
+		}
+		reads[u.ID], last = rr, rr
+	}
+	if err := t.wait(last); err != nil {
+		return nil, t.fail(op, err)
+	}
+	cur, found, err := leaseResult(lr)
+	if err != nil {
+		s.sawCorrupt(err)
+		return nil, t.abort(err)
+	}
+	if !CurrentLease(cur, found, lease) {
+		return nil, t.abort(ErrStaleOwner)
+	}
+	type state struct {
+		rec Record
+		raw js.Value
+		ok  bool
+		err error // ErrNotFound, or why the stored record does not decode
+	}
+	states := make(map[string]*state, len(reads))
+	for id, rr := range reads {
+		st := &state{err: ErrNotFound}
+		if v := rr.Get("result"); !v.IsUndefined() {
+			r, err := decodeRecord(v)
+			if err != nil {
+				// A corrupt record is reported, never fatal to the others.
+				s.sawCorrupt(err)
+				st.err = err
+			} else {
+				st.rec, st.raw, st.ok = r, v, true
+			}
+		}
+		states[id] = st
+	}
+	out := make([]UpdateResult, len(ups))
+	dirty := map[string]bool{}
+	for i, u := range ups {
+		st := states[u.ID]
+		switch {
+		case !st.ok:
+			out[i].Err = st.err
+			continue
+		case !holds(&st.rec, lease):
+			out[i] = UpdateResult{Record: st.rec.Clone(), Err: ErrStaleOwner}
+			continue
+		}
+		c := st.rec.Clone()
+		if err := u.Fn(&c); err != nil {
+			out[i] = UpdateResult{Record: st.rec.Clone(), Err: err}
+			continue
+		}
+		if c.ID != u.ID || c.Seq != st.rec.Seq {
+			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq", err: ErrInvalidRecord}}
+			continue
+		}
+		st.rec = c
+		dirty[u.ID] = true
+		out[i].Record = c.Clone()
+	}
+	if len(dirty) == 0 {
+		t.release()
+		return out, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, t.abort(err)
+	}
+	for _, u := range ups { // in batch order: deterministic
+		if !dirty[u.ID] {
+			continue
+		}
+		dirty[u.ID] = false
+		st := states[u.ID]
+		if _, err := t.call(recs, "put", encodeRecord(&st.rec, st.raw)); err != nil {
+			return nil, t.fail(op, err)
+		}
+	}
+	if err := hook(op, "written"); err != nil {
+		return nil, t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return nil, wrapIDB(op, err)
+	}
+	return out, nil
+}
+
 // Amend implements Store.
 func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
 	return s.modify(ctx, "amend", nil, id, fn)

@@ -151,6 +151,58 @@ func (s *MemStore) Update(ctx context.Context, lease Lease, id string, fn func(*
 	return c, nil
 }
 
+// UpdateBatch implements Store.
+func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+	if err := s.ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	curTok, ok := s.current(lease)
+	if !ok {
+		return nil, ErrStaleOwner
+	}
+	// Stage the writes, so the batch is one transaction even for a Fn that
+	// inspects the store's other records through its captured state.
+	staged := map[string]Record{}
+	out := make([]UpdateResult, len(ups))
+	for i, u := range ups {
+		r, found := staged[u.ID]
+		if !found {
+			r, found = s.recs[u.ID]
+		}
+		switch {
+		case !found:
+			out[i].Err = ErrNotFound
+			continue
+		case !holds(&r, lease):
+			out[i] = UpdateResult{Record: r.Clone(), Err: ErrStaleOwner}
+			continue
+		}
+		c := r.Clone()
+		if err := u.Fn(&c); err != nil {
+			out[i] = UpdateResult{Record: r.Clone(), Err: err}
+			continue
+		}
+		if c.ID != u.ID || c.Seq != r.Seq {
+			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq", err: ErrInvalidRecord}}
+			continue
+		}
+		staged[u.ID] = c
+		out[i].Record = c.Clone()
+	}
+	for i, u := range ups {
+		if out[i].Err != nil {
+			continue
+		}
+		s.recs[u.ID] = staged[u.ID].Clone()
+		if s.OnWrite != nil {
+			s.OnWrite(Write{Op: "update", RecordID: u.ID, Owner: lease.Owner, Token: lease.Token, Current: curTok, NewStatus: out[i].Record.Status})
+		}
+	}
+	return out, nil
+}
+
 // Amend implements Store.
 func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
 	if err := s.ctxErr(ctx); err != nil {

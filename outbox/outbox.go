@@ -213,7 +213,10 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 		if p, err = o.cfg.Store.Status(ctx); err != nil {
 			return p, err
 		}
-		newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1})
+		// Only unsettled records count, so only those are read: the acked
+		// history, which can be long, is not decoded on every status read.
+		newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1,
+			Statuses: []Status{StatusPending, StatusLeased, StatusSending, StatusFailed}})
 		if err != nil {
 			return p, err
 		}

@@ -7,39 +7,122 @@ import (
 	"github.com/tabfence/tabfence/internal/wire"
 )
 
-// sendOne sends one claimed record and records the outcome. acked tells the
-// lane whether it may continue; err is fatal for the whole flush.
-func (f *flushRun) sendOne(ctx context.Context, claimed Record) (acked bool, err error) {
+// errSkipped: a record change of a batch that was not made because the one
+// it depends on (the previous record's ack) was not.
+var errSkipped = errors.New("outbox: skipped: the previous record of the entity was not settled")
+
+// settleOp is a transition of a sent record under the lease, with what to
+// count and emit once it committed.
+type settleOp struct {
+	rec  Record
+	ev   Event
+	kind EventKind
+	e    *ErrorInfo
+	t    func(Record) (Record, error)
+}
+
+// update is op as a RecordUpdate; *ok (if ok != nil) is set when the
+// transition was made (it commits with the rest of the batch).
+func (op *settleOp) update(ok *bool) RecordUpdate {
+	return RecordUpdate{ID: op.rec.ID, Fn: func(r *Record) error {
+		n, err := op.t(*r)
+		if err != nil {
+			return err
+		}
+		*r = n
+		if ok != nil {
+			*ok = true
+		}
+		return nil
+	}}
+}
+
+// charge commits, in ONE transaction, the deferred ack of the lane's
+// previous record (acked, may be nil) and MarkSending of claimed: the
+// attempt is charged, durably, before the record is handed to the transport,
+// and only once its predecessor's ack is durable too (so a crash leaves
+// exactly the record in flight charged, and per-entity order holds even
+// across a takeover). ok=false: claimed was not charged and is not to be
+// sent (the lane stops and hands it back); err is fatal for the flush.
+//
+// Durability: like every state transition (see OpenIDBStore) the step uses
+// the browser's default durability, not Enqueue's strict one. A tab or
+// browser crash never undoes a committed step, so a record that crashes the
+// tab each time it is sent is charged each time and reaches dead letter. An
+// OS crash or power loss may undo the last steps: an undone ack is replayed
+// harmlessly (the idempotency key), and an undone charge costs at most one
+// uncounted send of a record that was in flight at that moment.
+func (f *flushRun) charge(ctx context.Context, acked *settleOp, claimed Record) (rec Record, ok bool, err error) {
+	l := f.lease
+	now := f.o.cfg.Clock.Now()
+	ackOK := false
+	var ups []RecordUpdate
+	cctx := ctx
+	if acked != nil {
+		ups = append(ups, acked.update(&ackOK))
+		// The ack is written even when ctx is done; the charge is not.
+		cctx = context.WithoutCancel(ctx)
+	}
+	ups = append(ups, RecordUpdate{ID: claimed.ID, Fn: apply(func(r Record) (Record, error) {
+		if acked != nil && !ackOK {
+			return r, errSkipped
+		}
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		return MarkSending(r, l, now)
+	})})
+	res, err := f.commit(cctx, ups)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return Record{}, false, nil // the flush is ending: the lane hands its records back
+		}
+		return Record{}, false, err
+	}
+	if acked != nil {
+		if err := f.settled(acked, res[0]); err != nil {
+			return Record{}, false, err
+		}
+	}
+	m := res[len(res)-1]
+	switch {
+	case m.Err == nil:
+		return m.Record, true, nil
+	case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
+		errors.Is(m.Err, errSkipped), // the ack was not made (its record purged)
+		ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
+		return Record{}, false, nil
+	}
+	return Record{}, false, m.Err
+}
+
+// send sends one charged record. An ack is returned, not yet written: the
+// lane commits it with the charge of its next record (or with its release).
+// Any other outcome is settled here and returns nil; err is fatal for the
+// whole flush.
+func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 	o, l := f.o, f.lease
 	now := o.cfg.Clock.Now()
-	rec, err := o.cfg.Store.Update(ctx, l, claimed.ID, apply(func(r Record) (Record, error) {
-		return MarkSending(r, l, now)
-	}))
-	if err != nil {
-		if errors.Is(err, ErrNotFound) { // purged by a logout meanwhile
-			return false, nil
-		}
-		return false, err
-	}
 	ev := Event{RecordID: rec.ID, OperationKeyHash: hashKey(rec.OperationKey), Owner: l.Owner, LeaseToken: l.Token, Attempt: rec.Attempts}
 	body := rec.Payload
+	var err error
 	if rec.PayloadRef != "" {
 		if body, err = o.cfg.Store.Payload(ctx, rec.PayloadRef); err != nil {
 			e := ErrorInfo{Code: "payload_unreadable", Message: short(err.Error())}
-			return false, f.settle(ctx, rec, ev, EventRetry, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) })
+			return nil, f.settle(ctx, rec, ev, EventRetry, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) })
 		}
 	}
 	if rec.PayloadSchemaVersion < o.cfg.SchemaVersion {
 		if body, err = migratePayload(o.cfg.Migrations, body, rec.PayloadSchemaVersion, o.cfg.SchemaVersion); err != nil {
 			e := ErrorInfo{Code: "schema_unsupported", Message: short(err.Error())}
-			return false, f.settle(ctx, rec, ev, EventTerminal, &e, func(r Record) (Record, error) { return Terminal(r, l, now, e) })
+			return nil, f.settle(ctx, rec, ev, EventTerminal, &e, func(r Record) (Record, error) { return Terminal(r, l, now, e) })
 		}
 	}
 	if cur := o.Session(); cur.UserID != rec.UserID || cur.TenantID != rec.TenantID {
 		// The transport attaches the current session's credentials: never
 		// send a record under another user's session.
 		_ = f.settle(ctx, rec, ev, EventRetry, nil, func(r Record) (Record, error) { return Refund(r, l, now, nil) })
-		return false, ErrSessionChanged
+		return nil, ErrSessionChanged
 	}
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
 	now = o.cfg.Clock.Now()
@@ -47,18 +130,17 @@ func (f *flushRun) sendOne(ctx context.Context, claimed Record) (acked bool, err
 	switch v.Outcome {
 	case wire.OutcomeAck:
 		sr := StoredResponse{Status: resp.Status, Body: resp.Body, Replayed: resp.Header.Get(wire.HeaderReplayed) == "true"}
-		err := f.settle(ctx, rec, ev, EventAck, nil, func(r Record) (Record, error) { return Ack(r, l, now, sr) })
-		return err == nil, err
+		return &settleOp{rec: rec, ev: ev, kind: EventAck, t: func(r Record) (Record, error) { return Ack(r, l, now, sr) }}, nil
 	case wire.OutcomeRetry:
 		next := now.Add(o.cfg.Backoff.Delay(rec.Attempts, v.RetryAfter, v.HasRetry))
 		kind := EventRetry
 		if rec.MaxAttempts > 0 && rec.Attempts >= rec.MaxAttempts {
 			kind = EventDeadLetter
 		}
-		return false, f.settle(ctx, rec, ev, kind, &v.Err, func(r Record) (Record, error) { return Retry(r, l, now, next, v.Err) })
+		return nil, f.settle(ctx, rec, ev, kind, &v.Err, func(r Record) (Record, error) { return Retry(r, l, now, next, v.Err) })
 	case wire.OutcomeAuth:
 		if err := f.settle(ctx, rec, ev, EventAuth, &v.Err, func(r Record) (Record, error) { return Refund(r, l, now, &v.Err) }); err != nil {
-			return false, err
+			return nil, err
 		}
 		user := f.session.UserID
 		if _, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
@@ -67,7 +149,7 @@ func (f *flushRun) sendOne(ctx context.Context, claimed Record) (acked bool, err
 			}
 			return nil
 		}); err != nil {
-			return false, err
+			return nil, err
 		}
 		f.mu.Lock()
 		ask := !f.authAsked
@@ -76,14 +158,14 @@ func (f *flushRun) sendOne(ctx context.Context, claimed Record) (acked bool, err
 		if ask && o.cfg.OnAuthRequired != nil {
 			o.cfg.OnAuthRequired(user)
 		}
-		return false, ErrAuthRequired
+		return nil, ErrAuthRequired
 	case wire.OutcomeStale:
 		_ = f.settle(ctx, rec, ev, EventStepDown, &v.Err, func(r Record) (Record, error) { return Refund(r, l, now, &v.Err) })
-		return false, &StepDownError{Token: l.FenceToken, Highest: v.Highest}
+		return nil, &StepDownError{Token: l.FenceToken, Highest: v.Highest}
 	case wire.OutcomeConflict:
-		return false, f.settle(ctx, rec, ev, EventConflict, &v.Err, func(r Record) (Record, error) { return MarkConflict(r, l, now, v.Err) })
+		return nil, f.settle(ctx, rec, ev, EventConflict, &v.Err, func(r Record) (Record, error) { return MarkConflict(r, l, now, v.Err) })
 	default:
-		return false, f.settle(ctx, rec, ev, EventTerminal, &v.Err, func(r Record) (Record, error) { return Terminal(r, l, now, v.Err) })
+		return nil, f.settle(ctx, rec, ev, EventTerminal, &v.Err, func(r Record) (Record, error) { return Terminal(r, l, now, v.Err) })
 	}
 }
 
@@ -91,14 +173,25 @@ func (f *flushRun) sendOne(ctx context.Context, claimed Record) (acked bool, err
 // write happens even when ctx is done (the answer arrived; recording it is
 // what keeps a retry from being needed). A missing record is not an error.
 func (f *flushRun) settle(ctx context.Context, rec Record, ev Event, kind EventKind, e *ErrorInfo, t func(Record) (Record, error)) error {
-	o := f.o
-	n, err := o.cfg.Store.Update(context.WithoutCancel(ctx), f.lease, rec.ID, apply(t))
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
+	op := &settleOp{rec: rec, ev: ev, kind: kind, e: e, t: t}
+	res, err := f.commit(context.WithoutCancel(ctx), []RecordUpdate{op.update(nil)})
 	if err != nil {
 		return err
 	}
+	return f.settled(op, res[0])
+}
+
+// settled counts and emits a committed settle (res is its UpdateResult).
+// A missing record is not an error.
+func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
+	o := f.o
+	if errors.Is(res.Err, ErrNotFound) {
+		return nil
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	n, kind, ev, e := res.Record, op.kind, op.ev, op.e
 	if n.Status == StatusDeadLetter {
 		kind = EventDeadLetter
 	}

@@ -25,6 +25,19 @@ type Store interface {
 	// leased to lease.Owner/lease.Token (else ErrStaleOwner; ErrNotFound if
 	// absent), applies fn to a copy and writes it unless fn fails.
 	Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error)
+	// UpdateBatch is several Updates in ONE transaction: it checks once that
+	// lease is the current lease (else ErrStaleOwner and nothing changes),
+	// then applies ups in order, each as Update would: a record that is
+	// absent (ErrNotFound) or not leased to lease.Owner/lease.Token
+	// (ErrStaleOwner), or whose Fn fails, is left unchanged and reported in
+	// its UpdateResult; the others are written. An update sees the record as
+	// left by the earlier ones of the batch, and its Fn runs only after the
+	// earlier Fns ran, so a Fn may depend on an earlier one's outcome. The
+	// error is non-nil only when nothing was written (stale lease, context
+	// done before the writes, storage failure). The flush uses it to settle a
+	// record and charge the next one of its entity together, and to commit
+	// the steps of concurrent lanes as one transaction.
+	UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error)
 	// Amend applies an app action (retry, discard-like edits) without a
 	// lease: fn itself refuses records that are in flight.
 	Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error)
@@ -47,6 +60,19 @@ type Store interface {
 	// UpdateMeta runs fn on the queue's metadata (pause state, last flush,
 	// last error) and writes it unless it fails.
 	UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error)
+}
+
+// RecordUpdate is one record change of UpdateBatch.
+type RecordUpdate struct {
+	ID string
+	Fn func(*Record) error
+}
+
+// UpdateResult is the outcome of one RecordUpdate: the record as written,
+// or (Err != nil: unchanged) as found.
+type UpdateResult struct {
+	Record Record
+	Err    error
 }
 
 // Filter selects records. Zero fields match everything.

@@ -81,6 +81,13 @@ func (s tabStore) Update(ctx context.Context, l outbox.Lease, id string, fn func
 	return s.t.w.store.Update(ctx, l, id, fn)
 }
 
+func (s tabStore) UpdateBatch(ctx context.Context, l outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
+	if err := s.t.step(); err != nil {
+		return nil, err
+	}
+	return s.t.w.store.UpdateBatch(ctx, l, ups)
+}
+
 func (s tabStore) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
 	if err := s.t.step(); err != nil {
 		return outbox.Record{}, err

@@ -1,0 +1,337 @@
+package outbox
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// batchStore records the UpdateBatch calls of a MemStore; gate, when set,
+// runs before each call's transaction.
+type batchStore struct {
+	*MemStore
+	mu    sync.Mutex
+	sizes []int
+	gate  func(call int)
+}
+
+func (s *batchStore) UpdateBatch(ctx context.Context, l Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+	s.mu.Lock()
+	call := len(s.sizes)
+	s.sizes = append(s.sizes, len(ups))
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		gate(call)
+	}
+	return s.MemStore.UpdateBatch(ctx, l, ups)
+}
+
+// chargedUnsent returns the records charged (attempts > 0) whose request
+// was never started: a crash at this moment would leave them charged
+// although never sent.
+func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
+	recs, err := s.List(context.Background(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		if r.Attempts > 0 && !sent[r.ID] {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+// One entity: each record costs ONE transaction on the lane (the previous
+// record's ack and this record's charge together), the next record is sent
+// only once its predecessor's ack is durable, and at every send exactly the
+// records sent so far are charged (a crash then leaves at most the record in
+// flight charged, and nothing that was not sent).
+func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1 })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID)
+	}
+	sent := map[string]bool{}
+	h.reply = func(r Request) (Response, error) {
+		sent[r.RecordID] = true
+		i := 0
+		for ids[i] != r.RecordID {
+			i++
+		}
+		cur := h.get(r.RecordID)
+		require.Equal(t, StatusSending, cur.Status)
+		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
+		if i > 0 {
+			require.Equal(t, StatusAcked, h.get(ids[i-1]).Status) // predecessor's ack is durable
+		}
+		for _, later := range ids[i+1:] {
+			require.Equal(t, 0, h.get(later).Attempts)
+		}
+		require.Len(t, chargedUnsent(t, bs, sent), 0)
+		return Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Acked)
+	// charge 1; ack 1 + charge 2; ack 2 + charge 3; ack 3 + charge 4; ack 4.
+	require.Equal(t, []int{1, 2, 2, 2, 1}, bs.sizes)
+	for _, id := range ids {
+		r := h.get(id)
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+	}
+	var kinds []EventKind
+	for _, e := range h.events {
+		if e.Kind == EventAck {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	require.Len(t, kinds, 4)
+}
+
+// A lane that stops (a retryable failure) releases the rest of its entity
+// uncharged, and a deadline commits the last ack together with the release.
+func TestLaneStopsChargingNothingMore(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 4; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+	}
+	n := 0
+	h.reply = func(Request) (Response, error) {
+		n++
+		if n == 2 {
+			return Response{Status: 503}, nil
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Acked)
+	require.Equal(t, 1, rep.Retried)
+	require.Equal(t, 2, rep.Released)
+	require.Equal(t, StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, 1, h.get(ids[1]).Attempts)
+	for _, id := range ids[2:] {
+		r := h.get(id)
+		require.Equal(t, StatusPending, r.Status)
+		require.Equal(t, 0, r.Attempts)
+	}
+}
+
+// Concurrent lanes share transactions: while one batch commits, the steps
+// the other lanes ask for queue up and go together in the next one. Per-
+// entity order, exact charges and one effect per record still hold.
+func TestConcurrentLanesGroupCommit(t *testing.T) {
+	const lanes, per = 4, 5
+	bs := &batchStore{MemStore: NewMemStore()}
+	queued := make(chan struct{}, 64)
+	testHookQueued = func() { queued <- struct{}{} }
+	defer func() { testHookQueued = nil }()
+	// The first transaction waits until the three other lanes queued their
+	// first charge behind it: the next batch must carry all three.
+	bs.gate = func(call int) {
+		if call == 0 {
+			for i := 0; i < lanes-1; i++ {
+				<-queued
+			}
+		}
+	}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = lanes; c.BatchSize = 100 })
+	h.store = bs.MemStore
+	var mu sync.Mutex
+	order := map[string][]string{}
+	sent := map[string]bool{}
+	h.reply = func(r Request) (Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent[r.RecordID] = true
+		e := string(r.Body[:2])
+		order[e] = append(order[e], string(r.Body))
+		return Response{Status: 200}, nil
+	}
+	for i := 0; i < per; i++ {
+		for e := 0; e < lanes; e++ {
+			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(e), Payload: []byte("e" + strconv.Itoa(e) + "#" + strconv.Itoa(i))})
+		}
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, lanes*per, rep.Acked)
+	require.Equal(t, 1, bs.sizes[0])
+	require.True(t, bs.sizes[1] >= lanes-1, bs.sizes) // the three queued charges (and whatever queued since)
+	total := 0
+	for _, n := range bs.sizes {
+		total += n
+	}
+	require.Equal(t, 2*lanes*per, total) // one charge and one ack per record
+	require.True(t, len(bs.sizes) < 2*lanes*per, len(bs.sizes))
+	for e, got := range order {
+		require.Len(t, got, per)
+		for i, b := range got {
+			require.Equal(t, e+"#"+strconv.Itoa(i), b)
+		}
+	}
+	recs, _ := bs.List(context.Background(), Filter{})
+	for _, r := range recs {
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+	}
+	require.Len(t, chargedUnsent(t, bs, sent), 0)
+}
+
+// The flush ending (ctx done) between a response and the next charge: the
+// ack is still written, the next record is not charged and goes back.
+func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
+	for _, where := range []string{"before the step", "inside the step"} {
+		t.Run(where, func(t *testing.T) {
+			bs := &batchStore{MemStore: NewMemStore()}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if where == "inside the step" {
+				// The context ends after the lane checked it, while its
+				// step (ack 1 + charge 2) is being committed.
+				bs.gate = func(call int) {
+					if call == 1 {
+						cancel()
+					}
+				}
+			}
+			h := newHarness(t, func(c *Config) { c.Store = bs })
+			h.store = bs.MemStore
+			var ids []string
+			for i := 0; i < 3; i++ {
+				ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+			}
+			h.reply = func(Request) (Response, error) {
+				if where == "before the step" {
+					cancel()
+				}
+				return Response{Status: 200}, nil
+			}
+			rep, err := h.ob.Flush(ctx, h.lease("A"))
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Acked)
+			require.Equal(t, 2, rep.Released)
+			require.Len(t, h.sent(), 1)
+			require.Equal(t, StatusAcked, h.get(ids[0]).Status)
+			for _, id := range ids[1:] {
+				r := h.get(id)
+				require.Equal(t, StatusPending, r.Status)
+				require.Equal(t, 0, r.Attempts)
+			}
+		})
+	}
+}
+
+// The previous record vanished (a logout purged it) while it was sent: the
+// next one is not charged nor sent in that step, but handed back uncharged
+// (the flush's next claim then sends it, charged once).
+func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+	}
+	var charged []int
+	h.reply = func(r Request) (Response, error) {
+		if r.RecordID == ids[0] {
+			_, err := bs.Delete(context.Background(), Filter{IDs: []string{ids[0]}})
+			require.NoError(t, err)
+		} else {
+			charged = append(charged, h.get(ids[2]).Attempts)
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Released) // ids[1] and ids[2], after the ack found no record
+	require.Equal(t, 2, rep.Batches)
+	require.Equal(t, 2, rep.Acked)
+	require.Len(t, h.sent(), 3)
+	require.Equal(t, []int{0, 1}, charged) // ids[2] uncharged while ids[1] was sent
+	for _, id := range ids[1:] {
+		r := h.get(id)
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+	}
+}
+
+// Many lanes, a store that yields at random inside its transactions, and
+// failures: every flush ends (the group commit never strands a lane), and
+// every record ends acked exactly once or waiting uncharged-or-failed.
+func TestGroupCommitStress(t *testing.T) {
+	for seed := uint64(0); seed < 40; seed++ {
+		bs := &batchStore{MemStore: NewMemStore()}
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var rmu sync.Mutex
+		yield := func() {
+			rmu.Lock()
+			n := rng.IntN(4)
+			rmu.Unlock()
+			for i := 0; i < n; i++ {
+				runtime.Gosched()
+			}
+		}
+		bs.gate = func(int) { yield() }
+		h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1 + int(seed%8); c.BatchSize = 1 + int(seed%30) })
+		h.store = bs.MemStore
+		h.reply = func(r Request) (Response, error) {
+			yield()
+			rmu.Lock()
+			fail := rng.IntN(10) == 0
+			rmu.Unlock()
+			if fail {
+				return Response{Status: 503}, nil
+			}
+			return Response{Status: 200}, nil
+		}
+		for i := 0; i < 60; i++ {
+			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(i%9), Payload: []byte("p")})
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for round := 0; round < 50; round++ {
+				h.clock.Add(time.Hour) // past every backoff
+				if _, err := h.flush("A"); err != nil {
+					t.Errorf("seed %d: %v", seed, err)
+					return
+				}
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("seed %d: flush did not end", seed)
+		}
+		recs, _ := bs.List(context.Background(), Filter{})
+		sends := map[string]int{}
+		for _, r := range h.sent() {
+			sends[r.RecordID]++
+		}
+		for _, r := range recs {
+			if r.Status != StatusAcked {
+				t.Fatalf("seed %d: %s is %s after 50 flushes", seed, r.ID, r.Status)
+			}
+			if r.Attempts != sends[r.ID] || r.Sends != sends[r.ID] || sends[r.ID] < 1 {
+				t.Fatalf("seed %d: %s charged %d (sends %d) for %d requests", seed, r.ID, r.Attempts, r.Sends, sends[r.ID])
+			}
+		}
+	}
+}
