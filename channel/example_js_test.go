@@ -72,3 +72,25 @@ func ExampleChannel_Announce() {
 	// failed write: quota exceeded
 	// announced seq 1
 }
+
+// A subscriber that only records the message runs straight from the
+// message handler, with no goroutine handoff: the lowest latency.
+func ExampleChannel_SubscribeNow() {
+	leader, _ := channel.Open("tabfence:example-now:v1")
+	defer leader.Close()
+	follower, _ := channel.Open("tabfence:example-now:v1")
+	defer follower.Close()
+	got := make(chan channel.Message, 16) // buffered: fn must never block
+	stop := follower.SubscribeNow(func(m channel.Message) {
+		select {
+		case got <- m:
+		default: // full: a real app would count this and reload from storage
+		}
+	})
+	defer stop()
+	s := channel.NewSequencer("doc:1", "tab-a", 1)
+	leader.Send(s, "delta", js.ValueOf("hello"))
+	m := <-got
+	fmt.Println(m.Kind, m.Token, m.Seq, m.Payload.String())
+	// Output: delta 1 1 hello
+}
