@@ -37,3 +37,19 @@ func BenchmarkResolvedCall(b *testing.B) {
 	defer cb.Release()
 	benchCalls(b, cb.Value)
 }
+
+// Go -> JS: one trivial call into JavaScript.
+func BenchmarkGoToJSCall(b *testing.B) {
+	f := js.Global().Call("eval", `(() => 0)`)
+	for i := 0; i < b.N; i++ {
+		f.Invoke()
+	}
+}
+
+// Go -> JS: a property read that returns an object (a new reference).
+func BenchmarkGoToJSGetObject(b *testing.B) {
+	o := js.Global().Call("eval", `({x: {}})`)
+	for i := 0; i < b.N; i++ {
+		_ = o.Get("x")
+	}
+}
