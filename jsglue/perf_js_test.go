@@ -53,3 +53,28 @@ func BenchmarkGoToJSGetObject(b *testing.B) {
 		_ = o.Get("x")
 	}
 }
+
+// An entry into Go after the page was idle (a 3 ms timer), after a message
+// task, and back to back: what one isolated event costs, beside a loop.
+// Reported as us/isolated, us/after-message and us/in-loop.
+func BenchmarkIsolatedEntry(b *testing.B) {
+	cb := NewCallback(func(js.Value, []js.Value) any { return nil })
+	defer cb.Release()
+	f := js.Global().Call("eval", `(async (f, n) => {
+		const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+		const mc = new MessageChannel(); const tick = () => new Promise(r => { mc.port1.onmessage = r; mc.port2.postMessage(0); });
+		let iso = 0, msg = 0;
+		for (let i = 0; i < n; i++) { await sleep(3); const t0 = performance.now(); f(); iso += performance.now() - t0; }
+		for (let i = 0; i < n; i++) { await tick(); const t0 = performance.now(); f(); msg += performance.now() - t0; }
+		const t0 = performance.now(); for (let i = 0; i < n; i++) f(); const loop = performance.now() - t0;
+		return [iso / n * 1000, msg / n * 1000, loop / n * 1000];
+	})`)
+	n := max(b.N, 100)
+	v, err := Await(b.Context(), f.Invoke(cb.Value, n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(v.Index(0).Float(), "us/isolated")
+	b.ReportMetric(v.Index(1).Float(), "us/after-message")
+	b.ReportMetric(v.Index(2).Float(), "us/in-loop")
+}
