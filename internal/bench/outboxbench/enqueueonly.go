@@ -28,29 +28,11 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 	if err := harness.CheckDist(distDir); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "tabfence-enqbench-")
+	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bn := &bench{}
-	srv, err := server.New(server.Config{
-		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Middleware: bn.middleware,
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	bn.url = ts.URL
-	b, err := harness.Start(ctx, harness.Options{})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
+	defer stop()
 	var bestE, bestR float64
 	for round := 0; round < rounds; round++ {
 		var e, r float64
@@ -102,28 +84,11 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 // EvalInPage opens the demo page (fresh queue) and prints what js (an
 // expression, awaited) returns as a string: for ad-hoc experiments.
 func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
-	dir, err := os.MkdirTemp("", "tabfence-enqbench-")
+	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bn := &bench{}
-	srv, err := server.New(server.Config{
-		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	bn.url = ts.URL
-	b, err := harness.Start(ctx, harness.Options{})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
+	defer stop()
 	tab, err := bn.open(b, url.Values{})
 	if err != nil {
 		return err

@@ -74,29 +74,11 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	if err := harness.CheckDist(distDir); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "tabfence-outboxbench-")
+	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bn := &bench{}
-	srv, err := server.New(server.Config{
-		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Middleware: bn.middleware,
-	})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	bn.url = ts.URL
-	b, err := harness.Start(ctx, harness.Options{})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
+	defer stop()
 
 	var enq, rawPut, one, rawFetch, eight, rawEight float64
 	// Each figure in a fresh tab with a fresh queue (database), interleaved.
@@ -153,6 +135,40 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect\n",
 		len(frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
 	return nil
+}
+
+// start serves distDir with the demo server (a fresh SQLite database in a
+// temporary directory, bn's middleware in front) and starts a browser;
+// stop undoes both.
+func start(ctx context.Context, distDir string) (bn *bench, b *harness.Browser, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "tabfence-outboxbench-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bn = &bench{}
+	srv, err := server.New(server.Config{
+		DB: filepath.Join(dir, "bench.db"), Dist: distDir,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: bn.middleware,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	ts := httptest.NewServer(srv)
+	bn.url = ts.URL
+	if b, err = harness.Start(ctx, harness.Options{}); err != nil {
+		ts.Close()
+		srv.Close()
+		os.RemoveAll(dir)
+		return nil, nil, nil, err
+	}
+	return bn, b, func() {
+		b.Close()
+		ts.Close()
+		srv.Close()
+		os.RemoveAll(dir)
+	}, nil
 }
 
 func yes(ok bool) string {
