@@ -404,100 +404,77 @@ func encodeErrorInfo(e *ErrorInfo) js.Value {
 // the JavaScript calls of an append; a rewrite sets every known field, so
 // no stale value survives under a newer build's extra fields.
 func encodeRecord(rec *Record, base js.Value) js.Value {
-	fresh := base.Type() != js.TypeObject
-	if fresh {
+	if base.Type() != js.TypeObject {
 		return encodeFreshRecord(rec)
 	}
+	// A rewrite: every field is written, zero values included, over a copy
+	// of the stored object (which keeps fields a newer version added).
 	o := newObject(base)
-	if fresh {
+	if v := o.Get("v"); v.Type() != js.TypeNumber || v.Float() < recordEncoding {
 		o.Set("v", recordEncoding)
-	} else if v := o.Get("v"); v.Type() != js.TypeNumber || v.Float() < recordEncoding {
-		o.Set("v", recordEncoding)
-	}
-	str := func(field, v string) {
-		if v != "" || !fresh {
-			o.Set(field, v)
-		}
-	}
-	num := func(field string, v int) {
-		if v != 0 || !fresh {
-			o.Set(field, v)
-		}
-	}
-	u64 := func(field string, v uint64) {
-		if v != 0 || !fresh {
-			setUint(o, field, v)
-		}
-	}
-	tm := func(field string, v time.Time) {
-		if !v.IsZero() || !fresh {
-			setTime(o, field, v)
-		}
 	}
 	o.Set("id", rec.ID)
-	str("operationKey", rec.OperationKey)
-	str("idempotencyKey", rec.IdempotencyKey)
-	str("entityType", rec.EntityType)
-	str("entityId", rec.EntityID)
-	str("operationType", rec.OperationType)
-	if rec.Payload != nil || !fresh {
-		setBytes(o, "payload", rec.Payload)
-	}
-	str("payloadRef", rec.PayloadRef)
-	str("payloadHash", rec.PayloadHash)
-	num("payloadSchemaVersion", rec.PayloadSchemaVersion)
+	o.Set("operationKey", rec.OperationKey)
+	o.Set("idempotencyKey", rec.IdempotencyKey)
+	o.Set("entityType", rec.EntityType)
+	o.Set("entityId", rec.EntityID)
+	o.Set("operationType", rec.OperationType)
+	setBytes(o, "payload", rec.Payload)
+	o.Set("payloadRef", rec.PayloadRef)
+	o.Set("payloadHash", rec.PayloadHash)
+	o.Set("payloadSchemaVersion", rec.PayloadSchemaVersion)
 	o.Set("status", string(rec.Status))
-	num("attempts", rec.Attempts)
-	num("sends", rec.Sends)
-	num("maxAttempts", rec.MaxAttempts)
-	tm("nextAttemptAt", rec.NextAttemptAt)
-	if rec.LastError != nil || !fresh {
-		o.Set("lastError", encodeErrorInfo(rec.LastError))
-	}
-	str("leaseOwner", rec.LeaseOwner)
-	u64("leaseToken", rec.LeaseToken)
-	tm("leaseExpiresAt", rec.LeaseExpiresAt)
-	if len(rec.DependencyIDs) > 0 || !fresh {
-		setStrs(o, "dependencyIds", rec.DependencyIDs)
-	}
+	o.Set("attempts", rec.Attempts)
+	o.Set("sends", rec.Sends)
+	o.Set("maxAttempts", rec.MaxAttempts)
+	setTime(o, "nextAttemptAt", rec.NextAttemptAt)
+	o.Set("lastError", encodeErrorInfo(rec.LastError))
+	o.Set("leaseOwner", rec.LeaseOwner)
+	setUint(o, "leaseToken", rec.LeaseToken)
+	setTime(o, "leaseExpiresAt", rec.LeaseExpiresAt)
+	setStrs(o, "dependencyIds", rec.DependencyIDs)
 	if rec.Seq != 0 {
 		setUint(o, "seq", rec.Seq)
 	} else {
 		o.Delete("seq") // an append: the key generator assigns it
 	}
-	tm("createdAt", rec.CreatedAt)
-	tm("updatedAt", rec.UpdatedAt)
-	tm("ackedAt", rec.AckedAt)
-	if rec.Response != nil {
-		resp := jsObject.New()
-		resp.Set("status", rec.Response.Status)
-		setBytes(resp, "body", rec.Response.Body)
-		resp.Set("replayed", rec.Response.Replayed)
-		o.Set("response", resp)
-	} else if !fresh {
-		o.Set("response", jsNull)
-	}
+	setTime(o, "createdAt", rec.CreatedAt)
+	setTime(o, "updatedAt", rec.UpdatedAt)
+	setTime(o, "ackedAt", rec.AckedAt)
+	o.Set("response", encodeResponse(rec.Response))
 	o.Set("userId", rec.UserID)
-	str("tenantId", rec.TenantID)
-	u64("authGeneration", rec.AuthGeneration)
+	o.Set("tenantId", rec.TenantID)
+	setUint(o, "authGeneration", rec.AuthGeneration)
 
 	if rec.Status != StatusAcked {
 		o.Set(fieldLive, 1)
-	} else if !fresh {
+	} else {
 		o.Delete(fieldLive)
 	}
 	if !rec.Status.Settled() {
 		o.Set(fieldEntity, rec.EntityKey())
 		if rec.OperationKey != "" {
 			o.Set(fieldOpKey, opKey(rec.UserID, rec.OperationKey))
-		} else if !fresh {
+		} else {
 			o.Delete(fieldOpKey)
 		}
-	} else if !fresh {
+	} else {
 		o.Delete(fieldEntity)
 		o.Delete(fieldOpKey)
 	}
 	return o
+}
+
+// encodeResponse is a stored response's object, or null.
+func encodeResponse(r *StoredResponse) js.Value {
+	if r == nil {
+		return jsNull
+	}
+	resp := jsObject.New()
+	resp.Set("status", r.Status)
+	setBytes(resp, "body", r.Body)
+	resp.Set("replayed", r.Replayed)
+	return resp
 }
 
 // encodeFreshRecord is encodeRecord of a record that replaces no stored
@@ -512,11 +489,7 @@ func encodeFreshRecord(rec *Record) js.Value {
 		o.Set("lastError", encodeErrorInfo(rec.LastError))
 	}
 	if rec.Response != nil {
-		resp := jsObject.New()
-		resp.Set("status", rec.Response.Status)
-		setBytes(resp, "body", rec.Response.Body)
-		resp.Set("replayed", rec.Response.Replayed)
-		o.Set("response", resp)
+		o.Set("response", encodeResponse(rec.Response))
 	}
 	return o
 }
