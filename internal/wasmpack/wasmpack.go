@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 )
 
@@ -46,26 +47,26 @@ func Pack(module []byte) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(module)+len(module)/4)
 	out = append(out, module[:8]...)
-	r := reader{b: module, i: 8}
+	r := Reader{B: module, I: 8}
 	found := false
-	for r.i < len(module) {
-		start := r.i
-		id := r.byte()
-		size := r.uleb()
-		if r.err != nil || size > uint64(len(module)-r.i) {
+	for r.I < len(module) {
+		start := r.I
+		id := r.Byte()
+		size := r.ULEB()
+		if r.Err != nil || size > uint64(len(module)-r.I) {
 			return nil, errors.New("wasmpack: truncated section")
 		}
-		end := r.i + int(size)
+		end := r.I + int(size)
 		if id != sectionData {
 			out = append(out, module[start:end]...)
-			r.i = end
+			r.I = end
 			continue
 		}
 		if found {
 			return nil, errors.New("wasmpack: two data sections")
 		}
 		found = true
-		segs, err := parseData(module[r.i:end])
+		segs, err := parseData(module[r.I:end])
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +74,7 @@ func Pack(module []byte) ([]byte, error) {
 		out = append(out, sectionData)
 		out = appendUleb(out, uint64(len(body)))
 		out = append(out, body...)
-		r.i = end
+		r.I = end
 	}
 	if !found {
 		return nil, errors.New("wasmpack: no data section")
@@ -82,34 +83,34 @@ func Pack(module []byte) ([]byte, error) {
 }
 
 func parseData(b []byte) ([]segment, error) {
-	r := reader{b: b}
-	n := r.uleb()
-	if r.err != nil || n > uint64(len(b)) {
+	r := Reader{B: b}
+	n := r.ULEB()
+	if r.Err != nil || n > uint64(len(b)) {
 		return nil, errors.New("wasmpack: bad data section")
 	}
 	segs := make([]segment, 0, n)
 	for k := uint64(0); k < n; k++ {
-		if flags := r.uleb(); flags != 0 {
+		if flags := r.ULEB(); flags != 0 {
 			return nil, fmt.Errorf("wasmpack: data segment %d is not active in memory 0 (flags %d)", k, flags)
 		}
-		if op := r.byte(); op != 0x41 { // i32.const
+		if op := r.Byte(); op != 0x41 { // i32.const
 			return nil, fmt.Errorf("wasmpack: data segment %d: offset is not an i32.const", k)
 		}
-		off := r.sleb()
-		if op := r.byte(); op != 0x0b { // end
+		off := r.SLEB()
+		if op := r.Byte(); op != 0x0b { // end
 			return nil, fmt.Errorf("wasmpack: data segment %d: offset expression is not a single constant", k)
 		}
-		size := r.uleb()
-		if r.err != nil || size > uint64(len(b)-r.i) {
+		size := r.ULEB()
+		if r.Err != nil || size > uint64(len(b)-r.I) {
 			return nil, fmt.Errorf("wasmpack: data segment %d is truncated", k)
 		}
 		if off < 0 || off+int64(size) > 1<<32 {
 			return nil, fmt.Errorf("wasmpack: data segment %d lies outside 32-bit memory", k)
 		}
-		segs = append(segs, segment{offset: uint32(off), data: b[r.i : r.i+int(size)]})
-		r.i += int(size)
+		segs = append(segs, segment{offset: uint32(off), data: b[r.I : r.I+int(size)]})
+		r.I += int(size)
 	}
-	if r.err != nil || r.i != len(b) {
+	if r.Err != nil || r.I != len(b) {
 		return nil, errors.New("wasmpack: bad data section")
 	}
 	sort.SliceStable(segs, func(i, j int) bool { return segs[i].offset < segs[j].offset })
@@ -162,16 +163,16 @@ func writeData(segs []segment) []byte {
 // address 0 to the end of the highest segment: two modules with equal
 // Memory start with equal memory.
 func Memory(module []byte) ([]byte, error) {
-	r := reader{b: module, i: 8}
-	for r.i < len(module) {
-		id := r.byte()
-		size := r.uleb()
-		if r.err != nil || size > uint64(len(module)-r.i) {
+	r := Reader{B: module, I: 8}
+	for r.I < len(module) {
+		id := r.Byte()
+		size := r.ULEB()
+		if r.Err != nil || size > uint64(len(module)-r.I) {
 			return nil, errors.New("wasmpack: truncated section")
 		}
-		end := r.i + int(size)
+		end := r.I + int(size)
 		if id == sectionData {
-			segs, err := parseData(module[r.i:end])
+			segs, err := parseData(module[r.I:end])
 			if err != nil {
 				return nil, err
 			}
@@ -184,44 +185,51 @@ func Memory(module []byte) ([]byte, error) {
 			}
 			return mem, nil
 		}
-		r.i = end
+		r.I = end
 	}
 	return nil, errors.New("wasmpack: no data section")
 }
 
-type reader struct {
-	b   []byte
-	i   int
-	err error
+// Reader decodes the primitives of the wasm binary format from B, starting
+// at I. The first failure is kept in Err and later reads return zero, so a
+// caller checks Err once after a run of reads. (The bench's size report
+// reads modules with it too.)
+type Reader struct {
+	B   []byte
+	I   int
+	Err error
 }
 
-func (r *reader) byte() byte {
-	if r.i >= len(r.b) {
-		r.err = errors.New("wasmpack: unexpected end")
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if r.I >= len(r.B) {
+		r.Err = io.ErrUnexpectedEOF
 		return 0
 	}
-	c := r.b[r.i]
-	r.i++
+	c := r.B[r.I]
+	r.I++
 	return c
 }
 
-func (r *reader) uleb() uint64 {
+// ULEB reads an unsigned LEB128 number.
+func (r *Reader) ULEB() uint64 {
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
-		c := r.byte()
+		c := r.Byte()
 		v |= uint64(c&0x7f) << shift
 		if c < 0x80 {
 			return v
 		}
 	}
-	r.err = errors.New("wasmpack: bad LEB128")
+	r.Err = errors.New("wasmpack: bad LEB128")
 	return 0
 }
 
-func (r *reader) sleb() int64 {
+// SLEB reads a signed LEB128 number.
+func (r *Reader) SLEB() int64 {
 	var v int64
 	for shift := uint(0); shift < 64; {
-		c := r.byte()
+		c := r.Byte()
 		v |= int64(c&0x7f) << shift
 		shift += 7
 		if c < 0x80 {
@@ -231,8 +239,28 @@ func (r *reader) sleb() int64 {
 			return v
 		}
 	}
-	r.err = errors.New("wasmpack: bad LEB128")
+	r.Err = errors.New("wasmpack: bad LEB128")
 	return 0
+}
+
+// Name reads a length-prefixed name.
+func (r *Reader) Name() string {
+	n := r.ULEB()
+	if r.Err != nil || n > uint64(len(r.B)-r.I) {
+		r.Err = io.ErrUnexpectedEOF
+		return ""
+	}
+	s := string(r.B[r.I : r.I+int(n)])
+	r.I += int(n)
+	return s
+}
+
+// Limits skips a limits field (a flag byte, a minimum and maybe a maximum).
+func (r *Reader) Limits() {
+	if r.Byte()&1 == 1 {
+		r.ULEB()
+	}
+	r.ULEB()
 }
 
 func appendUleb(b []byte, v uint64) []byte {

@@ -39,18 +39,18 @@ func module(segs []seg, flags byte) []byte {
 
 func segments(t *testing.T, m []byte) []segment {
 	t.Helper()
-	r := reader{b: m, i: 8}
-	for r.i < len(m) {
-		id := r.byte()
-		size := int(r.uleb())
+	r := Reader{B: m, I: 8}
+	for r.I < len(m) {
+		id := r.Byte()
+		size := int(r.ULEB())
 		if id == sectionData {
-			s, err := parseData(m[r.i : r.i+size])
+			s, err := parseData(m[r.I : r.I+size])
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		}
-		r.i += size
+		r.I += size
 	}
 	t.Fatal("no data section")
 	return nil

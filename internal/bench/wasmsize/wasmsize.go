@@ -16,6 +16,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/tabfence/tabfence/internal/wasmpack"
 )
 
 // Package is one row of the report.
@@ -57,70 +59,70 @@ func analyze(b []byte) (Report, error) {
 		return Report{}, errors.New("wasmsize: not a wasm module")
 	}
 	rep := Report{Total: len(b)}
-	r := &reader{b: b, i: 8}
+	r := &wasmpack.Reader{B: b, I: 8}
 	var bodies []int
 	imported := 0
 	names := map[int]string{}
-	for r.i < len(b) {
-		id := r.byte()
-		size := r.uleb()
-		start := r.i
+	for r.I < len(b) {
+		id := r.Byte()
+		size := int(r.ULEB())
+		start := r.I
 		end := start + size
-		if end > len(b) || r.err != nil {
+		if end > len(b) || r.Err != nil {
 			return rep, errors.New("wasmsize: truncated section")
 		}
-		sec := &reader{b: b[:end], i: start}
+		sec := &wasmpack.Reader{B: b[:end], I: start}
 		switch id {
 		case 2: // imports: functions among them shift the index space
-			n := sec.uleb()
-			for k := 0; k < n && sec.err == nil; k++ {
-				sec.name()
-				sec.name()
-				kind := sec.byte()
+			n := int(sec.ULEB())
+			for k := 0; k < n && sec.Err == nil; k++ {
+				sec.Name()
+				sec.Name()
+				kind := sec.Byte()
 				switch kind {
 				case 0:
-					sec.uleb()
+					sec.ULEB()
 					imported++
 				case 1:
-					sec.byte()
-					sec.limits()
+					sec.Byte()
+					sec.Limits()
 				case 2:
-					sec.limits()
+					sec.Limits()
 				case 3:
-					sec.byte()
-					sec.byte()
+					sec.Byte()
+					sec.Byte()
 				}
 			}
 		case 10: // code
-			n := sec.uleb()
-			for k := 0; k < n && sec.err == nil; k++ {
-				sz := sec.uleb()
+			n := int(sec.ULEB())
+			for k := 0; k < n && sec.Err == nil; k++ {
+				sz := int(sec.ULEB())
 				bodies = append(bodies, sz)
-				sec.i += sz
+				sec.I += sz
 			}
 		case 11:
 			rep.Data = size
 		case 0:
-			if sec.name() == "name" {
-				for sec.i < end && sec.err == nil {
-					sub := sec.byte()
-					ssz := sec.uleb()
-					next := sec.i + ssz
+			if sec.Name() == "name" {
+				for sec.I < end && sec.Err == nil {
+					sub := sec.Byte()
+					ssz := int(sec.ULEB())
+					next := sec.I + ssz
 					if sub == 1 {
-						n := sec.uleb()
-						for k := 0; k < n && sec.err == nil; k++ {
-							idx := sec.uleb()
-							names[idx] = sec.name()
+						n := int(sec.ULEB())
+						for k := 0; k < n && sec.Err == nil; k++ {
+							idx := int(sec.ULEB())
+							names[idx] = sec.Name()
 						}
 					}
-					sec.i = next
+					sec.I = next
 				}
 			}
 		}
-		if sec.err != nil {
-			return rep, sec.err
+		if sec.Err != nil {
+			return rep, sec.Err
 		}
-		r.i = end
+		r.I = end
 	}
 	if len(names) == 0 {
 		return rep, errors.New("wasmsize: no name section (build without -s -w)")
@@ -211,51 +213,4 @@ func (rep Report) PrintFuncs(w io.Writer, n int, prefix string) {
 		fmt.Fprintf(w, "  %-72s %9d\n", f.Name, f.Bytes)
 		n--
 	}
-}
-
-type reader struct {
-	b   []byte
-	i   int
-	err error
-}
-
-func (r *reader) byte() byte {
-	if r.i >= len(r.b) {
-		r.err = io.ErrUnexpectedEOF
-		return 0
-	}
-	c := r.b[r.i]
-	r.i++
-	return c
-}
-
-func (r *reader) uleb() int {
-	var v uint64
-	for shift := uint(0); shift < 64; shift += 7 {
-		c := r.byte()
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return int(v)
-		}
-	}
-	r.err = errors.New("wasmsize: bad LEB128")
-	return 0
-}
-
-func (r *reader) name() string {
-	n := r.uleb()
-	if r.err != nil || r.i+n > len(r.b) {
-		r.err = io.ErrUnexpectedEOF
-		return ""
-	}
-	s := string(r.b[r.i : r.i+n])
-	r.i += n
-	return s
-}
-
-func (r *reader) limits() {
-	if r.byte()&1 == 1 {
-		r.uleb()
-	}
-	r.uleb()
 }
