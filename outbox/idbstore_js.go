@@ -572,11 +572,6 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	return plan.Claimed, nil
 }
 
-// Update implements Store.
-func (s *IDBStore) Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error) {
-	return s.modify(ctx, "update", &lease, id, fn)
-}
-
 // UpdateBatch implements Store: the lease row and every record read with
 // requests issued together (only the last awaited), the Fns run in order in
 // Go, then one put per changed record, one commit.
@@ -692,30 +687,16 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 	return out, nil
 }
 
-// Amend implements Store.
+// Amend implements Store: one record changed by fn in one transaction,
+// without a lease (fn itself refuses records that are in flight).
 func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
-	return s.modify(ctx, "amend", nil, id, fn)
-}
-
-// modify is Update (lease != nil: fenced by the lease row and the record's
-// holder) and Amend (no lease).
-func (s *IDBStore) modify(ctx context.Context, op string, lease *Lease, id string, fn func(*Record) error) (Record, error) {
+	const op = "amend"
 	if err := ctx.Err(); err != nil {
 		return Record{}, err
 	}
-	stores := []string{storeRecords}
-	if lease != nil {
-		stores = append(stores, storeLeases)
-	}
-	t, err := s.begin(op, "readwrite", stores...)
+	t, err := s.begin(op, "readwrite", storeRecords)
 	if err != nil {
 		return Record{}, err
-	}
-	var lr js.Value
-	if lease != nil {
-		if lr, err = readLease(t, lease.Name); err != nil {
-			return Record{}, t.fail(op, err)
-		}
 	}
 	recs, err := t.store(storeRecords)
 	if err != nil {
@@ -728,16 +709,6 @@ func (s *IDBStore) modify(ctx context.Context, op string, lease *Lease, id strin
 	if err := t.wait(rr); err != nil {
 		return Record{}, t.fail(op, err)
 	}
-	if lease != nil {
-		cur, found, err := leaseResult(lr)
-		if err != nil {
-			s.sawCorrupt(err)
-			return Record{}, t.abort(err)
-		}
-		if !CurrentLease(cur, found, *lease) {
-			return Record{}, t.abort(ErrStaleOwner)
-		}
-	}
 	v := rr.Get("result")
 	if v.IsUndefined() {
 		return Record{}, t.abort(ErrNotFound)
@@ -746,9 +717,6 @@ func (s *IDBStore) modify(ctx context.Context, op string, lease *Lease, id strin
 	if err != nil {
 		s.sawCorrupt(err)
 		return Record{}, t.abort(err)
-	}
-	if lease != nil && !holds(&r, *lease) {
-		return r, t.abort(ErrStaleOwner)
 	}
 	c := r.Clone()
 	if err := fn(&c); err != nil {

@@ -203,12 +203,12 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		t.Fatalf("claim %v", err)
 	}
 	outbox.SetIDBTestHook(func(o, _ string) error {
-		if o == "update" {
+		if o == "update batch" {
 			return boom
 		}
 		return nil
 	})
-	_, err = s.Update(ctx, l, claimed[0].ID, func(r *outbox.Record) error {
+	_, err = storetest.Update(s, l, claimed[0].ID, func(r *outbox.Record) error {
 		n, err := outbox.MarkSending(*r, l, storetest.T0)
 		*r = n
 		return err
@@ -363,7 +363,7 @@ func TestIDBTwoConnections(t *testing.T) {
 		t.Fatalf("steal %+v %v", l2, err)
 	}
 	before, _ := s2.Get(ctx, "a")
-	_, err = s1.Update(ctx, l1, "a", func(r *outbox.Record) error {
+	_, err = storetest.Update(s1, l1, "a", func(r *outbox.Record) error {
 		n, err := outbox.MarkSending(*r, l1, storetest.T0)
 		*r = n
 		return err

@@ -122,35 +122,6 @@ func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	return out, nil
 }
 
-// Update implements Store.
-func (s *MemStore) Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error) {
-	if err := s.ctxErr(ctx); err != nil {
-		return Record{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	curTok, ok := s.current(lease)
-	if !ok {
-		return Record{}, ErrStaleOwner
-	}
-	r, found := s.recs[id]
-	if !found {
-		return Record{}, ErrNotFound
-	}
-	if !holds(&r, lease) {
-		return r.Clone(), ErrStaleOwner
-	}
-	c := r.Clone()
-	if err := fn(&c); err != nil {
-		return r.Clone(), err
-	}
-	s.recs[id] = c.Clone()
-	if s.OnWrite != nil {
-		s.OnWrite(Write{Op: "update", RecordID: id, Owner: lease.Owner, Token: lease.Token, Current: curTok, NewStatus: c.Status})
-	}
-	return c, nil
-}
-
 // UpdateBatch implements Store.
 func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
 	if err := s.ctxErr(ctx); err != nil {

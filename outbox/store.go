@@ -21,16 +21,12 @@ type Store interface {
 	// (same Owner and Token, else ErrStaleOwner), runs PlanClaim over the
 	// unacked records, writes plan.Put and returns plan.Claimed.
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
-	// Update checks that lease is the current lease and that record id is
-	// leased to lease.Owner/lease.Token (else ErrStaleOwner; ErrNotFound if
-	// absent), applies fn to a copy and writes it unless fn fails.
-	Update(ctx context.Context, lease Lease, id string, fn func(*Record) error) (Record, error)
-	// UpdateBatch is several Updates in ONE transaction: it checks once that
-	// lease is the current lease (else ErrStaleOwner and nothing changes),
-	// then applies ups in order, each as Update would: a record that is
-	// absent (ErrNotFound) or not leased to lease.Owner/lease.Token
-	// (ErrStaleOwner), or whose Fn fails, is left unchanged and reported in
-	// its UpdateResult; the others are written. An update sees the record as
+	// UpdateBatch changes records under a lease in ONE transaction: it
+	// checks once that lease is the current lease (else ErrStaleOwner and
+	// nothing changes), then applies ups in order, each to a copy of its
+	// record: a record that is absent (ErrNotFound) or not leased to
+	// lease.Owner/lease.Token (ErrStaleOwner), or whose Fn fails, is left
+	// unchanged and reported in its UpdateResult; the others are written. An update sees the record as
 	// left by the earlier ones of the batch, and its Fn runs only after the
 	// earlier Fns ran, so a Fn may depend on an earlier one's outcome. The
 	// error is non-nil only when nothing was written (stale lease, context

@@ -74,13 +74,6 @@ func (s tabStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.
 	return s.t.w.store.Claim(ctx, req)
 }
 
-func (s tabStore) Update(ctx context.Context, l outbox.Lease, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
-	if err := s.t.step(); err != nil {
-		return outbox.Record{}, err
-	}
-	return s.t.w.store.Update(ctx, l, id, fn)
-}
-
 func (s tabStore) UpdateBatch(ctx context.Context, l outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	if err := s.t.step(); err != nil {
 		return nil, err

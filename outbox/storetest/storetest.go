@@ -160,7 +160,7 @@ func claim(t *testing.T, s outbox.Store, l outbox.Lease, user string, now time.T
 
 func transition(t *testing.T, s outbox.Store, l outbox.Lease, id string, tr func(outbox.Record) (outbox.Record, error)) outbox.Record {
 	t.Helper()
-	r, err := s.Update(bg, l, id, func(r *outbox.Record) error {
+	r, err := Update(s, l, id, func(r *outbox.Record) error {
 		n, err := tr(*r)
 		if err != nil {
 			return err
@@ -498,18 +498,18 @@ func testUpdateStale(t *testing.T, s outbox.Store) {
 	before := get(t, s, "a")
 	l2 := acquire(t, s, "tab2", T0.Add(time.Second), true)
 	called := false
-	_, err := s.Update(bg, l1, "a", func(r *outbox.Record) error { called = true; r.Status = outbox.StatusAcked; return nil })
+	_, err := Update(s, l1, "a", func(r *outbox.Record) error { called = true; r.Status = outbox.StatusAcked; return nil })
 	if !errors.Is(err, outbox.ErrStaleOwner) || called {
 		t.Fatalf("stale update: %v (fn called %v)", err, called)
 	}
 	same(t, before, get(t, s, "a"))
 	// The current owner cannot touch a record leased to the old one either.
-	_, err = s.Update(bg, l2, "a", func(r *outbox.Record) error { called = true; return nil })
+	_, err = Update(s, l2, "a", func(r *outbox.Record) error { called = true; return nil })
 	if !errors.Is(err, outbox.ErrStaleOwner) || called {
 		t.Fatalf("update of a record leased to another token: %v", err)
 	}
 	same(t, before, get(t, s, "a"))
-	if _, err := s.Update(bg, l2, "missing", func(*outbox.Record) error { return nil }); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := Update(s, l2, "missing", func(*outbox.Record) error { return nil }); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("missing record: %v", err)
 	}
 }
@@ -520,12 +520,12 @@ func testUpdateFn(t *testing.T, s outbox.Store) {
 	claim(t, s, l, "alice", T0, 10)
 	before := get(t, s, "a")
 	boom := errors.New("boom")
-	if _, err := s.Update(bg, l, "a", func(r *outbox.Record) error { r.Attempts = 99; return boom }); !errors.Is(err, boom) {
+	if _, err := Update(s, l, "a", func(r *outbox.Record) error { r.Attempts = 99; return boom }); !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
 	same(t, before, get(t, s, "a"))
 	// A transition that refuses leaves the record unchanged too.
-	if _, err := s.Update(bg, l, "a", func(r *outbox.Record) error {
+	if _, err := Update(s, l, "a", func(r *outbox.Record) error {
 		n, err := outbox.Ack(*r, l, T0, outbox.StoredResponse{Status: 200})
 		*r = n
 		return err
@@ -986,4 +986,14 @@ func testCorrupt(t *testing.T, s outbox.Store, opts Options) {
 	if _, err := s.Get(bg, "bad"); !errors.Is(err, opts.ErrCorrupt) {
 		t.Fatalf("corrupt record after delete: %v", err)
 	}
+}
+
+// Update changes one record under lease through UpdateBatch and returns
+// it, with the batch's error or the record's.
+func Update(s outbox.Store, lease outbox.Lease, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+	out, err := s.UpdateBatch(bg, lease, []outbox.RecordUpdate{{ID: id, Fn: fn}})
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	return out[0].Record, out[0].Err
 }
