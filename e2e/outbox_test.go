@@ -329,7 +329,10 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st := status(t, tabs[0])
+	// Enqueues announce themselves, so a tab may be trying (and failing) to
+	// flush right now: judge the queue between attempts, when no record is
+	// in the middle of a send.
+	st := waitStatus(t, tabs[0], "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
 	if st.Pending+st.Failed != 300 || e.effects() != 0 {
 		t.Fatalf("offline: %+v, effects %d", st, e.effects())
 	}
