@@ -18,9 +18,10 @@ func main() {
 	probe := flag.String("probe", "", "file with JavaScript run in the enqueue tab before the loop; window.__probe is printed after")
 	eval := flag.String("eval", "", "file with a JavaScript expression evaluated (awaited) in the demo page; its string result is printed")
 	ab := flag.String("ab", "", "a second dist directory: compare it (B) with -dist (A), alternating, -rounds rounds")
+	figure := flag.String("figure", "enqueue", "with -ab: the figure to compare: enqueue, flush or flush8")
 	flag.Parse()
 	if *ab != "" {
-		if err := outboxbench.RunEnqueueAB(context.Background(), os.Stdout, *dist, *ab, *rounds, *prof); err != nil {
+		if err := outboxbench.RunAB(context.Background(), os.Stdout, *figure, *dist, *ab, *rounds, *prof); err != nil {
 			log.Fatal(err)
 		}
 		return

@@ -115,6 +115,24 @@ func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
 // and the medians. Same page, record shape, durability and await per call as
 // make bench.
 func RunEnqueueAB(ctx context.Context, w io.Writer, distA, distB string, rounds int, profileDir string) error {
+	return RunAB(ctx, w, "enqueue", distA, distB, rounds, profileDir)
+}
+
+// Figures RunAB can compare: tabfence's JavaScript and the raw baseline's.
+var figures = map[string][2]string{
+	"enqueue": {enqueueJS(EnqueueN), rawPutJS(EnqueueN)},
+	"flush":   {flushJS(FlushN, 1), rawFetchJS(FlushN)},
+	"flush8":  {flushJS(FlushN, 8), rawFetchStreamsJS(FlushN, 8)},
+}
+
+// RunAB is RunEnqueueAB for any figure of Run: "enqueue", "flush" (one
+// entity, beside the raw sequential fetch loop) or "flush8" (eight
+// entities, beside eight raw fetch loops).
+func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds int, profileDir string) error {
+	js, ok := figures[figure]
+	if !ok {
+		return fmt.Errorf("unknown figure %q", figure)
+	}
 	var benches [2]*bench
 	for i, d := range []string{distA, distB} {
 		if err := harness.CheckDist(d); err != nil {
@@ -172,13 +190,13 @@ func RunEnqueueAB(ctx context.Context, w io.Writer, distA, distB string, rounds 
 			if profileDir != "" {
 				prof = fmt.Sprintf("%c%d", 'A'+i, round)
 			}
-			x, err := run(benches[i], enqueueJS(EnqueueN), prof)
+			x, err := run(benches[i], js[0], prof)
 			if err != nil {
 				return err
 			}
 			v[i] = x
 		}
-		r, err := run(benches[0], rawPutJS(EnqueueN), "")
+		r, err := run(benches[0], js[1], "")
 		if err != nil {
 			return err
 		}
