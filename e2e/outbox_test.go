@@ -329,11 +329,12 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Enqueues announce themselves, so a tab may be trying (and failing) to
-	// flush right now: judge the queue between attempts, when no record is
-	// in the middle of a send.
+	// Enqueues announce themselves, so a tab may be trying to flush right
+	// now: judge the queue between attempts, when no record is in the
+	// middle of a send. Being offline is not the records' fault: nothing
+	// may be charged (no attempt, no backoff), all 300 wait as pending.
 	st := waitStatus(t, tabs[0], "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
-	if st.Pending+st.Failed != 300 || e.effects() != 0 {
+	if st.Pending != 300 || st.Failed != 0 || e.effects() != 0 {
 		t.Fatalf("offline: %+v, effects %d", st, e.effects())
 	}
 	start := time.Now()
@@ -355,6 +356,9 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 	for i, tab := range tabs {
 		skips += eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.flush.skip_locked").length`)
 		t.Logf("tab %d events: %s", i, eventSummary(t, tab))
+		if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`); n != 0 {
+			t.Errorf("tab %d: %d retries: an offline send was charged and backed off", i, n)
+		}
 	}
 	if skips == 0 {
 		t.Log("no tab saw the lock taken (the flush was quicker than the other triggers)")
@@ -402,6 +406,53 @@ func TestOutboxResponseLost(t *testing.T) {
 		t.Fatalf("the lost answer's key was never resent (max %d request per key)", max)
 	}
 	t.Logf("owner closed mid-answer: the queue finished %v later, exactly once (the lost key was sent %d times)", took, max)
+}
+
+// The device goes offline in the middle of a flush (after the server
+// committed a mutation, before its answer came back): the flush stops at the
+// first send that fails, nothing is charged for the outage (no attempt, no
+// backoff, no retry event), and when the network returns the queue drains
+// at once, exactly once (the committed mutation's key is replayed).
+func TestOutboxOfflineMidFlush(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	tab := e.tab(q, "alice", nil)
+	offline(t, tab, true)
+	enqueueIn(t, tab, "n", 20, "list")
+	committed, release := make(chan struct{}), make(chan struct{})
+	e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
+	offline(t, tab, false)
+	select {
+	case <-committed:
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("no request reached the server")
+	}
+	offline(t, tab, true)
+	close(release) // the held answer, if the browser still takes it
+	e.waitIdle()
+	st := waitStatus(t, tab, "the flush stopped", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 && !s.Leader })
+	if st.Failed != 0 || st.DeadLetter != 0 || st.Pending+st.Acked != 20 || st.Pending == 0 {
+		t.Fatalf("offline mid-flush: %+v (nothing may be charged for the outage)", st)
+	}
+	if n := e.effects(); n < 1 || n > 2 {
+		t.Fatalf("effects %d while going offline, want 1 or 2", n)
+	}
+	offline(t, tab, false)
+	e.waitEffects(20, 30*time.Second)
+	waitStatus(t, tab, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
+	e.waitIdle()
+	if n := e.effects(); n != 20 {
+		t.Fatalf("effects %d, want exactly 20", n)
+	}
+	kinds := eventSummary(t, tab)
+	if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`); n != 0 {
+		t.Fatalf("%d retries: the outage was charged (%s)", n, kinds)
+	}
+	if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.offline").length`); n == 0 {
+		t.Fatalf("no outbox.offline event: the flush did not see the outage (%s)", kinds)
+	}
+	t.Logf("events: %s", kinds)
 }
 
 // A frozen owner (CDP Page.setWebLifecycleState frozen) keeps its Web Lock;

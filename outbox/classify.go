@@ -24,7 +24,7 @@ type Verdict struct {
 // is retried, not a conflict — it is the same command, not a disagreement.
 func Classify(resp Response, err error, now time.Time) Verdict {
 	if err != nil {
-		return Verdict{Outcome: wire.OutcomeRetry, Err: ErrorInfo{Code: "network", Message: short(err.Error())}}
+		return Verdict{Outcome: wire.OutcomeRetry, Err: ErrorInfo{Code: CodeNetwork, Message: short(err.Error())}}
 	}
 	highest := resp.Header.Get(wire.HeaderFencingHighest)
 	v := Verdict{Outcome: wire.Classify(resp.Status, highest != "")}

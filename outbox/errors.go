@@ -36,6 +36,13 @@ var (
 	ErrInvalidRecord = errors.New("outbox: invalid record")
 	// ErrSchemaUnsupported: a payload schema without a migration path.
 	ErrSchemaUnsupported = errors.New("outbox: payload schema unsupported")
+	// ErrOffline: a send failed while the device had no network (the
+	// browser's navigator.onLine was false). It is not the record's fault:
+	// the attempt is not charged, the flush stops, and the queue waits for
+	// the network to come back (Outbox.Reconnected, the online event)
+	// instead of burning attempts and backing off while offline. A
+	// Transport returns it wrapped (errors.Is).
+	ErrOffline = errors.New("outbox: offline")
 )
 
 // StepDownError is returned (wrapping ErrStepDown) when the receiver answered

@@ -17,6 +17,7 @@ const (
 	EventDeadLetter EventKind = "outbox.dead_letter"
 	EventStepDown   EventKind = "outbox.flush.step_down"
 	EventAuth       EventKind = "outbox.auth_required"
+	EventOffline    EventKind = "outbox.offline"
 	EventFlushEnd   EventKind = "outbox.flush.end"
 )
 

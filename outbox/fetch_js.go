@@ -139,10 +139,24 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 }
 
 func (f *FetchTransport) sendErr(ctx context.Context, stage string, err error) error {
-	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		err = errors.Join(ctx.Err(), err)
+	if ctx.Err() != nil {
+		if !errors.Is(err, ctx.Err()) {
+			err = errors.Join(ctx.Err(), err)
+		}
+		return &fetchError{stage: stage, err: err}
+	}
+	if offline() {
+		// navigator.onLine false is reliable (true is not): the device
+		// has no network, so this failure is not the request's.
+		return errors.Join(ErrOffline, &fetchError{stage: stage, err: err})
 	}
 	return &fetchError{stage: stage, err: err}
+}
+
+// offline reports whether the browser says it has no network at all.
+func offline() bool {
+	nav := js.Global().Get("navigator")
+	return nav.Type() == js.TypeObject && nav.Get("onLine").Equal(js.ValueOf(false))
 }
 
 // readBody reads the body stream, refusing more than MaxResponseBytes (the

@@ -124,6 +124,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
 			UserID: f.session.UserID, TenantID: f.session.TenantID,
 			MaxSchema: o.cfg.SchemaVersion, Paused: meta.AuthPaused,
+			Reconnected: o.reconnectedAt(),
 		})
 		if err != nil {
 			return err

@@ -354,3 +354,86 @@ func stringsContains(s, sub string) bool {
 	}
 	return false
 }
+
+// Offline (the device has no network): the failed send is not charged, the
+// flush stops and hands the rest back unsent, and nothing backs off — the
+// queue is due again as soon as the network returns.
+func TestOfflineSendNotChargedAndStopsFlush(t *testing.T) {
+	h := newHarness(t, nil)
+	offline := true
+	h.reply = func(Request) (Response, error) {
+		if offline {
+			return Response{}, errors.Join(ErrOffline, errors.New("TypeError: Failed to fetch"))
+		}
+		return Response{Status: 200}, nil
+	}
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	b := h.enqueue(Op{OperationType: "comment", EntityID: "m", Payload: []byte("p")})
+	rep, err := h.flush("A")
+	require.ErrorIs(t, err, ErrOffline)
+	require.Len(t, h.sent(), 1) // the first failure stops the flush
+	require.Equal(t, 0, rep.Retried)
+	for _, id := range []string{a.ID, b.ID} {
+		r := h.get(id)
+		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, 0, r.Attempts, id)
+		require.False(t, r.NextAttemptAt.After(h.clock.Now()), id) // due: no backoff
+	}
+	require.Equal(t, CodeOffline, h.get(a.ID).LastError.Code)
+	kinds := map[EventKind]int{}
+	for _, e := range h.events {
+		kinds[e.Kind]++
+	}
+	require.Equal(t, 1, kinds[EventOffline])
+	require.Equal(t, 0, kinds[EventRetry])
+	offline = false
+	_, err = h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, 1, h.get(a.ID).Attempts)
+	require.Equal(t, StatusAcked, h.get(b.ID).Status)
+}
+
+// A network failure while the browser believed it was online (server
+// unreachable) is charged and backs off; when the device reconnects, the
+// backoff it earned ends and the record goes at the next flush. A backoff
+// the receiver asked for (503) is kept.
+func TestReconnectedEndsNetworkBackoff(t *testing.T) {
+	h := newHarness(t, nil)
+	fail := map[string]error{}
+	status := map[string]int{}
+	h.reply = func(r Request) (Response, error) {
+		if err := fail[r.RecordID]; err != nil {
+			return Response{}, err
+		}
+		if s := status[r.RecordID]; s != 0 {
+			return Response{Status: s}, nil
+		}
+		return Response{Status: 200}, nil
+	}
+	a := h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
+	b := h.enqueue(Op{OperationType: "comment", EntityID: "m", Payload: []byte("p")})
+	fail[a.ID] = errors.New("TypeError: Failed to fetch")
+	status[b.ID] = 503
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	for _, id := range []string{a.ID, b.ID} {
+		r := h.get(id)
+		require.Equal(t, StatusFailed, r.Status, id)
+		require.Equal(t, 1, r.Attempts, id)
+		require.True(t, r.NextAttemptAt.After(h.clock.Now()), id)
+	}
+	delete(fail, a.ID)
+	delete(status, b.ID)
+	h.clock.Add(time.Millisecond)
+	_, err = h.flush("A") // nothing due yet
+	require.NoError(t, err)
+	require.Len(t, h.sent(), 2)
+	h.ob.Reconnected()
+	_, err = h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, StatusAcked, h.get(a.ID).Status) // its backoff ended
+	require.Equal(t, 2, h.get(a.ID).Attempts)
+	require.Equal(t, StatusFailed, h.get(b.ID).Status) // the server's backoff is kept
+	require.Len(t, h.sent(), 3)
+}

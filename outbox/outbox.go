@@ -45,6 +45,8 @@ type Outbox struct {
 
 	mu      sync.Mutex
 	session Session
+	// reconnected: when the device last regained network (Reconnected).
+	reconnected time.Time
 }
 
 // New validates cfg and applies defaults.
@@ -128,6 +130,26 @@ func (o *Outbox) Login(s Session) {
 	o.mu.Lock()
 	o.session = s
 	o.mu.Unlock()
+}
+
+// Reconnected tells the outbox that the device regained network (in the
+// browser, the online event). A record whose last attempt failed for want
+// of network (error code "network" or "offline") before now is due at once
+// instead of waiting out its backoff: a queue filled while offline drains
+// when the network returns, not minutes later. Backoffs the receiver asked
+// for (429, 5xx, Retry-After) are kept. It only schedules; the caller
+// triggers the flush.
+func (o *Outbox) Reconnected() {
+	now := o.cfg.Clock.Now()
+	o.mu.Lock()
+	o.reconnected = now
+	o.mu.Unlock()
+}
+
+func (o *Outbox) reconnectedAt() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reconnected
 }
 
 // Session returns the current session.

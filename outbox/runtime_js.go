@@ -540,6 +540,7 @@ func (r *Runtime) installTriggers() {
 	}
 	g := js.Global()
 	add(g, "online", "online", func() bool {
+		r.ob.Reconnected() // network backoffs end: the queue drains now
 		r.mu.Lock()
 		r.fenceRetryAt = time.Time{} // try at once
 		r.mu.Unlock()
@@ -1116,6 +1117,8 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		r.dueT.Reset(100 * time.Millisecond)
 	case stale, errors.Is(err, ErrPaused), errors.Is(err, ErrAuthRequired):
 		// Resume (in any tab) announces OUTBOX_CHANGED and flushes.
+	case errors.Is(err, ErrOffline):
+		// No timer: the online event (in every tab) flushes.
 	default:
 		r.scheduleNext(user)
 		r.compact(ctx)

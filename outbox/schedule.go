@@ -17,6 +17,10 @@ type ClaimRequest struct {
 	TenantID  string
 	MaxSchema int      // records of a newer payload schema are left alone
 	Paused    []string // users whose queue is paused (auth)
+	// Reconnected: when the device last regained network (zero: never).
+	// A failed record whose last error was the network's, before that
+	// moment, is due now (see Outbox.Reconnected).
+	Reconnected time.Time
 }
 
 // ClaimPlan is what a Store writes for a claim: Put (recovered and claimed
@@ -44,6 +48,8 @@ type ClaimPlan struct {
 //   - Dependencies: every DependencyID must be acked (absent counts as acked)
 //     or precede the record in the same lane.
 //   - Lanes are ordered by their head's Seq; at most Limit records in all.
+//   - A record that failed for want of network before req.Reconnected is
+//     due now, whatever its backoff said (NetworkRetryDue).
 func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 	var plan ClaimPlan
 	putAt := map[string]int{} // id -> index in plan.Put: each record is put once
@@ -104,6 +110,9 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			continue
 		}
 		lane, hasLane := laneOf[key]
+		if NetworkRetryDue(r, req.Reconnected, req.Now) {
+			r.NextAttemptAt = req.Now // written with the claim
+		}
 		ok := total < limit && Due(r, req.Now) &&
 			(req.MaxSchema <= 0 || r.PayloadSchemaVersion <= req.MaxSchema)
 		if ok {
@@ -150,4 +159,23 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 // lease expiry.
 func orphaned(r *Record, l Lease) bool {
 	return r.Status.InFlight() && r.LeaseToken != 0 && r.LeaseToken < l.Token
+}
+
+// Error codes of failures that say nothing about the receiver: the request
+// could not leave the device, or its answer was lost on the way back.
+const (
+	CodeNetwork = "network"
+	CodeOffline = "offline"
+)
+
+// NetworkRetryDue reports whether r is a failed record waiting out a
+// backoff that a network failure before reconnected earned: once the
+// network is back that backoff protects no one, so the record is due at
+// now. A zero reconnected never makes anything due.
+func NetworkRetryDue(r *Record, reconnected, now time.Time) bool {
+	if reconnected.IsZero() || r.Status != StatusFailed || r.LastError == nil || !r.NextAttemptAt.After(now) {
+		return false
+	}
+	c := r.LastError.Code
+	return (c == CodeNetwork || c == CodeOffline) && r.LastError.At.Before(reconnected)
 }

@@ -104,3 +104,45 @@ func TestNewerSchemaLeftAlone(t *testing.T) {
 	require.Equal(t, []string{"b"}, claimIDs(p))
 	require.Len(t, p.Put, 1)
 }
+
+func TestNetworkRetryDue(t *testing.T) {
+	failed := func(code string, at time.Time) Record {
+		r := rec("a1", 1, "a", StatusFailed)
+		r.Attempts, r.NextAttemptAt = 1, t0.Add(time.Minute)
+		r.LastError = &ErrorInfo{Code: code, At: at}
+		return r
+	}
+	back := t0.Add(-time.Second) // the device reconnected a second ago
+	for _, c := range []struct {
+		name string
+		r    Record
+		re   time.Time
+		due  bool
+	}{
+		{"network failure before the reconnect", failed(CodeNetwork, back.Add(-time.Second)), back, true},
+		{"offline failure before the reconnect", failed(CodeOffline, back.Add(-time.Second)), back, true},
+		{"never reconnected", failed(CodeNetwork, back.Add(-time.Second)), time.Time{}, false},
+		{"failed after the reconnect", failed(CodeNetwork, back.Add(time.Millisecond)), back, false},
+		{"server asked to wait", failed("http_503", back.Add(-time.Second)), back, false},
+		{"rate limited", failed("http_429", back.Add(-time.Second)), back, false},
+	} {
+		r := c.r
+		require.Equal(t, c.due, NetworkRetryDue(&r, c.re, t0), c.name)
+		q := req(10)
+		q.Reconnected = c.re
+		p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, q)
+		if c.due {
+			require.Equal(t, []string{"a1", "a2"}, claimIDs(p), c.name)
+			require.Equal(t, 1, p.Claimed[0].Attempts, c.name) // claiming charges nothing
+		} else {
+			require.Len(t, p.Claimed, 0, c.name) // its backoff still blocks the entity
+		}
+	}
+	// Not failed, or not waiting on a backoff: nothing to change.
+	r := failed(CodeNetwork, back.Add(-time.Second))
+	r.NextAttemptAt = t0
+	require.False(t, NetworkRetryDue(&r, back, t0))
+	d := failed(CodeNetwork, back.Add(-time.Second))
+	d.Status = StatusDeadLetter
+	require.False(t, NetworkRetryDue(&d, back, t0))
+}

@@ -126,6 +126,16 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 	}
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
 	now = o.cfg.Clock.Now()
+	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
+		// No network: not the record's fault, so not charged. The flush
+		// stops (every other send would fail the same way) and the queue
+		// waits for the network (Reconnected) rather than backing off.
+		e := ErrorInfo{Code: CodeOffline, Message: short(serr.Error())}
+		if err := f.settle(ctx, rec, ev, EventOffline, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) }); err != nil {
+			return nil, err
+		}
+		return nil, ErrOffline
+	}
 	v := Classify(resp, serr, now)
 	switch v.Outcome {
 	case wire.OutcomeAck:

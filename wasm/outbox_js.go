@@ -63,6 +63,7 @@ func obErr(err error) error {
 		{outbox.ErrAuthRequired, "AuthRequiredError"},
 		{outbox.ErrSessionChanged, "SessionChangedError"},
 		{outbox.ErrFenceUnavailable, "NetworkError"},
+		{outbox.ErrOffline, "NetworkError"},
 		{outbox.ErrRuntimeClosed, "InvalidStateError"},
 		{outbox.ErrStoreClosed, "InvalidStateError"},
 		{outbox.ErrSchemaUnsupported, "NotSupportedError"},

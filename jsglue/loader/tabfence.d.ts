@@ -588,7 +588,7 @@ export interface OutboxEvent {
   kind:
     | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
     | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
-    | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.flush.end";
+    | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.flush.end";
   at: number;
   recordId?: string;
   operationKeyHash?: string;

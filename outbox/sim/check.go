@@ -15,6 +15,9 @@ func (w *World) calmDown() {
 	ctx := context.Background()
 	w.calm = true
 	w.srv.StormUntil = time.Time{}
+	if w.offline {
+		w.online()
+	}
 	clear(w.srv.AuthExpired)
 	w.tracef("calm")
 	for _, t := range w.tabs {

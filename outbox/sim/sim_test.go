@@ -99,6 +99,7 @@ func (s *Stats) add(o Stats) {
 	s.Discarded += o.Discarded
 	s.Purged += o.Purged
 	s.StaleRejected += o.StaleRejected
+	s.Offline += o.Offline
 }
 
 // TestDeterministic: a seed replays exactly.

@@ -162,6 +162,15 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 		}
 		return outbox.Response{}, err
 	}
+	if w.offline {
+		if w.chance(0.2) { // it left just as the network dropped: the answer is lost
+			w.srv.Handle(w.time(), user, req)
+			w.tracef("%s request %s delivered, then offline", t.owner, req.RecordID)
+		}
+		w.tracef("%s request %s: offline", t.owner, req.RecordID)
+		w.stats.Offline++
+		return outbox.Response{}, errors.Join(outbox.ErrOffline, errNetwork)
+	}
 	if w.chance(w.pDropBefore) {
 		w.tracef("%s request %s dropped before server", t.owner, req.RecordID)
 		return outbox.Response{}, errNetwork

@@ -58,12 +58,20 @@ type World struct {
 	failed []string
 
 	pDropBefore, pDropAfter, pDup, pCrash, pFreeze float64
+
+	// offlineUntil: the device has no network until then (the browser
+	// knows it: sends fail with outbox.ErrOffline); at its end every tab
+	// hears the online event once (offline false again).
+	offlineUntil time.Time
+	offline      bool
 }
 
 // Stats summarises a run.
 type Stats struct {
 	Steps, Enqueued, Coalesced, Flushes, Crashes, Freezes, Steals, Effects, Requests int
 	Acked, Discarded, Purged, StaleRejected                                          int
+	// Offline: sends that failed because the device was offline.
+	Offline int
 }
 
 type enqInfo struct {
@@ -182,6 +190,9 @@ func (w *World) pick() *Tab { return w.tabs[w.rng.IntN(len(w.tabs))] }
 
 func (w *World) advance(d time.Duration) {
 	w.now = w.now.Add(d)
+	if w.offline && !w.now.Before(w.offlineUntil) {
+		w.online()
+	}
 	for _, t := range w.tabs {
 		if t.frozen && w.now.Sub(epoch).Milliseconds() >= t.thawAt {
 			t.frozen = false
@@ -266,6 +277,27 @@ func (w *World) chaosStep() {
 		if w.chance(0.2) {
 			w.switchUser(w.chance(0.5))
 		}
+	case r < 99:
+		if !w.offline && w.chance(0.3) {
+			w.offline = true
+			w.offlineUntil = w.now.Add(time.Duration(1+w.rng.IntN(20)) * time.Second)
+			w.tracef("offline until +%v", w.offlineUntil.Sub(w.now))
+		}
+	}
+}
+
+// online ends an offline period: every live tab hears the online event
+// (Reconnected, then a flush trigger).
+func (w *World) online() {
+	w.offline = false
+	w.tracef("online")
+	for _, t := range w.tabs {
+		if t.alive {
+			t.ob.Reconnected()
+		}
+	}
+	if t := w.pick(); t.alive {
+		w.trigger(t, "online")
 	}
 }
 
