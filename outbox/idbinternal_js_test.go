@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -154,5 +155,64 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 	base.Unsupported, base.OldestPendingAge = p.Unsupported, p.OldestPendingAge
 	if !reflect.DeepEqual(base, p) {
 		t.Fatalf("projection %+v, Status %+v", p, base)
+	}
+}
+
+// A database of schema version 1 (a previous build's, with records in it)
+// opens as version 2: the upgrade adds the schema index over the records
+// already stored, so Status counts the newer-schema ones at once, and the
+// records read and claim as before.
+func TestIDBUpgradeFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	name := "tabfence-outbox:upgrade-v1"
+	_ = idb.Delete(ctx, name, nil)
+	db, err := idb.OpenDatabase(ctx, name, 1, idb.OpenOptions{
+		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, 1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Get("objectStoreNames").Length() != 4 || db.Call("transaction", storeRecords).Call("objectStore", storeRecords).Get("indexNames").Call("contains", indexSchema).Bool() {
+		t.Fatal("version 1 schema not as it was")
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	tx := db.Call("transaction", storeRecords, "readwrite")
+	for i, ver := range []int{1, 3, 1, 2} {
+		id := "r" + string(rune('a'+i))
+		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: StatusPending, CreatedAt: at.Add(time.Duration(i) * time.Second), UpdatedAt: at}
+		tx.Call("objectStore", storeRecords).Call("put", encodeRecord(&rec, js.Undefined()))
+	}
+	if _, err := jsglue.Await(ctx, js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, a []js.Value) any {
+		tx.Set("oncomplete", a[0])
+		tx.Set("onabort", a[1])
+		return nil
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	db.Call("close")
+
+	s, err := OpenIDBStore(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v := s.db.Get("version").Int(); v != idbVersion {
+		t.Fatalf("version %d after open, want %d", v, idbVersion)
+	}
+	p, err := s.StatusSchema(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Pending != 4 || p.Unsupported != 2 || !p.OldestPendingAt.Equal(at) {
+		t.Fatalf("status after upgrade %+v", p)
+	}
+	l, err := s.UpdateLease(ctx, "flush", AcquireLease("tab", at, time.Minute, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", MaxSchema: 1})
+	if err != nil || len(got) != 2 || got[0].ID != "ra" || got[1].ID != "rc" {
+		t.Fatalf("claim after upgrade: %+v %v", got, err)
 	}
 }

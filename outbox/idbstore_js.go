@@ -33,12 +33,16 @@ const (
 	indexEntity = "entity" // unsettled records by entity key (sparse)
 	indexStatus = "status" // every record, by status
 	indexUser   = "user"   // every record, by user
+	indexSchema = "schema" // every record, by payload schema version (v2)
 
 	metaKey = "meta"
 
 	// idbVersion is the database schema version. Bump it and add a step to
 	// upgradeIDB for any change of stores, indexes or of a field's meaning.
-	idbVersion = 1
+	//   - 1: the stores and the id, live, opKey, entity, status, user indexes.
+	//   - 2: the schema index (Status counts newer-schema records with it
+	//     instead of reading every record).
+	idbVersion = 2
 )
 
 // IDBError is an IndexedDB failure of one store operation. errors.Is sees
@@ -139,7 +143,7 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 		// Runs inside upgradeneeded: issues requests, never awaits. An
 		// error aborts the versionchange transaction: nothing of a
 		// half-made schema remains.
-		Upgrade: func(db js.Value, _ *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, oldV) },
+		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, idbVersion) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -165,10 +169,13 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 	return s, nil
 }
 
-// upgradeIDB creates the schema. Version 1 is the first; later versions add
-// steps guarded by oldV.
-func upgradeIDB(db js.Value, oldV uint64) error {
-	if oldV < 1 {
+// upgradeIDB creates or upgrades the schema from oldV to newV inside the
+// versionchange transaction tx: each version's step runs when the database
+// is older than it. Steps only create stores and indexes (IndexedDB fills a
+// new index from the records already stored), so an upgrade never rewrites
+// records.
+func upgradeIDB(db, tx js.Value, oldV, newV uint64) error {
+	if oldV < 1 && newV >= 1 {
 		recs, err := jsglue.Call(db, "createObjectStore", storeRecords, map[string]any{"keyPath": "seq", "autoIncrement": true})
 		if err != nil {
 			return err
@@ -191,6 +198,15 @@ func upgradeIDB(db js.Value, oldV uint64) error {
 			if _, err := jsglue.Call(db, "createObjectStore", st); err != nil {
 				return err
 			}
+		}
+	}
+	if oldV < 2 && newV >= 2 {
+		recs, err := jsglue.Call(tx, "objectStore", storeRecords)
+		if err != nil {
+			return err
+		}
+		if _, err := jsglue.Call(recs, "createIndex", indexSchema, "payloadSchemaVersion"); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -959,16 +975,24 @@ func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	return b, nil
 }
 
-// Status implements Store: the records not acked (live index), the count of
-// acked ones and the metadata, in one readonly transaction.
+// Status implements Store: counts by status and the oldest unsettled
+// record from the status index, and the metadata, in one readonly
+// transaction. It reads no record beyond the first of each waiting or
+// in-flight status, so its cost does not grow with the queue: every tab
+// reads it on every change, and a backlog of thousands of offline
+// mutations must not make each read decode them all.
 func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
 	return s.StatusSchema(ctx, 0)
 }
 
-// StatusSchema is Status that also counts, among the records it reads, the
-// unsettled ones of a payload schema >= minSchema (Projection.Unsupported;
-// none when minSchema <= 0). Outbox.Status uses it instead of a second
-// scan.
+// projected are the statuses a Projection counts, in its field order.
+var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFailed, StatusDeadLetter, StatusConflict, StatusTerminalFailed, StatusAcked}
+
+// StatusSchema is Status that also counts the unsettled records of a
+// payload schema >= minSchema (Projection.Unsupported; none when minSchema
+// <= 0), from the schema index: a count, then (only when there are such
+// records, which is rare: a newer build's) their statuses. Outbox.Status
+// uses it instead of a scan.
 func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection, error) {
 	const op = "status"
 	if err := ctx.Err(); err != nil {
@@ -991,23 +1015,40 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 	if err != nil {
 		return Projection{}, wrapIDB(op, err)
 	}
-	live, err := t.call(recs, "index", indexLive)
-	var all js.Value
-	if err == nil {
-		all, err = t.call(live, "getAll")
-	}
-	if err != nil {
-		return Projection{}, wrapIDB(op, err)
-	}
 	sx, err := t.call(recs, "index", indexStatus)
-	var acked js.Value
-	if err == nil {
-		acked, err = t.call(sx, "count", string(StatusAcked))
-	}
 	if err != nil {
 		return Projection{}, wrapIDB(op, err)
 	}
-	if err := t.wait(acked); err != nil {
+	// Requests of one transaction complete in order: issue them all,
+	// await the last.
+	var counts [8]js.Value
+	var firsts []js.Value // the first (lowest seq) record of each unsettled status
+	last := mr
+	for i, st := range projected {
+		if counts[i], err = t.call(sx, "count", string(st)); err != nil {
+			return Projection{}, wrapIDB(op, err)
+		}
+		last = counts[i]
+		if !st.Settled() {
+			g, err := t.call(sx, "get", string(st))
+			if err != nil {
+				return Projection{}, wrapIDB(op, err)
+			}
+			firsts, last = append(firsts, g), g
+		}
+	}
+	var newer js.Value
+	var schemaIx js.Value
+	if minSchema > 0 {
+		if schemaIx, err = t.call(recs, "index", indexSchema); err == nil {
+			newer, err = t.call(schemaIx, "count", keyRange().Call("lowerBound", minSchema))
+		}
+		if err != nil {
+			return Projection{}, wrapIDB(op, err)
+		}
+		last = newer
+	}
+	if err := t.wait(last); err != nil {
 		return Projection{}, wrapIDB(op, err)
 	}
 	var meta Meta
@@ -1017,16 +1058,53 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 			return Projection{}, err
 		}
 	}
-	unacked := s.decodeAll(all.Get("result"), nil)
-	p := ProjectRecords(unacked, meta)
-	if minSchema > 0 {
-		p.Unsupported = CountUnsupported(unacked, minSchema)
+	p := Projection{Meta: meta}
+	n := func(i int) int {
+		if v := counts[i].Get("result"); v.Type() == js.TypeNumber {
+			return v.Int()
+		}
+		return 0
 	}
-	if n := acked.Get("result"); n.Type() == js.TypeNumber {
-		p.Acked = n.Int()
+	p.Pending, p.Sending, p.Failed = n(0), n(1)+n(2), n(3)
+	p.DeadLetter, p.Conflict, p.Terminal, p.Acked = n(4), n(5), n(6), n(7)
+	for _, g := range firsts {
+		v := g.Get("result")
+		if v.Type() != js.TypeObject {
+			continue
+		}
+		rd := newReader(storeRecords, v)
+		at := rd.time("createdAt")
+		if rd.err != nil {
+			s.sawCorrupt(rd.err)
+			return Projection{}, rd.err
+		}
+		if p.OldestPendingAt.IsZero() || at.Before(p.OldestPendingAt) {
+			p.OldestPendingAt = at
+		}
+	}
+	if minSchema > 0 {
+		if c := newer.Get("result"); c.Type() == js.TypeNumber && c.Int() > 0 {
+			// Rare: records a newer build wrote. Their statuses decide.
+			all, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", minSchema))
+			if err == nil {
+				err = t.wait(all)
+			}
+			if err != nil {
+				return Projection{}, wrapIDB(op, err)
+			}
+			arr := all.Get("result")
+			for i, k := 0, arr.Length(); i < k; i++ {
+				if st := arr.Index(i).Get("status"); st.Type() == js.TypeString && !Status(st.String()).Settled() {
+					p.Unsupported++
+				}
+			}
+		}
 	}
 	return p, nil
 }
+
+// keyRange is the page's IDBKeyRange.
+func keyRange() js.Value { return js.Global().Get("IDBKeyRange") }
 
 // GetLease implements Store.
 func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {

@@ -19,7 +19,14 @@ func main() {
 	eval := flag.String("eval", "", "file with a JavaScript expression evaluated (awaited) in the demo page; its string result is printed")
 	ab := flag.String("ab", "", "a second dist directory: compare it (B) with -dist (A), alternating, -rounds rounds")
 	figure := flag.String("figure", "enqueue", "with -ab: the figure to compare: enqueue, flush or flush8")
+	flushProf := flag.Int("flushprofile", 0, "profile only the flush of this many entities (-1: the raw fetch loop), into -profile")
 	flag.Parse()
+	if *flushProf != 0 { // -1: the raw fetch loop
+		if err := outboxbench.RunFlushProfile(context.Background(), os.Stdout, *dist, *flushProf, *prof); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *ab != "" {
 		if err := outboxbench.RunAB(context.Background(), os.Stdout, *figure, *dist, *ab, *rounds, *prof); err != nil {
 			log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -206,5 +207,62 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 	}
 	fmt.Fprintf(w, "median: A %.0f/s  B %.0f/s  raw %.0f/s  A/raw %.2fx  B/raw %.2fx\n",
 		harness.Percentile(as, 50), harness.Percentile(bs, 50), harness.Percentile(rs, 50), harness.Percentile(ra, 50), harness.Percentile(rb, 50))
+	return nil
+}
+
+// RunFlushProfile enqueues FlushN records in entities entities (paused), then
+// profiles only the flush (resume to the last ack) with Chromium's CPU
+// profiler: profileDir/flush.cpuprofile. It prints the rate.
+func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities int, profileDir string) error {
+	bn, b, stop, err := start(ctx, distDir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	tab, err := bn.open(b, url.Values{})
+	if err != nil {
+		return err
+	}
+	defer tab.Close()
+	n := strconv.Itoa(FlushN)
+	if entities <= 0 {
+		// The raw sequential fetch loop, profiled the same way.
+		chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
+		chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 100})
+		chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+		v, err := harness.Eval[float64](tab, rawFetchJS(FlushN))
+		if res, perr := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); perr == nil {
+			bs, _ := json.Marshal(res.Profile)
+			os.WriteFile(filepath.Join(profileDir, "raw.cpuprofile"), bs, 0o644)
+		}
+		fmt.Fprintf(w, "raw fetch loop: %.0f records/s\n", v)
+		return err
+	}
+	if _, err := harness.Eval[bool](tab, `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+		const run = Math.random().toString(36).slice(2);
+		for (let i = 0; i < `+n+`; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % `+strconv.Itoa(entities)+`), payload: {id: run + "-" + i, text: "x"}});
+		return true; })()`); err != nil {
+		return err
+	}
+	chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
+	chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 100})
+	chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+	v, err := harness.Eval[float64](tab, `(async () => { const ob = tabfenceNotes.outbox;
+		let acked = 0;
+		const t0 = performance.now();
+		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
+			if (e.kind === "outbox.record.ack" && ++acked >= `+n+`) { stop(); res(); }
+			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
+		await ob.resume();
+		await done;
+		return `+n+` / (performance.now() - t0) * 1000; })()`)
+	if res, perr := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); perr == nil {
+		bs, _ := json.Marshal(res.Profile)
+		os.WriteFile(filepath.Join(profileDir, "flush.cpuprofile"), bs, 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "flush %d entities: %.0f records/s\n", entities, v)
 	return nil
 }
