@@ -18,6 +18,10 @@ import (
 // issued its writes and before it commits.
 func SetIDBTestHook(h func(op, stage string) error) { idbTestHook = h }
 
+// SetClaimPage sets how many records s's Claim reads per step (tests: a
+// small page makes every claim read the queue in several steps).
+func SetClaimPage(s *IDBStore, n int) { s.claimPage = n }
+
 // A request that fails inside a transaction (a real ConstraintError from
 // IndexedDB) aborts it: the earlier put of the same transaction is rolled
 // back and the error keeps IndexedDB's name.

@@ -112,7 +112,9 @@ type IDBStore struct {
 	corrupt atomic.Int64
 	names   map[string]js.Value // cached store-name arrays (namesOf)
 	pool    []*txn              // finished txns, reusable (getTxn)
-	durOpts js.Value            // {durability} of Enqueue
+	// claimPage: records Claim reads per step; 0: twice the batch, at least 32.
+	claimPage int
+	durOpts   js.Value // {durability} of Enqueue
 }
 
 var _ Store = (*IDBStore)(nil)
@@ -527,8 +529,18 @@ func leaseResult(r js.Value) (Lease, bool, error) {
 	return l, err == nil, err
 }
 
-// Claim implements Store: the lease check, the non-acked records (sparse
-// live index, in seq order) and the claim writes in one transaction.
+// Claim implements Store: the lease check, the non-acked records in seq
+// order and the claim writes, in one transaction.
+//
+// The records are read a page at a time, only until the plan holds a full
+// batch or the queue ends: the first page from the live index, the next ones
+// from the store by seq (acked records skipped). A claim's cost so follows
+// the batch and the blocked records ahead of it, not the queue's length —
+// reading the whole queue for every batch made draining a long offline
+// backlog quadratic. The plan is the one PlanClaim makes over the whole
+// queue: the pages are a seq-ordered prefix of it, so every entity's earlier
+// records are in them, and the status of a dependency beyond them is looked
+// up by id (ClaimRequest.Beyond).
 func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
 	const op = "claim"
 	if err := ctx.Err(); err != nil {
@@ -546,15 +558,20 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	if err != nil {
 		return nil, t.fail(op, err)
 	}
+	limit := max(req.Limit, 1)
+	page := s.claimPage
+	if page <= 0 {
+		page = max(2*limit, 32)
+	}
 	ix, err := t.call(recs, "index", indexLive)
-	var all js.Value
+	var first js.Value
 	if err == nil {
-		all, err = t.call(ix, "getAll")
+		first, err = t.call(ix, "getAll", keyRange().Call("only", 1), page)
 	}
 	if err != nil {
 		return nil, t.fail(op, err)
 	}
-	if err := t.wait(all); err != nil {
+	if err := t.wait(first); err != nil {
 		return nil, t.fail(op, err)
 	}
 	cur, found, err := leaseResult(lr)
@@ -566,7 +583,55 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 		return nil, t.abort(ErrStaleOwner)
 	}
 	raw := map[string]js.Value{}
-	plan := PlanClaim(s.decodeAll(all.Get("result"), raw), req)
+	arr := first.Get("result")
+	n := arr.Length()
+	live := s.decodeAll(arr, raw)
+	more, last := n == page, js.Undefined()
+	if n > 0 {
+		last = arr.Index(n - 1).Get("seq")
+	}
+	var beyond map[string]Status
+	var plan ClaimPlan
+	for {
+		if more {
+			if beyond, err = s.beyondDeps(t, recs, live, beyond); err != nil {
+				return nil, t.fail(op, err)
+			}
+			req.Beyond = beyond
+		} else {
+			req.Beyond = nil // the whole queue was read: absent means not live
+		}
+		plan = PlanClaim(live, req)
+		if !more || len(plan.Claimed) >= limit {
+			break
+		}
+		next, err := t.call(recs, "getAll", keyRange().Call("lowerBound", last, true), page)
+		if err == nil {
+			err = t.wait(next)
+		}
+		if err != nil {
+			return nil, t.fail(op, err)
+		}
+		arr = next.Get("result")
+		n = arr.Length()
+		for i := 0; i < n; i++ {
+			v := arr.Index(i)
+			if !v.Get(fieldLive).Equal(js.ValueOf(1)) {
+				continue // acked (or not ours)
+			}
+			r, err := decodeRecord(v)
+			if err != nil {
+				s.sawCorrupt(err)
+				continue
+			}
+			raw[r.ID] = v
+			live = append(live, r)
+		}
+		more = n == page
+		if n > 0 {
+			last = arr.Index(n - 1).Get("seq")
+		}
+	}
 	if len(plan.Put) == 0 {
 		t.release()
 		return plan.Claimed, nil
@@ -586,6 +651,60 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 		return nil, wrapIDB(op, err)
 	}
 	return plan.Claimed, nil
+}
+
+// beyondDeps adds to known (returned, allocated when nil) the status of
+// every live record that a record of read depends on and that read does not
+// hold: it lies beyond the pages read. Each id is looked up once, by the id
+// index; an id not found or not live is left out (absent counts as acked).
+func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[string]Status) (map[string]Status, error) {
+	var ids []string
+	var in map[string]bool
+	for i := range read {
+		for _, d := range read[i].DependencyIDs {
+			if in == nil {
+				in = make(map[string]bool, len(read))
+				for j := range read {
+					in[read[j].ID] = true
+				}
+			}
+			if _, done := known[d]; !done && !in[d] {
+				ids = append(ids, d)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return known, nil
+	}
+	if known == nil {
+		known = map[string]Status{}
+	}
+	ix, err := t.call(recs, "index", indexID)
+	if err != nil {
+		return known, err
+	}
+	gets := make([]js.Value, len(ids))
+	for i, id := range ids {
+		if gets[i], err = t.call(ix, "get", id); err != nil {
+			return known, err
+		}
+	}
+	if err := t.wait(gets[len(gets)-1]); err != nil {
+		return known, err
+	}
+	for i, id := range ids {
+		v := gets[i].Get("result")
+		if v.Type() != js.TypeObject || !v.Get(fieldLive).Equal(js.ValueOf(1)) {
+			known[id] = StatusAcked // absent or acked: done
+			continue
+		}
+		if st := v.Get("status"); st.Type() == js.TypeString {
+			known[id] = Status(st.String())
+		} else {
+			known[id] = StatusPending // unreadable: not done
+		}
+	}
+	return known, nil
 }
 
 // UpdateBatch implements Store: the lease row and every record read with

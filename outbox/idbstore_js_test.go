@@ -75,8 +75,18 @@ func rawGet(t *testing.T, name, store, key string) js.Value {
 	return v
 }
 
-func TestIDBStoreConformance(t *testing.T) {
-	storetest.RunWith(t, func(t *testing.T) outbox.Store { return openFresh(t) }, storetest.Options{
+func TestIDBStoreConformance(t *testing.T) { idbConformance(t, 0) }
+
+// The suite again with Claim reading one record per step: every claim
+// pages through the queue, and must still decide as PlanClaim over all.
+func TestIDBStoreConformanceClaimPaged(t *testing.T) { idbConformance(t, 1) }
+
+func idbConformance(t *testing.T, claimPage int) {
+	storetest.RunWith(t, func(t *testing.T) outbox.Store {
+		s := openFresh(t)
+		outbox.SetClaimPage(s, claimPage)
+		return s
+	}, storetest.Options{
 		ErrCorrupt: outbox.ErrCorruptRecord,
 		InjectCorrupt: func(t *testing.T, s outbox.Store, id string) {
 			// Indexed like a live record of alice, but the status is a number.

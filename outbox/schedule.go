@@ -17,6 +17,10 @@ type ClaimRequest struct {
 	TenantID  string
 	MaxSchema int      // records of a newer payload schema are left alone
 	Paused    []string // users whose queue is paused (auth)
+	// Beyond: statuses of records the ones passed to PlanClaim depend on,
+	// when the Store passed only a seq-ordered prefix of the queue and those
+	// records lie beyond it (a Store that passes every record leaves it nil).
+	Beyond map[string]Status
 	// Reconnected: when the device last regained network (zero: never).
 	// A failed record whose last error was the network's, before that
 	// moment, is due now (see Outbox.Reconnected).
@@ -32,7 +36,8 @@ type ClaimPlan struct {
 
 // PlanClaim picks a bounded batch of due records. It is pure; a Store passes
 // every record that is not acked (acked ones may be omitted: an absent
-// dependency counts as done).
+// dependency counts as done), or a prefix of them in seq order together
+// with req.Beyond, the statuses of the dependencies outside that prefix.
 //
 // Rules, in order:
 //   - In-flight records whose lease expired are recovered first (RecoverExpired),
@@ -118,6 +123,9 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 		if ok {
 			for _, d := range r.DependencyIDs {
 				st, present := status[d]
+				if !present {
+					st, present = req.Beyond[d]
+				}
 				if !present || st == StatusAcked {
 					continue
 				}

@@ -52,6 +52,7 @@ func RunWith(t *testing.T, open func(t *testing.T) outbox.Store, opts Options) {
 		{"ClaimBatchInSeqOrder", testClaimBatch},
 		{"ClaimRecoversExpiredLeases", testClaimRecover},
 		{"ClaimLeavesNewerSchemaAlone", testNewerSchema},
+		{"ClaimLongQueueAsPlanned", testClaimLongQueue},
 		{"UpdateStaleOwnerChangesNothing", testUpdateStale},
 		{"UpdateAppliesFnAtomically", testUpdateFn},
 		{"UpdateBatchOneTransaction", testUpdateBatch},
@@ -996,4 +997,80 @@ func Update(s outbox.Store, lease outbox.Lease, id string, fn func(*outbox.Recor
 		return outbox.Record{}, err
 	}
 	return out[0].Record, out[0].Err
+}
+
+// testClaimLongQueue drains a long, mixed queue batch by batch. Every claim
+// must pick exactly what PlanClaim picks over the whole queue (a store may
+// read less of it, e.g. a prefix in seq order, but never decide otherwise):
+// two users, entities blocked by a conflict, by a backoff and by an
+// in-flight record whose lease expired, dependencies on records far behind
+// and far ahead, on acked and on absent records, and records of a newer
+// schema.
+func testClaimLongQueue(t *testing.T, s outbox.Store) {
+	const n = 90
+	id := func(i int) string { return "q" + strconv.Itoa(100+i) }
+	for i := 0; i < n; i++ {
+		user := "alice"
+		if i%7 == 3 {
+			user = "bob"
+		}
+		r := NewRecord(id(i), user, "comment", "", "e"+strconv.Itoa(i%11), nil)
+		switch {
+		case i%13 == 5:
+			r.DependencyIDs = []string{id(i + 40)} // far ahead (or absent past the end)
+		case i%17 == 9:
+			r.DependencyIDs = []string{id(i - 30), "absent"}
+		}
+		if i%23 == 22 {
+			r.PayloadSchemaVersion = 2
+		}
+		enqueue(t, s, r, 0)
+	}
+	old := acquire(t, s, "dead", T0, true)
+	for _, r := range claim(t, s, old, "alice", T0, 3) { // an owner that dies mid-send
+		transition(t, s, old, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, old, T0) })
+	}
+	l := acquire(t, s, "tab", T0.Add(time.Second), true)
+	now := T0.Add(time.Minute) // past the dead owner's lease
+	batch := 0
+	for ; batch < 100; batch++ {
+		var live []outbox.Record
+		for _, r := range list(t, s, outbox.Filter{}) {
+			if r.Status != outbox.StatusAcked {
+				live = append(live, r)
+			}
+		}
+		req := outbox.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1}
+		want := outbox.PlanClaim(live, req)
+		got, err := s.Claim(bg, req)
+		if err != nil {
+			t.Fatalf("claim %d: %v", batch, err)
+		}
+		if ids(got) != ids(want.Claimed) {
+			t.Fatalf("claim %d: got %s, PlanClaim over the whole queue %s", batch, ids(got), ids(want.Claimed))
+		}
+		if len(got) == 0 {
+			break
+		}
+		for i, r := range got {
+			r = transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, now) })
+			switch {
+			case batch == 1 && i == 0:
+				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
+					return outbox.MarkConflict(r, l, now, outbox.ErrorInfo{Code: "http_409"})
+				})
+			case batch == 2 && i == 1:
+				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
+					return outbox.Retry(r, l, now, now.Add(time.Hour), outbox.ErrorInfo{Code: "http_503"})
+				})
+			default:
+				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
+					return outbox.Ack(r, l, now, outbox.StoredResponse{Status: 200})
+				})
+			}
+		}
+	}
+	if batch < 5 {
+		t.Fatalf("the queue drained in %d batches: the case did not exercise long queues", batch)
+	}
 }
