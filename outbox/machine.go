@@ -160,6 +160,24 @@ func Refund(r Record, l Lease, now time.Time, e *ErrorInfo) (Record, error) {
 	return r, nil
 }
 
+// Unsend takes back the charge of a record that was marked sending but never
+// handed to the transport (the flush charges a lane's next record one ahead,
+// and a lane that stops gives it back): attempts and sends as before
+// MarkSending, back to waiting, the lease released. A record not in sending
+// is released as Refund does.
+func Unsend(r Record, l Lease, now time.Time) (Record, error) {
+	if r.Status != StatusSending {
+		return Refund(r, l, now, nil)
+	}
+	if err := checkHolder("unsend", &r, l); err != nil {
+		return r, err
+	}
+	if r.Sends > 0 {
+		r.Sends--
+	}
+	return Refund(r, l, now, nil)
+}
+
 // LeaseExpired reports whether an in-flight record's lease ran out, so any
 // current owner may recover it.
 func LeaseExpired(r *Record, now time.Time) bool {

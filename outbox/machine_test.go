@@ -106,6 +106,38 @@ func TestRefundDoesNotCharge(t *testing.T) {
 	require.Equal(t, StatusPending, r.Status)
 }
 
+// Unsend undoes a charge made one ahead and never sent: attempts and sends
+// as before, waiting again (failed if earlier attempts counted), unleased.
+// A leased record is released as by Refund; another owner's is refused.
+func TestUnsendUndoesTheCharge(t *testing.T) {
+	r, _ := Claim(pending(), la, t0, time.Minute)
+	r, _ = MarkSending(r, la, t0)
+	u, err := Unsend(r, la, t0)
+	require.NoError(t, err)
+	require.Equal(t, 0, u.Attempts)
+	require.Equal(t, 0, u.Sends)
+	require.Equal(t, StatusPending, u.Status)
+
+	f := pending()
+	f.Status, f.Attempts, f.Sends = StatusFailed, 2, 2
+	f, _ = Claim(f, la, t0, time.Minute)
+	f, _ = MarkSending(f, la, t0)
+	f, err = Unsend(f, la, t0)
+	require.NoError(t, err)
+	require.Equal(t, 2, f.Attempts)
+	require.Equal(t, 2, f.Sends)
+	require.Equal(t, StatusFailed, f.Status)
+
+	l, _ := Claim(pending(), la, t0, time.Minute)
+	l, err = Unsend(l, la, t0)
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, l.Status)
+	require.Equal(t, 0, l.Sends)
+
+	_, err = Unsend(r, Lease{Owner: "other", Token: 99}, t0)
+	require.True(t, errors.Is(err, ErrStaleOwner))
+}
+
 func TestAppRetryRefusesInFlight(t *testing.T) {
 	r, _ := Claim(pending(), la, t0, time.Minute)
 	_, err := AppRetry(r, t0)
