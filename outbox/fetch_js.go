@@ -166,10 +166,19 @@ func (f *FetchTransport) readBody(ctx context.Context, resp js.Value) ([]byte, e
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	if cl := resp.Get("headers").Call("get", "content-length"); cl.Type() == js.TypeString {
-		if n, ok := parseLength(cl.String()); ok && n > limit {
+	hs := resp.Get("headers")
+	if cl := hs.Call("get", "content-length"); cl.Type() == js.TypeString {
+		n, ok := parseLength(cl.String())
+		if ok && n > limit {
 			_, _ = jsglue.Call(resp.Get("body"), "cancel")
 			return nil, ErrResponseTooLarge
+		}
+		if ok && hs.Call("get", "content-encoding").Type() != js.TypeString {
+			// An unencoded body of a known, small enough length (the
+			// browser enforces the framing): one read instead of a
+			// stream loop, one wake-up of Go instead of two or more. An
+			// encoded body's length says nothing of its decoded size.
+			return readWhole(ctx, resp, limit)
 		}
 	}
 	stream := resp.Get("body")
@@ -204,6 +213,29 @@ func (f *FetchTransport) readBody(ctx context.Context, resp js.Value) ([]byte, e
 		body = append(body, make([]byte, n)...)
 		js.CopyBytesToGo(body[start:], v)
 	}
+}
+
+// readWhole reads a body whose size is known to be within limit with
+// arrayBuffer (still checked: nothing is trusted).
+func readWhole(ctx context.Context, resp js.Value, limit int) ([]byte, error) {
+	p, err := jsglue.Call(resp, "arrayBuffer")
+	if err != nil {
+		return nil, err
+	}
+	buf, err := jsglue.Await(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	n := buf.Get("byteLength").Int()
+	if n > limit {
+		return nil, ErrResponseTooLarge
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	body := make([]byte, n)
+	js.CopyBytesToGo(body, js.Global().Get("Uint8Array").New(buf))
+	return body, nil
 }
 
 // fetchError is a Send failure: no HTTP answer. errors.Is sees the cause

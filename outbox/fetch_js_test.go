@@ -82,7 +82,7 @@ func TestFetchTransportServer(t *testing.T) {
 	if err != nil || resp.Status != 503 || resp.Header.Get(wire.HeaderRetryAfter) != "7" {
 		t.Fatalf("503 is an answer, not an error: %+v %v", resp, err)
 	}
-	for _, p := range []string{"/big", "/big-chunked"} {
+	for _, p := range []string{"/big", "/big-chunked", "/gzip-bomb"} {
 		if _, err := tr.Send(ctx, outbox.Request{Endpoint: p}); !errors.Is(err, outbox.ErrResponseTooLarge) {
 			t.Fatalf("%s: %v", p, err)
 		}

@@ -4,6 +4,7 @@ package outbox
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -83,6 +84,16 @@ func testReceiver() http.Handler {
 			w.WriteHeader(code)
 		case r.URL.Path == "/big":
 			w.Write(bytes.Repeat([]byte("x"), 2<<20))
+		case r.URL.Path == "/gzip-bomb":
+			// 2 KiB on the wire, 2 MiB once the browser decodes it: its
+			// Content-Length says nothing of the body the page reads.
+			var z bytes.Buffer
+			zw := gzip.NewWriter(&z)
+			zw.Write(make([]byte, 2<<20))
+			zw.Close()
+			h.Set("Content-Encoding", "gzip")
+			h.Set("Content-Length", strconv.Itoa(z.Len()))
+			w.Write(z.Bytes())
 		case r.URL.Path == "/big-chunked":
 			for i := 0; i < 40; i++ {
 				w.Write(bytes.Repeat([]byte("y"), 64<<10))
