@@ -194,60 +194,85 @@ func (f *flushRun) runLanes(ctx context.Context, lanes [][]Record) {
 	wg.Wait()
 }
 
-// runLane sends one entity's records in order. The ack of a record is
-// committed together with the charge (MarkSending) of the next, in one
-// transaction, and before that next record is sent: record N+1 never leaves
-// before N's ack is durable, and one transaction per record is on the
-// lane's path instead of two.
+// runLane sends one entity's records in order. Records are charged
+// ChargeAhead at a time, and the acks of the records sent since the last
+// step are written in that step's transaction: one transaction per
+// ChargeAhead records on the lane's path instead of one per record. No
+// record leaves before its charge is durable, nor before its predecessor's
+// answer arrived; a predecessor that was not acked stops the lane, and the
+// charged records behind it are taken back unsent.
 func (f *flushRun) runLane(ctx context.Context, lane []Record) {
-	var acked *settleOp // the previous record's ack, not yet written
-	for i := range lane {
+	ahead := max(f.o.cfg.ChargeAhead, 1)
+	var acks []*settleOp // sent and acked, not yet written
+	var charged []Record // charged, not yet sent
+	i := 0               // lane[i:] is not charged
+	short := false       // the last step charged fewer than it asked for
+	for len(charged) > 0 || i < len(lane) {
 		if f.stopped() != nil || ctx.Err() != nil || !f.o.cfg.Clock.Now().Before(f.deadline) {
-			f.wrapUp(ctx, acked, lane[i:])
+			f.wrapUp(ctx, acks, charged, lane[i:])
 			return
 		}
-		rec, ok, err := f.charge(ctx, acked, lane[i])
-		acked = nil
-		if err != nil {
-			f.fail(err)
+		if len(charged) == 0 {
+			if short {
+				f.wrapUp(ctx, acks, nil, lane[i:])
+				return
+			}
+			k := min(ahead, len(lane)-i)
+			got, err := f.charge(ctx, acks, lane[i:i+k])
+			acks = nil
+			if err != nil {
+				f.fail(err)
+			}
+			if len(got) == 0 {
+				// lane[i] was not charged: it goes back too (a purged or
+				// otherwise refused record is left as it is by the store).
+				f.release(ctx, lane[i:])
+				return
+			}
+			charged, i, short = got, i+len(got), len(got) < k || err != nil
 		}
-		if !ok {
-			// lane[i] was not charged: it goes back too (a purged or
-			// otherwise refused record is left as it is by the store).
-			f.release(ctx, lane[i:])
-			return
-		}
+		rec := charged[0]
+		charged = charged[1:]
 		next, err := f.send(ctx, rec)
 		if err != nil {
 			f.fail(err)
 		}
 		if next == nil {
-			f.release(ctx, lane[i+1:])
+			f.wrapUp(ctx, acks, charged, lane[i:])
 			return
 		}
-		acked = next
+		acks = append(acks, next)
 	}
-	f.wrapUp(ctx, acked, nil)
+	f.wrapUp(ctx, acks, nil, nil)
 }
 
-// wrapUp ends a lane: the last ack (may be nil) and the release of the
-// records it will not send, in one transaction.
-func (f *flushRun) wrapUp(ctx context.Context, acked *settleOp, rest []Record) {
-	if acked == nil {
-		f.release(ctx, rest)
+// wrapUp ends a lane in one transaction: the acks not yet written, the
+// charges of records it will not send taken back (Unsend: they were never
+// handed to the transport), and the records it did not charge released.
+func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []Record) {
+	if len(acks)+len(unsent)+len(rest) == 0 {
 		return
 	}
-	ups := append(make([]RecordUpdate, 0, 1+len(rest)), acked.update(nil))
+	now := f.o.cfg.Clock.Now()
+	ups := make([]RecordUpdate, 0, len(acks)+len(unsent)+len(rest))
+	for _, a := range acks {
+		ups = append(ups, a.update(nil))
+	}
+	for i := range unsent {
+		ups = append(ups, RecordUpdate{ID: unsent[i].ID, Fn: apply(func(r Record) (Record, error) { return Unsend(r, f.lease, now) })})
+	}
 	ups = append(ups, f.refunds(rest)...)
 	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {
 		f.fail(err)
 		return
 	}
-	if err := f.settled(acked, res[0]); err != nil {
-		f.fail(err)
+	for i, a := range acks {
+		if err := f.settled(a, res[i]); err != nil {
+			f.fail(err)
+		}
 	}
-	f.countReleased(res[1:])
+	f.countReleased(res[len(acks):])
 }
 
 // release hands claimed, unsent records back uncharged, in one transaction.

@@ -28,6 +28,14 @@ type Config struct {
 	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
 	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines
 	LeaseTTL         time.Duration // record and fallback-lease lifetime; default 30s
+	// ChargeAhead is how many records of an entity one transaction charges
+	// (attempt counted, status sending) before the first of them is sent;
+	// the acks of the records sent before are written in the same
+	// transaction. More means fewer transactions per record sent; the price
+	// is that a tab that dies mid-flush leaves up to ChargeAhead-1 records
+	// charged an attempt they never made (never the reverse). 1: each record
+	// is charged in its own step, exactly. Default 8.
+	ChargeAhead int
 
 	SchemaVersion int // payload schema of new records; default 1
 	Migrations    []Migration
@@ -88,6 +96,9 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
+	}
+	if cfg.ChargeAhead <= 0 {
+		cfg.ChargeAhead = 8
 	}
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1

@@ -48,6 +48,9 @@ func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
 	return out
 }
 
+// The tests up to TestGroupCommitStress pin ChargeAhead 1, the exact mode:
+// each step acks the previous record and charges the next.
+
 // One entity: each record costs ONE transaction on the lane (the previous
 // record's ack and this record's charge together), the next record is sent
 // only once its predecessor's ack is durable, and at every send exactly the
@@ -55,7 +58,7 @@ func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
 // flight charged, and nothing that was not sent).
 func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1 })
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
 	var ids []string
 	for i := 0; i < 4; i++ {
@@ -103,7 +106,7 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 // uncharged, and a deadline commits the last ack together with the release.
 func TestLaneStopsChargingNothingMore(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs })
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
 	var ids []string
 	for i := 0; i < 4; i++ {
@@ -150,7 +153,7 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 			}
 		}
 	}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = lanes; c.BatchSize = 100 })
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = lanes; c.BatchSize = 100; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
 	var mu sync.Mutex
 	order := map[string][]string{}
@@ -210,7 +213,7 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 					}
 				}
 			}
-			h := newHarness(t, func(c *Config) { c.Store = bs })
+			h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 			h.store = bs.MemStore
 			var ids []string
 			for i := 0; i < 3; i++ {
@@ -242,7 +245,7 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 // (the flush's next claim then sends it, charged once).
 func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs })
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
 	var ids []string
 	for i := 0; i < 3; i++ {
@@ -289,7 +292,10 @@ func TestGroupCommitStress(t *testing.T) {
 			}
 		}
 		bs.gate = func(int) { yield() }
-		h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1 + int(seed%8); c.BatchSize = 1 + int(seed%30) })
+		h := newHarness(t, func(c *Config) {
+			c.Store = bs
+			c.Concurrency, c.BatchSize, c.ChargeAhead = 1+int(seed%8), 1+int(seed%30), 1+int(seed%9)
+		})
 		h.store = bs.MemStore
 		h.reply = func(r Request) (Response, error) {
 			yield()
@@ -333,5 +339,112 @@ func TestGroupCommitStress(t *testing.T) {
 				t.Fatalf("seed %d: %s charged %d (sends %d) for %d requests", seed, r.ID, r.Attempts, r.Sends, sends[r.ID])
 			}
 		}
+	}
+}
+
+// ChargeAhead 3: the lane charges three records per step and writes the
+// acks of the three sent before in the same transaction. A record is sent
+// only once its charge is durable; charged but unsent records never exceed
+// ChargeAhead-1 at a send; at the end every record is charged exactly once.
+func TestLaneChargesAheadInSteps(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 3 })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 7; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID)
+	}
+	sent := map[string]bool{}
+	var order []string
+	h.reply = func(r Request) (Response, error) {
+		sent[r.RecordID] = true
+		order = append(order, r.RecordID)
+		cur := h.get(r.RecordID)
+		require.Equal(t, StatusSending, cur.Status)
+		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
+		require.True(t, len(chargedUnsent(t, bs, sent)) <= 2, chargedUnsent(t, bs, sent))
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 7, rep.Acked)
+	require.Equal(t, ids, order)
+	// charge 3; ack 3 + charge 3; ack 3 + charge 1; ack 1.
+	require.Equal(t, []int{3, 6, 4, 1}, bs.sizes)
+	for _, id := range ids {
+		r := h.get(id)
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+		require.Equal(t, 1, r.Sends)
+	}
+}
+
+// A record of the step that is not acked stops the lane: the records
+// charged with it but not sent are taken back (attempts and sends as
+// before), the uncharged rest released, and nothing after it is sent.
+func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 4 })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 6; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+	}
+	n := 0
+	h.reply = func(Request) (Response, error) {
+		n++
+		if n == 2 {
+			return Response{Status: 503}, nil
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Len(t, h.sent(), 2)
+	require.Equal(t, 1, rep.Acked)
+	require.Equal(t, 1, rep.Retried)
+	require.Equal(t, 4, rep.Released)
+	require.Equal(t, StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, 1, h.get(ids[1]).Attempts)
+	for _, id := range ids[2:] {
+		r := h.get(id)
+		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, 0, r.Attempts, id)
+		require.Equal(t, 0, r.Sends, id)
+	}
+}
+
+// The flush ends (deadline) in the middle of a step: the acks made so far
+// are written, the charged records not sent are taken back.
+func TestLaneDeadlineMidStep(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 5; c.MaxFlushDuration = time.Minute })
+	h.store = bs.MemStore
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
+	}
+	n := 0
+	h.reply = func(Request) (Response, error) {
+		if n++; n == 2 {
+			h.clock.Add(time.Hour) // the deadline passes during the second send
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Acked)
+	require.Equal(t, 3, rep.Released)
+	for i, id := range ids {
+		r := h.get(id)
+		if i < 2 {
+			require.Equal(t, StatusAcked, r.Status, id)
+			require.Equal(t, 1, r.Attempts, id)
+			continue
+		}
+		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, 0, r.Attempts, id)
+		require.Equal(t, 0, r.Sends, id)
 	}
 }

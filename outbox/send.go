@@ -37,63 +37,85 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 	}}
 }
 
-// charge commits, in ONE transaction, the deferred ack of the lane's
-// previous record (acked, may be nil) and MarkSending of claimed: the
-// attempt is charged, durably, before the record is handed to the transport,
-// and only once its predecessor's ack is durable too (so a crash leaves
-// exactly the record in flight charged, and per-entity order holds even
-// across a takeover). ok=false: claimed was not charged and is not to be
-// sent (the lane stops and hands it back); err is fatal for the flush.
+// charge commits, in ONE transaction, the deferred acks of the lane's
+// records sent since the last step (acks, may be empty) and MarkSending of
+// next (Config.ChargeAhead records at most): every attempt is charged,
+// durably, before its record is handed to the transport, and only once the
+// acks before it are durable too (per-entity order holds even across a
+// takeover). It returns the charged records, a prefix of next: charging
+// stops at the first record that cannot be charged (purged by a logout,
+// its predecessor's ack not made, the flush ending), which the lane hands
+// back with the rest. err is fatal for the flush.
+//
+// A crash between steps leaves charged the records of the step not yet
+// sent: at most ChargeAhead-1 attempts counted that were never made (none
+// with ChargeAhead 1). Never fewer: a record that crashes the tab each
+// time it is sent is charged each time and reaches dead letter.
 //
 // Durability: like every state transition (see OpenIDBStore) the step uses
 // the browser's default durability, not Enqueue's strict one. A tab or
-// browser crash never undoes a committed step, so a record that crashes the
-// tab each time it is sent is charged each time and reaches dead letter. An
-// OS crash or power loss may undo the last steps: an undone ack is replayed
-// harmlessly (the idempotency key), and an undone charge costs at most one
-// uncounted send of a record that was in flight at that moment.
-func (f *flushRun) charge(ctx context.Context, acked *settleOp, claimed Record) (rec Record, ok bool, err error) {
+// browser crash never undoes a committed step. An OS crash or power loss
+// may undo the last steps: an undone ack is replayed harmlessly (the
+// idempotency key), and an undone charge costs at most the uncounted sends
+// of the records that were in flight at that moment.
+func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) (charged []Record, err error) {
 	l := f.lease
 	now := f.o.cfg.Clock.Now()
-	ackOK := false
-	var ups []RecordUpdate
+	acksOK := make([]bool, len(acks))
+	ups := make([]RecordUpdate, 0, len(acks)+len(next))
 	cctx := ctx
-	if acked != nil {
-		ups = append(ups, acked.update(&ackOK))
-		// The ack is written even when ctx is done; the charge is not.
+	for i, a := range acks {
+		ups = append(ups, a.update(&acksOK[i]))
+		// The acks are written even when ctx is done; the charges are not.
 		cctx = context.WithoutCancel(ctx)
 	}
-	ups = append(ups, RecordUpdate{ID: claimed.ID, Fn: apply(func(r Record) (Record, error) {
-		if acked != nil && !ackOK {
-			return r, errSkipped
-		}
-		if err := ctx.Err(); err != nil {
-			return r, err
-		}
-		return MarkSending(r, l, now)
-	})})
+	contiguous := true // the store runs the Fns in order, once each
+	for _, rec := range next {
+		ups = append(ups, RecordUpdate{ID: rec.ID, Fn: apply(func(r Record) (Record, error) {
+			for _, ok := range acksOK {
+				if !ok {
+					contiguous = false
+				}
+			}
+			if !contiguous {
+				return r, errSkipped
+			}
+			if err := ctx.Err(); err != nil {
+				contiguous = false
+				return r, err
+			}
+			n, err := MarkSending(r, l, now)
+			if err != nil {
+				contiguous = false
+			}
+			return n, err
+		})})
+	}
 	res, err := f.commit(cctx, ups)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return Record{}, false, nil // the flush is ending: the lane hands its records back
+			return nil, nil // the flush is ending: the lane hands its records back
 		}
-		return Record{}, false, err
+		return nil, err
 	}
-	if acked != nil {
-		if err := f.settled(acked, res[0]); err != nil {
-			return Record{}, false, err
+	for i, a := range acks {
+		if err := f.settled(a, res[i]); err != nil {
+			return nil, err
 		}
 	}
-	m := res[len(res)-1]
-	switch {
-	case m.Err == nil:
-		return m.Record, true, nil
-	case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
-		errors.Is(m.Err, errSkipped), // the ack was not made (its record purged)
-		ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
-		return Record{}, false, nil
+	for _, m := range res[len(acks):] {
+		switch {
+		case m.Err == nil:
+			charged = append(charged, m.Record)
+			continue
+		case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
+			errors.Is(m.Err, errSkipped), // an ack or charge before it was not made
+			ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
+			return charged, nil
+		}
+		return charged, m.Err
 	}
-	return Record{}, false, m.Err
+	return charged, nil
 }
 
 // send sends one charged record. An ack is returned, not yet written: the

@@ -156,6 +156,7 @@ func (w *World) start(t *Tab) {
 		Backoff:          &outbox.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(w.Seed, uint64(t.idx*1000+t.gen)))},
 		InlineLimit:      16,
 		BatchSize:        1 + w.rng.IntN(6),
+		ChargeAhead:      1 + w.rng.IntN(4),
 		MaxFlushDuration: 3 * time.Second,
 		Concurrency:      1,
 		LeaseTTL:         2 * time.Second,
