@@ -335,6 +335,9 @@ func openOutbox(args []js.Value) (any, error) {
 	if c := field(opts, "batchSize"); c.Type() == js.TypeNumber && c.Int() > 0 {
 		cfg.Outbox.BatchSize = c.Int()
 	}
+	if c := field(opts, "chargeAhead"); c.Type() == js.TypeNumber && c.Int() > 0 {
+		cfg.Outbox.ChargeAhead = c.Int()
+	}
 	if b := field(opts, "backoff"); b.Type() == js.TypeObject {
 		base, err := msOpt(b, "base")
 		if err != nil {

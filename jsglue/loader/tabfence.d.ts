@@ -531,6 +531,13 @@ export interface OutboxOptions {
   /** Independent entities sent at once (default 4); records per claim (default 25). */
   concurrency?: number;
   batchSize?: number;
+  /**
+   * Records of an entity charged (an attempt counted) per IndexedDB
+   * transaction before the first is sent (default 8): fewer transactions per
+   * record. A tab that dies mid-flush may leave up to chargeAhead - 1 records
+   * charged an attempt they never made; 1 counts exactly.
+   */
+  chargeAhead?: number;
   /** Use the IndexedDB lease even where Web Locks exist (tests). */
   noWebLocks?: boolean;
 }
