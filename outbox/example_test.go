@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tabfence/tabfence/internal/wire"
@@ -68,4 +69,54 @@ func ExampleOutbox_DeadLetters() {
 	// Output:
 	// 1 dead_letter http_503
 	// <nil>
+}
+
+// An outage costs the queue nothing. A send that fails because the device
+// is offline (the transport wraps ErrOffline) is not charged and stops the
+// flush; a failure while the device believed it was online (the server was
+// unreachable) is charged and backs off, until the device reconnects:
+// Reconnected ends that backoff, and the next flush sends it at once.
+func ExampleOutbox_Reconnected() {
+	ctx := context.Background()
+	network := "offline"
+	store := outbox.NewMemStore()
+	ob, _ := outbox.New(outbox.Config{
+		Store: store,
+		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
+			switch network {
+			case "offline":
+				return outbox.Response{}, errors.Join(outbox.ErrOffline, errors.New("TypeError: Failed to fetch"))
+			case "unreachable":
+				return outbox.Response{}, errors.New("TypeError: Failed to fetch")
+			}
+			return outbox.Response{Status: 201}, nil
+		}),
+		Policies: map[string]outbox.Policy{"note": {Dedupe: outbox.Append}},
+	})
+	ob.Login(outbox.Session{UserID: "carol"})
+	r, _ := ob.Enqueue(ctx, outbox.Op{OperationType: "note", Payload: []byte(`"hi"`)})
+	lease, _ := ob.Acquire(ctx, "tab-1", true)
+
+	_, err := ob.Flush(ctx, lease)
+	rec, _ := store.Get(ctx, r.ID)
+	fmt.Println(errors.Is(err, outbox.ErrOffline), rec.Status, rec.Attempts)
+
+	network = "unreachable"
+	ob.Flush(ctx, lease)
+	rec, _ = store.Get(ctx, r.ID)
+	fmt.Println(rec.Status, rec.Attempts, rec.LastError.Code)
+
+	network = "up"
+	ob.Flush(ctx, lease) // still backing off: nothing is sent
+	rec, _ = store.Get(ctx, r.ID)
+	fmt.Println(rec.Status)
+	ob.Reconnected() // the browser's online event
+	ob.Flush(ctx, lease)
+	rec, _ = store.Get(ctx, r.ID)
+	fmt.Println(rec.Status, rec.Attempts)
+	// Output:
+	// true pending 0
+	// retryable_failed 1 network
+	// retryable_failed
+	// acked 2
 }
