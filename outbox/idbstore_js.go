@@ -5,7 +5,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall/js"
@@ -867,7 +866,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, bySeq)
+	sortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"slices"
 	"time"
 )
 
@@ -71,7 +70,7 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			}
 		}
 	}
-	slices.SortFunc(recs, bySeq)
+	sortBySeq(recs)
 	status := make(map[string]Status, len(recs))
 	for i := range recs {
 		status[recs[i].ID] = recs[i].Status
