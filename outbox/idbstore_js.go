@@ -269,8 +269,9 @@ func (s *IDBStore) Done() <-chan struct{} { return s.done }
 // or ErrStoreUpgraded.
 func (s *IDBStore) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err := s.err
+	s.mu.Unlock()
+	return err
 }
 
 // Name is the database name.

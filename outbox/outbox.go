@@ -133,8 +133,9 @@ func (o *Outbox) Login(s Session) {
 // Session returns the current session.
 func (o *Outbox) Session() Session {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.session
+	s := o.session
+	o.mu.Unlock()
+	return s
 }
 
 // Logout ends the session. With purge the user's records are deleted (an

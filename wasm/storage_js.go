@@ -207,11 +207,12 @@ func (s *storage) kill(err error) {
 // err returns the StorageError of a dead entry, nil while alive.
 func (s *storage) err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone == nil {
+	gone := s.gone
+	s.mu.Unlock()
+	if gone == nil {
 		return nil
 	}
-	return storageErr(s.name, s.gone)
+	return storageErr(s.name, gone)
 }
 
 func (s *storage) watch(el *election) {
