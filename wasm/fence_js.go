@@ -43,7 +43,7 @@ var (
 	pageOwner = "page-" + randid.New()
 
 	fencedMu        sync.Mutex
-	fencedElections = map[*election]struct{}{}
+	fencedElections electionSet
 
 	fences     handles[*fence]
 	leaderRefs handles[*leaderRef]
@@ -525,7 +525,7 @@ func staleApply(resource string, o opOptions) error {
 func stepDownStale(resource string, token uint64, cause error) {
 	fencedMu.Lock()
 	var ls []*locks.Leadership
-	for el := range fencedElections {
+	for _, el := range fencedElections {
 		if l := el.e.Leadership(); l != nil && l.Resource == resource && l.Token != 0 && l.Token <= token {
 			ls = append(ls, l)
 		}
@@ -562,7 +562,7 @@ func (el *election) startFenced() {
 		reportError("tabfence: resource too long for a fencing token:", errors.New(r))
 	}
 	fencedMu.Lock()
-	fencedElections[el] = struct{}{}
+	fencedElections.add(el)
 	fencedMu.Unlock()
 	el.fx.st.watch(el)
 	el.fx.st.warm()
@@ -574,7 +574,7 @@ func (el *election) releaseFenced() {
 		return
 	}
 	fencedMu.Lock()
-	delete(fencedElections, el)
+	fencedElections.remove(el)
 	fencedMu.Unlock()
 	el.fx.st.unwatch(el)
 	el.fx.mu.Lock()
