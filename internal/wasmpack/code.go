@@ -19,8 +19,8 @@ import (
 // base is an extended 32-bit local, drops the extend/wrap pair.
 //
 // Why it is exact: the two forms read the same address unless base+C
-// passes 2^32, where the 64-bit form wraps around to low memory and the
-// offset form traps. A Go program's memory is below 4 GiB and a valid
+// passes 2^32 (for any 64-bit base b, wrap(b+C) against wrap(b)+C), where
+// the 64-bit form wraps around to low memory and the offset form traps. A Go program's memory is below 4 GiB and a valid
 // access (an object plus a field or frame offset) ends inside it, so no
 // valid access wraps; only an out-of-bounds access already gone wrong
 // would now trap instead of reading unrelated memory. Nothing else in the
@@ -105,15 +105,12 @@ func foldBody(body []byte) ([]byte, error) {
 	}
 	// repl[i] replaces instruction i (an empty replacement drops it).
 	repl := make(map[int][]byte)
-	for i := 2; i+3 < len(ins); i++ {
+	for i := 0; i+3 < len(ins); i++ {
 		if ins[i].op != opI64Const || ins[i+1].op != opI64Add || ins[i+2].op != opWrapI64 {
 			continue
 		}
-		// The base must be a 32-bit local: local.get x; i64.extend_i32_u.
-		// (Folding other bases too measured 500 bytes worse brotli.)
-		if ins[i-2].op != opLocalGet || ins[i-1].op != opExtendU32 {
-			continue
-		}
+		// local.get x; i64.extend_i32_u ... i32.wrap_i64: the base is x.
+		ext := i >= 2 && ins[i-2].op == opLocalGet && ins[i-1].op == opExtendU32
 		c := ins[i].imm
 		user := consumer(ins, i+3)
 		if user < 0 || c < 0 || uint64(c)+ins[user].offset > maxFold || repl[user] != nil {
@@ -123,8 +120,9 @@ func foldBody(body []byte) ([]byte, error) {
 		op := append([]byte(nil), body[in.start:in.memarg]...)
 		op = appendUleb(op, in.align)
 		repl[user] = appendUleb(op, in.offset+uint64(c))
-		for _, k := range []int{i - 1, i, i + 1, i + 2} { // extend, const, add, wrap
-			repl[k] = []byte{}
+		repl[i], repl[i+1] = []byte{}, []byte{}
+		if ext {
+			repl[i-1], repl[i+2] = []byte{}, []byte{}
 		}
 	}
 	if len(repl) == 0 {

@@ -66,8 +66,9 @@ func TestFoldCode(t *testing.T) {
 		name: "offset would pass 2^31: kept",
 		in:   cat(sp(1<<31-4), []byte{0x29, 3, 8, 0x1a, 0x0b}),
 	}, {
-		name: "base is not an extended local: kept",
+		name: "another 64-bit base: the constant folds, the wrap stays",
 		in:   []byte{0x42, 9, 0x42, 16, 0x7c, 0xa7, 0x29, 3, 0, 0x1a, 0x0b},
+		want: []byte{0x42, 9, 0xa7, 0x29, 3, 16, 0x1a, 0x0b},
 	}} {
 		want := tc.want
 		if want == nil {
