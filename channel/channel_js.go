@@ -183,14 +183,14 @@ func scratchString(n int) string {
 // payload, text through scratch when it fits.
 func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
 	scratchMu.Lock()
-	defer scratchMu.Unlock()
 	var h any
 	if len(text) <= scratchLen {
 		h = js.CopyBytesToJS(scratch, text)
 	} else {
 		h = string(text)
 	}
-	_, err := jsglue.Invoke(fn, target, scratch, h, payload)
+	_, err := jsglue.Invoke(fn, target, scratch, h, payload) // never panics: Invoke recovers
+	scratchMu.Unlock()
 	return err
 }
 
@@ -371,9 +371,10 @@ func (c *Channel) Post(e Envelope) error {
 	}
 	if !c.post.IsUndefined() {
 		c.encMu.Lock()
-		defer c.encMu.Unlock()
 		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
-		return CallFast(c.post, c.bc, c.encBuf, e.Payload)
+		err := CallFast(c.post, c.bc, c.encBuf, e.Payload)
+		c.encMu.Unlock()
+		return err
 	}
 	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err
@@ -436,9 +437,10 @@ func (c *Channel) encode(e Envelope) js.Value {
 // header is e's header as JSON (appendHeaderJSON).
 func (c *Channel) header(e Envelope, withPayload bool) string {
 	c.encMu.Lock()
-	defer c.encMu.Unlock()
 	c.encBuf = appendHeaderJSON(c.encBuf[:0], e, withPayload)
-	return string(c.encBuf)
+	s := string(c.encBuf)
+	c.encMu.Unlock()
+	return s
 }
 
 // receivedPayloadReason is clonedPayloadReason, recovering like decode.

@@ -117,11 +117,11 @@ func (r *receiver) snapshot() Stats {
 // seed sets a resource's position from storage.
 func (r *receiver) seed(resource string, token, seq uint64) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	c := r.cursors[resource]
 	if c == nil {
 		c = NewCursor(r.limits.RecentIDs)
 		r.cursors[resource] = c
 	}
 	c.Seed(token, seq)
+	r.mu.Unlock()
 }

@@ -350,8 +350,9 @@ func (g *Guard) Advance(resource string, token uint64) {
 // Current returns the highest token recorded for resource (0 if none).
 func (g *Guard) Current(resource string) uint64 {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.current[resource]
+	t := g.current[resource]
+	g.mu.Unlock()
+	return t
 }
 
 // IsCurrent reports whether token is the resource's current token: the

@@ -2,7 +2,6 @@ package channel
 
 import (
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -215,7 +214,7 @@ func (p *hdrParser) str() (string, bool) {
 			if !ok {
 				return "", false
 			}
-			if r >= 0xd800 && r < 0xdc00 && strings.HasPrefix(p.s[p.i:], `\u`) {
+			if r >= 0xd800 && r < 0xdc00 && len(p.s)-p.i >= 2 && p.s[p.i:p.i+2] == `\u` {
 				save := p.i
 				p.i += 2
 				if r2, ok := p.hex4(); ok && r2 >= 0xdc00 && r2 < 0xe000 {

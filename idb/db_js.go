@@ -330,8 +330,9 @@ func (d *DB) Done() <-chan struct{} { return d.done }
 // ErrUpgraded.
 func (d *DB) Err() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
+	err := d.err
+	d.mu.Unlock()
+	return err
 }
 
 // Name and Version of the open database.

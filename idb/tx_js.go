@@ -376,11 +376,12 @@ func (d *DB) encodeEpoch(r EpochRecord, key, prev js.Value) js.Value {
 // under the same ID again and again.
 func (d *DB) ownerJS(id string) js.Value {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if !d.ownerSet || d.owner != id {
 		d.owner, d.ownerV, d.ownerSet = id, js.ValueOf(id), true
 	}
-	return d.ownerV
+	v := d.ownerV
+	d.mu.Unlock()
+	return v
 }
 
 // encodeFence is encodeEpoch for a fence record.

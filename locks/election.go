@@ -186,18 +186,20 @@ func (e *Election) launch() {
 // IsLeader reports whether this election leads now.
 func (e *Election) IsLeader() bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.m.leading()
+	leading := e.m.leading()
+	e.mu.Unlock()
+	return leading
 }
 
 // Leadership returns the current leadership, or nil when not leading.
 func (e *Election) Leadership() *Leadership {
+	var l *Leadership
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.m.leading() {
-		return nil
+	if e.m.leading() {
+		l = e.leader
 	}
-	return e.leader
+	e.mu.Unlock()
+	return l
 }
 
 // HasLeader reports whether anyone (this election, another tab, a worker)

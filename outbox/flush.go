@@ -33,8 +33,9 @@ type flushRun struct {
 
 func (f *flushRun) stopped() error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stop
+	err := f.stop
+	f.mu.Unlock()
+	return err
 }
 
 func (f *flushRun) fail(err error) {

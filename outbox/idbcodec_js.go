@@ -408,58 +408,27 @@ func encodeRecord(rec *Record, base js.Value) js.Value {
 		return encodeFreshRecord(rec)
 	}
 	// A rewrite: every field is written, zero values included, over a copy
-	// of the stored object (which keeps fields a newer version added).
-	o := newObject(base)
+	// of the stored object (which keeps fields a newer version added), the
+	// scalars in one JSON.parse (appendRecordJSON).
+	o := jsObject.Call("assign", jsObject.New(), base,
+		jsJSON.Call("parse", string(appendRecordJSON(make([]byte, 0, 640), rec, true))))
 	if v := o.Get("v"); v.Type() != js.TypeNumber || v.Float() < recordEncoding {
 		o.Set("v", recordEncoding)
 	}
-	o.Set("id", rec.ID)
-	o.Set("operationKey", rec.OperationKey)
-	o.Set("idempotencyKey", rec.IdempotencyKey)
-	o.Set("entityType", rec.EntityType)
-	o.Set("entityId", rec.EntityID)
-	o.Set("operationType", rec.OperationType)
 	setBytes(o, "payload", rec.Payload)
-	o.Set("payloadRef", rec.PayloadRef)
-	o.Set("payloadHash", rec.PayloadHash)
-	o.Set("payloadSchemaVersion", rec.PayloadSchemaVersion)
-	o.Set("status", string(rec.Status))
-	o.Set("attempts", rec.Attempts)
-	o.Set("sends", rec.Sends)
-	o.Set("maxAttempts", rec.MaxAttempts)
-	setTime(o, "nextAttemptAt", rec.NextAttemptAt)
 	o.Set("lastError", encodeErrorInfo(rec.LastError))
-	o.Set("leaseOwner", rec.LeaseOwner)
-	setUint(o, "leaseToken", rec.LeaseToken)
-	setTime(o, "leaseExpiresAt", rec.LeaseExpiresAt)
-	setStrs(o, "dependencyIds", rec.DependencyIDs)
-	if rec.Seq != 0 {
-		setUint(o, "seq", rec.Seq)
-	} else {
+	o.Set("response", encodeResponse(rec.Response))
+	if rec.Seq == 0 {
 		o.Delete("seq") // an append: the key generator assigns it
 	}
-	setTime(o, "createdAt", rec.CreatedAt)
-	setTime(o, "updatedAt", rec.UpdatedAt)
-	setTime(o, "ackedAt", rec.AckedAt)
-	o.Set("response", encodeResponse(rec.Response))
-	o.Set("userId", rec.UserID)
-	o.Set("tenantId", rec.TenantID)
-	setUint(o, "authGeneration", rec.AuthGeneration)
-
-	if rec.Status != StatusAcked {
-		o.Set(fieldLive, 1)
-	} else {
+	// The derived index fields appendRecordJSON left out are gone.
+	if rec.Status == StatusAcked {
 		o.Delete(fieldLive)
 	}
-	if !rec.Status.Settled() {
-		o.Set(fieldEntity, rec.EntityKey())
-		if rec.OperationKey != "" {
-			o.Set(fieldOpKey, opKey(rec.UserID, rec.OperationKey))
-		} else {
-			o.Delete(fieldOpKey)
-		}
-	} else {
+	if rec.Status.Settled() {
 		o.Delete(fieldEntity)
+	}
+	if rec.Status.Settled() || rec.OperationKey == "" {
 		o.Delete(fieldOpKey)
 	}
 	return o
@@ -478,10 +447,10 @@ func encodeResponse(r *StoredResponse) js.Value {
 }
 
 // encodeFreshRecord is encodeRecord of a record that replaces no stored
-// object: the scalar fields in one JSON.parse (appendFreshRecordJSON), then
-// the bytes and nested objects.
+// object: the scalar fields in one JSON.parse (appendRecordJSON), then the
+// bytes and nested objects.
 func encodeFreshRecord(rec *Record) js.Value {
-	o := jsJSON.Call("parse", string(appendFreshRecordJSON(make([]byte, 0, 512), rec)))
+	o := jsJSON.Call("parse", string(appendRecordJSON(make([]byte, 0, 512), rec, false)))
 	if rec.Payload != nil {
 		setBytes(o, "payload", rec.Payload)
 	}

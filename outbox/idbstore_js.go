@@ -5,7 +5,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall/js"
@@ -288,8 +287,9 @@ func (s *IDBStore) Done() <-chan struct{} { return s.done }
 // or ErrStoreUpgraded.
 func (s *IDBStore) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err := s.err
+	s.mu.Unlock()
+	return err
 }
 
 // Name is the database name.
@@ -1002,7 +1002,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, bySeq)
+	sortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"slices"
 	"sync"
 )
 
@@ -208,7 +207,7 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 			match = append(match, r)
 		}
 	}
-	slices.SortFunc(match, bySeq)
+	sortBySeq(match)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -248,7 +247,7 @@ func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 			out = append(out, r.Clone())
 		}
 	}
-	slices.SortFunc(out, bySeq)
+	sortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}

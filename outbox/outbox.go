@@ -166,8 +166,9 @@ func (o *Outbox) reconnectedAt() time.Time {
 // Session returns the current session.
 func (o *Outbox) Session() Session {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.session
+	s := o.session
+	o.mu.Unlock()
+	return s
 }
 
 // Logout ends the session. With purge the user's records are deleted (an

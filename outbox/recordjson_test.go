@@ -17,7 +17,7 @@ func TestFreshRecordJSON(t *testing.T) {
 		LeaseToken: 7, Seq: 0,
 	}
 	var got map[string]any
-	b := appendFreshRecordJSON(nil, &rec)
+	b := appendRecordJSON(nil, &rec, false)
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
@@ -38,11 +38,40 @@ func TestFreshRecordJSON(t *testing.T) {
 	// numbers omitted; id, status and userId always present.
 	acked := Record{ID: "x", Status: StatusAcked, UserID: ""}
 	got = nil
-	if err := json.Unmarshal(appendFreshRecordJSON(nil, &acked), &got); err != nil {
+	if err := json.Unmarshal(appendRecordJSON(nil, &acked, false), &got); err != nil {
 		t.Fatal(err)
 	}
 	want = map[string]any{"v": 1.0, "id": "x", "status": "acked", "userId": ""}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
+
+// A rewrite writes every field, zero values included, and leaves "v" and a
+// zero "seq" to the caller (encodeRecord).
+func TestRewriteRecordJSON(t *testing.T) {
+	rec := Record{ID: "x", Status: StatusAcked, UserID: "u"}
+	var got map[string]any
+	b := appendRecordJSON(nil, &rec, true)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	want := map[string]any{
+		"id": "x", "operationKey": "", "idempotencyKey": "", "entityType": "", "entityId": "",
+		"operationType": "", "payloadRef": "", "payloadHash": "", "payloadSchemaVersion": 0.0,
+		"status": "acked", "attempts": 0.0, "sends": 0.0, "maxAttempts": 0.0, "nextAttemptAt": nil,
+		"leaseOwner": "", "leaseToken": 0.0, "leaseExpiresAt": nil, "dependencyIds": []any{},
+		"createdAt": nil, "updatedAt": nil, "ackedAt": nil, "userId": "u", "tenantId": "", "authGeneration": 0.0,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+	rec.Seq, rec.Status, rec.OperationKey = 9, StatusPending, "k"
+	got = nil
+	if err := json.Unmarshal(appendRecordJSON(nil, &rec, true), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["seq"] != 9.0 || got[fieldLive] != 1.0 || got[fieldEntity] != rec.EntityKey() || len(got[fieldOpKey].([]any)) != 2 {
+		t.Fatalf("seq or derived fields missing: %v", got)
 	}
 }

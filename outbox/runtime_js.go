@@ -495,20 +495,20 @@ func (r *Runtime) Resume(ctx context.Context) error {
 // in order). It returns the unsubscribe function.
 func (r *Runtime) OnStatus(fn func(RuntimeStatus)) func() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.subsN++
 	id := r.subsN
 	r.statusSubs[id] = fn
+	r.mu.Unlock()
 	return func() { r.mu.Lock(); delete(r.statusSubs, id); r.mu.Unlock() }
 }
 
 // OnEvent subscribes fn to the structured events (never with a payload).
 func (r *Runtime) OnEvent(fn func(Event)) func() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.subsN++
 	id := r.subsN
 	r.eventSubs[id] = fn
+	r.mu.Unlock()
 	return func() { r.mu.Lock(); delete(r.eventSubs, id); r.mu.Unlock() }
 }
 
@@ -738,7 +738,6 @@ func (r *Runtime) readStatus(ctx context.Context) (RuntimeStatus, error) {
 		return RuntimeStatus{}, err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	st := RuntimeStatus{Projection: p, Owner: r.owning, Flushing: r.flushing, ID: r.id}
 	switch {
 	case r.owning:
@@ -749,6 +748,7 @@ func (r *Runtime) readStatus(ctx context.Context) (RuntimeStatus, error) {
 			st.FenceToken = r.remoteFence
 		}
 	}
+	r.mu.Unlock()
 	return st, nil
 }
 

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"slices"
 	"time"
 )
 
@@ -82,7 +81,7 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			}
 		}
 	}
-	slices.SortFunc(recs, bySeq)
+	sortBySeq(recs)
 	status := make(map[string]Status, len(recs))
 	for i := range recs {
 		status[recs[i].ID] = recs[i].Status

@@ -225,7 +225,7 @@ func (cs *chanState) leader() (*election, *locks.Leadership, error) {
 	}
 	fencedMu.Lock()
 	defer fencedMu.Unlock()
-	for el := range fencedElections {
+	for _, el := range fencedElections {
 		if el.e.LockName() != cs.name {
 			continue
 		}
@@ -281,7 +281,7 @@ func (cs *chanState) observe(m channel.Message) {
 	}
 	var ss []stale
 	fencedMu.Lock()
-	for el := range fencedElections {
+	for _, el := range fencedElections {
 		if l := el.e.Leadership(); l != nil && l.Resource == m.Resource && l.Token != 0 && l.Token < m.Token {
 			ss = append(ss, stale{el, l})
 		}

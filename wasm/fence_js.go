@@ -43,7 +43,7 @@ var (
 	pageOwner = "page-" + randid.New()
 
 	fencedMu        sync.Mutex
-	fencedElections = map[*election]struct{}{}
+	fencedElections electionSet
 
 	fences     handles[*fence]
 	leaderRefs handles[*leaderRef]
@@ -525,7 +525,7 @@ func staleApply(resource string, o opOptions) error {
 func stepDownStale(resource string, token uint64, cause error) {
 	fencedMu.Lock()
 	var ls []*locks.Leadership
-	for el := range fencedElections {
+	for _, el := range fencedElections {
 		if l := el.e.Leadership(); l != nil && l.Resource == resource && l.Token != 0 && l.Token <= token {
 			ls = append(ls, l)
 		}
@@ -562,7 +562,7 @@ func (el *election) startFenced() {
 		reportError("tabfence: resource too long for a fencing token:", errors.New(r))
 	}
 	fencedMu.Lock()
-	fencedElections[el] = struct{}{}
+	fencedElections.add(el)
 	fencedMu.Unlock()
 	el.fx.st.watch(el)
 	el.fx.st.warm()
@@ -574,7 +574,7 @@ func (el *election) releaseFenced() {
 		return
 	}
 	fencedMu.Lock()
-	delete(fencedElections, el)
+	fencedElections.remove(el)
 	fencedMu.Unlock()
 	el.fx.st.unwatch(el)
 	el.fx.mu.Lock()
@@ -626,12 +626,15 @@ func (fx *electFence) lostReason(reason string, err error) (string, error) {
 		return reason, err
 	}
 	fx.mu.Lock()
-	defer fx.mu.Unlock()
-	if fx.goneWhy == "" {
+	why, gone := fx.goneWhy, fx.goneErr
+	if why != "" {
+		fx.reported = true
+	}
+	fx.mu.Unlock()
+	if why == "" {
 		return reason, err
 	}
-	fx.reported = true
-	return fx.goneWhy, &locks.LostError{Reason: locks.ReasonClosed, Resource: leResource(err), Token: leToken(err), Err: fx.goneErr}
+	return why, &locks.LostError{Reason: locks.ReasonClosed, Resource: leResource(err), Token: leToken(err), Err: gone}
 }
 
 func leResource(err error) string {
@@ -667,7 +670,6 @@ func (fx *electFence) decorate(o js.Value, el *election, l *locks.Leadership) {
 // per leadership and channel, so sequences restart with every token.
 func (fx *electFence) sequencer(l *locks.Leadership, name string) *channel.Sequencer {
 	fx.mu.Lock()
-	defer fx.mu.Unlock()
 	if fx.seqL != l {
 		fx.seqL, fx.seqs = l, map[string]*channel.Sequencer{}
 	}
@@ -676,6 +678,7 @@ func (fx *electFence) sequencer(l *locks.Leadership, name string) *channel.Seque
 		s = channel.NewSequencer(l.Resource, l.OwnerID, l.Token)
 		fx.seqs[name] = s
 	}
+	fx.mu.Unlock()
 	return s
 }
 
@@ -689,6 +692,7 @@ func (fx *electFence) channel(el *election) (*chanState, error) {
 		fx.mu.Unlock()
 	})
 	fx.mu.Lock()
-	defer fx.mu.Unlock()
-	return fx.ch, fx.chErr
+	cs, err := fx.ch, fx.chErr
+	fx.mu.Unlock()
+	return cs, err
 }

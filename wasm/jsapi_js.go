@@ -102,13 +102,14 @@ type handles[T any] struct {
 
 func (h *handles[T]) add(v T) float64 {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.m == nil {
 		h.m = map[float64]T{}
 	}
 	h.next++
-	h.m[h.next] = v
-	return h.next
+	id := h.next
+	h.m[id] = v
+	h.mu.Unlock()
+	return id
 }
 
 // get returns the state for the handle in args[0], if it is still open.
@@ -116,16 +117,17 @@ func (h *handles[T]) get(args []js.Value) (v T, ok bool) {
 	if len(args) == 0 || args[0].Type() != js.TypeNumber {
 		return v, false
 	}
+	id := args[0].Float()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	v, ok = h.m[args[0].Float()]
+	v, ok = h.m[id]
+	h.mu.Unlock()
 	return v, ok
 }
 
 func (h *handles[T]) remove(id float64) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	delete(h.m, id)
+	h.mu.Unlock()
 }
 
 // typeOf is v.Type() without its panic: syscall/js has no BigInt type and
@@ -216,23 +218,25 @@ type strCache struct {
 // cache: wasm_exec.js gives equal strings the same reference while one is
 // held, so the comparison is Go-side only — no copy of v into Go.
 func (c *strCache) lookup(v js.Value) (string, bool) {
+	s, ok := "", false
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i := range c.ents {
 		if e := &c.ents[i]; e.v.Type() == js.TypeString && e.v.Equal(v) {
-			return e.s, true
+			s, ok = e.s, true
+			break
 		}
 	}
-	return "", false
+	c.mu.Unlock()
+	return s, ok
 }
 
 // get returns s as a JavaScript string. Strings over 256 bytes are not
 // kept.
 func (c *strCache) get(s string) js.Value {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i := range c.ents {
 		if e := &c.ents[i]; e.s == s && e.v.Type() == js.TypeString {
+			c.mu.Unlock()
 			return e.v
 		}
 	}
@@ -241,5 +245,6 @@ func (c *strCache) get(s string) js.Value {
 		c.ents[c.next].s, c.ents[c.next].v = s, v
 		c.next = (c.next + 1) % len(c.ents)
 	}
+	c.mu.Unlock()
 	return v
 }

@@ -1,6 +1,6 @@
-// Package wasmpack rewrites the data section of a Go-built WebAssembly
-// module so that it compresses better, without changing the memory it
-// initializes.
+// Package wasmpack rewrites the data and code sections of a Go-built
+// WebAssembly module so that it compresses better, without changing the
+// memory it initializes or what its code does.
 //
 // Why: Go's linker splits the data section into one segment per run of
 // non-zero bytes whenever it finds 8 or more zeros, which minimizes the raw
@@ -12,11 +12,15 @@
 // brotli (-7%) for about 0.46 MB more raw bytes, which only the browser's
 // memory copy at instantiation sees.
 //
-// Pack keeps every other section byte for byte. It sorts the active
-// segments by offset (they never overlap, so their order does not matter),
-// then merges neighbours whose gap is at most MaxGap zero bytes. It refuses
+// Pack also shortens Go's address arithmetic in the code section (see
+// foldCode: about 44,000 loads and stores; tabfence.wasm 719,068 -> 709,438
+// bytes brotli) and keeps every other section byte for byte. It sorts the
+// active data segments by offset (they never overlap, so their order does
+// not matter), then merges neighbours whose gap is at most MaxGap zero
+// bytes. It refuses
 // (returns an error) anything it does not fully understand: passive
-// segments, other memories, offsets that are not constants, overlaps.
+// segments, other memories, offsets that are not constants, overlaps,
+// instructions it cannot decode.
 package wasmpack
 
 import (
@@ -57,6 +61,17 @@ func Pack(module []byte) ([]byte, error) {
 			return nil, errors.New("wasmpack: truncated section")
 		}
 		end := r.I + int(size)
+		if id == sectionCode {
+			body, err := foldCode(module[r.I:end])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sectionCode)
+			out = appendUleb(out, uint64(len(body)))
+			out = append(out, body...)
+			r.I = end
+			continue
+		}
 		if id != sectionData {
 			out = append(out, module[start:end]...)
 			r.I = end
