@@ -1122,72 +1122,53 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 		return Projection{}, err
 	}
 	defer t.release()
-	recs, err := t.store(storeRecords)
-	if err != nil {
-		return Projection{}, wrapIDB(op, err)
-	}
-	metaStore, err := t.store(storeMeta)
-	if err != nil {
-		return Projection{}, wrapIDB(op, err)
-	}
-	mr, err := t.call(metaStore, "get", metaKey)
-	if err != nil {
-		return Projection{}, wrapIDB(op, err)
-	}
-	sx, err := t.call(recs, "index", indexStatus)
-	if err != nil {
-		return Projection{}, wrapIDB(op, err)
-	}
-	// Requests of one transaction complete in order: issue them all,
+	// Requests of one transaction complete in order: issue them all (a
+	// count, and for an unsettled status its first record, per status),
 	// await the last.
-	var counts [8]js.Value
-	var firsts []js.Value // the first (lowest seq) record of each unsettled status
-	last := mr
-	for i, st := range projected {
-		if counts[i], err = t.call(sx, "count", string(st)); err != nil {
-			return Projection{}, wrapIDB(op, err)
-		}
-		last = counts[i]
-		if !st.Settled() {
-			g, err := t.call(sx, "get", string(st))
-			if err != nil {
-				return Projection{}, wrapIDB(op, err)
+	var counts, firsts [8]js.Value
+	var mr, schemaIx, newer js.Value
+	last, err := jsglue.Try(func() js.Value {
+		recs := t.v.Call("objectStore", storeRecords)
+		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
+		sx := recs.Call("index", indexStatus)
+		last := mr
+		for i, st := range projected {
+			counts[i] = sx.Call("count", string(st))
+			last = counts[i]
+			if !st.Settled() {
+				firsts[i] = sx.Call("get", string(st))
+				last = firsts[i]
 			}
-			firsts, last = append(firsts, g), g
 		}
+		if minSchema > 0 {
+			schemaIx = recs.Call("index", indexSchema)
+			newer = schemaIx.Call("count", keyRange().Call("lowerBound", minSchema))
+			last = newer
+		}
+		return last
+	})
+	if err == nil {
+		err = t.wait(last)
 	}
-	var newer js.Value
-	var schemaIx js.Value
-	if minSchema > 0 {
-		if schemaIx, err = t.call(recs, "index", indexSchema); err == nil {
-			newer, err = t.call(schemaIx, "count", keyRange().Call("lowerBound", minSchema))
-		}
-		if err != nil {
-			return Projection{}, wrapIDB(op, err)
-		}
-		last = newer
-	}
-	if err := t.wait(last); err != nil {
+	if err != nil {
 		return Projection{}, wrapIDB(op, err)
 	}
-	var meta Meta
+	var p Projection
 	if v := mr.Get("result"); !v.IsUndefined() {
-		if meta, err = decodeMeta(v); err != nil {
+		if p.Meta, err = decodeMeta(v); err != nil {
 			s.sawCorrupt(err)
 			return Projection{}, err
 		}
 	}
-	p := Projection{Meta: meta}
-	n := func(i int) int {
+	var n [8]int
+	for i := range counts {
 		if v := counts[i].Get("result"); v.Type() == js.TypeNumber {
-			return v.Int()
+			n[i] = v.Int()
 		}
-		return 0
-	}
-	p.Pending, p.Sending, p.Failed = n(0), n(1)+n(2), n(3)
-	p.DeadLetter, p.Conflict, p.Terminal, p.Acked = n(4), n(5), n(6), n(7)
-	for _, g := range firsts {
-		v := g.Get("result")
+		if firsts[i].IsUndefined() {
+			continue
+		}
+		v := firsts[i].Get("result")
 		if v.Type() != js.TypeObject {
 			continue
 		}
@@ -1201,21 +1182,21 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 			p.OldestPendingAt = at
 		}
 	}
-	if minSchema > 0 {
-		if c := newer.Get("result"); c.Type() == js.TypeNumber && c.Int() > 0 {
-			// Rare: records a newer build wrote. Their statuses decide.
-			all, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", minSchema))
-			if err == nil {
-				err = t.wait(all)
-			}
-			if err != nil {
-				return Projection{}, wrapIDB(op, err)
-			}
-			arr := all.Get("result")
-			for i, k := 0, arr.Length(); i < k; i++ {
-				if st := arr.Index(i).Get("status"); st.Type() == js.TypeString && !Status(st.String()).Settled() {
-					p.Unsupported++
-				}
+	p.Pending, p.Sending, p.Failed = n[0], n[1]+n[2], n[3]
+	p.DeadLetter, p.Conflict, p.Terminal, p.Acked = n[4], n[5], n[6], n[7]
+	if c := newer; minSchema > 0 && c.Get("result").Type() == js.TypeNumber && c.Get("result").Int() > 0 {
+		// Rare: records a newer build wrote. Their statuses decide.
+		all, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", minSchema))
+		if err == nil {
+			err = t.wait(all)
+		}
+		if err != nil {
+			return Projection{}, wrapIDB(op, err)
+		}
+		arr := all.Get("result")
+		for i, k := 0, arr.Length(); i < k; i++ {
+			if st := arr.Index(i).Get("status"); st.Type() == js.TypeString && !Status(st.String()).Settled() {
+				p.Unsupported++
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tabfence/tabfence/internal/randid"
@@ -53,8 +54,9 @@ type Outbox struct {
 
 	mu      sync.Mutex
 	session Session
-	// reconnected: when the device last regained network (Reconnected).
-	reconnected time.Time
+	// reconnected: when the device last regained network (Reconnected),
+	// in Unix nanoseconds; 0: never.
+	reconnected atomic.Int64
 }
 
 // New validates cfg and applies defaults.
@@ -150,17 +152,13 @@ func (o *Outbox) Login(s Session) {
 // when the network returns, not minutes later. Backoffs the receiver asked
 // for (429, 5xx, Retry-After) are kept. It only schedules; the caller
 // triggers the flush.
-func (o *Outbox) Reconnected() {
-	now := o.cfg.Clock.Now()
-	o.mu.Lock()
-	o.reconnected = now
-	o.mu.Unlock()
-}
+func (o *Outbox) Reconnected() { o.reconnected.Store(o.cfg.Clock.Now().UnixNano()) }
 
 func (o *Outbox) reconnectedAt() time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.reconnected
+	if n := o.reconnected.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Session returns the current session.
