@@ -116,9 +116,13 @@ func (h *handles[T]) get(args []js.Value) (v T, ok bool) {
 	if len(args) == 0 || args[0].Type() != js.TypeNumber {
 		return v, false
 	}
+	return h.lookup(args[0].Float())
+}
+
+func (h *handles[T]) lookup(id float64) (v T, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v, ok = h.m[args[0].Float()]
+	v, ok = h.m[id]
 	return v, ok
 }
 
