@@ -14,19 +14,29 @@ const loaderFastPath = `(() => {
   // numbers only, so the payload being handed over waits in held, which Go
   // reads back with payload(). An export's result has bit 0 set when
   // goroutines wait to run: kick (a js.Func) lets them run in a microtask.
-  let ex = null, held;
+  // A trap inside an export (the runtime is broken) detaches the exports
+  // and tells the loader (died), as a trap inside a js.Func does (watch).
+  let ex = null, held, died = null;
   const handOver = (payload, call) => {
     held = payload;
     try {
       return call();
+    } catch (err) {
+      if (err instanceof WebAssembly.RuntimeError) {
+        ex = null;
+        died?.(err);
+      }
+      throw err;
     } finally {
       held = undefined;
     }
   };
   return Object.freeze({
-    // attach hands over the runtime's exports (once it is instantiated).
-    attach(exports) {
-      if (typeof exports?.tabfence_channel_rx === "function") ex = exports;
+    // attach hands over the runtime's exports once it is instantiated, and
+    // null once it stopped: the exports of a stopped runtime are not called.
+    attach(exports, onTrap) {
+      ex = typeof exports?.tabfence_channel_rx === "function" ? exports : null;
+      died = ex !== null && typeof onTrap === "function" ? onTrap : null;
     },
     payload() {
       return held;

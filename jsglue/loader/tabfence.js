@@ -47,19 +47,29 @@ const FAST = (() => {
   // numbers only, so the payload being handed over waits in held, which Go
   // reads back with payload(). An export's result has bit 0 set when
   // goroutines wait to run: kick (a js.Func) lets them run in a microtask.
-  let ex = null, held;
+  // A trap inside an export (the runtime is broken) detaches the exports
+  // and tells the loader (died), as a trap inside a js.Func does (watch).
+  let ex = null, held, died = null;
   const handOver = (payload, call) => {
     held = payload;
     try {
       return call();
+    } catch (err) {
+      if (err instanceof WebAssembly.RuntimeError) {
+        ex = null;
+        died?.(err);
+      }
+      throw err;
     } finally {
       held = undefined;
     }
   };
   return Object.freeze({
-    // attach hands over the runtime's exports (once it is instantiated).
-    attach(exports) {
-      if (typeof exports?.tabfence_channel_rx === "function") ex = exports;
+    // attach hands over the runtime's exports once it is instantiated, and
+    // null once it stopped: the exports of a stopped runtime are not called.
+    attach(exports, onTrap) {
+      ex = typeof exports?.tabfence_channel_rx === "function" ? exports : null;
+      died = ex !== null && typeof onTrap === "function" ? onTrap : null;
     },
     payload() {
       return held;
@@ -177,12 +187,13 @@ async function start(options) {
   const fast = (globalThis[FASTPATH] ??= FAST);
 
   const runtime = watch(go, held);
+  runtime.onDie = () => fast.attach?.(null);
   const ready = new Promise((resolve) => {
     globalThis[GLOBAL + "_ready"] = resolve;
   });
   try {
     const instance = await instantiate(wasmURL, go.importObject);
-    fast.attach?.(instance.exports);
+    fast.attach?.(instance.exports, (err) => runtime.die(new RuntimeExitedError("tabfence: the runtime crashed; reload the page", { cause: err })));
     go.run(instance).then(
       () => runtime.die(new RuntimeExitedError(`tabfence: the runtime exited (code ${runtime.code ?? "unknown"}); reload the page`, { cause: runtime.code })),
       (err) => runtime.die(new RuntimeExitedError("tabfence: the runtime crashed; reload the page", { cause: err })),
@@ -219,6 +230,7 @@ function watch(go, held) {
     runtime.die = (err) => {
       if (runtime.error) return;
       runtime.error = err;
+      runtime.onDie?.();
       // Release every Web Lock the dead runtime held.
       for (const release of held) {
         try {
