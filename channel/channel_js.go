@@ -58,6 +58,9 @@ type Channel struct {
 	post   js.Value // the loader's FAST.post, or undefined
 
 	hdrs hdrCache // recurring received header strings, see hdrCache
+
+	exportID int32    // its number for the loader's rx (see exportRx), or 0
+	payload  js.Value // the loader's FAST.payload, or undefined
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -87,46 +90,56 @@ func Open(name string, opts ...Option) (*Channel, error) {
 	// and hands accepted messages to the delivery goroutine for the others,
 	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		var e Envelope
-		var why Reason
 		switch {
 		case fast.Rx.IsUndefined(): // called with the event
 			data := js.Undefined()
 			if len(args) > 0 && args[0].Type() == js.TypeObject {
 				data = args[0].Get("data")
 			}
-			e, why = decode(data, c.limits, &c.hdrs)
+			c.receive(decode(data, c.limits, &c.hdrs))
 		case len(args) == 2 && args[0].Type() == js.TypeNumber: // (header's length in scratch, payload)
-			if e, why = decodeHeaderJSON(scratchString(args[0].Int()), c.limits); why == ReasonNone {
-				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
-			}
+			c.receiveHeader(scratchString(args[0].Int()), args[1])
 		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
-			if e, why = decodeHeaderJSON(args[0].String(), c.limits); why == ReasonNone {
-				e.Payload, why = args[1], receivedPayloadReason(args[1], c.limits)
-			}
+			c.receiveHeader(args[0].String(), args[1])
 		default: // (undefined, data): not plainly an envelope
 			data := js.Undefined()
 			if len(args) == 2 {
 				data = args[1]
 			}
-			e, why = decode(data, c.limits, &c.hdrs)
-		}
-		if m, ok := c.rx.receive(e, why); ok {
-			c.dispatch(m)
+			c.receive(decode(data, c.limits, &c.hdrs))
 		}
 		return nil
 	})
 	handler := c.cb.Value
 	if !fast.Rx.IsUndefined() {
 		l := c.limits
-		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch)
+		c.exportID = exported.add(c)
+		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch, c.exportID, Kick())
 	}
-	c.post = fast.Post
+	c.post, c.payload = fast.Post, fast.Payload
 	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
 	bc.Set("onmessageerror", handler)
 	go c.deliver()
 	return c, nil
+}
+
+// receive runs one decoded envelope (why != ReasonNone: decoding rejected
+// it) through the receiver and delivers it if accepted.
+func (c *Channel) receive(e Envelope, why Reason) {
+	if m, ok := c.rx.receive(e, why); ok {
+		c.dispatch(m)
+	}
+}
+
+// receiveHeader receives an envelope the fast path handed over as its JSON
+// header (see FastPath) and payload: the same checks as decode.
+func (c *Channel) receiveHeader(hdr string, payload js.Value) {
+	e, why := decodeHeaderJSON(hdr, c.limits)
+	if why == ReasonNone {
+		e.Payload, why = payload, receivedPayloadReason(payload, c.limits)
+	}
+	c.receive(e, why)
 }
 
 // Fast holds the message path's JavaScript half that the loader
@@ -151,7 +164,14 @@ func Open(name string, opts ...Option) (*Channel, error) {
 //     appendHeaderJSON).
 //   - Deliver(fn, scratch, message, payload) calls fn with the message in a
 //     microtask (used by the JavaScript API's subscribers).
-type Fast struct{ Rx, Post, Deliver js.Value }
+//
+// When the loader has attached the instance's exports (see export_js.go),
+// Rx also gets the channel's export number and Kick: a header in scratch
+// then enters Go through the wasm export tabfence_channel_rx, which skips
+// the event machinery of a js.Func, and Payload returns the payload being
+// handed over. Poster builds the JavaScript API's post methods the same way
+// (package main).
+type Fast struct{ Rx, Post, Deliver, Payload, Poster js.Value }
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -208,7 +228,7 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster")}
 }
 
 var (
@@ -253,6 +273,7 @@ func (c *Channel) dispatch(ms ...Message) {
 	if queued {
 		select {
 		case c.wake <- struct{}{}:
+			Woke()
 		default:
 		}
 	}
@@ -312,7 +333,10 @@ func (c *Channel) Subscribe(fn func(Message)) (unsubscribe func()) {
 // message, or hands it on): fn is called directly by the channel's message
 // handler on the JavaScript event loop (or by Replay, on its caller's
 // goroutine), in arrival order, without the delivery goroutine. A fn that
-// blocks there stalls the page: use Subscribe for anything that waits.
+// blocks there stalls the page: use Subscribe for anything that waits. A
+// fn that wakes a waiting goroutine (a send or close it waits on) calls
+// Woke, so that goroutine runs at once when the message came through the
+// loader's export (see export_js.go); starting one needs no call.
 func (c *Channel) SubscribeNow(fn func(Message)) (unsubscribe func()) {
 	return c.subscribe(fn, true)
 }
@@ -413,6 +437,7 @@ func (c *Channel) Close() error {
 	c.queue = nil
 	c.mu.Unlock()
 	close(c.done)
+	exported.remove(c.exportID)
 	c.bc.Set("onmessage", js.Null())
 	c.bc.Set("onmessageerror", js.Null())
 	_, err := jsglue.Call(c.bc, "close")

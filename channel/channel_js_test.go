@@ -408,12 +408,23 @@ func TestFastPath(t *testing.T) {
 // A receiver on the fast path and one without it, on the same channel, see
 // the same messages the same way: odd but valid strings and numbers, and
 // garbage.
+// With exports, the fast receiver's headers enter Go through the wasm
+// export (see export_js.go) instead of its js.Func.
 func TestFastPathDecodesLikeGo(t *testing.T) {
+	t.Run("js.Func", func(t *testing.T) { testFastPathDecodesLikeGo(t, false) })
+	t.Run("exports", func(t *testing.T) { testFastPathDecodesLikeGo(t, true) })
+}
+
+func testFastPathDecodesLikeGo(t *testing.T, exports bool) {
 	name := chName(t)
 	slow := openCh(t, name)
 	func() {
 		key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-		js.Global().Get("Reflect").Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
+		fast := js.Global().Call("eval", loaderFastPath)
+		if exports {
+			fast.Call("attach", goInstance(t).Get("_inst").Get("exports"))
+		}
+		js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
 		defer js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		fastCh := openCh(t, name)
 		t.Cleanup(func() { fastCh.Close() })

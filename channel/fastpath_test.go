@@ -9,13 +9,45 @@ const loaderFastPath = `(() => {
   // reference; one that does not fit crosses as a string.
   const enc = new TextEncoder(), dec = new TextDecoder();
   const text = (buf, h) => (typeof h === "number" ? dec.decode(buf.subarray(0, h)) : h);
+  // ex: the instance's exports once attached. A call through a wasm export
+  // skips a js.Func's event machinery (tens of µs per call); exports take
+  // numbers only, so the payload being handed over waits in held, which Go
+  // reads back with payload(). An export's result has bit 0 set when
+  // goroutines wait to run: kick (a js.Func) lets them run in a microtask.
+  // A trap inside an export (the runtime is broken) detaches the exports
+  // and tells the loader (died), as a trap inside a js.Func does (watch).
+  let ex = null, held, died = null;
+  const handOver = (payload, call) => {
+    held = payload;
+    try {
+      return call();
+    } catch (err) {
+      if (err instanceof WebAssembly.RuntimeError) {
+        ex = null;
+        died?.(err);
+      }
+      throw err;
+    } finally {
+      held = undefined;
+    }
+  };
   return Object.freeze({
+    // attach hands over the runtime's exports once it is instantiated, and
+    // null once it stopped: the exports of a stopped runtime are not called.
+    attach(exports, onTrap) {
+      ex = typeof exports?.tabfence_channel_rx === "function" ? exports : null;
+      died = ex !== null && typeof onTrap === "function" ? onTrap : null;
+    },
+    payload() {
+      return held;
+    },
     // rx wraps a channel's Go handler: a message that is plainly a tabfence
     // envelope (these types, strings within the bounds) reaches Go as
     // (JSON header [id, kind, resource, owner, token, seq, sentAt], payload),
     // the header in buf (its length) or as a string; anything else as
-    // (undefined, data), for Go to decode and count.
-    rx(go, maxID, maxKind, maxResource, maxOwner, buf) {
+    // (undefined, data), for Go to decode and count. With exports, a header
+    // in buf goes to the export instead, naming the channel by id.
+    rx(go, maxID, maxKind, maxResource, maxOwner, buf, id, kick) {
       return (ev) => {
         const d = ev?.data;
         if (typeof d === "object" && d !== null && d.protocol === "tabfence" && d.version === 1 &&
@@ -25,9 +57,33 @@ const loaderFastPath = `(() => {
             typeof d.token === "number" && typeof d.seq === "number" && typeof d.sentAt === "number") {
           const h = JSON.stringify([d.id, d.kind, d.resource, d.owner, d.token, d.seq, d.sentAt]);
           const r = buf ? enc.encodeInto(h, buf) : null;
+          if (r !== null && r.read === h.length && ex !== null && id > 0) {
+            if (handOver(d.payload, () => ex.tabfence_channel_rx(id, r.written)) & 1) queueMicrotask(kick);
+            return;
+          }
           return go(r !== null && r.read === h.length ? r.written : h, d.payload);
         }
         return go(undefined, d);
+      };
+    },
+    // poster returns a post(kind, payload) method of the API: with exports,
+    // a string kind that fits buf goes to the export tabfence_post with
+    // (op, id) and the result comes back as JSON in buf; the export's
+    // verdict, bits 1 and up: > 0 the result's length, < 0 failed (fail()
+    // returns the rejected promise), 0 not taken (slow does it all).
+    poster(op, id, slow, fail, buf, kick) {
+      return (kind, payload) => {
+        if (ex !== null && typeof kind === "string") {
+          const r = enc.encodeInto(kind, buf);
+          if (r.read === kind.length) {
+            const v = handOver(payload, () => ex.tabfence_post(op, id, r.written));
+            if (v & 1) queueMicrotask(kick);
+            const n = v >> 1;
+            if (n > 0) return Promise.resolve(JSON.parse(dec.decode(buf.subarray(0, n))));
+            if (n < 0) return fail();
+          }
+        }
+        return slow(kind, payload);
       };
     },
     // post sends the envelope whose header Go wrote as JSON (in buf, or h).

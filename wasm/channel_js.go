@@ -178,7 +178,7 @@ func openChannel(where, name string, opts js.Value, el *election) (any, error) {
 	id := chans.add(cs)
 	obj := newObject()
 	defineConst(obj, "name", name)
-	defineConst(obj, "post", bound(chanPost, id))
+	defineConst(obj, "post", postMethod(opChanPost, id, bound(chanPost, id)))
 	defineConst(obj, "subscribe", bound(chanSubscribe, id))
 	defineConst(obj, "stats", bound(chanStats, id))
 	defineConst(obj, "replay", bound(chanReplay, id))
@@ -247,27 +247,36 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 			return nil, err
 		}
 	}
-	if len(kind) > channel.DefaultLimits.MaxKind {
-		return nil, typeErr(where, "kind is longer than "+itoa(channel.DefaultLimits.MaxKind)+" bytes")
-	}
-	if !known {
+	if !known && len(kind) <= channel.DefaultLimits.MaxKind {
 		recurring.get(kind) // remember it for the next post
 	}
-	if el == nil || l == nil || l.Ctx.Err() != nil {
-		return nil, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}
-	}
-	if el.fx == nil || l.Token == 0 {
-		return nil, &NotLeaderError{"tabfence: " + where + ": the election is not fenced (token 0); elect with fenced: true to post"}
-	}
-	e, err := cs.c.Send(el.fx.sequencer(l, cs.name), kind, payload)
+	e, err := cs.send(where, el, l, kind, payload)
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 96)
+	return jsJSONParse.Invoke(string(postResult(make([]byte, 0, 96), e))), nil
+}
+
+// send posts kind (a string already) and payload under leadership l.
+func (cs *chanState) send(where string, el *election, l *locks.Leadership, kind string, payload js.Value) (channel.Envelope, error) {
+	if len(kind) > channel.DefaultLimits.MaxKind {
+		return channel.Envelope{}, typeErr(where, "kind is longer than "+itoa(channel.DefaultLimits.MaxKind)+" bytes")
+	}
+	if el == nil || l == nil || l.Ctx.Err() != nil {
+		return channel.Envelope{}, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}
+	}
+	if el.fx == nil || l.Token == 0 {
+		return channel.Envelope{}, &NotLeaderError{"tabfence: " + where + ": the election is not fenced (token 0); elect with fenced: true to post"}
+	}
+	return cs.c.Send(el.fx.sequencer(l, cs.name), kind, payload)
+}
+
+// postResult appends what post resolves to, {id, token, seq}, as JSON.
+func postResult(b []byte, e channel.Envelope) []byte {
 	b = channel.AppendJSONField(b, `{"id":`, e.ID)
 	b = channel.AppendUintField(b, `,"token":`, e.Token)
 	b = channel.AppendUintField(b, `,"seq":`, e.Seq)
-	return jsJSONParse.Invoke(string(append(b, '}'))), nil
+	return append(b, '}')
 }
 
 // observe runs for every fresh message: advance the page's guard, and

@@ -270,7 +270,7 @@ func registerFence(api js.Value) {
 	ctxPost = promiseFunc(func(args []js.Value) (any, error) {
 		r, ok := leaderRefs.get(args)
 		if !ok {
-			return nil, errors.New("tabfence: leader context released")
+			return nil, errLeaderReleased
 		}
 		cs, err := r.el.fx.channel(r.el)
 		if err != nil {
@@ -660,7 +660,7 @@ func (fx *electFence) decorate(o js.Value, el *election, l *locks.Leadership) {
 	id := leaderRefs.add(&leaderRef{el: el, l: l})
 	o.Set("database", fx.st.name)
 	o.Set("apply", bound(ctxApply, id))
-	o.Set("post", bound(ctxPost, id))
+	o.Set("post", postMethod(opCtxPost, id, bound(ctxPost, id)))
 	// The handle stays: an old context's apply still goes to the fence,
 	// which decides (stale, or accepted if no newer leader wrote); post
 	// refuses once the leadership is over.

@@ -117,7 +117,10 @@ func (h *handles[T]) get(args []js.Value) (v T, ok bool) {
 	if len(args) == 0 || args[0].Type() != js.TypeNumber {
 		return v, false
 	}
-	id := args[0].Float()
+	return h.lookup(args[0].Float())
+}
+
+func (h *handles[T]) lookup(id float64) (v T, ok bool) {
 	h.mu.Lock()
 	v, ok = h.m[id]
 	h.mu.Unlock()

@@ -1,0 +1,133 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"errors"
+	"sync"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/jsglue"
+)
+
+// The post methods of the API (ctx.post, channel.post) through a wasm
+// export: see package channel's export_js.go for why (an entry through a
+// js.Func costs tens of µs, a post pays one) and for the rules an export
+// keeps. The loader's FAST.poster builds the method; without the loader it
+// is the js.Func.
+
+// Which post tabfence_post runs.
+const (
+	opCtxPost  = 1 // ctx.post: id is a leaderRefs handle
+	opChanPost = 2 // channel.post: id is a chans handle
+)
+
+var errLeaderReleased = errors.New("tabfence: leader context released")
+
+// postMethod returns the post method for handle id: the loader's poster
+// around slow (the js.Func), or slow itself.
+func postMethod(op int32, id float64, slow js.Value) js.Value {
+	poster := channel.FastPath().Poster
+	if poster.IsUndefined() {
+		return slow
+	}
+	m := poster.Invoke(op, id, slow, fastFail().Value, channel.Scratch(), channel.Kick())
+	jsReflect.Call("set", m, symAsync, true)
+	return m
+}
+
+// exportPost runs post op for handle id with the kind the loader wrote into
+// scratch (n bytes) and the payload it holds (Channel.HeldPayload), exactly
+// as the js.Func does. Its result, shifted left by one beside the kick
+// bit (channel.Leave) in bit 0: the length of the result JSON written into
+// scratch, or -1 when it failed (the loader then calls fail, which returns
+// the rejected promise).
+//
+//go:wasmexport tabfence_post
+func exportPost(op, id, n int32) (v int32) {
+	g := channel.Entered()
+	defer func() {
+		if r := recover(); r != nil {
+			reportPanic(r)
+			setFastErr(errInternal)
+			v = -1<<1 | channel.Leave(g)
+		}
+	}()
+	e, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
+	if err == nil {
+		var b [128]byte
+		if w := channel.WriteScratch(postResult(b[:0], e)); w > 0 {
+			return int32(w)<<1 | channel.Leave(g)
+		}
+		err = errInternal // cannot happen: an ID is 32 hex digits
+	}
+	setFastErr(err)
+	return -1<<1 | channel.Leave(g)
+}
+
+// fastPost is ctxPost's or chanPost's body for a string kind.
+func fastPost(op int32, id float64, kind string) (channel.Envelope, error) {
+	switch op {
+	case opCtxPost:
+		const where = "ctx.post"
+		r, ok := leaderRefs.lookup(id)
+		if !ok {
+			return channel.Envelope{}, errLeaderReleased
+		}
+		cs, err := r.el.fx.channel(r.el)
+		if err != nil {
+			return channel.Envelope{}, err
+		}
+		if kind, err = checkedString(where, "kind", kind); err != nil {
+			return channel.Envelope{}, err
+		}
+		return cs.send(where, r.el, r.l, kind, cs.c.HeldPayload())
+	case opChanPost:
+		const where = "channel.post"
+		cs, ok := chans.lookup(id)
+		if !ok {
+			return channel.Envelope{}, channel.ErrClosed
+		}
+		el, l, err := cs.leader()
+		if err != nil {
+			return channel.Envelope{}, err
+		}
+		if kind, err = checkedString(where, "kind", kind); err != nil {
+			return channel.Envelope{}, err
+		}
+		return cs.send(where, el, l, kind, cs.c.HeldPayload())
+	}
+	return channel.Envelope{}, errInternal
+}
+
+var (
+	fastErrMu   sync.Mutex
+	fastErr     error
+	fastFailCB  *jsglue.Callback
+	fastFailOne sync.Once
+)
+
+func setFastErr(err error) {
+	fastErrMu.Lock()
+	fastErr = err
+	fastErrMu.Unlock()
+}
+
+// fastFail returns the promise a failed tabfence_post resolves to: rejected
+// with its error, as the js.Func's.
+func fastFail() *jsglue.Callback {
+	fastFailOne.Do(func() {
+		fastFailCB = jsglue.NewCallback(func(js.Value, []js.Value) any {
+			fastErrMu.Lock()
+			err := fastErr
+			fastErr = nil
+			fastErrMu.Unlock()
+			if err == nil {
+				err = errInternal
+			}
+			return jsPromise.Call("reject", jsglue.ToJS(err))
+		})
+	})
+	return fastFailCB
+}
