@@ -74,7 +74,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer func() {
 		if err == nil {
-			err = fenceFigures(ctx, w, b, srv.URL) // fence.go: issue 3's figures
+			err = fenceFigures(ctx, w, b, srv.URL, distDir) // fence.go: issue 3's figures
 		}
 	}()
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")
