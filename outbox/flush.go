@@ -12,6 +12,9 @@ import (
 // FlushReport summarises one Flush.
 type FlushReport struct {
 	Batches, Claimed, Acked, Retried, DeadLettered, Terminal, Conflicts, Released int
+	// More: the flush stopped at its deadline (MaxFlushDuration), not
+	// because nothing was due: due records may be left.
+	More bool
 }
 
 // flushRun is the state one Flush shares between its lanes.
@@ -109,6 +112,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 	for {
 		now := o.cfg.Clock.Now()
 		if !now.Before(f.deadline) || ctx.Err() != nil {
+			f.count(func(r *FlushReport) { r.More = true }, nil)
 			return nil
 		}
 		if _, err := o.cfg.Store.UpdateLease(ctx, o.lockName, RenewLease(f.lease, now, o.cfg.LeaseTTL)); err != nil {

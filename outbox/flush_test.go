@@ -329,10 +329,16 @@ func TestFlushDeadlineReleasesUnsent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, rep.Acked)
 	require.Equal(t, 2, rep.Released)
+	require.True(t, rep.More) // stopped by the deadline: the caller goes on at once
 	p, _ := h.ob.Status(context.Background())
 	require.Equal(t, 2, p.Pending)
 	require.Equal(t, 0, p.Sending)
 	require.Equal(t, 12*time.Second, p.OldestPendingAge)
+	h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+	rep, err = h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Acked)
+	require.False(t, rep.More) // drained: nothing due is left
 }
 
 func TestEventsNeverCarryPayload(t *testing.T) {

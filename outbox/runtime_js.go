@@ -1095,6 +1095,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		rep.Terminal += one.Terminal
 		rep.Conflicts += one.Conflicts
 		rep.Released += one.Released
+		rep.More = one.More
 		if err != nil || ctx.Err() != nil || one.Claimed == 0 {
 			break
 		}
@@ -1119,6 +1120,12 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		// Resume (in any tab) announces OUTBOX_CHANGED and flushes.
 	case errors.Is(err, ErrOffline):
 		// No timer: the online event (in every tab) flushes.
+	case rep.More:
+		// Stopped at the deadline with work left: go on at once (another
+		// tab may take over meanwhile: the lock decides), without reading
+		// every waiting record for a due time that is now.
+		r.dueT.Reset(time.Millisecond)
+		r.compact(ctx)
 	default:
 		r.scheduleNext(user)
 		r.compact(ctx)
