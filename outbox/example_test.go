@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/tabfence/tabfence/internal/wire"
 	"github.com/tabfence/tabfence/outbox"
@@ -80,8 +82,11 @@ func ExampleOutbox_Reconnected() {
 	ctx := context.Background()
 	network := "offline"
 	store := outbox.NewMemStore()
+	clock := &manualClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	ob, _ := outbox.New(outbox.Config{
-		Store: store,
+		Store: store, Clock: clock,
+		// Seeded jitter: the backoff drawn below is the same on every run.
+		Backoff: &outbox.Backoff{Base: time.Minute, Rand: rand.New(rand.NewPCG(1, 2))},
 		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
 			switch network {
 			case "offline":
@@ -107,6 +112,7 @@ func ExampleOutbox_Reconnected() {
 	fmt.Println(rec.Status, rec.Attempts, rec.LastError.Code)
 
 	network = "up"
+	clock.t = clock.t.Add(time.Millisecond)
 	ob.Flush(ctx, lease) // still backing off: nothing is sent
 	rec, _ = store.Get(ctx, r.ID)
 	fmt.Println(rec.Status)
@@ -120,3 +126,8 @@ func ExampleOutbox_Reconnected() {
 	// retryable_failed
 	// acked 2
 }
+
+// manualClock is a Clock that moves only when told.
+type manualClock struct{ t time.Time }
+
+func (c *manualClock) Now() time.Time { return c.t }
