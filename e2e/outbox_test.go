@@ -46,10 +46,13 @@ type noteCtl struct {
 	arrivals   map[string][]time.Time // per key
 	answers    map[string][]int       // statuses per key
 	inflight   int                    // requests arrived and not yet answered
+	// effectsBy counts new effects (a 2xx answer that is not a replay) by
+	// the request's X-Client-Fencing-Token: whose sends changed the server.
+	effectsBy map[uint64]int
 }
 
 func newNoteCtl() *noteCtl {
-	return &noteCtl{byKey: map[string]int{}, byUser: map[string]int{}, arrivals: map[string][]time.Time{}, answers: map[string][]int{}}
+	return &noteCtl{byKey: map[string]int{}, byUser: map[string]int{}, arrivals: map[string][]time.Time{}, answers: map[string][]int{}, effectsBy: map[uint64]int{}}
 }
 
 func (c *noteCtl) middleware(next http.Handler) http.Handler {
@@ -100,6 +103,10 @@ func (c *noteCtl) middleware(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		c.mu.Lock()
 		c.answers[key] = append(c.answers[key], rec.Code)
+		if rec.Code/100 == 2 && rec.Header().Get("Idempotent-Replayed") == "" {
+			tok, _ := strconv.ParseUint(r.Header.Get("X-Client-Fencing-Token"), 10, 64)
+			c.effectsBy[tok]++
+		}
 		c.mu.Unlock()
 		if hold {
 			close(committed)
@@ -115,6 +122,20 @@ func (c *noteCtl) middleware(next http.Handler) http.Handler {
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(rec.Body.Bytes())
 	})
+}
+
+// effectsAbove counts the new effects of sends whose fencing token is above
+// tok: the work of owners newer than the one holding tok.
+func (c *noteCtl) effectsAbove(tok uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for t, k := range c.effectsBy {
+		if t > tok {
+			n += k
+		}
+	}
+	return n
 }
 
 func (c *noteCtl) set(fn func(c *noteCtl)) {
@@ -485,18 +506,24 @@ func frozenOwner(t *testing.T, throttle bool) {
 	}
 	owner := leaderOf(t, tabs)
 	oldTok := eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.leaseToken)`)
+	fenceTok := eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.fenceToken)`)
+	if fenceTok <= 0 {
+		t.Fatalf("the owner has no server fencing token (%v)", fenceTok)
+	}
 	frozenAt := time.Now()
 	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		t.Fatal(err)
 	}
-	// Its request on the wire may still land: wait until the server has
-	// answered everything it received (the frozen tab sends nothing new).
+	// Requests the frozen tab sent before the freeze may still land: the
+	// queue moves again when a newer owner (a higher server fencing token)
+	// changes the server.
 	e.waitIdle()
-	base := e.effects()
-	if base >= n {
+	if base := e.effects(); base >= n {
 		t.Fatalf("the owner finished before it froze (%d effects)", base)
 	}
-	if err := harness.Poll(context.Background(), "the queue moving again", 15*time.Second, 10*time.Millisecond, func() (bool, error) { return e.effects() > base, nil }); err != nil {
+	if err := harness.Poll(context.Background(), "the queue moving again", 15*time.Second, 10*time.Millisecond, func() (bool, error) {
+		return e.ctl.effectsAbove(uint64(fenceTok)) > 0, nil
+	}); err != nil {
 		for i, tab := range tabs {
 			if i != owner {
 				t.Logf("tab %d: %s", i, eventSummary(t, tab))

@@ -61,15 +61,42 @@ type bench struct {
 	url   string
 	delay atomic.Int64 // ns before every POST /api/notes
 	seq   int
+	// newest is the highest server fencing token whose send made a new
+	// effect (a 2xx answer that is not a replay).
+	newest atomic.Uint64
 }
 
 func (bn *bench) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d := bn.delay.Load(); d > 0 && r.Method == http.MethodPost && r.URL.Path == "/api/notes" {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/notes" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if d := bn.delay.Load(); d > 0 {
 			time.Sleep(time.Duration(d))
 		}
-		next.ServeHTTP(w, r)
+		tok, _ := strconv.ParseUint(r.Header.Get("X-Client-Fencing-Token"), 10, 64)
+		next.ServeHTTP(&effectWriter{ResponseWriter: w, tok: tok, bn: bn}, r)
 	})
+}
+
+// effectWriter notes the fencing token of an answer that is a new effect.
+type effectWriter struct {
+	http.ResponseWriter
+	tok uint64
+	bn  *bench
+}
+
+func (e *effectWriter) WriteHeader(code int) {
+	if code/100 == 2 && e.Header().Get("Idempotent-Replayed") == "" {
+		for {
+			cur := e.bn.newest.Load()
+			if e.tok <= cur || e.bn.newest.CompareAndSwap(cur, e.tok) {
+				break
+			}
+		}
+	}
+	e.ResponseWriter.WriteHeader(code)
 }
 
 // Run measures and prints a table to w. distDir holds the built runtime
@@ -354,6 +381,14 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 	if owner == nil {
 		return 0, fmt.Errorf("no flushing tab")
 	}
+	ft, err := harness.Eval[float64](owner, `tabfenceNotes.outbox.status().then(s => s.fenceToken)`)
+	if err != nil {
+		return 0, err
+	}
+	if ft <= 0 {
+		return 0, fmt.Errorf("the flushing tab has no server fencing token")
+	}
+	frozenTok := uint64(ft)
 	t0 := time.Now()
 	if _, err := chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		return 0, err
@@ -367,9 +402,11 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 	if base >= start+n {
 		return 0, fmt.Errorf("finished before the freeze")
 	}
+	// Moving again: a new effect from a newer owner (a higher server
+	// fencing token); requests the frozen tab sent before the freeze may
+	// still land and do not count.
 	err = harness.Poll(context.Background(), "queue moving again", 20*time.Second, 5*time.Millisecond, func() (bool, error) {
-		n, err := bn.effects()
-		return n > base, err
+		return bn.newest.Load() > frozenTok, nil
 	})
 	if err != nil {
 		return 0, err
