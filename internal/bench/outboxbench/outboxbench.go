@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // Sizes of the runs.
@@ -61,9 +63,16 @@ type bench struct {
 	url   string
 	delay atomic.Int64 // ns before every POST /api/notes
 	seq   int
-	// newest is the highest server fencing token whose send made a new
-	// effect (a 2xx answer that is not a replay).
-	newest atomic.Uint64
+	// newest is, per fencing resource, the highest server fencing token
+	// whose send made a new effect (a 2xx answer that is not a replay).
+	mu     sync.Mutex
+	newest map[string]uint64
+}
+
+func (bn *bench) newestOf(resource string) uint64 {
+	bn.mu.Lock()
+	defer bn.mu.Unlock()
+	return bn.newest[resource]
 }
 
 func (bn *bench) middleware(next http.Handler) http.Handler {
@@ -76,25 +85,28 @@ func (bn *bench) middleware(next http.Handler) http.Handler {
 			time.Sleep(time.Duration(d))
 		}
 		tok, _ := strconv.ParseUint(r.Header.Get("X-Client-Fencing-Token"), 10, 64)
-		next.ServeHTTP(&effectWriter{ResponseWriter: w, tok: tok, bn: bn}, r)
+		next.ServeHTTP(&effectWriter{ResponseWriter: w, res: r.Header.Get("X-Client-Resource"), tok: tok, bn: bn}, r)
 	})
 }
 
 // effectWriter notes the fencing token of an answer that is a new effect.
 type effectWriter struct {
 	http.ResponseWriter
+	res string
 	tok uint64
 	bn  *bench
 }
 
 func (e *effectWriter) WriteHeader(code int) {
 	if code/100 == 2 && e.Header().Get("Idempotent-Replayed") == "" {
-		for {
-			cur := e.bn.newest.Load()
-			if e.tok <= cur || e.bn.newest.CompareAndSwap(cur, e.tok) {
-				break
-			}
+		e.bn.mu.Lock()
+		if e.bn.newest == nil {
+			e.bn.newest = map[string]uint64{}
 		}
+		if e.tok > e.bn.newest[e.res] {
+			e.bn.newest[e.res] = e.tok
+		}
+		e.bn.mu.Unlock()
 	}
 	e.ResponseWriter.WriteHeader(code)
 }
@@ -142,7 +154,17 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 		}
 	}
 
-	backlog, err := measure(flushJS(BacklogN, BacklogEntities))
+	backlog, err := func() (float64, error) {
+		tab, err := bn.open(b, url.Values{})
+		if err != nil {
+			return 0, err
+		}
+		defer tab.Close()
+		// Minutes, not EvalTimeout: 2000 enqueues and their flush.
+		ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
+		defer cancel()
+		return chromedp.Run(ctx, chromedp.Evaluate[float64](backlogJS(BacklogN, BacklogEntities), chromedp.EvalAwaitPromise))
+	}()
 	if err != nil {
 		return fmt.Errorf("backlog: %w", err)
 	}
@@ -169,7 +191,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect\n",
+	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect from a newer owner (a higher server fencing token)\n",
 		len(frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
 	return nil
 }
@@ -265,6 +287,26 @@ func flushJS(n, entities int) string {
 	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
 		const run = Math.random().toString(36).slice(2);
 		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + i, text: "x"}});
+		let acked = 0;
+		const t0 = performance.now();
+		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
+			if (e.kind === "outbox.record.ack" && ++acked >= ` + strconv.Itoa(n) + `) { stop(); res(); }
+			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
+		await ob.resume();
+		await done;
+		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+}
+
+// backlogJS is flushJS with the queue filled 50 enqueues at a time (the
+// figure is the flush; filling it one by one would only take longer).
+func backlogJS(n, entities int) string {
+	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+		const run = Math.random().toString(36).slice(2);
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i += 50) {
+			const ps = [];
+			for (let j = i; j < Math.min(i + 50, ` + strconv.Itoa(n) + `); j++) ps.push(ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (j % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + j, text: "x"}}));
+			await Promise.all(ps);
+		}
 		let acked = 0;
 		const t0 = performance.now();
 		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
@@ -389,6 +431,11 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 		return 0, fmt.Errorf("the flushing tab has no server fencing token")
 	}
 	frozenTok := uint64(ft)
+	name, err := harness.Eval[string](owner, `tabfenceNotes.name`)
+	if err != nil {
+		return 0, err
+	}
+	resource := outbox.FenceResource(name, "bench")
 	t0 := time.Now()
 	if _, err := chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		return 0, err
@@ -406,7 +453,7 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 	// fencing token); requests the frozen tab sent before the freeze may
 	// still land and do not count.
 	err = harness.Poll(context.Background(), "queue moving again", 20*time.Second, 5*time.Millisecond, func() (bool, error) {
-		return bn.newest.Load() > frozenTok, nil
+		return bn.newestOf(resource) > frozenTok, nil
 	})
 	if err != nil {
 		return 0, err
