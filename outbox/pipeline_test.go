@@ -31,6 +31,16 @@ func (s *batchStore) UpdateBatch(ctx context.Context, l Lease, ups []RecordUpdat
 	return s.MemStore.UpdateBatch(ctx, l, ups)
 }
 
+// entity enqueues n records of one entity ("n"), in order, and returns
+// their ids.
+func (h *harness) entity(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID
+	}
+	return ids
+}
+
 // chargedUnsent returns the records charged (attempts > 0) whose request
 // was never started: a crash at this moment would leave them charged
 // although never sent.
@@ -60,10 +70,7 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 4; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID)
-	}
+	ids := h.entity(4)
 	sent := map[string]bool{}
 	h.reply = func(r Request) (Response, error) {
 		sent[r.RecordID] = true
@@ -108,10 +115,7 @@ func TestLaneStopsChargingNothingMore(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 4; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
-	}
+	ids := h.entity(4)
 	n := 0
 	h.reply = func(Request) (Response, error) {
 		n++
@@ -215,10 +219,7 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 			}
 			h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 			h.store = bs.MemStore
-			var ids []string
-			for i := 0; i < 3; i++ {
-				ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
-			}
+			ids := h.entity(3)
 			h.reply = func(Request) (Response, error) {
 				if where == "before the step" {
 					cancel()
@@ -247,10 +248,7 @@ func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 3; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
-	}
+	ids := h.entity(3)
 	var charged []int
 	h.reply = func(r Request) (Response, error) {
 		if r.RecordID == ids[0] {
@@ -350,10 +348,7 @@ func TestLaneChargesAheadInSteps(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 3 })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 7; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID)
-	}
+	ids := h.entity(7)
 	sent := map[string]bool{}
 	var order []string
 	h.reply = func(r Request) (Response, error) {
@@ -386,10 +381,7 @@ func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 4 })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 6; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
-	}
+	ids := h.entity(6)
 	n := 0
 	h.reply = func(Request) (Response, error) {
 		n++
@@ -421,10 +413,7 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 	bs := &batchStore{MemStore: NewMemStore()}
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 5; c.MaxFlushDuration = time.Minute })
 	h.store = bs.MemStore
-	var ids []string
-	for i := 0; i < 5; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")}).ID)
-	}
+	ids := h.entity(5)
 	n := 0
 	h.reply = func(Request) (Response, error) {
 		if n++; n == 2 {

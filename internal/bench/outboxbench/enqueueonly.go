@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -20,6 +19,22 @@ import (
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/internal/server"
 )
+
+// profile starts Chromium's CPU profiler in tab, sampling every interval µs;
+// the returned func stops it and writes the profile to path ("" drops it).
+func profile(tab *harness.Tab, interval int) func(path string) {
+	chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
+	chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: int64(interval)})
+	chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+	return func(path string) {
+		res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{})
+		if err != nil || path == "" {
+			return
+		}
+		bs, _ := json.Marshal(res.Profile)
+		os.WriteFile(path, bs, 0o644)
+	}
+}
 
 // RunEnqueue is the enqueue figure of Run alone (same page, same JS, same
 // record shape), for quick iteration: rounds interleaved rounds, each
@@ -42,11 +57,9 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 			if err != nil {
 				return err
 			}
-			prof := i == 0 && round == 0 && profileDir != ""
-			if prof {
-				chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
-				chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 250})
-				chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+			var stopProf func(string)
+			if i == 0 && round == 0 && profileDir != "" {
+				stopProf = profile(tab, 250)
 			}
 			if probe != "" && i == 0 {
 				if _, err := harness.Eval[any](tab, probe); err != nil {
@@ -59,11 +72,8 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 					fmt.Fprintln(w, "probe:", s)
 				}
 			}
-			if prof {
-				if res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); err == nil {
-					bs, _ := json.Marshal(res.Profile)
-					os.WriteFile(filepath.Join(profileDir, "enqueue.cpuprofile"), bs, 0o644)
-				}
+			if stopProf != nil {
+				stopProf(filepath.Join(profileDir, "enqueue.cpuprofile"))
 			}
 			tab.Close()
 			if err != nil {
@@ -166,18 +176,9 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 		}
 		defer tab.Close()
 		if prof != "" {
-			chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
-			chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 250})
-			chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+			defer profile(tab, 250)(filepath.Join(profileDir, prof+".cpuprofile"))
 		}
-		v, err := harness.Eval[float64](tab, js)
-		if prof != "" {
-			if res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); err == nil {
-				bs, _ := json.Marshal(res.Profile)
-				os.WriteFile(filepath.Join(profileDir, prof+".cpuprofile"), bs, 0o644)
-			}
-		}
-		return v, err
+		return harness.Eval[float64](tab, js)
 	}
 	var as, bs, rs, ra, rb []float64
 	for round := 0; round < rounds; round++ {
@@ -212,7 +213,9 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 
 // RunFlushProfile enqueues FlushN records in entities entities (paused), then
 // profiles only the flush (resume to the last ack) with Chromium's CPU
-// profiler: profileDir/flush.cpuprofile. It prints the rate.
+// profiler: profileDir/flush.cpuprofile. entities <= 0 profiles the raw
+// sequential fetch loop instead (profileDir/raw.cpuprofile). It prints the
+// rate.
 func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities int, profileDir string) error {
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
@@ -224,45 +227,19 @@ func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities 
 		return err
 	}
 	defer tab.Close()
-	n := strconv.Itoa(FlushN)
-	if entities <= 0 {
-		// The raw sequential fetch loop, profiled the same way.
-		chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
-		chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 100})
-		chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
-		v, err := harness.Eval[float64](tab, rawFetchJS(FlushN))
-		if res, perr := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); perr == nil {
-			bs, _ := json.Marshal(res.Profile)
-			os.WriteFile(filepath.Join(profileDir, "raw.cpuprofile"), bs, 0o644)
+	name, js := "raw", rawFetchJS(FlushN)
+	if entities > 0 {
+		if _, err := harness.Eval[bool](tab, `(async () => {`+fillJS(FlushN, entities, 1)+`return true; })()`); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "raw fetch loop: %.0f records/s\n", v)
-		return err
+		name, js = "flush", `(async () => {`+drainJS(FlushN)+`})()`
 	}
-	if _, err := harness.Eval[bool](tab, `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
-		const run = Math.random().toString(36).slice(2);
-		for (let i = 0; i < `+n+`; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % `+strconv.Itoa(entities)+`), payload: {id: run + "-" + i, text: "x"}});
-		return true; })()`); err != nil {
-		return err
-	}
-	chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
-	chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 100})
-	chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
-	v, err := harness.Eval[float64](tab, `(async () => { const ob = tabfenceNotes.outbox;
-		let acked = 0;
-		const t0 = performance.now();
-		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
-			if (e.kind === "outbox.record.ack" && ++acked >= `+n+`) { stop(); res(); }
-			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
-		await ob.resume();
-		await done;
-		return `+n+` / (performance.now() - t0) * 1000; })()`)
-	if res, perr := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{}); perr == nil {
-		bs, _ := json.Marshal(res.Profile)
-		os.WriteFile(filepath.Join(profileDir, "flush.cpuprofile"), bs, 0o644)
-	}
+	stopProf := profile(tab, 100)
+	v, err := harness.Eval[float64](tab, js)
+	stopProf(filepath.Join(profileDir, name+".cpuprofile"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "flush %d entities: %.0f records/s\n", entities, v)
+	fmt.Fprintf(w, "%s, %d entities: %.0f records/s\n", name, entities, v)
 	return nil
 }

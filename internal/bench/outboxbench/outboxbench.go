@@ -284,37 +284,41 @@ func rawPutJS(n int) string {
 // flushJS: enqueue n records in `entities` entities while paused, then
 // resume and flush; records acked per second from resume to the last ack.
 func flushJS(n, entities int) string {
-	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
-		const run = Math.random().toString(36).slice(2);
-		for (let i = 0; i < ` + strconv.Itoa(n) + `; i++) await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (i % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + i, text: "x"}});
-		let acked = 0;
-		const t0 = performance.now();
-		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
-			if (e.kind === "outbox.record.ack" && ++acked >= ` + strconv.Itoa(n) + `) { stop(); res(); }
-			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
-		await ob.resume();
-		await done;
-		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+	return `(async () => {` + fillJS(n, entities, 1) + drainJS(n) + `})()`
 }
 
 // backlogJS is flushJS with the queue filled 50 enqueues at a time (the
 // figure is the flush; filling it one by one would only take longer).
 func backlogJS(n, entities int) string {
-	return `(async () => { const ob = tabfenceNotes.outbox; await ob.pause();
+	return `(async () => {` + fillJS(n, entities, 50) + drainJS(n) + `})()`
+}
+
+// fillJS (statements) pauses the demo's queue and enqueues n records in
+// `entities` entities, batch at a time (1: each awaited on its own).
+func fillJS(n, entities, batch int) string {
+	return `const ob = tabfenceNotes.outbox; await ob.pause();
 		const run = Math.random().toString(36).slice(2);
-		for (let i = 0; i < ` + strconv.Itoa(n) + `; i += 50) {
+		for (let i = 0; i < ` + strconv.Itoa(n) + `; i += ` + strconv.Itoa(batch) + `) {
 			const ps = [];
-			for (let j = i; j < Math.min(i + 50, ` + strconv.Itoa(n) + `); j++) ps.push(ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (j % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + j, text: "x"}}));
+			for (let j = i; j < Math.min(i + ` + strconv.Itoa(batch) + `, ` + strconv.Itoa(n) + `); j++) ps.push(ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (j % ` + strconv.Itoa(entities) + `), payload: {id: run + "-" + j, text: "x"}}));
 			await Promise.all(ps);
 		}
+`
+}
+
+// drainJS (statements) resumes the queue and returns the records acked per
+// second from the resume to the n-th ack.
+func drainJS(n int) string {
+	return `const ob2 = tabfenceNotes.outbox;
 		let acked = 0;
 		const t0 = performance.now();
-		const done = new Promise((res, rej) => { const stop = ob.onEvent((e) => {
+		const done = new Promise((res, rej) => { const stop = ob2.onEvent((e) => {
 			if (e.kind === "outbox.record.ack" && ++acked >= ` + strconv.Itoa(n) + `) { stop(); res(); }
 			if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); rej(new Error(e.kind)); } }); });
-		await ob.resume();
+		await ob2.resume();
 		await done;
-		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
+		return ` + strconv.Itoa(n) + ` / (performance.now() - t0) * 1000;
+`
 }
 
 // rawFetchJS: a sequential fetch loop to the same receiver, with the same
