@@ -171,7 +171,9 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
-type Fast struct{ Rx, Post, Deliver, Payload, Poster js.Value }
+//
+// Enqueue is the outbox's append writer (see outbox.IDBStore.StartEnqueue).
+type Fast struct{ Rx, Post, Deliver, Payload, Poster, Enqueue js.Value }
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -228,7 +230,7 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster"), Enqueue: fn("enqueue")}
 }
 
 var (

@@ -8,6 +8,7 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -21,7 +22,7 @@ var (
 	outboxes handles[*outbox.Runtime]
 
 	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
-	obPause, obResume, obLogin, obLogout, obClose *jsglue.Callback
+	obPause, obResume, obLogin, obLogout, obClose, obEnqueued *jsglue.Callback
 
 	jsJSON       = js.Global().Get("JSON")
 	jsUint8Array = js.Global().Get("Uint8Array")
@@ -72,6 +73,12 @@ func obErr(err error) error {
 			return &namedError{err, m.name}
 		}
 	}
+	// A transaction IndexedDB aborted without a cause of its own (the
+	// cause's name, QuotaExceededError, is kept when it has one): nothing
+	// was written.
+	if errors.Is(err, outbox.ErrTxAborted) && jsglue.NameOf(err) == "Error" {
+		return &namedError{err, "AbortError"}
+	}
 	return err
 }
 
@@ -84,7 +91,14 @@ func registerOutbox(api js.Value) {
 		return r, nil
 	}
 	ctx := context.Background()
-	obEnqueue = asyncFunc(func(args []js.Value) (any, error) {
+	// An append that needs no read is written by the loader's
+	// FAST.enqueue, which settles its promise on the transaction's complete
+	// event without waking Go: Go's bookkeeping (the enqueue event, the
+	// OUTBOX_CHANGED announcement) runs after the awaiting code resumed,
+	// off the caller's path. Every other operation (a dedupe policy reads
+	// the queue first), and every page without the loader, takes a
+	// goroutine that waits for the commit.
+	obEnqueue = promiseFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
 		if err != nil {
 			return nil, err
@@ -93,14 +107,43 @@ func registerOutbox(api js.Value) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := r.Enqueue(ctx, op)
-		if err != nil {
-			return nil, obErr(err)
+		if write := loaderEnqueue; write.Type() == js.TypeFunction {
+			k := startedEnqueues.add(startedEnqueue{r: r})
+			p, promise, started, err := r.StartEnqueue(ctx, op, write, obEnqueued.Value, k)
+			if started && err == nil {
+				startedEnqueues.set(k, startedEnqueue{r, p})
+				return promise, nil
+			}
+			startedEnqueues.remove(k)
+			if started {
+				return nil, obErr(err)
+			}
 		}
-		o := newObject()
-		o.Set("id", res.ID)
-		o.Set("action", recurring.get(string(res.Action)))
-		return o, nil
+		return jsglue.Async(func() (any, error) {
+			res, err := r.Enqueue(ctx, op)
+			if err != nil {
+				return nil, obErr(err)
+			}
+			return enqueueResult(res), nil
+		}), nil
+	})
+	// obEnqueued(k, key, error) finishes started enqueue k after its
+	// transaction's complete event (key: the record's seq) or abort event
+	// (key undefined), when it returns the error its promise rejects with.
+	obEnqueued = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		k := at(args, 0)
+		if k.Type() != js.TypeNumber {
+			return nil
+		}
+		se, ok := startedEnqueues.lookup(k.Float())
+		startedEnqueues.remove(k.Float())
+		if !ok || se.p == nil {
+			return nil
+		}
+		if _, err := se.r.Enqueued(se.p, at(args, 1), at(args, 2)); err != nil {
+			return jsglue.ToJS(obErr(err))
+		}
+		return nil
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
@@ -393,6 +436,7 @@ func openOutbox(args []js.Value) (any, error) {
 		return nil, obErr(err)
 	}
 	id := outboxes.add(rt)
+	loaderEnqueue = channel.FastPath().Enqueue
 	obj := newObject()
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
@@ -428,6 +472,27 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 		})
 	}
 }
+
+// startedEnqueues are the enqueues whose commit the loader awaits.
+var startedEnqueues handles[startedEnqueue]
+
+type startedEnqueue struct {
+	r *outbox.Runtime
+	p *outbox.StartedEnqueue
+}
+
+// enqueueResult is enqueue's result object.
+func enqueueResult(res outbox.EnqueueResult) js.Value {
+	o := newObject()
+	o.Set("id", res.ID)
+	o.Set("action", recurring.get(string(res.Action)))
+	return o
+}
+
+// loaderEnqueue is the loader's FAST.enqueue (see IDBStore.StartEnqueue),
+// or undefined without the loader: looked up when an outbox is made, not
+// per enqueue.
+var loaderEnqueue js.Value
 
 // opArg reads enqueue's operation.
 func opArg(v js.Value) (outbox.Op, error) {

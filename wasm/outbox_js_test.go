@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // tf.outbox in one page, against an in-page receiver that replaces fetch
@@ -183,5 +184,84 @@ func TestOutboxMergePolicy(t *testing.T) {
 	b := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {b: 2}})`)))
 	if b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String() {
 		t.Fatalf("merge: %v", js.Global().Get("JSON").Call("stringify", b))
+	}
+}
+
+// withLoaderFastPath installs the loader's FAST object (from
+// jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
+// a page that uses the loader has it: enqueue's promise is then settled by
+// the loader's enqueue() on the transaction's events.
+func withLoaderFastPath(t *testing.T) {
+	t.Helper()
+	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+	js.Global().Get("Reflect").Call("set", js.Global(), key, eval(loader.FastPath()))
+	t.Cleanup(func() {
+		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
+		if loaderEnqueue.Type() != js.TypeFunction {
+			t.Error("the outbox did not take the loader's enqueue()")
+		}
+	})
+}
+
+// The API tests again, as a page that uses the loader runs them.
+func TestOutboxAPIThroughLoader(t *testing.T) {
+	t.Run("API", func(t *testing.T) { withLoaderFastPath(t); TestOutboxAPI(t) })
+	t.Run("Merge", func(t *testing.T) { withLoaderFastPath(t); TestOutboxMergePolicy(t) })
+}
+
+// An enqueue whose transaction IndexedDB aborts after the write was issued
+// rejects, writes nothing and emits no enqueue event; the next one works.
+// With the loader (the promise settled in JavaScript) and without it (a Go
+// goroutine awaits the commit), alike.
+func TestOutboxEnqueueAborted(t *testing.T) {
+	for _, viaLoader := range []bool{false, true} {
+		t.Run("loader="+strconv.FormatBool(viaLoader), func(t *testing.T) {
+			if viaLoader {
+				withLoaderFastPath(t)
+			}
+			eval(obMock)
+			ob := openOb(t, nil)
+			if got := loaderEnqueue.Type() == js.TypeFunction; got != viaLoader {
+				t.Fatalf("FAST.enqueue in use: %v", got)
+			}
+			mustAwait(t, ob.Call("pause"))
+			var enqueues int
+			ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+				if a[0].Get("kind").String() == "outbox.enqueue" {
+					enqueues++
+				}
+				return nil
+			}).Value)
+			// The page aborts the transaction right after the record's put.
+			eval(`(() => {
+  const put = IDBObjectStore.prototype.put;
+  globalThis.__restorePut = () => { IDBObjectStore.prototype.put = put; };
+  IDBObjectStore.prototype.put = function (...a) {
+    const r = put.apply(this, a);
+    if (this.name === "records") this.transaction.abort();
+    return r;
+  };
+})()`)
+			_, err := await(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+			eval(`__restorePut()`)
+			if err == nil {
+				t.Fatal("an aborted enqueue resolved")
+			}
+			wantName(t, err, "AbortError")
+			if st := mustAwait(t, ob.Call("status")); st.Get("pending").Int() != 0 {
+				t.Fatalf("aborted enqueue left %d pending", st.Get("pending").Int())
+			}
+			res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "b", payload: "{}"})`)))
+			if res.Get("action").String() != "appended" {
+				t.Fatalf("enqueue after the abort: %v", js.Global().Get("JSON").Call("stringify", res))
+			}
+			waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+			for deadline := time.Now().Add(5 * time.Second); enqueues == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if enqueues != 1 {
+				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
+			}
+		})
 	}
 }

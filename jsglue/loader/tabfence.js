@@ -42,6 +42,7 @@ const FAST = (() => {
   // reference; one that does not fit crosses as a string.
   const enc = new TextEncoder(), dec = new TextDecoder();
   const text = (buf, h) => (typeof h === "number" ? dec.decode(buf.subarray(0, h)) : h);
+  const idbTransaction = globalThis.IDBDatabase?.prototype.transaction;
   // ex: the instance's exports once attached. A call through a wasm export
   // skips a js.Func's event machinery (tens of µs per call); exports take
   // numbers only, so the payload being handed over waits in held, which Go
@@ -132,6 +133,30 @@ const FAST = (() => {
       const m = JSON.parse(text(buf, h));
       m.payload = payload;
       queueMicrotask(fn.bind(null, m));
+    },
+    // enqueue writes the outbox record Go encoded (json, and its payload
+    // bytes or null) in a transaction of its own on db and commits it. The
+    // promise resolves with {id, action} on the complete event without
+    // entering Go; Go's bookkeeping, done(k, seq), is a second listener, so
+    // it runs after the awaiting code did. On abort it rejects with what
+    // done(k, undefined, tx.error) returns, Go's error. The prototype's
+    // transaction is called, not the connection's own property: the outbox
+    // tracks its flush transactions there (to abort them when the page
+    // freezes), and an enqueue is not one of them.
+    enqueue(db, names, opts, json, payload, id, action, done, k) {
+      const tx = idbTransaction.call(db, names, "readwrite", opts);
+      const rec = JSON.parse(json);
+      if (payload !== null) rec.payload = payload;
+      const put = tx.objectStore(names[0]).put(rec);
+      const p = new Promise((resolve, reject) => {
+        tx.addEventListener("complete", () => resolve({ id, action }));
+        tx.addEventListener("complete", () => done(k, put.result));
+        tx.addEventListener("abort", () => reject(done(k, undefined, tx.error)));
+      });
+      try {
+        tx.commit?.(); // now, not when the task ends; where missing, auto-commit
+      } catch {} // already finishing (aborted): the events tell the outcome
+      return p;
     },
   });
 })();
