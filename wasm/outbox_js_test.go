@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"syscall/js"
 	"testing"
@@ -263,5 +264,65 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
 			}
 		})
+	}
+}
+
+// The loader's FAST.opFields and Go's field-by-field reading agree on every
+// operation: the same Op, or the same error (FAST.opFields leaves whatever
+// is not plainly shaped to Go).
+func TestOpArgFastAgreesWithSlow(t *testing.T) {
+	fast := eval(loader.FastPath())
+	saved := loaderOpFields
+	loaderOpFields = fast.Get("opFields")
+	t.Cleanup(func() { loaderOpFields = saved })
+	ops := eval(`[
+  {operationType: "put", payload: "x"},
+  {operationType: "put", operationKey: "k", entityType: "note", entityId: "é\u0000𝄞", payload: {a: [1, "b"]}, dependencyIds: ["d1", 7, "d2", null]},
+  {operationType: "put", payload: new TextEncoder().encode("bytes"), entityId: null, operationKey: undefined},
+  {operationType: "put", payload: new Uint8Array(new ArrayBuffer(10), 2, 3)},
+  {operationType: "put", payload: null},
+  {operationType: "put", payload: 12.5, dependencyIds: []},
+  {operationType: "lone \ud800 surrogate", payload: "\udc00"},
+  {operationType: "", payload: "x"},
+  {payload: "x"},
+  {operationType: 5, payload: "x"},
+  {operationType: "put", entityId: 5, payload: "x"},
+  {operationType: "put"},
+  {operationType: "put", payload: undefined},
+  {operationType: "put", payload: () => 1},
+  {operationType: "put", payload: {toJSON() { throw new Error("no"); }}},
+  {operationType: "put", payload: 1n},
+  {operationType: "put", payload: "x", dependencyIds: {}},
+  {operationType: "put", payload: "x", dependencyIds: {length: 2, 0: "a", 1: "b"}},
+  {operationType: "put", payload: "x", dependencyIds: "abc"},
+  {operationType: "put", payload: "x", dependencyIds: Array.from({length: 300}, (_, i) => "d" + i)},
+  {operationType: "put", payload: "y".repeat(20000)},
+  {operationType: "put", payload: "x", dependencyIds: {length: 1e12}},
+  {operationType: "put", payload: "x", dependencyIds: {length: NaN}},
+  {operationType: "put", payload: "x", dependencyIds: Array.from({length: 1001}, (_, i) => "d" + i)},
+  {operationType: "put", payload: "x", dependencyIds: [1n, "a", {}, "b"]},
+  {operationType: "put", payload: "x", dependencyIds: new Proxy(["a"], {get(t, k) { if (k === "0") throw new Error("trap"); return t[k]; }})},
+  {operationType: 1n, payload: "x"},
+  {operationType: "put", entityId: 1n, payload: "x"},
+  {get operationType() { throw new Error("getter"); }, payload: "x"},
+  Object.assign(Object.create({operationType: "inherited"}), {payload: "x"}),
+  new Proxy({operationType: "put", payload: "x"}, {}),
+  null, 5, "op", [],
+]`)
+	for i := 0; i < ops.Length(); i++ {
+		v := ops.Index(i)
+		got, gerr := opArg(v)
+		want, werr := opArgSlow(v)
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Errorf("op %d: error %v, field by field %v", i, gerr, werr)
+			continue
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("op %d:\n fast %+v\n slow %+v", i, got, want)
+		}
+	}
+	// The fast path took the plain ones (not everything fell back).
+	if _, ok := opArgFast(ops.Index(1)); !ok {
+		t.Fatal("FAST.opFields did not take a plain operation")
 	}
 }

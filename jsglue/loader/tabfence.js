@@ -134,6 +134,59 @@ const FAST = (() => {
       m.payload = payload;
       queueMicrotask(fn.bind(null, m));
     },
+    // opFields writes a plainly shaped outbox operation into buf for Go:
+    // u32 count, u32 byte lengths, then the UTF-8 of operationType,
+    // operationKey, entityType, entityId (strings or absent), the payload (a
+    // string, a Uint8Array's bytes, or any other value's JSON) and the
+    // string dependency ids. It returns the bytes used, or -1 for anything
+    // else (not an object, another field type, a throwing getter, no
+    // payload, no room), which Go then reads field by field and judges.
+    opFields(op, buf) {
+      try {
+        if (typeof op !== "object" || op === null) return -1;
+        const strs = [op.operationType, op.operationKey, op.entityType, op.entityId];
+        for (let i = 0; i < 4; i++) {
+          const v = strs[i];
+          if (v === undefined || v === null) strs[i] = "";
+          else if (typeof v !== "string") return -1;
+        }
+        let p = op.payload;
+        if (p === undefined) return -1;
+        if (typeof p !== "string" && !(p instanceof Uint8Array)) {
+          p = JSON.stringify(p);
+          if (typeof p !== "string") return -1;
+        }
+        strs.push(p);
+        const deps = op.dependencyIds;
+        if (typeof deps === "object" && deps !== null) {
+          const n = deps.length;
+          if (typeof n !== "number" || !(n >= 0) || n > 256) return -1;
+          for (let i = 0; i < n; i++) if (typeof deps[i] === "string") strs.push(deps[i]);
+        }
+        const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+        let off = 4 + 4 * strs.length;
+        if (off > buf.length) return -1;
+        dv.setUint32(0, strs.length, true);
+        for (let i = 0; i < strs.length; i++) {
+          const v = strs[i];
+          let w;
+          if (typeof v === "string") {
+            const r = enc.encodeInto(v, buf.subarray(off));
+            if (r.read !== v.length) return -1;
+            w = r.written;
+          } else {
+            if (v.length > buf.length - off) return -1;
+            buf.set(v, off);
+            w = v.length;
+          }
+          dv.setUint32(4 + 4 * i, w, true);
+          off += w;
+        }
+        return off;
+      } catch {
+        return -1;
+      }
+    },
     // enqueue writes the outbox record Go encoded (json, and its payload
     // bytes or null) in a transaction of its own on db and commits it. The
     // promise resolves with {id, action} on the complete event without
