@@ -542,7 +542,9 @@ func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	}
 	b := make([]byte, n)
 	js.CopyBytesToGo(b, buf)
-	u32 := func(i int) int { return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24) }
+	u32 := func(i int) int {
+		return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
+	}
 	count := u32(0)
 	if count < 5 || 4+4*count > n {
 		return op, false
