@@ -172,9 +172,11 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
 //
-// Enqueue is the outbox's append writer (see outbox.IDBStore.StartEnqueue)
-// and OpFields reads an operation for the JavaScript API's enqueue.
-type Fast struct{ Rx, Post, Deliver, Payload, Poster, Enqueue, OpFields js.Value }
+// Enqueue is the outbox's append writer (see outbox.IDBStore.StartEnqueue);
+// OpFields reads an operation for the JavaScript API's enqueue, and
+// Enqueuer builds that method around the export tabfence_enqueue (package
+// main).
+type Fast struct{ Rx, Post, Deliver, Payload, Poster, Enqueue, OpFields, Enqueuer js.Value }
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -231,7 +233,7 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster"), Enqueue: fn("enqueue"), OpFields: fn("opFields")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster"), Enqueue: fn("enqueue"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall/js"
 	"time"
 
@@ -109,17 +110,8 @@ func registerOutbox(api js.Value) {
 		if err != nil {
 			return nil, err
 		}
-		if write := loaderEnqueue; write.Type() == js.TypeFunction {
-			k := startedEnqueues.add(startedEnqueue{r: r})
-			p, promise, started, err := r.StartEnqueue(ctx, op, write, obEnqueued.Value, k)
-			if started && err == nil {
-				startedEnqueues.set(k, startedEnqueue{r, p})
-				return promise, nil
-			}
-			startedEnqueues.remove(k)
-			if started {
-				return nil, obErr(err)
-			}
+		if promise, started, err := startEnqueue(r, op); started {
+			return promise, err
 		}
 		return jsglue.Async(func() (any, error) {
 			res, err := r.Enqueue(ctx, op)
@@ -452,6 +444,10 @@ func openOutbox(args []js.Value) (any, error) {
 		{"onEvent", obOnEvent}, {"deadLetters", obDeadLetters}, {"retry", obRetry}, {"discard", obDiscard},
 		{"pause", obPause}, {"resume", obResume}, {"login", obLogin}, {"logout", obLogout}, {"close", obClose},
 	} {
+		if m.name == "enqueue" {
+			defineConst(obj, m.name, enqueueMethod(id))
+			continue
+		}
 		defineConst(obj, m.name, bound(m.cb, id))
 	}
 	return obj, nil
@@ -475,6 +471,85 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 		})
 	}
 }
+
+// startEnqueue hands op to the loader's FAST.enqueue when it can take it
+// (see outbox.Runtime.StartEnqueue); started false: use Runtime.Enqueue.
+func startEnqueue(r *outbox.Runtime, op outbox.Op) (promise js.Value, started bool, err error) {
+	write := loaderEnqueue
+	if write.Type() != js.TypeFunction {
+		return promise, false, nil
+	}
+	k := startedEnqueues.add(startedEnqueue{r: r})
+	p, promise, started, err := r.StartEnqueue(context.Background(), op, write, obEnqueued.Value, k)
+	if started && err == nil {
+		startedEnqueues.set(k, startedEnqueue{r, p})
+		return promise, true, nil
+	}
+	startedEnqueues.remove(k)
+	return promise, started, obErr(err)
+}
+
+// enqueueMethod returns the enqueue method of outbox handle id: the
+// loader's FAST.enqueuer around the js.Func (an operation it takes enters
+// Go through the export below), or the js.Func.
+func enqueueMethod(id float64) js.Value {
+	slow := bound(obEnqueue, id)
+	enq := channel.FastPath().Enqueuer
+	if enq.Type() != js.TypeFunction {
+		return slow
+	}
+	m := enq.Invoke(id, slow, fastFail().Value, opBuf(), channel.Kick())
+	jsReflect.Call("set", m, symAsync, true)
+	return m
+}
+
+// exportEnqueue is enqueue's body for an operation FAST.opFields wrote
+// into opBuf (n bytes), for outbox handle id, entered through a wasm export
+// instead of a js.Func (see package channel's export_js.go for why and for
+// the rules: it never blocks, it reports woken goroutines in bit 0). Its
+// verdict, shifted left by one: 1 handed to FAST.enqueue (the loader
+// returns its promise), 0 not taken (the loader calls the js.Func), -1
+// failed (the error waits for fastFail).
+//
+//go:wasmexport tabfence_enqueue
+func exportEnqueue(id, n int32) (v int32) {
+	g := channel.Entered()
+	defer func() {
+		if r := recover(); r != nil {
+			reportPanic(r)
+			setFastErr(errInternal)
+			v = -1<<1 | channel.Leave(g)
+		}
+	}()
+	r, ok := outboxes.lookup(float64(id))
+	if !ok {
+		setFastErr(&namedError{outbox.ErrRuntimeClosed, "InvalidStateError"})
+		return -1<<1 | channel.Leave(g)
+	}
+	op, ok := opFromBuf(int(n))
+	if !ok {
+		return 0<<1 | channel.Leave(g)
+	}
+	var err error
+	if op.OperationType == "" {
+		err = typeErr("outbox.enqueue", "operationType must be a string")
+	} else {
+		var started bool
+		if _, started, err = startEnqueue(r, op); !started {
+			return 0<<1 | channel.Leave(g)
+		}
+	}
+	if err != nil {
+		setFastErr(err)
+		return -1<<1 | channel.Leave(g)
+	}
+	exportedEnqueues.Add(1)
+	return 1<<1 | channel.Leave(g)
+}
+
+// exportedEnqueues counts the enqueues tabfence_enqueue handed to the
+// loader (tests: the export path was taken, not the js.Func).
+var exportedEnqueues atomic.Int64
 
 // startedEnqueues are the enqueues whose commit the loader awaits.
 var startedEnqueues handles[startedEnqueue]
@@ -531,12 +606,16 @@ func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	if loaderOpFields.Type() != js.TypeFunction {
 		return op, false
 	}
-	buf := opBuf()
-	r, err := jsglue.Invoke(loaderOpFields, v, buf)
+	r, err := jsglue.Invoke(loaderOpFields, v, opBuf())
 	if err != nil || r.Type() != js.TypeNumber {
 		return op, false
 	}
-	n := r.Int()
+	return opFromBuf(r.Int())
+}
+
+// opFromBuf decodes the n bytes FAST.opFields wrote into opBuf.
+func opFromBuf(n int) (op outbox.Op, ok bool) {
+	buf := opBuf()
 	if n < 4 || n > buf.Length() {
 		return op, false
 	}

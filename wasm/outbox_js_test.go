@@ -191,11 +191,26 @@ func TestOutboxMergePolicy(t *testing.T) {
 // withLoaderFastPath installs the loader's FAST object (from
 // jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
 // a page that uses the loader has it: enqueue's promise is then settled by
-// the loader's enqueue() on the transaction's events.
-func withLoaderFastPath(t *testing.T) {
+// the loader's FAST.enqueue on the transaction's events. With exports, the
+// instance's wasm exports are attached to it, as the loader attaches them:
+// enqueue then enters Go through tabfence_enqueue.
+func withLoaderFastPath(t *testing.T, exports bool) {
 	t.Helper()
 	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-	js.Global().Get("Reflect").Call("set", js.Global(), key, eval(loader.FastPath()))
+	fast := eval(loader.FastPath())
+	if exports {
+		g, err := loader.GoInstance()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := g.Get("_inst").Get("exports")
+		if ex.Get("tabfence_enqueue").Type() != js.TypeFunction {
+			t.Fatal("no export tabfence_enqueue")
+		}
+		fast.Call("attach", ex)
+		t.Cleanup(func() { fast.Call("attach", nil) })
+	}
+	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
 	t.Cleanup(func() {
 		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		if loaderEnqueue.Type() != js.TypeFunction {
@@ -206,8 +221,18 @@ func withLoaderFastPath(t *testing.T) {
 
 // The API tests again, as a page that uses the loader runs them.
 func TestOutboxAPIThroughLoader(t *testing.T) {
-	t.Run("API", func(t *testing.T) { withLoaderFastPath(t); TestOutboxAPI(t) })
-	t.Run("Merge", func(t *testing.T) { withLoaderFastPath(t); TestOutboxMergePolicy(t) })
+	for _, exports := range []bool{false, true} {
+		x := "exports=" + strconv.FormatBool(exports)
+		t.Run("API/"+x, func(t *testing.T) {
+			withLoaderFastPath(t, exports)
+			before := exportedEnqueues.Load()
+			TestOutboxAPI(t)
+			if n := exportedEnqueues.Load() - before; (n > 0) != exports {
+				t.Fatalf("%d enqueues entered Go through tabfence_enqueue", n)
+			}
+		})
+		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
+	}
 }
 
 // An enqueue whose transaction IndexedDB aborts after the write was issued
@@ -215,10 +240,11 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 // With the loader (the promise settled in JavaScript) and without it (a Go
 // goroutine awaits the commit), alike.
 func TestOutboxEnqueueAborted(t *testing.T) {
-	for _, viaLoader := range []bool{false, true} {
-		t.Run("loader="+strconv.FormatBool(viaLoader), func(t *testing.T) {
+	for _, mode := range []string{"js.Func", "loader", "exports"} {
+		viaLoader := mode != "js.Func"
+		t.Run(mode, func(t *testing.T) {
 			if viaLoader {
-				withLoaderFastPath(t)
+				withLoaderFastPath(t, mode == "exports")
 			}
 			eval(obMock)
 			ob := openOb(t, nil)

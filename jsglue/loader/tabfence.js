@@ -65,6 +65,61 @@ const FAST = (() => {
       held = undefined;
     }
   };
+  // opFields writes a plainly shaped outbox operation into buf for Go:
+  // u32 count, u32 byte lengths, then the UTF-8 of operationType,
+  // operationKey, entityType, entityId (strings or absent), the payload (a
+  // string, a Uint8Array's bytes, or any other value's JSON) and the
+  // string dependency ids. It returns the bytes used, or -1 for anything
+  // else (not an object, another field type, a throwing getter, no
+  // payload, no room), which Go then reads field by field and judges.
+  const opFields = (op, buf) => {
+    try {
+      if (typeof op !== "object" || op === null) return -1;
+      const strs = [op.operationType, op.operationKey, op.entityType, op.entityId];
+      for (let i = 0; i < 4; i++) {
+        const v = strs[i];
+        if (v === undefined || v === null) strs[i] = "";
+        else if (typeof v !== "string") return -1;
+      }
+      let p = op.payload;
+      if (p === undefined) return -1;
+      if (typeof p !== "string" && !(p instanceof Uint8Array)) {
+        p = JSON.stringify(p);
+        if (typeof p !== "string") return -1;
+      }
+      strs.push(p);
+      const deps = op.dependencyIds;
+      if (typeof deps === "object" && deps !== null) {
+        const n = deps.length;
+        if (typeof n !== "number" || !(n >= 0) || n > 256) return -1;
+        for (let i = 0; i < n; i++) if (typeof deps[i] === "string") strs.push(deps[i]);
+      }
+      const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      let off = 4 + 4 * strs.length;
+      if (off > buf.length) return -1;
+      dv.setUint32(0, strs.length, true);
+      for (let i = 0; i < strs.length; i++) {
+        const v = strs[i];
+        let w;
+        if (typeof v === "string") {
+          const r = enc.encodeInto(v, buf.subarray(off));
+          if (r.read !== v.length) return -1;
+          w = r.written;
+        } else {
+          if (v.length > buf.length - off) return -1;
+          buf.set(v, off);
+          w = v.length;
+        }
+        dv.setUint32(4 + 4 * i, w, true);
+        off += w;
+      }
+      return off;
+    } catch {
+      return -1;
+    }
+  };
+  // started: the promise enqueue made for the export that called it.
+  let started;
   return Object.freeze({
     // attach hands over the runtime's exports once it is instantiated, and
     // null once it stopped: the exports of a stopped runtime are not called.
@@ -134,58 +189,31 @@ const FAST = (() => {
       m.payload = payload;
       queueMicrotask(fn.bind(null, m));
     },
-    // opFields writes a plainly shaped outbox operation into buf for Go:
-    // u32 count, u32 byte lengths, then the UTF-8 of operationType,
-    // operationKey, entityType, entityId (strings or absent), the payload (a
-    // string, a Uint8Array's bytes, or any other value's JSON) and the
-    // string dependency ids. It returns the bytes used, or -1 for anything
-    // else (not an object, another field type, a throwing getter, no
-    // payload, no room), which Go then reads field by field and judges.
-    opFields(op, buf) {
-      try {
-        if (typeof op !== "object" || op === null) return -1;
-        const strs = [op.operationType, op.operationKey, op.entityType, op.entityId];
-        for (let i = 0; i < 4; i++) {
-          const v = strs[i];
-          if (v === undefined || v === null) strs[i] = "";
-          else if (typeof v !== "string") return -1;
-        }
-        let p = op.payload;
-        if (p === undefined) return -1;
-        if (typeof p !== "string" && !(p instanceof Uint8Array)) {
-          p = JSON.stringify(p);
-          if (typeof p !== "string") return -1;
-        }
-        strs.push(p);
-        const deps = op.dependencyIds;
-        if (typeof deps === "object" && deps !== null) {
-          const n = deps.length;
-          if (typeof n !== "number" || !(n >= 0) || n > 256) return -1;
-          for (let i = 0; i < n; i++) if (typeof deps[i] === "string") strs.push(deps[i]);
-        }
-        const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-        let off = 4 + 4 * strs.length;
-        if (off > buf.length) return -1;
-        dv.setUint32(0, strs.length, true);
-        for (let i = 0; i < strs.length; i++) {
-          const v = strs[i];
-          let w;
-          if (typeof v === "string") {
-            const r = enc.encodeInto(v, buf.subarray(off));
-            if (r.read !== v.length) return -1;
-            w = r.written;
-          } else {
-            if (v.length > buf.length - off) return -1;
-            buf.set(v, off);
-            w = v.length;
+    opFields,
+    // enqueuer returns an outbox's enqueue method: with exports, an
+    // operation opFields takes goes to the export tabfence_enqueue (op,
+    // then id); its verdict, bits 1 and up: 1 the write was handed to
+    // enqueue below (whose promise is returned), -1 failed (fail() returns
+    // the rejected promise), 0 not taken (slow does it all: a dedupe policy,
+    // a blob payload).
+    enqueuer(id, slow, fail, buf, kick) {
+      return (op) => {
+        if (ex !== null && typeof ex.tabfence_enqueue === "function") {
+          const n = opFields(op, buf);
+          if (n >= 0) {
+            const v = handOver(undefined, () => ex.tabfence_enqueue(id, n));
+            if (v & 1) queueMicrotask(kick);
+            const r = v >> 1;
+            if (r === 1) {
+              const p = started;
+              started = undefined;
+              return p;
+            }
+            if (r < 0) return fail();
           }
-          dv.setUint32(4 + 4 * i, w, true);
-          off += w;
         }
-        return off;
-      } catch {
-        return -1;
-      }
+        return slow(op);
+      };
     },
     // enqueue writes the outbox record Go encoded (json, and its payload
     // bytes or null) in a transaction of its own on db and commits it. The
@@ -209,6 +237,7 @@ const FAST = (() => {
       try {
         tx.commit?.(); // now, not when the task ends; where missing, auto-commit
       } catch {} // already finishing (aborted): the events tell the outcome
+      started = p;
       return p;
     },
   });
