@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall/js"
 	"time"
@@ -586,7 +585,8 @@ func opArg(v js.Value) (outbox.Op, error) {
 }
 
 // maxDependencyIDs bounds an operation's dependencyIds (FAST.opFields
-// takes up to 256 and leaves longer lists to opArgSlow).
+// takes up to 256 and leaves longer lists to opArgSlow; its TypeError
+// names the number).
 const maxDependencyIDs = 1000
 
 // isType reports whether v has type t (false for a BigInt, which
@@ -598,7 +598,14 @@ func isType(v js.Value, t js.Type) bool {
 
 // opBuf is FAST.opFields' buffer; an operation that does not fit takes the
 // slow path.
-var opBuf = sync.OnceValue(func() js.Value { return jsUint8Array.New(16 << 10) })
+var opBufV js.Value
+
+func opBuf() js.Value {
+	if opBufV.IsUndefined() { // js/wasm runs one goroutine at a time, none between these lines
+		opBufV = jsUint8Array.New(16 << 10)
+	}
+	return opBufV
+}
 
 // opArgFast reads v with FAST.opFields (see the loader), ok false when it
 // did not take v.
@@ -699,7 +706,7 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		// forged length must not keep the tab in this loop.
 		l := field(deps, "length")
 		if !isType(l, js.TypeNumber) || !(l.Float() >= 0) || l.Float() > maxDependencyIDs {
-			return op, typeErr("outbox.enqueue", "dependencyIds must be an array of at most "+strconv.Itoa(maxDependencyIDs)+" ids")
+			return op, typeErr("outbox.enqueue", "dependencyIds must be an array of at most 1000 ids")
 		}
 		for i := range int(l.Float()) {
 			if d := field(deps, strconv.Itoa(i)); isType(d, js.TypeString) {
