@@ -524,18 +524,23 @@ type PendingEnqueue struct {
 
 // StartEnqueue is Enqueue for the JavaScript API on a page with the loader
 // (jsglue/loader/tabfence.js): write is the loader's FAST.enqueue, which
-// opens the transaction, puts the record Go encoded, commits, and returns
-// the promise that the complete event resolves with {id, action} — without
+// opens the transaction, puts the record Go encoded, commits, and makes the
+// promise that the complete event resolves with {id, action} — without
 // waking Go, whose bookkeeping done(k, key) runs after the awaiting code did
 // (done(k, undefined, error) on abort, whose result the promise rejects
 // with). Everything the record holds is decided here, in Go; the loader
-// only carries it, in one call instead of a dozen.
+// only carries it, in one call instead of a dozen: the record's JSON and
+// its payload are copied into buf (a Uint8Array), so only numbers cross,
+// never a string (each costs a reference with a Go finalizer and keeps the
+// string alive in wasm_exec.js until Go's next GC). The promise is
+// returned when ret is set (else the loader keeps it for its caller).
 //
 // It applies to an append that needs no read — its policy is Append or it
 // has no operation key, so no earlier record can change what is written —
-// with an inline payload. Otherwise started is false and nothing was done:
-// use Enqueue. An error with started true means nothing will be written.
-func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, done js.Value, k float64) (p PendingEnqueue, promise js.Value, started bool, err error) {
+// with an inline payload that fits buf with the JSON. Otherwise started is
+// false and nothing was done: use Enqueue. An error with started true means
+// nothing will be written.
+func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, buf, done js.Value, k float64, ret bool) (p PendingEnqueue, promise js.Value, started bool, err error) {
 	const op = "enqueue"
 	in := &req.Record
 	if req.Policy.Dedupe != Append && in.OperationKey != "" {
@@ -560,17 +565,20 @@ func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, 
 	plan.Put.Seq = 0 // assigned by the key generator
 	payload := plan.Put.Payload
 	plan.Put.Payload = nil // carried as bytes, not in the JSON
-	var pv js.Value = jsNull
+	b := appendRecordJSON(make([]byte, 0, 512+len(payload)), &plan.Put, false)
+	n, m := len(b), -1
 	if payload != nil {
-		pv = bytesToJS(payload)
+		b, m = append(b, payload...), len(payload)
 	}
+	if len(b) > buf.Length() {
+		return p, promise, false, nil
+	}
+	js.CopyBytesToJS(buf, b)
 	var opts any = js.Undefined()
 	if s.durability != "" {
 		opts = s.durOpts
 	}
-	promise, err = jsglue.Invoke(write, s.db, s.namesOf([]string{storeRecords}), opts,
-		string(appendRecordJSON(make([]byte, 0, 512), &plan.Put, false)), pv,
-		plan.Result.ID, jsName(string(plan.Result.Action)), done, k)
+	promise, err = jsglue.Invoke(write, s.db, s.namesOf([]string{storeRecords}), opts, buf, n, m, done, k, ret)
 	if err != nil {
 		if cerr := s.Err(); cerr != nil {
 			return p, promise, true, cerr

@@ -313,11 +313,11 @@ func (r *Runtime) announceLater() {
 }
 
 // StartEnqueue is Enqueue for the JavaScript API on a page with the loader
-// (see IDBStore.StartEnqueue, which write, done and k are for): started
+// (see IDBStore.StartEnqueue, which write, buf, done, k and ret are for): started
 // false means op needs the general path (Enqueue); otherwise, unless err,
 // the loader's promise settles on the transaction's events and done calls
 // Enqueued.
-func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, done js.Value, k float64) (p *StartedEnqueue, promise js.Value, started bool, err error) {
+func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, buf, done js.Value, k float64, ret bool) (p *StartedEnqueue, promise js.Value, started bool, err error) {
 	if r.closed.Load() {
 		return nil, promise, true, ErrRuntimeClosed
 	}
@@ -329,7 +329,7 @@ func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, done js.Value,
 	if err != nil {
 		return nil, promise, true, err
 	}
-	pe, promise, started, err := st.StartEnqueue(ctx, req, write, done, k)
+	pe, promise, started, err := st.StartEnqueue(ctx, req, write, buf, done, k, ret)
 	if !started || err != nil {
 		return nil, promise, started, err
 	}

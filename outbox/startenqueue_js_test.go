@@ -69,7 +69,8 @@ func TestStartEnqueueWritesWhatEnqueueWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, promise, started, err := s.StartEnqueue(ctx, req("fast"), write, done.Value, 7)
+	buf := js.Global().Get("Uint8Array").New(4096)
+	p, promise, started, err := s.StartEnqueue(ctx, req("fast"), write, buf, done.Value, 7, true)
 	if !started || err != nil {
 		t.Fatalf("not started: %v %v", started, err)
 	}
@@ -125,16 +126,22 @@ func TestStartEnqueueWritesWhatEnqueueWrites(t *testing.T) {
 		t.Fatalf("decoded records differ:\nEnqueue      %+v\nStartEnqueue %+v", ra, rb)
 	}
 
-	// Not started: a blob payload, and a policy that reads the queue.
+	// Not started: a blob payload, a policy that reads the queue, and a
+	// record that does not fit buf.
 	big := req("big")
 	big.InlineLimit = 3
-	if _, _, started, err := s.StartEnqueue(ctx, big, write, done.Value, 8); started || err != nil {
+	if _, _, started, err := s.StartEnqueue(ctx, big, write, buf, done.Value, 8, true); started || err != nil {
 		t.Fatalf("blob payload started: %v %v", started, err)
 	}
 	rl := req("rl")
 	rl.Policy.Dedupe = ReplaceLatest
-	if _, _, started, err := s.StartEnqueue(ctx, rl, write, done.Value, 9); started || err != nil {
+	if _, _, started, err := s.StartEnqueue(ctx, rl, write, buf, done.Value, 9, true); started || err != nil {
 		t.Fatalf("replace-latest started: %v %v", started, err)
+	}
+	long := req("long")
+	long.Record.Payload = make([]byte, 4000)
+	if _, _, started, err := s.StartEnqueue(ctx, long, write, buf, done.Value, 10, true); started || err != nil {
+		t.Fatalf("a record larger than buf started: %v %v", started, err)
 	}
 }
 
@@ -167,7 +174,7 @@ func TestStartEnqueueAborted(t *testing.T) {
 })()`)
 	req := EnqueueRequest{Policy: Policy{Dedupe: Append}, Record: Record{ID: "x", IdempotencyKey: "i", UserID: "u",
 		Status: StatusPending, Payload: []byte("{}"), CreatedAt: time.Now(), UpdatedAt: time.Now()}}
-	p, promise, started, err := s.StartEnqueue(ctx, req, write, done.Value, 1)
+	p, promise, started, err := s.StartEnqueue(ctx, req, write, js.Global().Get("Uint8Array").New(1024), done.Value, 1, true)
 	js.Global().Call("__restorePut")
 	if !started || err != nil {
 		t.Fatalf("not started: %v %v", started, err)

@@ -109,7 +109,7 @@ func registerOutbox(api js.Value) {
 		if err != nil {
 			return nil, err
 		}
-		if promise, started, err := startEnqueue(r, op); started {
+		if promise, started, err := startEnqueue(r, op, true); started {
 			return promise, err
 		}
 		return jsglue.Async(func() (any, error) {
@@ -473,13 +473,15 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 
 // startEnqueue hands op to the loader's FAST.enqueue when it can take it
 // (see outbox.Runtime.StartEnqueue); started false: use Runtime.Enqueue.
-func startEnqueue(r *outbox.Runtime, op outbox.Op) (promise js.Value, started bool, err error) {
+// The promise is returned when ret is set; the export leaves it with the
+// loader, so that no reference to it is made.
+func startEnqueue(r *outbox.Runtime, op outbox.Op, ret bool) (promise js.Value, started bool, err error) {
 	write := loaderEnqueue
 	if write.Type() != js.TypeFunction {
 		return promise, false, nil
 	}
 	k := startedEnqueues.add(startedEnqueue{r: r})
-	p, promise, started, err := r.StartEnqueue(context.Background(), op, write, obEnqueued.Value, k)
+	p, promise, started, err := r.StartEnqueue(context.Background(), op, write, opBuf(), obEnqueued.Value, k, ret)
 	if started && err == nil {
 		startedEnqueues.set(k, startedEnqueue{r, p})
 		return promise, true, nil
@@ -534,7 +536,7 @@ func exportEnqueue(id, n int32) (v int32) {
 		err = typeErr("outbox.enqueue", "operationType must be a string")
 	} else {
 		var started bool
-		if _, started, err = startEnqueue(r, op); !started {
+		if _, started, err = startEnqueue(r, op, false); !started {
 			return 0<<1 | channel.Leave(g)
 		}
 	}
@@ -596,13 +598,13 @@ func isType(v js.Value, t js.Type) bool {
 	return ok && vt == t
 }
 
-// opBuf is FAST.opFields' buffer; an operation that does not fit takes the
-// slow path.
+// opBuf is FAST.opFields' buffer, and FAST.enqueue's (the record's JSON and
+// payload); an operation that does not fit takes the slow path.
 var opBufV js.Value
 
 func opBuf() js.Value {
 	if opBufV.IsUndefined() { // js/wasm runs one goroutine at a time, none between these lines
-		opBufV = jsUint8Array.New(16 << 10)
+		opBufV = jsUint8Array.New(72 << 10) // a 64 KiB inline payload and its record
 	}
 	return opBufV
 }

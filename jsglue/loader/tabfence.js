@@ -215,30 +215,33 @@ const FAST = (() => {
         return slow(op);
       };
     },
-    // enqueue writes the outbox record Go encoded (json, and its payload
-    // bytes or null) in a transaction of its own on db and commits it. The
-    // promise resolves with {id, action} on the complete event without
-    // entering Go; Go's bookkeeping, done(k, seq), is a second listener, so
-    // it runs after the awaiting code did. On abort it rejects with what
-    // done(k, undefined, tx.error) returns, Go's error. The prototype's
-    // transaction is called, not the connection's own property: the outbox
-    // tracks its flush transactions there (to abort them when the page
-    // freezes), and an enqueue is not one of them.
-    enqueue(db, names, opts, json, payload, id, action, done, k) {
+    // enqueue writes the outbox record Go encoded (its JSON, n bytes of
+    // buf, then its payload, m bytes, or none when m < 0) in a transaction
+    // of its own on db and commits it. The promise resolves with
+    // {id, action} on the complete event without entering Go; Go's
+    // bookkeeping, done(k, seq), is a second listener, so it runs after
+    // the awaiting code did. On abort it rejects with what
+    // done(k, undefined, tx.error) returns, Go's error. The promise is
+    // returned when ret is set, else kept in started for enqueuer. The
+    // prototype's transaction is called, not the connection's own
+    // property: the outbox tracks its flush transactions there (to abort
+    // them when the page freezes), and an enqueue is not one of them.
+    enqueue(db, names, opts, buf, n, m, done, k, ret) {
+      const rec = JSON.parse(dec.decode(buf.subarray(0, n)));
+      if (m >= 0) rec.payload = buf.slice(n, n + m);
       const tx = idbTransaction.call(db, names, "readwrite", opts);
-      const rec = JSON.parse(json);
-      if (payload !== null) rec.payload = payload;
       const put = tx.objectStore(names[0]).put(rec);
+      const value = { id: rec.id, action: "appended" };
       const p = new Promise((resolve, reject) => {
-        tx.addEventListener("complete", () => resolve({ id, action }));
+        tx.addEventListener("complete", () => resolve(value));
         tx.addEventListener("complete", () => done(k, put.result));
         tx.addEventListener("abort", () => reject(done(k, undefined, tx.error)));
       });
       try {
         tx.commit?.(); // now, not when the task ends; where missing, auto-commit
       } catch {} // already finishing (aborted): the events tell the outcome
+      if (ret) return p;
       started = p;
-      return p;
     },
   });
 })();
