@@ -61,6 +61,12 @@ type Channel struct {
 
 	exportID int32    // its number for the loader's rx (see exportRx), or 0
 	payload  js.Value // the loader's FAST.payload, or undefined
+
+	// heldID is the ID of the envelope exportRx is receiving, while the
+	// loader holds it and its header had no escapes (see Held); "" outside.
+	// Only the export's own call reads or writes it: it runs on the event
+	// loop and never blocks, so no goroutine runs in between.
+	heldID string
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -135,12 +141,41 @@ func (c *Channel) receive(e Envelope, why Reason) {
 // receiveHeader receives an envelope the fast path handed over as its JSON
 // header (see FastPath) and payload: the same checks as decode.
 func (c *Channel) receiveHeader(hdr string, payload js.Value) {
+	c.receiveHeaderHeld(hdr, payload, false)
+}
+
+// receiveHeaderHeld is receiveHeader; held: the loader holds the envelope
+// while this runs (exportRx), so a plain one is marked for Held.
+func (c *Channel) receiveHeaderHeld(hdr string, payload js.Value, held bool) {
 	e, why := decodeHeaderJSON(hdr, c.limits)
 	if why == ReasonNone {
 		e.Payload, why = payload, receivedPayloadReason(payload, c.limits)
 	}
+	if why == ReasonNone && held && plainJSON(hdr) {
+		c.heldID = e.ID
+		defer func() { c.heldID = "" }()
+	}
 	c.receive(e, why)
 }
+
+// plainJSON reports whether the JSON text h has no escape: its strings are
+// then byte for byte the UTF-8 of the strings JSON.stringify was given (a
+// lone surrogate, which UTF-8 cannot carry, is always escaped).
+func plainJSON(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if h[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Held reports whether m is the envelope the loader is handing to Go at
+// this moment (a SubscribeNow function called during the wasm export
+// tabfence_channel_rx) and is plain: Fast.DeliverHeld may then build the
+// message in JavaScript from that very envelope, equal to the one deliver
+// builds from m's JSON, without crossing m's fields again.
+func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.heldID }
 
 // Fast holds the message path's JavaScript half that the loader
 // (jsglue/loader/tabfence.js, FAST) installs under
@@ -163,7 +198,8 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 //   - Post(bc, scratch, header, payload) posts an envelope (see
 //     appendHeaderJSON).
 //   - Deliver(fn, scratch, message, payload) calls fn with the message in a
-//     microtask (used by the JavaScript API's subscribers).
+//     microtask (used by the JavaScript API's subscribers); DeliverHeld(fn,
+//     gap) does for the envelope being received, when Held.
 //
 // When the loader has attached the instance's exports (see export_js.go),
 // Rx also gets the channel's export number and Kick: a header in scratch
@@ -171,7 +207,7 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
-type Fast struct{ Rx, Post, Deliver, Payload, Poster js.Value }
+type Fast struct{ Rx, Post, Deliver, DeliverHeld, Payload, Poster js.Value }
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -228,7 +264,7 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster")}
 }
 
 var (

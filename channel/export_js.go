@@ -91,7 +91,7 @@ func exportRx(id, n int32) (kick int32) {
 		}
 	}()
 	if c := exported.get(id); c != nil {
-		c.receiveHeader(scratchString(int(n)), c.HeldPayload())
+		c.receiveHeaderHeld(scratchString(int(n)), c.HeldPayload(), true)
 	}
 	return Leave(g)
 }
