@@ -440,6 +440,11 @@ func (c *Channel) Post(e Envelope) error {
 	return err
 }
 
+// PostsThroughLoader reports whether Post sends through the loader's
+// FAST.post (see Fast), which keeps the envelope it sent for the loader's
+// poster.
+func (c *Channel) PostsThroughLoader() bool { return !c.post.IsUndefined() }
+
 // Send stamps payload with s's next sequence and posts it.
 func (c *Channel) Send(s *Sequencer, kind string, payload js.Value) (Envelope, error) {
 	e := s.Next(kind, payload)

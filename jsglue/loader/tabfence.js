@@ -72,6 +72,9 @@ const FAST = (() => {
   // A trap inside an export (the runtime is broken) detaches the exports
   // and tells the loader (died), as a trap inside a js.Func does (watch).
   let ex = null, held, env, died = null;
+  // posting: a poster's export is running; posted: the envelope post()
+  // sent meanwhile, whose fields answer the poster.
+  let posting = false, posted = null;
   const handOver = (payload, call, envelope) => {
     held = payload;
     env = envelope;
@@ -124,18 +127,28 @@ const FAST = (() => {
     },
     // poster returns a post(kind, payload) method of the API: with exports,
     // a string kind that fits buf goes to the export tabfence_post with
-    // (op, id) and the result comes back as JSON in buf; the export's
-    // verdict, bits 1 and up: > 0 the result's length, < 0 failed (fail()
-    // returns the rejected promise), 0 not taken (slow does it all).
+    // (op, id); the export's verdict, bits 1 and up: 1 posted through post()
+    // below, and the result, {id, token, seq}, is read from the envelope it
+    // sent (posted); > 1 the length of the result as JSON in buf; < 0 failed
+    // (fail() returns the rejected promise); 0 not taken (slow does it all).
     poster(op, id, slow, fail, buf, kick) {
       return (kind, payload) => {
         if (ex !== null && typeof kind === "string") {
           const r = enc.encodeInto(kind, buf);
           if (r.read === kind.length) {
-            const v = handOver(payload, () => ex.tabfence_post(op, id, r.written));
+            let v;
+            posting = true;
+            try {
+              v = handOver(payload, () => ex.tabfence_post(op, id, r.written));
+            } finally {
+              posting = false;
+            }
+            const e = posted;
+            posted = null;
             if (v & 1) later(kick);
             const n = v >> 1;
-            if (n > 0) return Promise.resolve(JSON.parse(dec.decode(buf.subarray(0, n))));
+            if (n === 1) return e !== null ? Promise.resolve({ id: e.id, token: e.token, seq: e.seq }) : fail();
+            if (n > 1) return Promise.resolve(JSON.parse(dec.decode(buf.subarray(0, n))));
             if (n < 0) return fail();
           }
         }
@@ -147,6 +160,7 @@ const FAST = (() => {
       const e = JSON.parse(text(buf, h));
       if (payload !== undefined) e.payload = payload;
       bc.postMessage(e);
+      if (posting && posted === null) posted = e;
     },
     // deliver hands a subscriber its message (fields as JSON in buf or h,
     // payload set in its place) in a microtask (later), so its exceptions
