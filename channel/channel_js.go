@@ -172,7 +172,7 @@ func plainJSON(h string) bool {
 
 // Held reports whether m is the envelope the loader is handing to Go at
 // this moment (a SubscribeNow function called during the wasm export
-// tabfence_channel_rx) and is plain: Fast.DeliverHeld may then build the
+// tabfence_channel_rx2) and is plain: Fast.DeliverHeld may then build the
 // message in JavaScript from that very envelope, equal to the one deliver
 // builds from m's JSON, without crossing m's fields again.
 func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.heldID }
@@ -202,8 +202,9 @@ func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.held
 //     gap) does for the envelope being received, when Held.
 //
 // When the loader has attached the instance's exports (see export_js.go),
-// Rx also gets the channel's export number and Kick: a header in scratch
-// then enters Go through the wasm export tabfence_channel_rx, which skips
+// Rx also gets the channel's export number and Kick: a header that fits
+// xscratch (export_js.go) then enters Go through the wasm export
+// tabfence_channel_rx2, which skips
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
@@ -236,8 +237,14 @@ func scratchString(n int) string {
 }
 
 // CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
-// payload, text through scratch when it fits.
+// payload, text through scratch when it fits: during an export through
+// xscratch, without a call (see export_js.go).
 func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
+	if inExport && len(text) <= len(xscratch) {
+		n := copy(xscratch[:], text)
+		_, err := jsglue.Invoke(fn, target, scratch, -n, payload) // never panics: Invoke recovers
+		return err
+	}
 	scratchMu.Lock()
 	var h any
 	if len(text) <= scratchLen {

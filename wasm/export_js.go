@@ -38,7 +38,7 @@ func postMethod(op int32, id float64, slow js.Value) js.Value {
 }
 
 // exportPost runs post op for handle id with the kind the loader wrote into
-// scratch (n bytes) and the payload it holds (Channel.HeldPayload), exactly
+// xscratch (n bytes, see package channel) and the payload it holds (Channel.HeldPayload), exactly
 // as the js.Func does. Its result, shifted left by one beside the kick
 // bit (channel.Leave) in bit 0: 1 when the envelope went out through the
 // loader's FAST.post, which keeps it, so the loader answers {id, token,

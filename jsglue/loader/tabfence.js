@@ -41,7 +41,25 @@ const FAST = (() => {
   // written there crosses as its length, a number, which costs no
   // reference; one that does not fit crosses as a string.
   const enc = new TextEncoder(), dec = new TextDecoder();
-  const text = (buf, h) => (typeof h === "number" ? dec.decode(buf.subarray(0, h)) : h);
+  // With exports, text also crosses through xscratch, a buffer in the
+  // instance's memory that Go names once (tabfence_scratch): JavaScript
+  // writes and reads it in place, and Go reads and writes it without a call
+  // (a crossing each way saved). The view is made again when the memory
+  // grows, which detaches the old buffer. Go passes its text there as a
+  // negative length. Its address is asked for on the first use, which is
+  // always rx's or poster's, before they call Go: text() runs inside Go's
+  // calls, where entering an export again is not allowed.
+  let xmem = null, xaddr = -1;
+  const xscratch = (n) => {
+    const b = ex.mem.buffer;
+    if (xmem === null || xmem.buffer !== b) {
+      if (xaddr < 0) xaddr = ex.tabfence_scratch() >>> 0;
+      xmem = new Uint8Array(b, xaddr, n);
+    }
+    return xmem;
+  };
+  const text = (buf, h) =>
+    typeof h !== "number" ? h : h < 0 ? dec.decode(xscratch(buf.length).subarray(0, -h)) : dec.decode(buf.subarray(0, h));
   // later(f, m) calls f(m) in a microtask; an exception is reported as
   // uncaught, as queueMicrotask reports it, and never unwinds into Go. Not
   // queueMicrotask itself: measured in Chromium 156 here, its first call in
@@ -94,7 +112,10 @@ const FAST = (() => {
     // attach hands over the runtime's exports once it is instantiated, and
     // null once it stopped: the exports of a stopped runtime are not called.
     attach(exports, onTrap) {
-      ex = typeof exports?.tabfence_channel_rx === "function" ? exports : null;
+      ex = typeof exports?.tabfence_channel_rx2 === "function" && typeof exports.tabfence_scratch === "function" &&
+        exports.mem instanceof WebAssembly.Memory ? exports : null;
+      xmem = null;
+      xaddr = -1;
       died = ex !== null && typeof onTrap === "function" ? onTrap : null;
     },
     payload() {
@@ -105,7 +126,8 @@ const FAST = (() => {
     // (JSON header [id, kind, resource, owner, token, seq, sentAt], payload),
     // the header in buf (its length) or as a string; anything else as
     // (undefined, data), for Go to decode and count. With exports, a header
-    // in buf goes to the export instead, naming the channel by id.
+    // that fits xscratch goes to the export instead, naming the channel by
+    // id.
     rx(go, maxID, maxKind, maxResource, maxOwner, buf, id, kick) {
       return (ev) => {
         const d = ev?.data;
@@ -115,18 +137,21 @@ const FAST = (() => {
             typeof d.owner === "string" && d.owner.length <= maxOwner &&
             typeof d.token === "number" && typeof d.seq === "number" && typeof d.sentAt === "number") {
           const h = JSON.stringify([d.id, d.kind, d.resource, d.owner, d.token, d.seq, d.sentAt]);
-          const r = buf ? enc.encodeInto(h, buf) : null;
-          if (r !== null && r.read === h.length && ex !== null && id > 0) {
-            if (handOver(d.payload, () => ex.tabfence_channel_rx(id, r.written), d) & 1) later(kick);
-            return;
+          if (buf && ex !== null && id > 0) {
+            const x = enc.encodeInto(h, xscratch(buf.length));
+            if (x.read === h.length) {
+              if (handOver(d.payload, () => ex.tabfence_channel_rx2(id, x.written), d) & 1) later(kick);
+              return;
+            }
           }
+          const r = buf ? enc.encodeInto(h, buf) : null;
           return go(r !== null && r.read === h.length ? r.written : h, d.payload);
         }
         return go(undefined, d);
       };
     },
     // poster returns a post(kind, payload) method of the API: with exports,
-    // a string kind that fits buf goes to the export tabfence_post with
+    // a string kind that fits xscratch goes to the export tabfence_post with
     // (op, id); the export's verdict, bits 1 and up: 1 posted through post()
     // below, and the result, {id, token, seq}, is read from the envelope it
     // sent (posted); > 1 the length of the result as JSON in buf; < 0 failed
@@ -134,7 +159,7 @@ const FAST = (() => {
     poster(op, id, slow, fail, buf, kick) {
       return (kind, payload) => {
         if (ex !== null && typeof kind === "string") {
-          const r = enc.encodeInto(kind, buf);
+          const r = enc.encodeInto(kind, xscratch(buf.length));
           if (r.read === kind.length) {
             let v;
             posting = true;
@@ -171,7 +196,7 @@ const FAST = (() => {
       later(fn, m);
     },
     // deliverHeld is deliver for the envelope being handed to
-    // tabfence_channel_rx (env), which Go accepted and found plain (no
+    // tabfence_channel_rx2 (env), which Go accepted and found plain (no
     // escape in its header: every string is exactly the one received): the
     // message is built from it, in deliver's field order, instead of from
     // JSON. Numbers + 0: -0 arrives as 0, as through JSON.
