@@ -56,6 +56,8 @@ type Channel struct {
 	encMu  sync.Mutex
 	encBuf []byte   // encode's scratch
 	post   js.Value // the loader's FAST.post, or undefined
+	post2  js.Value // the loader's FAST.post2, or undefined
+	outs   outStrs  // JavaScript strings of recurring outgoing header fields
 
 	hdrs hdrCache // recurring received header strings, see hdrCache
 
@@ -122,7 +124,7 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		c.exportID = exported.add(c)
 		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch, c.exportID, Kick())
 	}
-	c.post, c.payload = fast.Post, fast.Payload
+	c.post, c.post2, c.payload = fast.Post, fast.Post2, fast.Payload
 	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
 	bc.Set("onmessageerror", handler)
@@ -196,7 +198,9 @@ func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.held
 //     payload), the JSON written into scratch (goHandler gets its length) or,
 //     if it does not fit, as a string; anything else as (undefined, data).
 //   - Post(bc, scratch, header, payload) posts an envelope (see
-//     appendHeaderJSON).
+//     appendHeaderJSON); Post2(bc, kind, resource, owner, four words of the
+//     ID, token, seq, sentAt, payload) one whose ID is 32 hex digits
+//     (idWords), its strings made once (outStrs): no JSON per post.
 //   - Deliver(fn, scratch, message, payload) calls fn with the message in a
 //     microtask (used by the JavaScript API's subscribers); DeliverHeld(fn,
 //     gap) does for the envelope being received, when Held.
@@ -208,7 +212,7 @@ func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.held
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
-type Fast struct{ Rx, Post, Deliver, DeliverHeld, Payload, Poster js.Value }
+type Fast struct{ Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value }
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -271,7 +275,7 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster")}
 }
 
 var (
@@ -436,6 +440,11 @@ func (c *Channel) Post(e Envelope) error {
 	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
+	if w, ok := idWords(e.ID); ok && !c.post2.IsUndefined() {
+		_, err := jsglue.Invoke(c.post2, c.bc, c.outs.get(e.Kind), c.outs.get(e.Resource), c.outs.get(e.Owner),
+			w[0], w[1], w[2], w[3], float64(e.Token), float64(e.Seq), float64(e.SentAt), e.Payload)
+		return err
+	}
 	if !c.post.IsUndefined() {
 		c.encMu.Lock()
 		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
@@ -448,8 +457,8 @@ func (c *Channel) Post(e Envelope) error {
 }
 
 // PostsThroughLoader reports whether Post sends through the loader's
-// FAST.post (see Fast), which keeps the envelope it sent for the loader's
-// poster.
+// FAST.post or FAST.post2 (see Fast), which keep the envelope they sent for
+// the loader's poster.
 func (c *Channel) PostsThroughLoader() bool { return !c.post.IsUndefined() }
 
 // Send stamps payload with s's next sequence and posts it.
@@ -514,6 +523,35 @@ func (c *Channel) header(e Envelope, withPayload bool) string {
 	s := string(c.encBuf)
 	c.encMu.Unlock()
 	return s
+}
+
+// outStrs remembers the JavaScript strings of a few outgoing header fields
+// (a leader's resource and owner, its kinds): each js.ValueOf of a Go string
+// decodes it in JavaScript and registers a reference, which Post2 would
+// otherwise pay per field per post. A new string replaces the oldest entry.
+type outStrs struct {
+	mu   sync.Mutex
+	ents [8]struct {
+		s string
+		v js.Value
+	}
+	next int
+}
+
+// get returns s as a JavaScript string.
+func (o *outStrs) get(s string) js.Value {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.ents {
+		if e := &o.ents[i]; e.s == s && e.v.Type() == js.TypeString {
+			return e.v
+		}
+	}
+	v := js.ValueOf(s)
+	e := &o.ents[o.next]
+	e.s, e.v = s, v
+	o.next = (o.next + 1) % len(o.ents)
+	return v
 }
 
 // receivedPayloadReason is clonedPayloadReason, recovering like decode.
