@@ -56,11 +56,19 @@ type Channel struct {
 	encMu  sync.Mutex
 	encBuf []byte   // encode's scratch
 	post   js.Value // the loader's FAST.post, or undefined
+	post2  js.Value // the loader's FAST.post2, or undefined
+	outs   outStrs  // JavaScript strings of recurring outgoing header fields
 
 	hdrs hdrCache // recurring received header strings, see hdrCache
 
 	exportID int32    // its number for the loader's rx (see exportRx), or 0
 	payload  js.Value // the loader's FAST.payload, or undefined
+
+	// heldID is the ID of the envelope exportRx is receiving, while the
+	// loader holds it and its header had no escapes (see Held); "" outside.
+	// Only the export's own call reads or writes it: it runs on the event
+	// loop and never blocks, so no goroutine runs in between.
+	heldID string
 }
 
 // Open joins the BroadcastChannel name. Use the election's versioned name
@@ -116,7 +124,7 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		c.exportID = exported.add(c)
 		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch, c.exportID, Kick())
 	}
-	c.post, c.payload = fast.Post, fast.Payload
+	c.post, c.post2, c.payload = fast.Post, fast.Post2, fast.Payload
 	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
 	bc.Set("onmessageerror", handler)
@@ -135,12 +143,41 @@ func (c *Channel) receive(e Envelope, why Reason) {
 // receiveHeader receives an envelope the fast path handed over as its JSON
 // header (see FastPath) and payload: the same checks as decode.
 func (c *Channel) receiveHeader(hdr string, payload js.Value) {
+	c.receiveHeaderHeld(hdr, payload, false)
+}
+
+// receiveHeaderHeld is receiveHeader; held: the loader holds the envelope
+// while this runs (exportRx), so a plain one is marked for Held.
+func (c *Channel) receiveHeaderHeld(hdr string, payload js.Value, held bool) {
 	e, why := decodeHeaderJSON(hdr, c.limits)
 	if why == ReasonNone {
 		e.Payload, why = payload, receivedPayloadReason(payload, c.limits)
 	}
+	if why == ReasonNone && held && plainJSON(hdr) {
+		c.heldID = e.ID
+		defer func() { c.heldID = "" }()
+	}
 	c.receive(e, why)
 }
+
+// plainJSON reports whether the JSON text h has no escape: its strings are
+// then byte for byte the UTF-8 of the strings JSON.stringify was given (a
+// lone surrogate, which UTF-8 cannot carry, is always escaped).
+func plainJSON(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if h[i] == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Held reports whether m is the envelope the loader is handing to Go at
+// this moment (a SubscribeNow function called during the wasm export
+// tabfence_channel_rx2) and is plain: Fast.DeliverHeld may then build the
+// message in JavaScript from that very envelope, equal to the one deliver
+// builds from m's JSON, without crossing m's fields again.
+func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.heldID }
 
 // Fast holds the message path's JavaScript half that the loader
 // (jsglue/loader/tabfence.js, FAST) installs under
@@ -161,13 +198,17 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 //     payload), the JSON written into scratch (goHandler gets its length) or,
 //     if it does not fit, as a string; anything else as (undefined, data).
 //   - Post(bc, scratch, header, payload) posts an envelope (see
-//     appendHeaderJSON).
+//     appendHeaderJSON); Post2(bc, kind, resource, owner, four words of the
+//     ID, token, seq, sentAt, payload) one whose ID is 32 hex digits
+//     (idWords), its strings made once (outStrs): no JSON per post.
 //   - Deliver(fn, scratch, message, payload) calls fn with the message in a
-//     microtask (used by the JavaScript API's subscribers).
+//     microtask (used by the JavaScript API's subscribers); DeliverHeld(fn,
+//     gap) does for the envelope being received, when Held.
 //
 // When the loader has attached the instance's exports (see export_js.go),
-// Rx also gets the channel's export number and Kick: a header in scratch
-// then enters Go through the wasm export tabfence_channel_rx, which skips
+// Rx also gets the channel's export number and Kick: a header that fits
+// xscratch (export_js.go) then enters Go through the wasm export
+// tabfence_channel_rx2, which skips
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
@@ -176,7 +217,10 @@ func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 // OpFields reads an operation for the JavaScript API's enqueue, and
 // Enqueuer builds that method around the export tabfence_enqueue (package
 // main).
-type Fast struct{ Rx, Post, Deliver, Payload, Poster, Enqueue, OpFields, Enqueuer js.Value }
+type Fast struct {
+	Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value
+	Enqueue, OpFields, Enqueuer                            js.Value
+}
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -205,8 +249,14 @@ func scratchString(n int) string {
 }
 
 // CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
-// payload, text through scratch when it fits.
+// payload, text through scratch when it fits: during an export through
+// xscratch, without a call (see export_js.go).
 func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
+	if inExport && len(text) <= len(xscratch) {
+		n := copy(xscratch[:], text)
+		_, err := jsglue.Invoke(fn, target, scratch, -n, payload) // never panics: Invoke recovers
+		return err
+	}
 	scratchMu.Lock()
 	var h any
 	if len(text) <= scratchLen {
@@ -233,7 +283,8 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Deliver: fn("deliver"), Payload: fn("payload"), Poster: fn("poster"), Enqueue: fn("enqueue"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster"),
+		Enqueue: fn("enqueue"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
 }
 
 var (
@@ -398,6 +449,11 @@ func (c *Channel) Post(e Envelope) error {
 	if why := payloadReason(e.Payload, c.limits); why != ReasonNone {
 		return errors.Join(ErrInvalid, errors.New("channel: payload "+why.String()))
 	}
+	if w, ok := idWords(e.ID); ok && !c.post2.IsUndefined() {
+		_, err := jsglue.Invoke(c.post2, c.bc, c.outs.get(e.Kind), c.outs.get(e.Resource), c.outs.get(e.Owner),
+			w[0], w[1], w[2], w[3], float64(e.Token), float64(e.Seq), float64(e.SentAt), e.Payload)
+		return err
+	}
 	if !c.post.IsUndefined() {
 		c.encMu.Lock()
 		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
@@ -408,6 +464,11 @@ func (c *Channel) Post(e Envelope) error {
 	_, err := jsglue.Call(c.bc, "postMessage", c.encode(e))
 	return err
 }
+
+// PostsThroughLoader reports whether Post sends through the loader's
+// FAST.post or FAST.post2 (see Fast), which keep the envelope they sent for
+// the loader's poster.
+func (c *Channel) PostsThroughLoader() bool { return !c.post.IsUndefined() }
 
 // Send stamps payload with s's next sequence and posts it.
 func (c *Channel) Send(s *Sequencer, kind string, payload js.Value) (Envelope, error) {
@@ -471,6 +532,35 @@ func (c *Channel) header(e Envelope, withPayload bool) string {
 	s := string(c.encBuf)
 	c.encMu.Unlock()
 	return s
+}
+
+// outStrs remembers the JavaScript strings of a few outgoing header fields
+// (a leader's resource and owner, its kinds): each js.ValueOf of a Go string
+// decodes it in JavaScript and registers a reference, which Post2 would
+// otherwise pay per field per post. A new string replaces the oldest entry.
+type outStrs struct {
+	mu   sync.Mutex
+	ents [8]struct {
+		s string
+		v js.Value
+	}
+	next int
+}
+
+// get returns s as a JavaScript string.
+func (o *outStrs) get(s string) js.Value {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.ents {
+		if e := &o.ents[i]; e.s == s && e.v.Type() == js.TypeString {
+			return e.v
+		}
+	}
+	v := js.ValueOf(s)
+	e := &o.ents[o.next]
+	e.s, e.v = s, v
+	o.next = (o.next + 1) % len(o.ents)
+	return v
 }
 
 // receivedPayloadReason is clonedPayloadReason, recovering like decode.

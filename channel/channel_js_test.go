@@ -492,6 +492,16 @@ func TestFastPathPostsLikeGo(t *testing.T) {
 		}
 		sent = append(sent, e)
 	}
+	// An ID that is not 32 hex digits goes out as JSON (FAST.post), one that
+	// is as four words (FAST.post2).
+	for _, id := range []string{"custom-id", "0123456789ABCDEF0123456789ABCDEF", "00000000000000000000000000000000"} {
+		e := NewSequencer("doc", "o", 9).Next("k", obj(`{n: 1}`))
+		e.ID, e.Seq = id, uint64(len(sent)+1)
+		if err := fastCh.Post(e); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, e)
+	}
 	waitFor(t, "delivery", func() bool { return len(got.list()) == len(sent) })
 	for i, m := range got.list() {
 		if m.Envelope.String() != sent[i].String() || m.ID != sent[i].ID || m.Owner != sent[i].Owner || m.SentAt != sent[i].SentAt || m.Payload.Get("n").Int() != 1 {

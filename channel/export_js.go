@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall/js"
+	"unsafe"
 
 	"github.com/tabfence/tabfence/jsglue"
 )
@@ -34,7 +35,7 @@ import (
 //     before the next task, as they would have run before the event
 //     returned. (runtime/metrics can count runnable goroutines in general,
 //     but it costs 8 KB of the download, brotli.)
-//   - it takes and returns numbers only: text crosses through scratch,
+//   - it takes and returns numbers only: text crosses through xscratch,
 //     and the payload is fetched from the loader (HeldPayload).
 //
 // Without the loader (Go's own tests, a page that loads the .wasm itself)
@@ -75,11 +76,32 @@ func (x *exports) remove(id int32) {
 	delete(x.m, id)
 }
 
-// exportRx receives the envelope whose header the loader's rx wrote into
-// scratch (n bytes) for channel id; the payload is HeldPayload's. It
-// returns the kick bit (Leave).
+// xscratch is the exports' scratch: a buffer in this instance's memory,
+// which the loader reads and writes in place through a view of the
+// memory (its address from tabfence_scratch). Text crosses it without a
+// call: JavaScript writes a header or a kind there before it calls an
+// export, and during an export Go writes there the text it hands to the
+// loader (CallFast, a negative length). Against the scratch Uint8Array,
+// that saves a crossing per text (CopyBytesToGo or CopyBytesToJS: a call
+// into JavaScript each).
+var xscratch [scratchLen]byte
+
+// inExport is set while an export runs (Entered to Leave): CallFast then
+// hands text over through xscratch.
+var inExport bool
+
+// exportScratch returns xscratch's address in the instance's memory.
 //
-//go:wasmexport tabfence_channel_rx
+//go:wasmexport tabfence_scratch
+func exportScratch() int32 { return int32(uintptr(unsafe.Pointer(&xscratch[0]))) }
+
+// exportRx receives the envelope whose header the loader's rx wrote into
+// xscratch (n bytes) for channel id; the payload is HeldPayload's. It
+// returns the kick bit (Leave). (The name is new with xscratch: a loader
+// that writes headers into the scratch Uint8Array does not find it, and
+// stays on the js.Func path.)
+//
+//go:wasmexport tabfence_channel_rx2
 func exportRx(id, n int32) (kick int32) {
 	g := Entered()
 	defer func() {
@@ -91,7 +113,7 @@ func exportRx(id, n int32) (kick int32) {
 		}
 	}()
 	if c := exported.get(id); c != nil {
-		c.receiveHeader(scratchString(int(n)), c.HeldPayload())
+		c.receiveHeaderHeld(ScratchString(int(n)), c.HeldPayload(), true)
 	}
 	return Leave(g)
 }
@@ -130,20 +152,27 @@ func Woke() { woken.Store(true) }
 // bit: 1 when goroutines were started or woken in between.
 func Entered() int {
 	woken.Store(false)
+	inExport = true
 	return runtime.NumGoroutine()
 }
 
 // Leave returns the kick bit for an export entered with n goroutines.
 func Leave(n int) int32 {
+	inExport = false
 	if woken.Swap(false) || runtime.NumGoroutine() > n {
 		return 1
 	}
 	return 0
 }
 
-// ScratchString copies the n bytes the loader wrote into the scratch buffer
-// (see Fast); garbage n gives "".
-func ScratchString(n int) string { return scratchString(n) }
+// ScratchString copies the n bytes the loader wrote into xscratch before
+// it called an export; garbage n gives "".
+func ScratchString(n int) string {
+	if n <= 0 || n > len(xscratch) {
+		return ""
+	}
+	return string(xscratch[:n])
+}
 
 // WriteScratch copies b into the scratch buffer and returns its length, or
 // -1 when it does not fit.

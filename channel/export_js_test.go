@@ -3,6 +3,7 @@
 package channel
 
 import (
+	"sync"
 	"syscall/js"
 	"testing"
 	"time"
@@ -23,13 +24,13 @@ func goInstance(t *testing.T) js.Value {
 
 // withExports installs the loader's fast path (withFastPath) and attaches
 // this instance's wasm exports to it, as the loader does: received headers
-// enter Go through tabfence_channel_rx.
+// enter Go through tabfence_channel_rx2.
 func withExports(t *testing.T) {
 	t.Helper()
 	withFastPath(t)
 	ex := goInstance(t).Get("_inst").Get("exports")
-	if ex.Get("tabfence_channel_rx").Type() != js.TypeFunction {
-		t.Fatal("no export tabfence_channel_rx")
+	if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction || ex.Get("tabfence_scratch").Type() != js.TypeFunction {
+		t.Fatal("no export tabfence_channel_rx2 or tabfence_scratch")
 	}
 	js.Global().Get("Reflect").Call("get", js.Global(), js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")).Call("attach", ex)
 }
@@ -73,4 +74,166 @@ func TestExportsRunWokenGoroutinesAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery")
 	}
+}
+
+// A message the loader hands to the export is Held while SubscribeNow
+// functions run, unless its header had an escape; and the message
+// FAST.deliverHeld builds from the held envelope is the one FAST.deliver
+// builds from the message's JSON (the JavaScript API's subscribers get one
+// or the other). Nothing else is Held: a Subscribe delivery, a replay.
+func TestExportsHeldDeliversLikeJSON(t *testing.T) {
+	withExports(t)
+	name := chName(t)
+	rx := openCh(t, name)
+	fast := FastPath()
+	type got struct {
+		held      bool
+		viaHeld   string // JSON of deliverHeld's message
+		viaJSON   string // JSON of deliver's message
+		fromQueue bool
+	}
+	var mu sync.Mutex
+	var gots []got
+	stringify := js.Global().Get("JSON").Get("stringify")
+	rx.SubscribeNow(func(m Message) {
+		g := got{held: rx.Held(m)}
+		if g.held {
+			// later() calls the function in a microtask: collect there.
+			idx := len(gots)
+			cb := js.FuncOf(func(_ js.Value, args []js.Value) any {
+				mu.Lock()
+				gots[idx].viaHeld = stringify.Invoke(args[0]).String()
+				mu.Unlock()
+				return nil
+			})
+			fast.DeliverHeld.Invoke(cb, m.Gap)
+		}
+		b := AppendJSONField(nil, `{"id":`, m.ID)
+		b = AppendJSONField(b, `,"kind":`, m.Kind)
+		b = AppendUintField(b, `,"payload":null,"token":`, m.Token)
+		b = AppendUintField(b, `,"seq":`, m.Seq)
+		b = AppendJSONField(b, `,"resource":`, m.Resource)
+		b = AppendJSONField(b, `,"owner":`, m.Owner)
+		b = AppendUintField(b, `,"sentAt":`, uint64(m.SentAt))
+		if m.Gap {
+			b = append(b, `,"gap":true}`...)
+		} else {
+			b = append(b, `,"gap":false}`...)
+		}
+		o := js.Global().Get("JSON").Call("parse", string(b))
+		o.Set("payload", m.Payload)
+		g.viaJSON = stringify.Invoke(o).String()
+		mu.Lock()
+		gots = append(gots, g)
+		mu.Unlock()
+	})
+	queued := make(chan bool, 16)
+	rx.Subscribe(func(m Message) { queued <- rx.Held(m) })
+	post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+let seq = 0;
+const env = (o) => ({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", resource: "r", owner: "o", token: 5, seq: ++seq, sentAt: 1, payload: {n: seq}, ...o});
+const posts = [env({}), env({kind: "𝄞 ü ✓ \u2028"}), env({owner: "q\"b"}), env({resource: "\ud800 lone"}), env({sentAt: -0, seq: 9}), env({token: 6, seq: 1, payload: undefined})];
+for (const p of posts) bc.postMessage(p);
+bc.close();
+return posts.length;`)
+	n := post.Invoke(name).Int()
+	waitFor(t, "every message delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(gots) != n {
+			return false
+		}
+		for _, g := range gots {
+			if g.held && g.viaHeld == "" {
+				return false
+			}
+		}
+		return true
+	})
+	wantHeld := []bool{true, true, false, false, true, true} // an escape in the header: not held
+	for i, g := range gots {
+		if g.held != wantHeld[i] {
+			t.Errorf("message %d: held %v, want %v", i, g.held, wantHeld[i])
+		}
+		if g.held && g.viaHeld != g.viaJSON {
+			t.Errorf("message %d: deliverHeld built %s, deliver %s", i, g.viaHeld, g.viaJSON)
+		}
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case h := <-queued:
+			if h {
+				t.Error("a Subscribe delivery saw its message held")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Subscribe delivery")
+		}
+	}
+	// Replay delivers what was buffered, outside the export.
+	rx.Buffer()
+	post.Invoke(name)
+	waitFor(t, "buffered", func() bool { return rx.Stats().Received == uint64(2*n) })
+	mu.Lock()
+	before := len(gots)
+	mu.Unlock()
+	rx.Replay()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, g := range gots[before:] {
+		if g.held {
+			t.Error("a replayed message was held")
+		}
+	}
+}
+
+// Text crosses xscratch, in the instance's memory, both ways, also after
+// the memory grew (which detaches the loader's view of it): received
+// headers, and Go's text handed to the loader during an export (here a
+// Post made as exportPost makes it).
+func TestExportsXScratchAcrossMemoryGrowth(t *testing.T) {
+	withExports(t)
+	name := chName(t)
+	rx, tx := openCh(t, name), openCh(t, name)
+	var got inbox
+	rx.SubscribeNow(got.add)
+	post := js.Global().Get("Function").New("name", "seq", `
+const bc = new BroadcastChannel(name);
+bc.postMessage({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", resource: "r", owner: "o", token: 1, seq, sentAt: 1, payload: seq});
+bc.close();`)
+	var keep [][]byte
+	grow := func() {
+		before := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int()
+		b := make([]byte, 64<<20)
+		b[len(b)-1] = 1
+		keep = append(keep, b)
+		if after := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int(); after <= before {
+			t.Fatalf("memory did not grow: %d -> %d bytes", before, after)
+		}
+	}
+	post.Invoke(name, 1)
+	waitFor(t, "the first message", func() bool { return len(got.list()) == 1 })
+	grow()
+	post.Invoke(name, 2)
+	waitFor(t, "the message after the memory grew", func() bool { return len(got.list()) == 2 })
+	grow()
+	// Go's side during an export: the loader reads the header from xscratch
+	// through a view it must make again.
+	s := NewSequencer("r", "o", 1)
+	s.seq = 2
+	e := s.Next("after-growth", js.ValueOf(3))
+	inExport = true
+	err := tx.Post(e)
+	inExport = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message Go posted through xscratch", func() bool { return len(got.list()) == 3 })
+	if m := got.list()[2]; m.ID != e.ID || m.Kind != "after-growth" || m.Seq != 3 || m.Payload.Int() != 3 {
+		t.Fatalf("got %+v, posted %+v", m, e)
+	}
+	if s := rx.Stats(); s.TotalDropped() != 0 || s.Delivered != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+	_ = keep
 }

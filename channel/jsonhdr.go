@@ -268,3 +268,27 @@ func utf16Len(s string) int {
 	}
 	return n
 }
+
+// idWords reads an ID of exactly 32 lowercase hex digits (NewID's) as four
+// 32-bit words, most significant first, for FAST.post2, which writes them
+// back as the same 32 digits; ok is false for any other ID, which is posted
+// as JSON.
+func idWords(id string) (w [4]uint32, ok bool) {
+	if len(id) != 32 {
+		return w, false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		var d uint32
+		switch {
+		case '0' <= c && c <= '9':
+			d = uint32(c - '0')
+		case 'a' <= c && c <= 'f':
+			d = uint32(c-'a') + 10
+		default:
+			return w, false
+		}
+		w[i/8] = w[i/8]<<4 | d
+	}
+	return w, true
+}

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,6 +130,32 @@ func TestDecodeHeaderJSON(t *testing.T) {
 		b, _ := json.Marshal([]any{s, "k", "r", "o", 1, 2, 3})
 		if e := ok(string(b)); e.ID != s {
 			t.Errorf("%q: %q", s, e.ID)
+		}
+	}
+}
+
+func TestIDWords(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		id := NewID()
+		w, ok := idWords(id)
+		if !ok {
+			t.Fatalf("%q not read", id)
+		}
+		// What FAST.post2 does: each word as 8 hex digits.
+		got := ""
+		for _, x := range w {
+			got += fmt.Sprintf("%08x", x)
+		}
+		if got != id {
+			t.Fatalf("%q read back as %q", id, got)
+		}
+	}
+	if w, ok := idWords("0000000100000002000000030000000f"); !ok || w != [4]uint32{1, 2, 3, 15} {
+		t.Fatalf("got %v %v", w, ok)
+	}
+	for _, id := range []string{"", "id1", "0123456789ABCDEF0123456789abcdef", "0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0", "0123456789abcdef0123456789abcdeg", "é123456789abcdef0123456789abcde"} {
+		if _, ok := idWords(id); ok {
+			t.Errorf("%q read as an ID of 32 hex digits", id)
 		}
 	}
 }

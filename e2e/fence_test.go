@@ -488,7 +488,9 @@ func TestFenceHostileChannelMessages(t *testing.T) {
 	}
 	// The leader's page can post through any channel object of the lock
 	// name; the sequence continues the leadership's (1, 2 were ctx.post).
-	if got := eval[string](t, leader, `T.ch.post("delta", 3).then((r) => r.token + "/" + r.seq)`); got != strconv.Itoa(int(tok))+"/3" {
+	// It resolves to {id, token, seq} of what it sent (the loader builds it
+	// from the envelope it posted).
+	if got := eval[string](t, leader, `T.ch.post("delta", 3).then((r) => Object.keys(r).join() + "/" + r.token + "/" + r.seq + "/" + /^[0-9a-f]{32}$/.test(r.id))`); got != "id,token,seq/"+strconv.Itoa(int(tok))+"/3/true" {
 		t.Fatalf("leader's channel post: %s", got)
 	}
 	// Posting from a follower is refused with a named error.

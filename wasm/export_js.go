@@ -38,11 +38,13 @@ func postMethod(op int32, id float64, slow js.Value) js.Value {
 }
 
 // exportPost runs post op for handle id with the kind the loader wrote into
-// scratch (n bytes) and the payload it holds (Channel.HeldPayload), exactly
+// xscratch (n bytes, see package channel) and the payload it holds (Channel.HeldPayload), exactly
 // as the js.Func does. Its result, shifted left by one beside the kick
-// bit (channel.Leave) in bit 0: the length of the result JSON written into
-// scratch, or -1 when it failed (the loader then calls fail, which returns
-// the rejected promise).
+// bit (channel.Leave) in bit 0: 1 when the envelope went out through the
+// loader's FAST.post, which keeps it, so the loader answers {id, token,
+// seq} from its fields (no result JSON written, copied and parsed); else
+// the length of the result JSON written into scratch; or -1 when it failed
+// (the loader then calls fail, which returns the rejected promise).
 //
 //go:wasmexport tabfence_post
 func exportPost(op, id, n int32) (v int32) {
@@ -54,7 +56,10 @@ func exportPost(op, id, n int32) (v int32) {
 			v = -1<<1 | channel.Leave(g)
 		}
 	}()
-	e, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
+	e, viaLoader, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
+	if err == nil && viaLoader {
+		return 1<<1 | channel.Leave(g)
+	}
 	if err == nil {
 		var b [128]byte
 		if w := channel.WriteScratch(postResult(b[:0], e)); w > 0 {
@@ -66,39 +71,42 @@ func exportPost(op, id, n int32) (v int32) {
 	return -1<<1 | channel.Leave(g)
 }
 
-// fastPost is ctxPost's or chanPost's body for a string kind.
-func fastPost(op int32, id float64, kind string) (channel.Envelope, error) {
+// fastPost is ctxPost's or chanPost's body for a string kind; viaLoader:
+// the envelope went out through the loader's FAST.post.
+func fastPost(op int32, id float64, kind string) (e channel.Envelope, viaLoader bool, err error) {
 	switch op {
 	case opCtxPost:
 		const where = "ctx.post"
 		r, ok := leaderRefs.lookup(id)
 		if !ok {
-			return channel.Envelope{}, errLeaderReleased
+			return channel.Envelope{}, false, errLeaderReleased
 		}
 		cs, err := r.el.fx.channel(r.el)
 		if err != nil {
-			return channel.Envelope{}, err
+			return channel.Envelope{}, false, err
 		}
 		if kind, err = checkedString(where, "kind", kind); err != nil {
-			return channel.Envelope{}, err
+			return channel.Envelope{}, false, err
 		}
-		return cs.send(where, r.el, r.l, kind, cs.c.HeldPayload())
+		e, err = cs.send(where, r.el, r.l, kind, cs.c.HeldPayload())
+		return e, err == nil && cs.c.PostsThroughLoader(), err
 	case opChanPost:
 		const where = "channel.post"
 		cs, ok := chans.lookup(id)
 		if !ok {
-			return channel.Envelope{}, channel.ErrClosed
+			return channel.Envelope{}, false, channel.ErrClosed
 		}
 		el, l, err := cs.leader()
 		if err != nil {
-			return channel.Envelope{}, err
+			return channel.Envelope{}, false, err
 		}
 		if kind, err = checkedString(where, "kind", kind); err != nil {
-			return channel.Envelope{}, err
+			return channel.Envelope{}, false, err
 		}
-		return cs.send(where, el, l, kind, cs.c.HeldPayload())
+		e, err = cs.send(where, el, l, kind, cs.c.HeldPayload())
+		return e, err == nil && cs.c.PostsThroughLoader(), err
 	}
-	return channel.Envelope{}, errInternal
+	return channel.Envelope{}, false, errInternal
 }
 
 var (

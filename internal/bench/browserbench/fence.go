@@ -389,6 +389,8 @@ func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds i
 				mean(rt.Post), mean(echo.Recv), mean(echo.Post), mean(rt.Recv), mean(rt.BCTF), mean(rt.BCRaw))
 			fmt.Fprintf(w, "  echo receive means ms: raw arrival -> runtime handler %.3f, in handler (Go) %.3f, handler -> subscriber %.3f\n",
 				mean(echo.Gap), mean(echo.Handler), mean(echo.Recv)-mean(echo.Gap)-mean(echo.Handler))
+			fmt.Fprintf(w, "  echo receive p50 ms: raw arrival -> runtime handler %.3f, in handler (Go) %.3f (p10 %.3f); ping postMessage p50 tabfence %.3f raw %.3f\n",
+				percentile(echo.Gap, 50), percentile(echo.Handler, 50), percentile(echo.Handler, 10), percentile(rt.BCTF, 50), percentile(rt.BCRaw, 50))
 		}
 	}
 	return nil
