@@ -212,7 +212,15 @@ func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.held
 // the event machinery of a js.Func, and Payload returns the payload being
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
-type Fast struct{ Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value }
+//
+// Enqueue is the outbox's append writer (see outbox.IDBStore.StartEnqueue);
+// OpFields reads an operation for the JavaScript API's enqueue, and
+// Enqueuer builds that method around the export tabfence_enqueue (package
+// main).
+type Fast struct {
+	Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value
+	Enqueue, OpFields, Enqueuer                            js.Value
+}
 
 // scratchLen bounds the text that crosses through scratch; longer text
 // crosses as a string. Headers within DefaultLimits fit unless their
@@ -275,7 +283,8 @@ func FastPath() Fast {
 		}
 		return js.Undefined()
 	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster")}
+	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster"),
+		Enqueue: fn("enqueue"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
 }
 
 var (

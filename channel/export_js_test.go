@@ -7,30 +7,17 @@ import (
 	"syscall/js"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
-// goInstance is wasm_exec.js's Go object of this program: the value
-// syscall/js keeps under reference 6 (jsGo, unexported). The test runner
-// (wasmbrowsertest) keeps the WebAssembly instance in a closure, and the Go
-// object holds it as _inst: that is how a test reaches the exports the
-// loader calls. The layout mirrors syscall/js.Value (ref, gcPtr); the
-// checks below fail loudly if it ever changes.
+// goInstance is wasm_exec.js's Go object of this program (see
+// loader.GoInstance).
 func goInstance(t *testing.T) js.Value {
 	t.Helper()
-	type value struct {
-		_     [0]func()
-		ref   uint64
-		gcPtr *uint64
-	}
-	if unsafe.Sizeof(value{}) != unsafe.Sizeof(js.Value{}) {
-		t.Fatal("syscall/js.Value changed its layout")
-	}
-	const nanHead, typeFlagObject = 0x7FF80000, 1
-	v := value{ref: (nanHead|typeFlagObject)<<32 | 6}
-	g := *(*js.Value)(unsafe.Pointer(&v))
-	if g.Type() != js.TypeObject || g.Get("_inst").Type() != js.TypeObject || g.Get("_resume").Type() != js.TypeFunction {
-		t.Fatal("reference 6 is not wasm_exec.js's Go object")
+	g, err := loader.GoInstance()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return g
 }

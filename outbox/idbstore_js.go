@@ -461,26 +461,11 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	if appended {
 		plan.Put.Seq = 0 // assigned by the key generator
 	}
-	if plan.DeleteBlob != "" || plan.Put.PayloadRef != "" {
-		if !withBlobs {
-			return EnqueueResult{}, t.abort(&IDBError{Op: op, Err: errors.New("blob write outside the transaction's scope")})
-		}
-		if plan.DeleteBlob != "" {
-			if _, err := t.call(blobs, "delete", plan.DeleteBlob); err != nil {
-				return EnqueueResult{}, t.fail(op, err)
-			}
-		}
-		if plan.Put.PayloadRef != "" {
-			if _, err := t.call(blobs, "put", bytesToJS(plan.Blob), plan.Put.PayloadRef); err != nil {
-				return EnqueueResult{}, t.fail(op, err)
-			}
-		}
-	}
 	var base js.Value
 	if !appended {
 		base = raw[plan.Put.ID]
 	}
-	put, err := t.call(recs, "put", encodeRecord(&plan.Put, base))
+	put, err := writePlan(op, recs, blobs, withBlobs, &plan, base)
 	if err != nil {
 		return EnqueueResult{}, t.fail(op, err)
 	}
@@ -492,14 +477,141 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		return EnqueueResult{}, wrapIDB(op, err)
 	}
 	if appended {
-		k := put.Get("result")
-		if k.Type() != js.TypeNumber {
-			return EnqueueResult{}, &IDBError{Op: op, Err: errors.New("key generator returned no number")}
-		}
-		plan.Put.Seq = uint64(k.Float())
-		plan.Result.Record.Seq = plan.Put.Seq
+		return appendedSeq(plan.Result, put)
 	}
 	return plan.Result, nil
+}
+
+// writePlan issues the writes of an enqueue plan: the blob delete and put,
+// then the record's put (on top of base, the stored object it replaces, if
+// any), whose request it returns.
+func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *EnqueuePlan, base js.Value) (js.Value, error) {
+	if plan.DeleteBlob != "" || plan.Put.PayloadRef != "" {
+		if !withBlobs {
+			return js.Undefined(), &IDBError{Op: op, Err: errors.New("blob write outside the transaction's scope")}
+		}
+		if plan.DeleteBlob != "" {
+			if _, err := jsglue.Call(blobs, "delete", plan.DeleteBlob); err != nil {
+				return js.Undefined(), err
+			}
+		}
+		if plan.Put.PayloadRef != "" {
+			if _, err := jsglue.Call(blobs, "put", bytesToJS(plan.Blob), plan.Put.PayloadRef); err != nil {
+				return js.Undefined(), err
+			}
+		}
+	}
+	return jsglue.Call(recs, "put", encodeRecord(&plan.Put, base))
+}
+
+// appendedSeq completes the result of a committed append with the seq the
+// key generator gave its record (put is the record's put request).
+func appendedSeq(res EnqueueResult, put js.Value) (EnqueueResult, error) {
+	k := put.Get("result")
+	if k.Type() != js.TypeNumber {
+		return EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
+	}
+	res.Record.Seq = uint64(k.Float())
+	return res, nil
+}
+
+// PendingEnqueue is an append whose write StartEnqueue handed to the
+// loader: its transaction's complete event means it is durable (then
+// Committed), its abort event that nothing was written (then Aborted).
+type PendingEnqueue struct {
+	Result EnqueueResult
+}
+
+// StartEnqueue is Enqueue for the JavaScript API on a page with the loader
+// (jsglue/loader/tabfence.js): write is the loader's FAST.enqueue, which
+// opens the transaction, puts the record Go encoded, commits, and makes the
+// promise that the complete event resolves with {id, action} — without
+// waking Go, whose bookkeeping done(k, key) runs after the awaiting code did
+// (done(k, undefined, error) on abort, whose result the promise rejects
+// with). Everything the record holds is decided here, in Go; the loader
+// only carries it, in one call instead of a dozen: the record's JSON and
+// its payload are copied into buf (a Uint8Array), so only numbers cross,
+// never a string (each costs a reference with a Go finalizer and keeps the
+// string alive in wasm_exec.js until Go's next GC). The promise is
+// returned when ret is set (else the loader keeps it for its caller).
+//
+// It applies to an append that needs no read — its policy is Append or it
+// has no operation key, so no earlier record can change what is written —
+// with an inline payload that fits buf with the JSON. Otherwise started is
+// false and nothing was done: use Enqueue. An error with started true means
+// nothing will be written.
+func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, buf, done js.Value, k float64, ret bool) (p PendingEnqueue, promise js.Value, started bool, err error) {
+	const op = "enqueue"
+	in := &req.Record
+	if req.Policy.Dedupe != Append && in.OperationKey != "" {
+		return p, promise, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return p, promise, true, err
+	}
+	if in.ID == "" || in.UserID == "" {
+		return p, promise, true, ErrInvalidRecord
+	}
+	plan, err := PlanEnqueue(nil, req, in.CreatedAt)
+	if err != nil {
+		return p, promise, true, err
+	}
+	if !plan.Write || plan.Result.Action != ActionAppended || plan.Put.PayloadRef != "" {
+		return p, promise, false, nil // a blob, or not an append after all: the general path
+	}
+	if err := s.Err(); err != nil {
+		return p, promise, true, err
+	}
+	plan.Put.Seq = 0 // assigned by the key generator
+	payload := plan.Put.Payload
+	plan.Put.Payload = nil // carried as bytes, not in the JSON
+	b := appendRecordJSON(make([]byte, 0, 512+len(payload)), &plan.Put, false)
+	n, m := len(b), -1
+	if payload != nil {
+		b, m = append(b, payload...), len(payload)
+	}
+	if len(b) > buf.Length() {
+		return p, promise, false, nil
+	}
+	js.CopyBytesToJS(buf, b)
+	var opts any = js.Undefined()
+	if s.durability != "" {
+		opts = s.durOpts
+	}
+	promise, err = jsglue.Invoke(write, s.db, s.namesOf([]string{storeRecords}), opts, buf, n, m, done, k, ret)
+	if err != nil {
+		if cerr := s.Err(); cerr != nil {
+			return p, promise, true, cerr
+		}
+		if errors.Is(err, jsglue.ErrInvalidState) {
+			s.shut(ErrStoreClosed) // the connection is closing
+			return p, promise, true, s.Err()
+		}
+		return p, promise, true, &IDBError{Op: op, Err: err}
+	}
+	return PendingEnqueue{Result: plan.Result}, promise, true, nil
+}
+
+// Committed is the result of p after its transaction's complete event; key
+// is its put request's result, the seq the key generator gave the record.
+func (p *PendingEnqueue) Committed(key js.Value) (EnqueueResult, error) {
+	if key.Type() != js.TypeNumber {
+		return EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
+	}
+	res := p.Result
+	res.Record.Seq = uint64(key.Float())
+	return res, nil
+}
+
+// Aborted is the error of p after its transaction's abort event, txErr the
+// transaction's error (why IndexedDB aborted it: QuotaExceededError, ...;
+// null when the page aborted it); it always matches ErrTxAborted.
+func (p *PendingEnqueue) Aborted(txErr js.Value) error {
+	var cause error
+	if txErr.Type() == js.TypeObject {
+		cause = jsglue.FromJS(txErr)
+	}
+	return wrapIDB("enqueue", abortError(cause))
 }
 
 // getByID issues a lookup of record id through the unique id index.

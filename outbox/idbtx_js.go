@@ -49,8 +49,22 @@ const (
 // Only Enqueue's transaction carries the configured durability hint (see
 // OpenIDBStore).
 func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
-	if err := s.Err(); err != nil {
+	v, err := s.transaction(op, mode, stores...)
+	if err != nil {
 		return nil, err
+	}
+	t := s.getTxn()
+	t.v = v
+	v.Set("oncomplete", t.onComplete)
+	v.Set("onabort", t.onAbort)
+	return t, nil
+}
+
+// transaction opens an IndexedDB transaction on stores, with no handler
+// attached (begin attaches a txn's).
+func (s *IDBStore) transaction(op, mode string, stores ...string) (js.Value, error) {
+	if err := s.Err(); err != nil {
+		return js.Undefined(), err
 	}
 	names := s.namesOf(stores)
 	var v js.Value
@@ -62,21 +76,17 @@ func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
 	}
 	if err != nil {
 		if cerr := s.Err(); cerr != nil {
-			return nil, cerr
+			return js.Undefined(), cerr
 		}
 		if errors.Is(err, jsglue.ErrInvalidState) {
 			// The connection is closing (versionchange, or the browser
 			// closed it): the store is unusable from now on.
 			s.shut(ErrStoreClosed)
-			return nil, s.Err()
+			return js.Undefined(), s.Err()
 		}
-		return nil, &IDBError{Op: op, Err: err}
+		return js.Undefined(), &IDBError{Op: op, Err: err}
 	}
-	t := s.getTxn()
-	t.v = v
-	v.Set("oncomplete", t.onComplete)
-	v.Set("onabort", t.onAbort)
-	return t, nil
+	return v, nil
 }
 
 // jsNames holds the constant strings the store passes to IndexedDB (modes,

@@ -197,13 +197,28 @@ type Op struct {
 // Enqueue durably records op for the current user and returns once the
 // store committed. The caller then announces OUTBOX_CHANGED.
 func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
+	req, err := o.request(op)
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	res, err := o.cfg.Store.Enqueue(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	o.enqueued(op, req, res)
+	return res, nil
+}
+
+// request builds the store request of op under the current session: the
+// record of a new mutation, its policy and the inline limit.
+func (o *Outbox) request(op Op) (EnqueueRequest, error) {
 	s := o.Session()
 	if s.UserID == "" {
-		return EnqueueResult{}, ErrNoSession
+		return EnqueueRequest{}, ErrNoSession
 	}
 	pol, ok := o.cfg.Policies[op.OperationType]
 	if !ok {
-		return EnqueueResult{}, ErrUnknownOperation
+		return EnqueueRequest{}, ErrUnknownOperation
 	}
 	now := o.cfg.Clock.Now()
 	max := pol.MaxAttempts
@@ -212,7 +227,7 @@ func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 	}
 	key := o.cfg.NewID()
 	if !wire.ValidKey(key) {
-		return EnqueueResult{}, ErrInvalidRecord
+		return EnqueueRequest{}, ErrInvalidRecord
 	}
 	rec := Record{
 		ID: o.cfg.NewID(), OperationKey: op.OperationKey, IdempotencyKey: key,
@@ -223,12 +238,12 @@ func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 		CreatedAt:     now, UpdatedAt: now,
 		UserID: s.UserID, TenantID: s.TenantID, AuthGeneration: s.AuthGeneration,
 	}
-	res, err := o.cfg.Store.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit})
-	if err != nil {
-		return res, err
-	}
-	o.emit(Event{Kind: EventEnqueue, At: now, RecordID: res.ID, OperationKeyHash: hashKey(op.OperationKey), Reason: string(res.Action)})
-	return res, nil
+	return EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit}, nil
+}
+
+// enqueued emits the enqueue event of a committed request.
+func (o *Outbox) enqueued(op Op, req EnqueueRequest, res EnqueueResult) {
+	o.emit(Event{Kind: EventEnqueue, At: req.Record.CreatedAt, RecordID: res.ID, OperationKeyHash: hashKey(op.OperationKey), Reason: string(res.Action)})
 }
 
 // Status returns the shared projection, with the oldest pending age and the

@@ -299,10 +299,64 @@ func (r *Runtime) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 	if err != nil {
 		return res, err
 	}
+	r.announceLater()
+	return res, nil
+}
+
+// announceLater schedules the OUTBOX_CHANGED announcement and flush hint of
+// a committed enqueue (see later).
+func (r *Runtime) announceLater() {
 	r.laterMu.Lock()
 	r.announce = true
 	r.laterMu.Unlock()
 	r.later()
+}
+
+// StartEnqueue is Enqueue for the JavaScript API on a page with the loader
+// (see IDBStore.StartEnqueue, which write, buf, done, k and ret are for): started
+// false means op needs the general path (Enqueue); otherwise, unless err,
+// the loader's promise settles on the transaction's events and done calls
+// Enqueued.
+func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, buf, done js.Value, k float64, ret bool) (p *StartedEnqueue, promise js.Value, started bool, err error) {
+	if r.closed.Load() {
+		return nil, promise, true, ErrRuntimeClosed
+	}
+	st, ok := r.store.(*IDBStore)
+	if !ok {
+		return nil, promise, false, nil
+	}
+	req, err := r.ob.request(op)
+	if err != nil {
+		return nil, promise, true, err
+	}
+	pe, promise, started, err := st.StartEnqueue(ctx, req, write, buf, done, k, ret)
+	if !started || err != nil {
+		return nil, promise, started, err
+	}
+	return &StartedEnqueue{PendingEnqueue: pe, op: op, req: req}, promise, true, nil
+}
+
+// StartedEnqueue is a pending enqueue of the runtime (see StartEnqueue).
+type StartedEnqueue struct {
+	PendingEnqueue
+	op  Op
+	req EnqueueRequest
+}
+
+// Enqueued finishes p after its transaction's event: on complete (key, the
+// record's seq) it emits the enqueue event and announces OUTBOX_CHANGED, as
+// Enqueue does; on abort (key undefined, txErr the transaction's error) it
+// returns the error.
+func (r *Runtime) Enqueued(p *StartedEnqueue, key, txErr js.Value) (EnqueueResult, error) {
+	if key.IsUndefined() {
+		return EnqueueResult{}, p.Aborted(txErr)
+	}
+	res, err := p.Committed(key)
+	if err != nil {
+		return res, err
+	}
+	r.ob.enqueued(p.op, p.req, res)
+	r.announceLater()
 	return res, nil
 }
 

@@ -5,9 +5,12 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync/atomic"
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -21,7 +24,7 @@ var (
 	outboxes handles[*outbox.Runtime]
 
 	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
-	obPause, obResume, obLogin, obLogout, obClose *jsglue.Callback
+	obPause, obResume, obLogin, obLogout, obClose, obEnqueued *jsglue.Callback
 
 	jsJSON       = js.Global().Get("JSON")
 	jsUint8Array = js.Global().Get("Uint8Array")
@@ -72,6 +75,12 @@ func obErr(err error) error {
 			return &namedError{err, m.name}
 		}
 	}
+	// A transaction IndexedDB aborted without a cause of its own (the
+	// cause's name, QuotaExceededError, is kept when it has one): nothing
+	// was written.
+	if errors.Is(err, outbox.ErrTxAborted) && jsglue.NameOf(err) == "Error" {
+		return &namedError{err, "AbortError"}
+	}
 	return err
 }
 
@@ -84,7 +93,14 @@ func registerOutbox(api js.Value) {
 		return r, nil
 	}
 	ctx := context.Background()
-	obEnqueue = asyncFunc(func(args []js.Value) (any, error) {
+	// An append that needs no read is written by the loader's
+	// FAST.enqueue, which settles its promise on the transaction's complete
+	// event without waking Go: Go's bookkeeping (the enqueue event, the
+	// OUTBOX_CHANGED announcement) runs after the awaiting code resumed,
+	// off the caller's path. Every other operation (a dedupe policy reads
+	// the queue first), and every page without the loader, takes a
+	// goroutine that waits for the commit.
+	obEnqueue = promiseFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
 		if err != nil {
 			return nil, err
@@ -93,14 +109,34 @@ func registerOutbox(api js.Value) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := r.Enqueue(ctx, op)
-		if err != nil {
-			return nil, obErr(err)
+		if promise, started, err := startEnqueue(r, op, true); started {
+			return promise, err
 		}
-		o := newObject()
-		o.Set("id", res.ID)
-		o.Set("action", recurring.get(string(res.Action)))
-		return o, nil
+		return jsglue.Async(func() (any, error) {
+			res, err := r.Enqueue(ctx, op)
+			if err != nil {
+				return nil, obErr(err)
+			}
+			return enqueueResult(res), nil
+		}), nil
+	})
+	// obEnqueued(k, key, error) finishes started enqueue k after its
+	// transaction's complete event (key: the record's seq) or abort event
+	// (key undefined), when it returns the error its promise rejects with.
+	obEnqueued = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		k := at(args, 0)
+		if k.Type() != js.TypeNumber {
+			return nil
+		}
+		se, ok := startedEnqueues.lookup(k.Float())
+		startedEnqueues.remove(k.Float())
+		if !ok || se.p == nil {
+			return nil
+		}
+		if _, err := se.r.Enqueued(se.p, at(args, 1), at(args, 2)); err != nil {
+			return jsglue.ToJS(obErr(err))
+		}
+		return nil
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
@@ -393,6 +429,8 @@ func openOutbox(args []js.Value) (any, error) {
 		return nil, obErr(err)
 	}
 	id := outboxes.add(rt)
+	fast := channel.FastPath()
+	loaderEnqueue, loaderOpFields = fast.Enqueue, fast.OpFields
 	obj := newObject()
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
@@ -405,6 +443,10 @@ func openOutbox(args []js.Value) (any, error) {
 		{"onEvent", obOnEvent}, {"deadLetters", obDeadLetters}, {"retry", obRetry}, {"discard", obDiscard},
 		{"pause", obPause}, {"resume", obResume}, {"login", obLogin}, {"logout", obLogout}, {"close", obClose},
 	} {
+		if m.name == "enqueue" {
+			defineConst(obj, m.name, enqueueMethod(id))
+			continue
+		}
 		defineConst(obj, m.name, bound(m.cb, id))
 	}
 	return obj, nil
@@ -429,18 +471,204 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 	}
 }
 
-// opArg reads enqueue's operation.
+// startEnqueue hands op to the loader's FAST.enqueue when it can take it
+// (see outbox.Runtime.StartEnqueue); started false: use Runtime.Enqueue.
+// The promise is returned when ret is set; the export leaves it with the
+// loader, so that no reference to it is made.
+func startEnqueue(r *outbox.Runtime, op outbox.Op, ret bool) (promise js.Value, started bool, err error) {
+	write := loaderEnqueue
+	if write.Type() != js.TypeFunction {
+		return promise, false, nil
+	}
+	k := startedEnqueues.add(startedEnqueue{r: r})
+	p, promise, started, err := r.StartEnqueue(context.Background(), op, write, opBuf(), obEnqueued.Value, k, ret)
+	if started && err == nil {
+		startedEnqueues.set(k, startedEnqueue{r, p})
+		return promise, true, nil
+	}
+	startedEnqueues.remove(k)
+	return promise, started, obErr(err)
+}
+
+// enqueueMethod returns the enqueue method of outbox handle id: the
+// loader's FAST.enqueuer around the js.Func (an operation it takes enters
+// Go through the export below), or the js.Func.
+func enqueueMethod(id float64) js.Value {
+	slow := bound(obEnqueue, id)
+	enq := channel.FastPath().Enqueuer
+	if enq.Type() != js.TypeFunction {
+		return slow
+	}
+	m := enq.Invoke(id, slow, fastFail().Value, opBuf(), channel.Kick())
+	jsReflect.Call("set", m, symAsync, true)
+	return m
+}
+
+// exportEnqueue is enqueue's body for an operation FAST.opFields wrote
+// into opBuf (n bytes), for outbox handle id, entered through a wasm export
+// instead of a js.Func (see package channel's export_js.go for why and for
+// the rules: it never blocks, it reports woken goroutines in bit 0). Its
+// verdict, shifted left by one: 1 handed to FAST.enqueue (the loader
+// returns its promise), 0 not taken (the loader calls the js.Func), -1
+// failed (the error waits for fastFail).
+//
+//go:wasmexport tabfence_enqueue
+func exportEnqueue(id, n int32) (v int32) {
+	g := channel.Entered()
+	defer func() {
+		if r := recover(); r != nil {
+			reportPanic(r)
+			setFastErr(errInternal)
+			v = -1<<1 | channel.Leave(g)
+		}
+	}()
+	r, ok := outboxes.lookup(float64(id))
+	if !ok {
+		setFastErr(&namedError{outbox.ErrRuntimeClosed, "InvalidStateError"})
+		return -1<<1 | channel.Leave(g)
+	}
+	op, ok := opFromBuf(int(n))
+	if !ok {
+		return 0<<1 | channel.Leave(g)
+	}
+	var err error
+	if op.OperationType == "" {
+		err = typeErr("outbox.enqueue", "operationType must be a string")
+	} else {
+		var started bool
+		if _, started, err = startEnqueue(r, op, false); !started {
+			return 0<<1 | channel.Leave(g)
+		}
+	}
+	if err != nil {
+		setFastErr(err)
+		return -1<<1 | channel.Leave(g)
+	}
+	exportedEnqueues.Add(1)
+	return 1<<1 | channel.Leave(g)
+}
+
+// exportedEnqueues counts the enqueues tabfence_enqueue handed to the
+// loader (tests: the export path was taken, not the js.Func).
+var exportedEnqueues atomic.Int64
+
+// startedEnqueues are the enqueues whose commit the loader awaits.
+var startedEnqueues handles[startedEnqueue]
+
+type startedEnqueue struct {
+	r *outbox.Runtime
+	p *outbox.StartedEnqueue
+}
+
+// enqueueResult is enqueue's result object.
+func enqueueResult(res outbox.EnqueueResult) js.Value {
+	o := newObject()
+	o.Set("id", res.ID)
+	o.Set("action", recurring.get(string(res.Action)))
+	return o
+}
+
+// loaderEnqueue is the loader's FAST.enqueue (see IDBStore.StartEnqueue),
+// or undefined without the loader: looked up when an outbox is made, not
+// per enqueue.
+var loaderEnqueue, loaderOpFields js.Value
+
+// opArg reads enqueue's operation: through the loader's FAST.opFields when
+// the page has it (one call instead of one per field; it takes plainly
+// shaped operations only), else field by field.
 func opArg(v js.Value) (outbox.Op, error) {
+	if op, ok := opArgFast(v); ok {
+		if op.OperationType == "" {
+			return op, typeErr("outbox.enqueue", "operationType must be a string")
+		}
+		return op, nil
+	}
+	return opArgSlow(v)
+}
+
+// maxDependencyIDs bounds an operation's dependencyIds (FAST.opFields
+// takes up to 256 and leaves longer lists to opArgSlow; its TypeError
+// names the number).
+const maxDependencyIDs = 1000
+
+// isType reports whether v has type t (false for a BigInt, which
+// syscall/js cannot type).
+func isType(v js.Value, t js.Type) bool {
+	vt, ok := typeOf(v)
+	return ok && vt == t
+}
+
+// opBuf is FAST.opFields' buffer, and FAST.enqueue's (the record's JSON and
+// payload); an operation that does not fit takes the slow path.
+var opBufV js.Value
+
+func opBuf() js.Value {
+	if opBufV.IsUndefined() { // js/wasm runs one goroutine at a time, none between these lines
+		opBufV = jsUint8Array.New(72 << 10) // a 64 KiB inline payload and its record
+	}
+	return opBufV
+}
+
+// opArgFast reads v with FAST.opFields (see the loader), ok false when it
+// did not take v.
+func opArgFast(v js.Value) (op outbox.Op, ok bool) {
+	if loaderOpFields.Type() != js.TypeFunction {
+		return op, false
+	}
+	r, err := jsglue.Invoke(loaderOpFields, v, opBuf())
+	if err != nil || r.Type() != js.TypeNumber {
+		return op, false
+	}
+	return opFromBuf(r.Int())
+}
+
+// opFromBuf decodes the n bytes FAST.opFields wrote into opBuf.
+func opFromBuf(n int) (op outbox.Op, ok bool) {
+	buf := opBuf()
+	if n < 4 || n > buf.Length() {
+		return op, false
+	}
+	b := make([]byte, n)
+	js.CopyBytesToGo(b, buf)
+	u32 := func(i int) int {
+		return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
+	}
+	count := u32(0)
+	if count < 5 || 4+4*count > n {
+		return op, false
+	}
+	off := 4 + 4*count
+	fields := make([][]byte, count)
+	for i := range fields {
+		w := u32(4 + 4*i)
+		if w > n-off {
+			return op, false
+		}
+		fields[i] = b[off : off+w : off+w]
+		off += w
+	}
+	op.OperationType, op.OperationKey = string(fields[0]), string(fields[1])
+	op.EntityType, op.EntityID = string(fields[2]), string(fields[3])
+	op.Payload = fields[4]
+	for _, d := range fields[5:] {
+		op.DependencyIDs = append(op.DependencyIDs, string(d))
+	}
+	return op, true
+}
+
+// opArgSlow reads enqueue's operation field by field.
+func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := typeOf(v); t != js.TypeObject {
 		return outbox.Op{}, typeErr("outbox.enqueue", "op must be an object")
 	}
 	var op outbox.Op
 	str := func(name string, required bool) (string, error) {
 		f := field(v, name)
+		ft, _ := typeOf(f) // a BigInt is neither
 		switch {
-		case f.Type() == js.TypeString && (f.String() != "" || !required):
+		case ft == js.TypeString && (f.String() != "" || !required):
 			return f.String(), nil
-		case (f.IsUndefined() || f.IsNull()) && !required:
+		case (ft == js.TypeUndefined || ft == js.TypeNull) && !required:
 			return "", nil
 		}
 		return "", typeErr("outbox.enqueue", name+" must be a string")
@@ -459,13 +687,13 @@ func opArg(v js.Value) (outbox.Op, error) {
 		return op, err
 	}
 	p := field(v, "payload")
-	switch {
-	case p.Type() == js.TypeString:
+	switch pt, _ := typeOf(p); {
+	case pt == js.TypeString:
 		op.Payload = []byte(p.String())
 	case jsglue.InstanceOf(p, jsUint8Array):
 		op.Payload = make([]byte, p.Length())
 		js.CopyBytesToGo(op.Payload, p)
-	case p.IsUndefined():
+	case pt == js.TypeUndefined:
 		return op, typeErr("outbox.enqueue", "payload is required")
 	default:
 		s, err := jsglue.Call(jsJSON, "stringify", p)
@@ -474,9 +702,16 @@ func opArg(v js.Value) (outbox.Op, error) {
 		}
 		op.Payload = []byte(s.String())
 	}
-	if deps := field(v, "dependencyIds"); deps.Type() == js.TypeObject {
-		for i := 0; i < deps.Length(); i++ {
-			if d := deps.Index(i); d.Type() == js.TypeString {
+	if deps := field(v, "dependencyIds"); isType(deps, js.TypeObject) {
+		// Read by index through Reflect.get (a throwing getter or proxy
+		// trap is an absent element, as for the fields above), bounded: a
+		// forged length must not keep the tab in this loop.
+		l := field(deps, "length")
+		if !isType(l, js.TypeNumber) || !(l.Float() >= 0) || l.Float() > maxDependencyIDs {
+			return op, typeErr("outbox.enqueue", "dependencyIds must be an array of at most 1000 ids")
+		}
+		for i := range int(l.Float()) {
+			if d := field(deps, strconv.Itoa(i)); isType(d, js.TypeString) {
 				op.DependencyIDs = append(op.DependencyIDs, d.String())
 			}
 		}

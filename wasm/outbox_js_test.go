@@ -4,12 +4,14 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // tf.outbox in one page, against an in-page receiver that replaces fetch
@@ -183,5 +185,170 @@ func TestOutboxMergePolicy(t *testing.T) {
 	b := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {b: 2}})`)))
 	if b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String() {
 		t.Fatalf("merge: %v", js.Global().Get("JSON").Call("stringify", b))
+	}
+}
+
+// withLoaderFastPath installs the loader's FAST object (from
+// jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
+// a page that uses the loader has it: enqueue's promise is then settled by
+// the loader's FAST.enqueue on the transaction's events. With exports, the
+// instance's wasm exports are attached to it, as the loader attaches them:
+// enqueue then enters Go through tabfence_enqueue.
+func withLoaderFastPath(t *testing.T, exports bool) {
+	t.Helper()
+	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
+	fast := eval(loader.FastPath())
+	if exports {
+		g, err := loader.GoInstance()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := g.Get("_inst").Get("exports")
+		if ex.Get("tabfence_enqueue").Type() != js.TypeFunction {
+			t.Fatal("no export tabfence_enqueue")
+		}
+		fast.Call("attach", ex)
+		t.Cleanup(func() { fast.Call("attach", nil) })
+	}
+	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
+	t.Cleanup(func() {
+		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
+		if loaderEnqueue.Type() != js.TypeFunction {
+			t.Error("the outbox did not take the loader's enqueue()")
+		}
+	})
+}
+
+// The API tests again, as a page that uses the loader runs them.
+func TestOutboxAPIThroughLoader(t *testing.T) {
+	for _, exports := range []bool{false, true} {
+		x := "exports=" + strconv.FormatBool(exports)
+		t.Run("API/"+x, func(t *testing.T) {
+			withLoaderFastPath(t, exports)
+			before := exportedEnqueues.Load()
+			TestOutboxAPI(t)
+			if n := exportedEnqueues.Load() - before; (n > 0) != exports {
+				t.Fatalf("%d enqueues entered Go through tabfence_enqueue", n)
+			}
+		})
+		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
+	}
+}
+
+// An enqueue whose transaction IndexedDB aborts after the write was issued
+// rejects, writes nothing and emits no enqueue event; the next one works.
+// With the loader (the promise settled in JavaScript) and without it (a Go
+// goroutine awaits the commit), alike.
+func TestOutboxEnqueueAborted(t *testing.T) {
+	for _, mode := range []string{"js.Func", "loader", "exports"} {
+		viaLoader := mode != "js.Func"
+		t.Run(mode, func(t *testing.T) {
+			if viaLoader {
+				withLoaderFastPath(t, mode == "exports")
+			}
+			eval(obMock)
+			ob := openOb(t, nil)
+			if got := loaderEnqueue.Type() == js.TypeFunction; got != viaLoader {
+				t.Fatalf("FAST.enqueue in use: %v", got)
+			}
+			mustAwait(t, ob.Call("pause"))
+			var enqueues int
+			ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+				if a[0].Get("kind").String() == "outbox.enqueue" {
+					enqueues++
+				}
+				return nil
+			}).Value)
+			// The page aborts the transaction right after the record's put.
+			eval(`(() => {
+  const put = IDBObjectStore.prototype.put;
+  globalThis.__restorePut = () => { IDBObjectStore.prototype.put = put; };
+  IDBObjectStore.prototype.put = function (...a) {
+    const r = put.apply(this, a);
+    if (this.name === "records") this.transaction.abort();
+    return r;
+  };
+})()`)
+			_, err := await(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+			eval(`__restorePut()`)
+			if err == nil {
+				t.Fatal("an aborted enqueue resolved")
+			}
+			wantName(t, err, "AbortError")
+			if st := mustAwait(t, ob.Call("status")); st.Get("pending").Int() != 0 {
+				t.Fatalf("aborted enqueue left %d pending", st.Get("pending").Int())
+			}
+			res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "b", payload: "{}"})`)))
+			if res.Get("action").String() != "appended" {
+				t.Fatalf("enqueue after the abort: %v", js.Global().Get("JSON").Call("stringify", res))
+			}
+			waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+			for deadline := time.Now().Add(5 * time.Second); enqueues == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if enqueues != 1 {
+				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
+			}
+		})
+	}
+}
+
+// The loader's FAST.opFields and Go's field-by-field reading agree on every
+// operation: the same Op, or the same error (FAST.opFields leaves whatever
+// is not plainly shaped to Go).
+func TestOpArgFastAgreesWithSlow(t *testing.T) {
+	fast := eval(loader.FastPath())
+	saved := loaderOpFields
+	loaderOpFields = fast.Get("opFields")
+	t.Cleanup(func() { loaderOpFields = saved })
+	ops := eval(`[
+  {operationType: "put", payload: "x"},
+  {operationType: "put", operationKey: "k", entityType: "note", entityId: "é\u0000𝄞", payload: {a: [1, "b"]}, dependencyIds: ["d1", 7, "d2", null]},
+  {operationType: "put", payload: new TextEncoder().encode("bytes"), entityId: null, operationKey: undefined},
+  {operationType: "put", payload: new Uint8Array(new ArrayBuffer(10), 2, 3)},
+  {operationType: "put", payload: null},
+  {operationType: "put", payload: 12.5, dependencyIds: []},
+  {operationType: "lone \ud800 surrogate", payload: "\udc00"},
+  {operationType: "", payload: "x"},
+  {payload: "x"},
+  {operationType: 5, payload: "x"},
+  {operationType: "put", entityId: 5, payload: "x"},
+  {operationType: "put"},
+  {operationType: "put", payload: undefined},
+  {operationType: "put", payload: () => 1},
+  {operationType: "put", payload: {toJSON() { throw new Error("no"); }}},
+  {operationType: "put", payload: 1n},
+  {operationType: "put", payload: "x", dependencyIds: {}},
+  {operationType: "put", payload: "x", dependencyIds: {length: 2, 0: "a", 1: "b"}},
+  {operationType: "put", payload: "x", dependencyIds: "abc"},
+  {operationType: "put", payload: "x", dependencyIds: Array.from({length: 300}, (_, i) => "d" + i)},
+  {operationType: "put", payload: "y".repeat(20000)},
+  {operationType: "put", payload: "x", dependencyIds: {length: 1e12}},
+  {operationType: "put", payload: "x", dependencyIds: {length: NaN}},
+  {operationType: "put", payload: "x", dependencyIds: Array.from({length: 1001}, (_, i) => "d" + i)},
+  {operationType: "put", payload: "x", dependencyIds: [1n, "a", {}, "b"]},
+  {operationType: "put", payload: "x", dependencyIds: new Proxy(["a"], {get(t, k) { if (k === "0") throw new Error("trap"); return t[k]; }})},
+  {operationType: 1n, payload: "x"},
+  {operationType: "put", entityId: 1n, payload: "x"},
+  {get operationType() { throw new Error("getter"); }, payload: "x"},
+  Object.assign(Object.create({operationType: "inherited"}), {payload: "x"}),
+  new Proxy({operationType: "put", payload: "x"}, {}),
+  null, 5, "op", [],
+]`)
+	for i := 0; i < ops.Length(); i++ {
+		v := ops.Index(i)
+		got, gerr := opArg(v)
+		want, werr := opArgSlow(v)
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Errorf("op %d: error %v, field by field %v", i, gerr, werr)
+			continue
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("op %d:\n fast %+v\n slow %+v", i, got, want)
+		}
+	}
+	// The fast path took the plain ones (not everything fell back).
+	if _, ok := opArgFast(ops.Index(1)); !ok {
+		t.Fatal("FAST.opFields did not take a plain operation")
 	}
 }

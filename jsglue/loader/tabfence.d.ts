@@ -626,7 +626,8 @@ export interface OutboxRecordInfo {
  * One tab's handle on a shared outbox. Promises reject with named Errors:
  * TypeError (bad arguments), NoSessionError, UnknownOperationError,
  * NotFoundError, InvalidStateError (closed; a record in the wrong state),
- * QuotaExceededError, StaleOwnerError, NetworkError, RuntimeExitedError.
+ * QuotaExceededError, AbortError (IndexedDB aborted the transaction: nothing
+ * was written), StaleOwnerError, NetworkError, RuntimeExitedError.
  */
 export interface Outbox {
   readonly name: string;

@@ -81,6 +81,7 @@ const FAST = (() => {
       }
     });
   };
+  const idbTransaction = globalThis.IDBDatabase?.prototype.transaction;
   // ex: the instance's exports once attached. A call through a wasm export
   // skips a js.Func's event machinery (tens of µs per call); exports take
   // numbers only, so the payload being handed over waits in held, which Go
@@ -109,6 +110,61 @@ const FAST = (() => {
       held = env = undefined;
     }
   };
+  // opFields writes a plainly shaped outbox operation into buf for Go:
+  // u32 count, u32 byte lengths, then the UTF-8 of operationType,
+  // operationKey, entityType, entityId (strings or absent), the payload (a
+  // string, a Uint8Array's bytes, or any other value's JSON) and the
+  // string dependency ids. It returns the bytes used, or -1 for anything
+  // else (not an object, another field type, a throwing getter, no
+  // payload, no room), which Go then reads field by field and judges.
+  const opFields = (op, buf) => {
+    try {
+      if (typeof op !== "object" || op === null) return -1;
+      const strs = [op.operationType, op.operationKey, op.entityType, op.entityId];
+      for (let i = 0; i < 4; i++) {
+        const v = strs[i];
+        if (v === undefined || v === null) strs[i] = "";
+        else if (typeof v !== "string") return -1;
+      }
+      let p = op.payload;
+      if (p === undefined) return -1;
+      if (typeof p !== "string" && !(p instanceof Uint8Array)) {
+        p = JSON.stringify(p);
+        if (typeof p !== "string") return -1;
+      }
+      strs.push(p);
+      const deps = op.dependencyIds;
+      if (typeof deps === "object" && deps !== null) {
+        const n = deps.length;
+        if (typeof n !== "number" || !(n >= 0) || n > 256) return -1;
+        for (let i = 0; i < n; i++) if (typeof deps[i] === "string") strs.push(deps[i]);
+      }
+      const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      let off = 4 + 4 * strs.length;
+      if (off > buf.length) return -1;
+      dv.setUint32(0, strs.length, true);
+      for (let i = 0; i < strs.length; i++) {
+        const v = strs[i];
+        let w;
+        if (typeof v === "string") {
+          const r = enc.encodeInto(v, buf.subarray(off));
+          if (r.read !== v.length) return -1;
+          w = r.written;
+        } else {
+          if (v.length > buf.length - off) return -1;
+          buf.set(v, off);
+          w = v.length;
+        }
+        dv.setUint32(4 + 4 * i, w, true);
+        off += w;
+      }
+      return off;
+    } catch {
+      return -1;
+    }
+  };
+  // started: the promise enqueue made for the export that called it.
+  let started;
   return Object.freeze({
     // attach hands over the runtime's exports once it is instantiated, and
     // null once it stopped: the exports of a stopped runtime are not called.
@@ -214,6 +270,60 @@ const FAST = (() => {
       const d = env;
       later(fn, { id: d.id, kind: d.kind, payload: d.payload, token: d.token + 0, seq: d.seq + 0,
         resource: d.resource, owner: d.owner, sentAt: d.sentAt + 0, gap: gap === true });
+    },
+    opFields,
+    // enqueuer returns an outbox's enqueue method: with exports, an
+    // operation opFields takes goes to the export tabfence_enqueue (op,
+    // then id); its verdict, bits 1 and up: 1 the write was handed to
+    // enqueue below (whose promise is returned), -1 failed (fail() returns
+    // the rejected promise), 0 not taken (slow does it all: a dedupe policy,
+    // a blob payload).
+    enqueuer(id, slow, fail, buf, kick) {
+      return (op) => {
+        if (ex !== null && typeof ex.tabfence_enqueue === "function") {
+          const n = opFields(op, buf);
+          if (n >= 0) {
+            const v = handOver(undefined, () => ex.tabfence_enqueue(id, n));
+            if (v & 1) later(kick);
+            const r = v >> 1;
+            if (r === 1) {
+              const p = started;
+              started = undefined;
+              return p;
+            }
+            if (r < 0) return fail();
+          }
+        }
+        return slow(op);
+      };
+    },
+    // enqueue writes the outbox record Go encoded (its JSON, n bytes of
+    // buf, then its payload, m bytes, or none when m < 0) in a transaction
+    // of its own on db and commits it. The promise resolves with
+    // {id, action} on the complete event without entering Go; Go's
+    // bookkeeping, done(k, seq), is a second listener, so it runs after
+    // the awaiting code did. On abort it rejects with what
+    // done(k, undefined, tx.error) returns, Go's error. The promise is
+    // returned when ret is set, else kept in started for enqueuer. The
+    // prototype's transaction is called, not the connection's own
+    // property: the outbox tracks its flush transactions there (to abort
+    // them when the page freezes), and an enqueue is not one of them.
+    enqueue(db, names, opts, buf, n, m, done, k, ret) {
+      const rec = JSON.parse(dec.decode(buf.subarray(0, n)));
+      if (m >= 0) rec.payload = buf.slice(n, n + m);
+      const tx = idbTransaction.call(db, names, "readwrite", opts);
+      const put = tx.objectStore(names[0]).put(rec);
+      const value = { id: rec.id, action: "appended" };
+      const p = new Promise((resolve, reject) => {
+        tx.addEventListener("complete", () => resolve(value));
+        tx.addEventListener("complete", () => done(k, put.result));
+        tx.addEventListener("abort", () => reject(done(k, undefined, tx.error)));
+      });
+      try {
+        tx.commit?.(); // now, not when the task ends; where missing, auto-commit
+      } catch {} // already finishing (aborted): the events tell the outcome
+      if (ret) return p;
+      started = p;
     },
   });
 })();
