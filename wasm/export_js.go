@@ -47,7 +47,28 @@ func postMethod(op int32, id float64, slow js.Value) js.Value {
 // (the loader then calls fail, which returns the rejected promise).
 //
 //go:wasmexport tabfence_post
-func exportPost(op, id, n int32) (v int32) {
+func exportPost(op, id, n int32) int32 {
+	return exported(func() (int32, error) {
+		e, viaLoader, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
+		switch {
+		case err != nil:
+			return 0, err
+		case viaLoader:
+			return 1, nil
+		}
+		var b [128]byte
+		if w := channel.WriteScratch(postResult(b[:0], e)); w > 0 {
+			return int32(w), nil
+		}
+		return 0, errInternal // cannot happen: an ID is 32 hex digits
+	})
+}
+
+// exported runs the body of a wasm export (the rules are in package
+// channel's export_js.go): its verdict is the body's result, or -1 when it
+// failed (the error waits for fastFail) or panicked, shifted left by one
+// beside the kick bit (channel.Leave).
+func exported(body func() (int32, error)) (v int32) {
 	g := channel.Entered()
 	defer func() {
 		if r := recover(); r != nil {
@@ -56,19 +77,12 @@ func exportPost(op, id, n int32) (v int32) {
 			v = -1<<1 | channel.Leave(g)
 		}
 	}()
-	e, viaLoader, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
-	if err == nil && viaLoader {
-		return 1<<1 | channel.Leave(g)
+	res, err := body()
+	if err != nil {
+		setFastErr(err)
+		res = -1
 	}
-	if err == nil {
-		var b [128]byte
-		if w := channel.WriteScratch(postResult(b[:0], e)); w > 0 {
-			return int32(w)<<1 | channel.Leave(g)
-		}
-		err = errInternal // cannot happen: an ID is 32 hex digits
-	}
-	setFastErr(err)
-	return -1<<1 | channel.Leave(g)
+	return res<<1 | channel.Leave(g)
 }
 
 // fastPost is ctxPost's or chanPost's body for a string kind; viaLoader:

@@ -513,39 +513,26 @@ func enqueueMethod(id float64) js.Value {
 // failed (the error waits for fastFail).
 //
 //go:wasmexport tabfence_enqueue
-func exportEnqueue(id, n int32) (v int32) {
-	g := channel.Entered()
-	defer func() {
-		if r := recover(); r != nil {
-			reportPanic(r)
-			setFastErr(errInternal)
-			v = -1<<1 | channel.Leave(g)
+func exportEnqueue(id, n int32) int32 {
+	return exported(func() (int32, error) {
+		r, ok := outboxes.lookup(float64(id))
+		if !ok {
+			return 0, &namedError{outbox.ErrRuntimeClosed, "InvalidStateError"}
 		}
-	}()
-	r, ok := outboxes.lookup(float64(id))
-	if !ok {
-		setFastErr(&namedError{outbox.ErrRuntimeClosed, "InvalidStateError"})
-		return -1<<1 | channel.Leave(g)
-	}
-	op, ok := opFromBuf(int(n))
-	if !ok {
-		return 0<<1 | channel.Leave(g)
-	}
-	var err error
-	if op.OperationType == "" {
-		err = typeErr("outbox.enqueue", "operationType must be a string")
-	} else {
-		var started bool
-		if _, started, err = startEnqueue(r, op, false); !started {
-			return 0<<1 | channel.Leave(g)
+		op, ok := opFromBuf(int(n))
+		if !ok {
+			return 0, nil
 		}
-	}
-	if err != nil {
-		setFastErr(err)
-		return -1<<1 | channel.Leave(g)
-	}
-	exportedEnqueues.Add(1)
-	return 1<<1 | channel.Leave(g)
+		if op.OperationType == "" {
+			return 0, typeErr("outbox.enqueue", "operationType must be a string")
+		}
+		_, started, err := startEnqueue(r, op, false)
+		if !started || err != nil {
+			return 0, err
+		}
+		exportedEnqueues.Add(1)
+		return 1, nil
+	})
 }
 
 // exportedEnqueues counts the enqueues tabfence_enqueue handed to the
