@@ -229,9 +229,9 @@ func (f *flushRun) runLane(ctx context.Context, lane []Record) {
 				f.fail(err)
 			}
 			if len(got) == 0 {
-				// lane[i] was not charged: it goes back too (a purged or
-				// otherwise refused record is left as it is by the store).
-				f.release(ctx, lane[i:])
+				// lane[i] was not charged: the lane ends, its records
+				// untouched (a claim writes nothing for them).
+				f.released(len(lane) - i)
 				return
 			}
 			charged, i, short = got, i+len(got), len(got) < k || err != nil
@@ -251,22 +251,23 @@ func (f *flushRun) runLane(ctx context.Context, lane []Record) {
 	f.wrapUp(ctx, acks, nil, nil)
 }
 
-// wrapUp ends a lane in one transaction: the acks not yet written, the
+// wrapUp ends a lane in one transaction: the acks not yet written and the
 // charges of records it will not send taken back (Unsend: they were never
-// handed to the transport), and the records it did not charge released.
+// handed to the transport). The records it did not charge are left as they
+// are: the claim only planned them.
 func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []Record) {
-	if len(acks)+len(unsent)+len(rest) == 0 {
+	f.released(len(rest))
+	if len(acks)+len(unsent) == 0 {
 		return
 	}
 	now := f.o.cfg.Clock.Now()
-	ups := make([]RecordUpdate, 0, len(acks)+len(unsent)+len(rest))
+	ups := make([]RecordUpdate, 0, len(acks)+len(unsent))
 	for _, a := range acks {
 		ups = append(ups, a.update(nil))
 	}
 	for i := range unsent {
 		ups = append(ups, RecordUpdate{ID: unsent[i].ID, Fn: apply(func(r Record) (Record, error) { return Unsend(r, f.lease, now) })})
 	}
-	ups = append(ups, f.refunds(rest)...)
 	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {
 		f.fail(err)
@@ -277,38 +278,19 @@ func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []
 			f.fail(err)
 		}
 	}
-	f.countReleased(res[len(acks):])
-}
-
-// release hands claimed, unsent records back uncharged, in one transaction.
-// A stale owner's release is refused by the store, and lease expiry
-// recovers them instead.
-func (f *flushRun) release(ctx context.Context, recs []Record) {
-	if len(recs) == 0 {
-		return
-	}
-	res, err := f.commit(context.WithoutCancel(ctx), f.refunds(recs))
-	if err == nil {
-		f.countReleased(res)
-	}
-}
-
-func (f *flushRun) refunds(recs []Record) []RecordUpdate {
-	now := f.o.cfg.Clock.Now()
-	ups := make([]RecordUpdate, len(recs))
-	for i := range recs {
-		ups[i] = RecordUpdate{ID: recs[i].ID, Fn: apply(func(r Record) (Record, error) { return Refund(r, f.lease, now, nil) })}
-	}
-	return ups
-}
-
-func (f *flushRun) countReleased(res []UpdateResult) {
 	n := 0
-	for i := range res {
-		if res[i].Err == nil {
+	for _, u := range res[len(acks):] {
+		if u.Err == nil {
 			n++
 		}
 	}
+	f.released(n)
+}
+
+// released counts n claimed records a lane did not send as released. The
+// ones it did not charge cost no write: the claim only planned them, and
+// they are still waiting.
+func (f *flushRun) released(n int) {
 	if n > 0 {
 		f.count(func(r *FlushReport) { r.Released += n }, nil)
 	}

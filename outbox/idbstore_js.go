@@ -779,7 +779,7 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !st.ok:
 			out[i].Err = st.err
 			continue
-		case !holds(&st.rec, lease):
+		case !u.Take && !holds(&st.rec, lease):
 			out[i] = UpdateResult{Record: st.rec.Clone(), Err: ErrStaleOwner}
 			continue
 		}
@@ -788,8 +788,8 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			out[i] = UpdateResult{Record: st.rec.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != st.rec.Seq {
-			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq", err: ErrInvalidRecord}}
+		if c.ID != u.ID || c.Seq != st.rec.Seq || (u.Take && !holds(&c, lease)) {
+			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
 			continue
 		}
 		st.rec = c
