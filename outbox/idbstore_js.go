@@ -111,7 +111,7 @@ type IDBStore struct {
 	corrupt atomic.Int64
 	names   map[string]js.Value // cached store-name arrays (namesOf)
 	pool    []*txn              // finished txns, reusable (getTxn)
-	// claimPage: records Claim reads per step; 0: twice the batch, at least 32.
+	// claimPage: records Claim reads per step; 0: the batch and 8 more, at least 16.
 	claimPage int
 	durOpts   js.Value // {durability} of Enqueue
 }
@@ -673,7 +673,9 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	limit := max(req.Limit, 1)
 	page := s.claimPage
 	if page <= 0 {
-		page = max(2*limit, 32)
+		// A batch and a few more: enough for a queue whose heads are
+		// due, and each record read is decoded (~0.2 ms in Chromium).
+		page = max(limit+8, 16)
 	}
 	ix, err := t.call(recs, "index", indexLive)
 	var first js.Value
@@ -891,7 +893,7 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !st.ok:
 			out[i].Err = st.err
 			continue
-		case !holds(&st.rec, lease):
+		case !u.Take && !holds(&st.rec, lease):
 			out[i] = UpdateResult{Record: st.rec.Clone(), Err: ErrStaleOwner}
 			continue
 		}
@@ -900,8 +902,8 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			out[i] = UpdateResult{Record: st.rec.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != st.rec.Seq {
-			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq", err: ErrInvalidRecord}}
+		if c.ID != u.ID || c.Seq != st.rec.Seq || (u.Take && !holds(&c, lease)) {
+			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
 			continue
 		}
 		st.rec = c

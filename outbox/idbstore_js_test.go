@@ -154,7 +154,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	s := openFresh(t)
 	first := enq(t, s, storetest.NewRecord("a", "alice", "comment", "", "n1", nil), 0)
 	boom := errors.New("injected failure")
-	for _, op := range []string{"enqueue", "claim", "amend", "update lease", "update meta", "delete"} {
+	for _, op := range []string{"enqueue", "amend", "update lease", "update meta", "delete"} {
 		outbox.SetIDBTestHook(func(o, stage string) error {
 			if o == op {
 				return boom
@@ -165,16 +165,6 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		switch op {
 		case "enqueue":
 			_, err = s.Enqueue(ctx, outbox.EnqueueRequest{Record: storetest.NewRecord("b", "alice", "comment", "", "n1", bytes.Repeat([]byte("x"), 50)), Policy: outbox.Policy{Dedupe: outbox.Append}, InlineLimit: 10})
-		case "claim":
-			outbox.SetIDBTestHook(nil)
-			l, _ := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
-			outbox.SetIDBTestHook(func(o, _ string) error {
-				if o == op {
-					return boom
-				}
-				return nil
-			})
-			_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
 		case "amend":
 			_, err = s.Amend(ctx, "a", func(r *outbox.Record) error { r.MaxAttempts = 42; return nil })
 		case "update lease":
@@ -188,6 +178,10 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Fatalf("%s: got %v", op, err)
 		}
+	}
+	outbox.SetIDBTestHook(nil)
+	if _, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true)); err != nil {
+		t.Fatal(err)
 	}
 	rs, err := s.List(ctx, outbox.Filter{})
 	if err != nil || len(rs) != 1 || storetest.SameRecord(first.Record, rs[0]) != "" {
@@ -206,11 +200,19 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	if b.Record.Seq != first.Record.Seq+1 {
 		t.Fatalf("seq counter moved: %d after %d", b.Record.Seq, first.Record.Seq)
 	}
-	// Update under a lease: the failed transition leaves the claimed record.
+	// Update under a lease: the failed charge leaves the claimed record.
 	l, _, _ := s.GetLease(ctx, "flush")
 	claimed, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 1, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim %v", err)
+	}
+	charge := func(l outbox.Lease, at time.Time) error {
+		_, err := s.UpdateBatch(ctx, l, []outbox.RecordUpdate{{ID: claimed[0].ID, Take: true, Fn: func(r *outbox.Record) error {
+			n, err := outbox.Charge(*r, l, at, time.Minute, time.Time{})
+			*r = n
+			return err
+		}}})
+		return err
 	}
 	outbox.SetIDBTestHook(func(o, _ string) error {
 		if o == "update batch" {
@@ -218,17 +220,38 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = storetest.Update(s, l, claimed[0].ID, func(r *outbox.Record) error {
-		n, err := outbox.MarkSending(*r, l, storetest.T0)
-		*r = n
-		return err
-	})
+	err = charge(l, storetest.T0)
 	outbox.SetIDBTestHook(nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("update: %v", err)
 	}
 	if g, _ := s.Get(ctx, claimed[0].ID); storetest.SameRecord(claimed[0], g) != "" {
 		t.Fatalf("aborted update changed the record: %+v", g)
+	}
+	// A claim that writes (it recovers a dead owner's record) and fails
+	// after its writes leaves the record as it was.
+	if err := charge(l, storetest.T0); err != nil {
+		t.Fatal(err)
+	}
+	sending, _ := s.Get(ctx, claimed[0].ID)
+	later := storetest.T0.Add(time.Hour)
+	l2, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", later, time.Minute, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox.SetIDBTestHook(func(o, _ string) error {
+		if o == "claim" {
+			return boom
+		}
+		return nil
+	})
+	_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	outbox.SetIDBTestHook(nil)
+	if !errors.Is(err, boom) {
+		t.Fatalf("claim: %v", err)
+	}
+	if g, _ := s.Get(ctx, claimed[0].ID); g.Status != outbox.StatusSending || storetest.SameRecord(sending, g) != "" {
+		t.Fatalf("aborted claim changed the record: %+v", g)
 	}
 }
 

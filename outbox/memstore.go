@@ -145,7 +145,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !found:
 			out[i].Err = ErrNotFound
 			continue
-		case !holds(&r, lease):
+		case !u.Take && !holds(&r, lease):
 			out[i] = UpdateResult{Record: r.Clone(), Err: ErrStaleOwner}
 			continue
 		}
@@ -154,8 +154,8 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			out[i] = UpdateResult{Record: r.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != r.Seq {
-			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq", err: ErrInvalidRecord}}
+		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !holds(&c, lease)) {
+			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
 			continue
 		}
 		staged[u.ID] = c

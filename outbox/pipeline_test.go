@@ -437,3 +437,96 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 		require.Equal(t, 0, r.Sends, id)
 	}
 }
+
+// waitStatus waits (condition, not time) until record id has status st.
+func waitStatus(t *testing.T, h *harness, id string, st Status) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.get(id).Status != st {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became %s: %+v", id, st, h.get(id))
+		}
+		runtime.Gosched()
+	}
+}
+
+// With goroutines allowed (Concurrency > 1), a lane charges its next step
+// (ChargeAhead/2 records) in the background while the records charged
+// before are being sent: the replies to ids[3] and ids[5] wait until the
+// next step is durable, which would hang if a step came only after the
+// answers. Every record is still charged before its send and sent in order
+// after its predecessor's ack, and charged but unsent records never exceed
+// ChargeAhead-1 at a send, as without the overlap.
+func TestLaneChargesNextStepDuringSends(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 2; c.ChargeAhead = 4 })
+	h.store = bs.MemStore
+	ids := h.entity(7)
+	var mu sync.Mutex
+	sent := map[string]bool{}
+	var order []string
+	h.reply = func(r Request) (Response, error) {
+		mu.Lock()
+		sent[r.RecordID] = true
+		order = append(order, r.RecordID)
+		mu.Unlock()
+		cur := h.get(r.RecordID)
+		require.Equal(t, StatusSending, cur.Status)
+		require.Equal(t, 1, cur.Attempts)
+		switch r.RecordID {
+		case ids[3]:
+			waitStatus(t, h, ids[4], StatusSending)
+		case ids[5]:
+			waitStatus(t, h, ids[6], StatusSending)
+		}
+		mu.Lock()
+		unsent := chargedUnsent(t, bs, sent)
+		mu.Unlock()
+		require.True(t, len(unsent) <= 3, unsent)
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Equal(t, 7, rep.Acked)
+	require.Equal(t, ids, order)
+	// charge 2 (the lane waits for it); charge 2 (sending the 1st); ack 2 +
+	// charge 2 (sending the 3rd); ack 2 + charge 1 (sending the 5th); ack 3.
+	require.Equal(t, []int{2, 2, 4, 3, 3}, bs.sizes)
+	for _, id := range ids {
+		r := h.get(id)
+		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, 1, r.Attempts)
+		require.Equal(t, 1, r.Sends)
+	}
+}
+
+// The record in flight during the next step's charge is not acked: the lane
+// stops, and the next step's records, charged but never sent, are taken
+// back (attempts and sends as before, waiting again).
+func TestLaneOverlapStopTakesBackNextStep(t *testing.T) {
+	bs := &batchStore{MemStore: NewMemStore()}
+	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 2; c.ChargeAhead = 3 })
+	h.store = bs.MemStore
+	ids := h.entity(6)
+	h.reply = func(r Request) (Response, error) {
+		if r.RecordID == ids[2] {
+			waitStatus(t, h, ids[3], StatusSending)
+			return Response{Status: 503}, nil
+		}
+		return Response{Status: 200}, nil
+	}
+	rep, err := h.flush("A")
+	require.NoError(t, err)
+	require.Len(t, h.sent(), 3)
+	require.Equal(t, 2, rep.Acked)
+	require.Equal(t, 1, rep.Retried)
+	require.Equal(t, 3, rep.Released)
+	require.Equal(t, StatusFailed, h.get(ids[2]).Status)
+	require.Equal(t, 1, h.get(ids[2]).Attempts)
+	for _, id := range ids[3:] {
+		r := h.get(id)
+		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, 0, r.Attempts, id)
+		require.Equal(t, 0, r.Sends, id)
+	}
+}

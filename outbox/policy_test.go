@@ -63,8 +63,15 @@ func TestReplaceNeverTouchesInFlightOrSent(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.enqueue(Op{OperationType: "title", OperationKey: "k", EntityID: "n", Payload: []byte("v1")})
 	l := h.lease("A")
-	_, err := h.store.Claim(context.Background(), ClaimRequest{Lease: l, Now: t0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"})
+	planned, err := h.store.Claim(context.Background(), ClaimRequest{Lease: l, Now: t0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"})
 	require.NoError(t, err)
+	require.Len(t, planned, 1)
+	// Planned only, still waiting: replacing it is still fine until the
+	// flush takes it (in flight).
+	require.Equal(t, StatusPending, h.get(a.ID).Status)
+	res, err := h.store.UpdateBatch(context.Background(), l, []RecordUpdate{{ID: a.ID, Take: true, Fn: apply(func(r Record) (Record, error) { return Charge(r, l, t0, time.Minute, time.Time{}) })}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
 	b := h.enqueue(Op{OperationType: "title", OperationKey: "k", EntityID: "n", Payload: []byte("v2")})
 	require.Equal(t, ActionAppended, b.Action)
 	require.Equal(t, "v1", string(h.get(a.ID).Payload))

@@ -26,8 +26,10 @@ type ClaimRequest struct {
 	Reconnected time.Time
 }
 
-// ClaimPlan is what a Store writes for a claim: Put (recovered and claimed
-// records) and returns Claimed, in send order.
+// ClaimPlan is what a Store writes for a claim: Put (the in-flight records
+// recovered from a dead or superseded owner), and what it returns: Claimed,
+// in send order, as they are stored (waiting; a Put one as recovered). The
+// claimed records are not written: the flush takes each with Charge.
 type ClaimPlan struct {
 	Put     []Record
 	Claimed []Record
@@ -114,10 +116,8 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			continue
 		}
 		lane, hasLane := laneOf[key]
-		if NetworkRetryDue(r, req.Reconnected, req.Now) {
-			r.NextAttemptAt = req.Now // written with the claim
-		}
-		ok := total < limit && Due(r, req.Now) &&
+		due := Due(r, req.Now) || NetworkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
+		ok := total < limit && due &&
 			(req.MaxSchema <= 0 || r.PayloadSchemaVersion <= req.MaxSchema)
 		if ok {
 			for _, d := range r.DependencyIDs {
@@ -139,8 +139,7 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			stopped[key] = true
 			continue
 		}
-		c, err := Claim(*r, req.Lease, req.Now, req.LeaseTTL)
-		if err != nil {
+		if _, err := Charge(*r, req.Lease, req.Now, req.LeaseTTL, req.Reconnected); err != nil {
 			stopped[key] = true
 			continue
 		}
@@ -149,9 +148,8 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			laneOf[key] = lane
 			lanes = append(lanes, nil)
 		}
-		lanes[lane] = append(lanes[lane], c)
-		inLane[c.ID] = lane
-		put(c)
+		lanes[lane] = append(lanes[lane], *r)
+		inLane[r.ID] = lane
 		total++
 	}
 	for _, l := range lanes {

@@ -52,9 +52,13 @@ func TestExpiredLeaseRecoveredByClaim(t *testing.T) {
 	head.Attempts, head.LeaseOwner, head.LeaseToken, head.LeaseExpiresAt = 1, "dead", 3, t0
 	p := PlanClaim([]Record{head, rec("a2", 2, "a", StatusPending)}, req(10))
 	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
-	require.Len(t, p.Put, 2)
-	require.Equal(t, "A", p.Claimed[0].LeaseOwner)
+	require.Len(t, p.Put, 1) // the recovery; the claimed records are only planned
+	require.Equal(t, StatusFailed, p.Put[0].Status)
+	require.Equal(t, p.Put[0], p.Claimed[0])
 	require.Equal(t, 1, p.Claimed[0].Attempts)
+	c, err := Charge(p.Claimed[0], req(10).Lease, t0, time.Minute, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, "A", c.LeaseOwner)
 }
 
 func TestDependencies(t *testing.T) {
@@ -102,7 +106,7 @@ func TestNewerSchemaLeftAlone(t *testing.T) {
 	r.MaxSchema = 2
 	p := PlanClaim([]Record{newer, rec("a2", 2, "a", StatusPending), rec("b", 3, "b", StatusPending)}, r)
 	require.Equal(t, []string{"b"}, claimIDs(p))
-	require.Len(t, p.Put, 1)
+	require.Len(t, p.Put, 0)
 }
 
 func TestNetworkRetryDue(t *testing.T) {
@@ -134,6 +138,11 @@ func TestNetworkRetryDue(t *testing.T) {
 		if c.due {
 			require.Equal(t, []string{"a1", "a2"}, claimIDs(p), c.name)
 			require.Equal(t, 1, p.Claimed[0].Attempts, c.name) // claiming charges nothing
+			// The charge makes it due as the plan did, and only with the reconnect.
+			_, err := Charge(p.Claimed[0], q.Lease, t0, time.Minute, c.re)
+			require.NoError(t, err, c.name)
+			_, err = Charge(p.Claimed[0], q.Lease, t0, time.Minute, time.Time{})
+			require.ErrorIs(t, err, ErrInvalidTransition, c.name)
 		} else {
 			require.Len(t, p.Claimed, 0, c.name) // its backoff still blocks the entity
 		}

@@ -70,8 +70,9 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 		cctx = context.WithoutCancel(ctx)
 	}
 	contiguous := true // the store runs the Fns in order, once each
+	ttl, reconnected, sess, maxSchema := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.cfg.SchemaVersion
 	for _, rec := range next {
-		ups = append(ups, RecordUpdate{ID: rec.ID, Fn: apply(func(r Record) (Record, error) {
+		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r Record) (Record, error) {
 			for _, ok := range acksOK {
 				if !ok {
 					contiguous = false
@@ -84,7 +85,14 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 				contiguous = false
 				return r, err
 			}
-			n, err := MarkSending(r, l, now)
+			// The claim planned r; what the plan checked of it that
+			// another tab can change meanwhile (an enqueue that replaced
+			// its payload) is checked again here.
+			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || (maxSchema > 0 && r.PayloadSchemaVersion > maxSchema) {
+				contiguous = false
+				return r, &opError{op: "charge", detail: "record no longer fits the claim", err: ErrInvalidTransition}
+			}
+			n, err := Charge(r, l, now, ttl, reconnected)
 			if err != nil {
 				contiguous = false
 			}
@@ -109,7 +117,8 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 			charged = append(charged, m.Record)
 			continue
 		case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
-			errors.Is(m.Err, errSkipped), // an ack or charge before it was not made
+			errors.Is(m.Err, errSkipped),           // an ack or charge before it was not made
+			errors.Is(m.Err, ErrInvalidTransition), // changed since the claim planned it
 			ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
 			return charged, nil
 		}

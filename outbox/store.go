@@ -19,13 +19,20 @@ type Store interface {
 	Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error)
 	// Claim checks that req.Lease is the current lease of req.Lease.Name
 	// (same Owner and Token, else ErrStaleOwner), runs PlanClaim over the
-	// unacked records, writes plan.Put and returns plan.Claimed.
+	// unacked records, writes plan.Put (the in-flight records it recovered
+	// from a dead or superseded owner; usually none) and returns
+	// plan.Claimed. The claimed records are a plan, not written: they stay
+	// waiting until the flush takes each with UpdateBatch (RecordUpdate.Take,
+	// the Charge transition) just before sending it, so a record costs one
+	// write fewer. Between the two, only this lease's owner can take them,
+	// and Charge re-checks that each is still waiting and due.
 	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
 	// UpdateBatch changes records under a lease in ONE transaction: it
 	// checks once that lease is the current lease (else ErrStaleOwner and
 	// nothing changes), then applies ups in order, each to a copy of its
 	// record: a record that is absent (ErrNotFound) or not leased to
-	// lease.Owner/lease.Token (ErrStaleOwner), or whose Fn fails, is left
+	// lease.Owner/lease.Token (ErrStaleOwner; a Take update skips this check
+	// and its Fn decides), or whose Fn fails, is left
 	// unchanged and reported in its UpdateResult; the others are written. An update sees the record as
 	// left by the earlier ones of the batch, and its Fn runs only after the
 	// earlier Fns ran, so a Fn may depend on an earlier one's outcome. The
@@ -62,6 +69,10 @@ type Store interface {
 type RecordUpdate struct {
 	ID string
 	Fn func(*Record) error
+	// Take: the record need not be leased to the batch's lease yet: Fn
+	// takes it (Charge: a waiting record the claim planned) and refuses
+	// any other. The batch's lease check holds as for every update.
+	Take bool
 }
 
 // UpdateResult is the outcome of one RecordUpdate: the record as written,

@@ -528,7 +528,7 @@ export interface OutboxOptions {
   sendTimeoutMs?: number;
   /** Records and fallback-lease lifetime (default 30000 ms). */
   leaseTTLMs?: number;
-  /** Independent entities sent at once (default 4); records per claim (default 25). */
+  /** Independent entities sent at once (default 4); records per claim (default 50). */
   concurrency?: number;
   batchSize?: number;
   /**

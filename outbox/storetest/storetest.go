@@ -150,13 +150,42 @@ func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bo
 	return l
 }
 
+// claim plans a batch with Store.Claim, then takes every planned record
+// into leased under l (a Take update running the Claim transition), as a
+// caller that sends them does: the records it returns are the taken ones,
+// as stored.
 func claim(t *testing.T, s outbox.Store, l outbox.Lease, user string, now time.Time, limit int) []outbox.Record {
 	t.Helper()
 	rs, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", MaxSchema: 1})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
-	return rs
+	return take(t, s, l, now, rs, func(r outbox.Record) (outbox.Record, error) { return outbox.Claim(r, l, now, 30*time.Second) })
+}
+
+// take applies tr to every record of rs as Take updates of one UpdateBatch
+// under l, and returns the records as written.
+func take(t *testing.T, s outbox.Store, l outbox.Lease, now time.Time, rs []outbox.Record, tr func(outbox.Record) (outbox.Record, error)) []outbox.Record {
+	t.Helper()
+	if len(rs) == 0 {
+		return rs
+	}
+	ups := make([]outbox.RecordUpdate, len(rs))
+	for i := range rs {
+		ups[i] = outbox.RecordUpdate{ID: rs[i].ID, Take: true, Fn: updateFn(tr)}
+	}
+	res, err := s.UpdateBatch(bg, l, ups)
+	if err != nil {
+		t.Fatalf("take: %v", err)
+	}
+	out := make([]outbox.Record, len(res))
+	for i, u := range res {
+		if u.Err != nil {
+			t.Fatalf("take %s: %v", rs[i].ID, u.Err)
+		}
+		out[i] = u.Record
+	}
+	return out
 }
 
 func transition(t *testing.T, s outbox.Store, l outbox.Lease, id string, tr func(outbox.Record) (outbox.Record, error)) outbox.Record {
@@ -438,10 +467,26 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	}
 	enqueue(t, s, NewRecord("bob1", "bob", "comment", "", "n1", nil), 0)
 	l := acquire(t, s, "tab1", T0, true)
+	// A claim plans and writes nothing: the records stay waiting, as stored.
+	planned, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: T0, Limit: 3, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range planned {
+		g := get(t, s, r.ID)
+		same(t, r, g)
+		if g.Status != outbox.StatusPending || g.LeaseOwner != "" {
+			t.Fatalf("a claim wrote %+v", g)
+		}
+	}
+	// Only a Take update may change a record the lease does not hold yet.
+	if _, err := Update(s, l, "r0", updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Claim(r, l, T0, time.Minute) })); !errors.Is(err, outbox.ErrStaleOwner) {
+		t.Fatalf("a plain update of a waiting record: %v", err)
+	}
 	got := claim(t, s, l, "alice", T0, 3)
 	// Lanes by head seq: n1 (r0, r2), n2 (r1) — at most 3 records.
-	if ids(got) != "r0,r2,r1" {
-		t.Fatalf("claimed %s", ids(got))
+	if ids(got) != "r0,r2,r1" || ids(planned) != ids(got) {
+		t.Fatalf("claimed %s, planned %s", ids(got), ids(planned))
 	}
 	for _, r := range got {
 		g := get(t, s, r.ID)
@@ -459,6 +504,29 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	// The next claim continues with what is left and due.
 	if got := claim(t, s, l, "alice", T0, 10); ids(got) != "r3" {
 		t.Fatalf("second claim %s (n2's r4 waits behind leased r1)", ids(got))
+	}
+	// A take refuses what is not waiting (leased by this lease already) and
+	// writes nothing for it; the batch's other takes go ahead.
+	res, err := s.UpdateBatch(bg, l, []outbox.RecordUpdate{
+		{ID: "r0", Take: true, Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Charge(r, l, T0, time.Minute, time.Time{}) })},
+		{ID: "r4", Take: true, Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Charge(r, l, T0, time.Minute, time.Time{}) })},
+	})
+	if err != nil || !errors.Is(res[0].Err, outbox.ErrInvalidTransition) || res[1].Err != nil {
+		t.Fatalf("takes: %v %+v", err, res)
+	}
+	if g := get(t, s, "r0"); g.Status != outbox.StatusLeased || g.Attempts != 0 {
+		t.Fatalf("a refused take changed %+v", g)
+	}
+	if g := get(t, s, "r4"); g.Status != outbox.StatusSending || g.Attempts != 1 || g.Sends != 1 || g.LeaseOwner != "tab1" || g.LeaseToken != l.Token {
+		t.Fatalf("charged %+v", g)
+	}
+	// A take must lease the record to the batch's lease.
+	res, err = s.UpdateBatch(bg, l, []outbox.RecordUpdate{{ID: "bob1", Take: true, Fn: func(r *outbox.Record) error { r.Attempts = 7; return nil }}})
+	if err != nil || !errors.Is(res[0].Err, outbox.ErrInvalidRecord) {
+		t.Fatalf("a take that does not lease: %v %+v", err, res)
+	}
+	if g := get(t, s, "bob1"); g.Status != outbox.StatusPending || g.Attempts != 0 {
+		t.Fatalf("a refused take changed %+v", g)
 	}
 }
 
@@ -1030,6 +1098,9 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 	for _, r := range claim(t, s, old, "alice", T0, 3) { // an owner that dies mid-send
 		transition(t, s, old, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, old, T0) })
 	}
+	if got, err := s.Claim(bg, outbox.ClaimRequest{Lease: old, Now: T0, Limit: 2, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1}); err != nil || len(got) != 2 {
+		t.Fatalf("a plan whose records are never taken: %v %s", err, ids(got)) // and that stays harmless
+	}
 	l := acquire(t, s, "tab", T0.Add(time.Second), true)
 	now := T0.Add(time.Minute) // past the dead owner's lease
 	batch := 0
@@ -1052,8 +1123,10 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 		if len(got) == 0 {
 			break
 		}
+		got = take(t, s, l, now, got, func(r outbox.Record) (outbox.Record, error) {
+			return outbox.Charge(r, l, now, 30*time.Second, time.Time{})
+		})
 		for i, r := range got {
-			r = transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, now) })
 			switch {
 			case batch == 1 && i == 0:
 				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
