@@ -80,6 +80,12 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 			return Response{}, err
 		}
 	}
+	headers := js.Global().Get("Headers").New()
+	for k, v := range h {
+		if _, err := jsglue.Call(headers, "set", k, v); err != nil {
+			return Response{}, &fetchError{stage: "header " + k, err: err}
+		}
+	}
 	method := req.Method
 	if method == "" {
 		method = "POST"
@@ -88,91 +94,35 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 	if cred == "" {
 		cred = "same-origin"
 	}
-	reqBody := js.Undefined()
-	if req.Body != nil && method != "GET" && method != "HEAD" {
-		reqBody = bytesToJS(req.Body)
-	}
-	limit := f.MaxResponseBytes
-	if limit <= 0 {
-		limit = DefaultMaxResponseBytes
-	}
 	signal, stop := jsglue.Signal(ctx)
 	defer stop()
-	var resp js.Value
-	var out Response
-	if fetchJS.Type() == js.TypeFunction {
-		// One call into JavaScript sends and, when the answer is small and
-		// of a known length, reads it too: one wake-up of Go per send, and
-		// none of the ~60 calls and strings below.
-		var hs []byte
-		for k, v := range h {
-			if !headerSafe(k) || !headerSafe(v) {
-				return Response{}, &fetchError{stage: "header " + k, err: errBadHeader}
-			}
-			hs = append(append(append(append(hs, k...), '\n'), v...), '\n')
-		}
-		p, err := jsglue.Invoke(fetchJS, fetch, f.BaseURL+req.Endpoint, method, string(hs), cred, signal, f.KeepAlive, reqBody, limit)
-		if err != nil {
-			return Response{}, &fetchError{stage: "fetch", err: err}
-		}
-		res, err := jsglue.Await(ctx, p)
-		if err != nil {
-			return Response{}, f.sendErr(ctx, "fetch", err)
-		}
-		resp = res.Get("r")
-		out = Response{Status: res.Get("status").Int(), Header: parseHeaders(res.Get("headers").String())}
-		if out.Status == 0 {
-			return Response{}, &fetchError{stage: "response", err: errors.New("status 0 (opaque response)")}
-		}
-		if e := res.Get("bodyErr"); !e.IsUndefined() {
-			return Response{}, f.sendErr(ctx, "body", jsglue.FromJS(e))
-		}
-		if b := res.Get("body"); b.Type() == js.TypeObject {
-			n := b.Get("length").Int()
-			if n > limit {
-				return Response{}, ErrResponseTooLarge
-			}
-			if n > 0 {
-				out.Body = make([]byte, n)
-				js.CopyBytesToGo(out.Body, b)
-			}
-			return out, nil
-		}
-	} else {
-		headers := js.Global().Get("Headers").New()
-		for k, v := range h {
-			if _, err := jsglue.Call(headers, "set", k, v); err != nil {
-				return Response{}, &fetchError{stage: "header " + k, err: err}
-			}
-		}
-		init := js.Global().Get("Object").New()
-		init.Set("method", method)
-		init.Set("headers", headers)
-		init.Set("credentials", cred)
-		init.Set("signal", signal)
-		init.Set("redirect", "follow")
-		init.Set("cache", "no-store")
-		if f.KeepAlive {
-			init.Set("keepalive", true)
-		}
-		if !reqBody.IsUndefined() {
-			init.Set("body", reqBody)
-		}
-		p, err := jsglue.Call(fetch, "call", js.Global(), f.BaseURL+req.Endpoint, init)
-		if err != nil {
-			return Response{}, &fetchError{stage: "fetch", err: err}
-		}
-		resp, err = jsglue.Await(ctx, p)
-		if err != nil {
-			return Response{}, f.sendErr(ctx, "fetch", err)
-		}
-		out = Response{Status: resp.Get("status").Int(), Header: Header{}}
-		entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
-		if err == nil {
-			for i, n := 0, entries.Length(); i < n; i++ {
-				kv := entries.Index(i)
-				out.Header[kv.Index(0).String()] = kv.Index(1).String()
-			}
+	init := js.Global().Get("Object").New()
+	init.Set("method", method)
+	init.Set("headers", headers)
+	init.Set("credentials", cred)
+	init.Set("signal", signal)
+	init.Set("redirect", "follow")
+	init.Set("cache", "no-store")
+	if f.KeepAlive {
+		init.Set("keepalive", true)
+	}
+	if req.Body != nil && method != "GET" && method != "HEAD" {
+		init.Set("body", bytesToJS(req.Body))
+	}
+	p, err := jsglue.Call(fetch, "call", js.Global(), f.BaseURL+req.Endpoint, init)
+	if err != nil {
+		return Response{}, &fetchError{stage: "fetch", err: err}
+	}
+	resp, err := jsglue.Await(ctx, p)
+	if err != nil {
+		return Response{}, f.sendErr(ctx, "fetch", err)
+	}
+	out := Response{Status: resp.Get("status").Int(), Header: Header{}}
+	entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
+	if err == nil {
+		for i, n := 0, entries.Length(); i < n; i++ {
+			kv := entries.Index(i)
+			out.Header[kv.Index(0).String()] = kv.Index(1).String()
 		}
 	}
 	if out.Status == 0 {
@@ -319,79 +269,3 @@ func parseLength(s string) (int, bool) {
 	}
 	return n, true
 }
-
-// errBadHeader: a request header name or value holds a line break or NUL,
-// which no HTTP header can (fetch would refuse it too).
-var errBadHeader = errors.New("outbox: header with a line break or NUL")
-
-func headerSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\n' || c == '\r' || c == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// parseHeaders reads fetchJS's response headers: "name\nvalue\n" each
-// (neither can hold a line break).
-func parseHeaders(s string) Header {
-	h := Header{}
-	for len(s) > 0 {
-		k, rest, ok := cutLine(s)
-		if !ok {
-			break
-		}
-		v, rest2, ok := cutLine(rest)
-		if !ok {
-			break
-		}
-		h[k] = v
-		s = rest2
-	}
-	return h
-}
-
-func cutLine(s string) (line, rest string, ok bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", "", false
-}
-
-// fetchJS sends one request and reads a small answer in one call from Go:
-// FetchTransport.Send through syscall/js took about 60 calls into
-// JavaScript (headers, init, response headers, body), each with its
-// strings and finalizers: about 0.6 ms of the page's thread per record, on
-// the flush's path. It builds the request from the flattened headers, calls
-// fetch, and resolves to {r, status, headers, body, bodyErr}: headers as
-// "name\nvalue\n"; body (a Uint8Array) only for an unencoded answer whose
-// Content-Length (digits only) is within limit, read with arrayBuffer (Go
-// checks the length it got again); otherwise Go reads r's body itself as
-// before (streamed, bounded). Undefined where the Function constructor is
-// forbidden (CSP without unsafe-eval): Send then makes the calls itself.
-var fetchJS = func() js.Value {
-	v, err := jsglue.Try(func() js.Value {
-		return js.Global().Get("Function").New("fetch", "url", "method", "hs", "cred", "signal", "keepalive", "body", "limit", `
-const h = new Headers();
-const l = hs.split("\n");
-for (let i = 0; i + 1 < l.length; i += 2) h.set(l[i], l[i + 1]);
-const init = {method, headers: h, credentials: cred, signal, redirect: "follow", cache: "no-store"};
-if (keepalive) init.keepalive = true;
-if (body !== undefined) init.body = body;
-return fetch.call(globalThis, url, init).then((r) => {
-  let headers = "";
-  for (const [k, v] of r.headers) headers += k + "\n" + v + "\n";
-  const out = {r, status: r.status, headers, body: undefined, bodyErr: undefined};
-  const cl = r.headers.get("content-length");
-  if (cl === null || !/^[0-9]{1,15}$/.test(cl) || Number(cl) > limit || r.headers.get("content-encoding") !== null) return out;
-  return r.arrayBuffer().then((b) => { out.body = new Uint8Array(b); return out; }, (e) => { out.bodyErr = e; return out; });
-});`)
-	})
-	if err != nil {
-		return js.Undefined()
-	}
-	return v
-}()

@@ -206,117 +206,49 @@ func (f *flushRun) runLanes(ctx context.Context, lanes [][]Record) {
 // record leaves before its charge is durable, nor before its predecessor's
 // answer arrived; a predecessor that was not acked stops the lane, and the
 // charged records behind it are taken back unsent.
-//
-// With goroutines allowed (Concurrency > 1) and ChargeAhead > 1, steps
-// overlap the sends: a step charges ChargeAhead/2 records and runs in the
-// background while the records charged before it are being sent, as soon
-// as that leaves at most ChargeAhead-1 records charged and unsent (the
-// same bound as without overlap). The lane's path then waits for no
-// transaction between sends, only for the answers: a step's transaction
-// (about 1 ms per record written, on the page's thread) has several round
-// trips to complete. A step's records still leave only after the answer
-// (an ack) of every record before them; any other answer stops the lane
-// and takes them back.
 func (f *flushRun) runLane(ctx context.Context, lane []Record) {
 	ahead := max(f.o.cfg.ChargeAhead, 1)
-	overlap := ahead > 1 && f.o.cfg.Concurrency > 1
-	half := max(ahead/2, 1)
 	var acks []*settleOp // sent and acked, not yet written
 	var charged []Record // charged, not yet sent
-	i := 0               // lane[i:] is not charged (nor being charged)
+	i := 0               // lane[i:] is not charged
 	short := false       // the last step charged fewer than it asked for
-	var next *stepCall   // the next step, charging in the background (overlap)
-	// step charges lane[i:i+k] (k > 0) with acks, inline or in the
-	// background; land takes its outcome.
-	step := func(k int, background bool) {
-		c := &stepCall{from: i, k: k, acks: acks}
-		acks, i = nil, i+k
-		if !background {
-			c.got, c.err = f.charge(ctx, c.acks, lane[c.from:c.from+k])
-			next = c
-			return
-		}
-		c.done = make(chan struct{})
-		next = c
-		go func() {
-			defer close(c.done)
-			c.got, c.err = f.charge(ctx, c.acks, lane[c.from:c.from+k])
-		}()
-	}
-	land := func() {
-		c := next
-		next = nil
-		if c.done != nil {
-			<-c.done
-		}
-		if c.err != nil {
-			f.fail(c.err)
-		}
-		charged = append(charged, c.got...)
-		i = c.from + len(c.got) // the first one not charged, if any, is lane[i]
-		short = len(c.got) < c.k || c.err != nil
-	}
-	for len(charged) > 0 || next != nil || i < len(lane) {
+	for len(charged) > 0 || i < len(lane) {
 		if f.stopped() != nil || ctx.Err() != nil || !f.o.cfg.Clock.Now().Before(f.deadline) {
-			if next != nil {
-				land()
-			}
 			f.wrapUp(ctx, acks, charged, lane[i:])
 			return
 		}
 		if len(charged) == 0 {
-			if next == nil {
-				if short {
-					f.wrapUp(ctx, acks, nil, lane[i:])
-					return
-				}
-				// Overlapping, the first step is a half one too: the
-				// lane's path waits for it, and the next one follows
-				// at once in the background.
-				k := ahead
-				if overlap {
-					k = half
-				}
-				step(min(k, len(lane)-i), false)
-			}
-			land()
-			if len(charged) == 0 {
-				// lane[i] was not charged: the lane ends, its records
-				// untouched (a claim writes nothing for them).
+			if short {
 				f.wrapUp(ctx, acks, nil, lane[i:])
 				return
 			}
+			k := min(ahead, len(lane)-i)
+			got, err := f.charge(ctx, acks, lane[i:i+k])
+			acks = nil
+			if err != nil {
+				f.fail(err)
+			}
+			if len(got) == 0 {
+				// lane[i] was not charged: the lane ends, its records
+				// untouched (a claim writes nothing for them).
+				f.released(len(lane) - i)
+				return
+			}
+			charged, i, short = got, i+len(got), len(got) < k || err != nil
 		}
 		rec := charged[0]
 		charged = charged[1:]
-		if overlap && next == nil && !short && i < len(lane) && len(charged)+half <= ahead-1 {
-			step(min(half, len(lane)-i), true)
-		}
-		op, err := f.send(ctx, rec)
+		next, err := f.send(ctx, rec)
 		if err != nil {
 			f.fail(err)
 		}
-		if op == nil {
-			if next != nil {
-				land()
-			}
+		if next == nil {
 			f.wrapUp(ctx, acks, charged, lane[i:])
 			return
 		}
-		acks = append(acks, op)
+		acks = append(acks, next)
 	}
 	f.wrapUp(ctx, acks, nil, nil)
-}
-
-// stepCall is one charge step of a lane: lane[from:from+k] with the acks
-// before them; got and err are charge's outcome, done (when it runs in the
-// background) is closed once they are set.
-type stepCall struct {
-	from, k int
-	acks    []*settleOp
-	got     []Record
-	err     error
-	done    chan struct{}
 }
 
 // wrapUp ends a lane in one transaction: the acks not yet written and the

@@ -18,17 +18,6 @@ import (
 // issued its writes and before it commits.
 func SetIDBTestHook(h func(op, stage string) error) { idbTestHook = h }
 
-// UseFetchJS makes FetchTransport send through fetchJS (on) or through its
-// own calls, as where the Function constructor is forbidden (off); it
-// returns the function that restores the default.
-func UseFetchJS(on bool) (restore func()) {
-	saved := fetchJS
-	if !on {
-		fetchJS = js.Undefined()
-	}
-	return func() { fetchJS = saved }
-}
-
 // SetClaimPage sets how many records s's Claim reads per step (tests: a
 // small page makes every claim read the queue in several steps).
 func SetClaimPage(s *IDBStore, n int) { s.claimPage = n }

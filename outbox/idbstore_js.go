@@ -111,7 +111,7 @@ type IDBStore struct {
 	corrupt atomic.Int64
 	names   map[string]js.Value // cached store-name arrays (namesOf)
 	pool    []*txn              // finished txns, reusable (getTxn)
-	// claimPage: records Claim reads per step; 0: the batch and 8 more, at least 16.
+	// claimPage: records Claim reads per step; 0: twice the batch, at least 32.
 	claimPage int
 	durOpts   js.Value // {durability} of Enqueue
 }
@@ -673,9 +673,7 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	limit := max(req.Limit, 1)
 	page := s.claimPage
 	if page <= 0 {
-		// A batch and a few more: enough for a queue whose heads are
-		// due, and each record read is decoded (~0.2 ms in Chromium).
-		page = max(limit+8, 16)
+		page = max(2*limit, 32)
 	}
 	ix, err := t.call(recs, "index", indexLive)
 	var first js.Value

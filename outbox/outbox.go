@@ -41,11 +41,8 @@ type Config struct {
 	// the acks of the records sent before are written in the same
 	// transaction. More means fewer transactions per record sent; the price
 	// is that a tab that dies mid-flush leaves up to ChargeAhead-1 records
-	// charged an attempt they never made (never the reverse). With
-	// Concurrency > 1 a step charges ChargeAhead/2 records, in the
-	// background while the records charged before it are sent, within the
-	// same bound (see runLane). 1: each record is charged in its own step,
-	// exactly. Default 8.
+	// charged an attempt they never made (never the reverse). 1: each record
+	// is charged in its own step, exactly. Default 8.
 	ChargeAhead int
 
 	SchemaVersion int // payload schema of new records; default 1
