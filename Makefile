@@ -19,13 +19,20 @@ export PATH := $(BIN):$(PATH)
 # download than it saves: every inlined body adds code and, more, position
 # tables (pcfile/pcline/inline trees) that compress badly. Inlining is
 # therefore off except where speed lives: the runtime (allocation, channels,
-# scheduling), syscall/js, and the per-call paths of jsglue, idb and channel.
+# scheduling), syscall/js, and the per-call paths of jsglue.
 # Measured (2026-11-29): tabfence.wasm brotli 737,736 -> 696,488 bytes with
-# these flags (after wasmpack). CPU cost, outbox/sim's 1500 seeds under Node
-# (pure Go, user CPU, two runs each): full inlining 5.4/6.2 s, these flags
-# 6.7/6.7 s, no inlining at all 8.4/8.6 s. In the browser a call's cost is
-# dominated by IndexedDB and JS crossings, not by this.
-WASM_GCFLAGS := -gcflags=all=-l -gcflags=runtime= -gcflags=syscall/js= -gcflags=github.com/tabfence/tabfence/jsglue= -gcflags=github.com/tabfence/tabfence/idb= -gcflags=github.com/tabfence/tabfence/channel=
+# these flags and idb and channel inlined too (after wasmpack). CPU cost,
+# outbox/sim's 1500 seeds under Node (pure Go, user CPU, two runs each): full
+# inlining 5.4/6.2 s, these flags 6.7/6.7 s, no inlining at all 8.4/8.6 s.
+# In the browser a call's cost is dominated by IndexedDB and JS crossings,
+# not by this. idb and channel lost their inlining on 2026-11-30 (-3.1 KB
+# brotli): the message path now enters Go through wasm exports, and a
+# same-run A/B of the channel round trip (3 x 3 rounds of 500) showed no
+# difference (p50 over raw 0.32-0.50 ms either way); the idb layer's figure
+# is built by the bench with full inlining and is unaffected. (Brotli's
+# window is 4 MiB and the file 4.4 MB, so a small change can move the
+# compressed size by a kilobyte either way: judge flags by several builds.)
+WASM_GCFLAGS := -gcflags=all=-l -gcflags=runtime= -gcflags=syscall/js= -gcflags=github.com/tabfence/tabfence/jsglue=
 WASM_BUILD   := -trimpath -ldflags='-s -w' $(WASM_GCFLAGS)
 # wasmpack rewrites each module's data section into a few segments (the same
 # initial memory; see internal/wasmpack): 793,471 -> 737,736 bytes brotli;
