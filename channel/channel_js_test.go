@@ -391,7 +391,11 @@ func withFastPath(t *testing.T) {
 }
 
 // The channel tests again, through the loader's fast path.
-func TestFastPath(t *testing.T) {
+func TestFastPath(t *testing.T) { runChannelSuite(t, withFastPath) }
+
+// runChannelSuite runs the channel tests again, each after setup (which
+// installs a path of the loader's for the channels it opens).
+func runChannelSuite(t *testing.T, setup func(*testing.T)) {
 	for _, tc := range []struct {
 		name string
 		f    func(*testing.T)
@@ -401,7 +405,7 @@ func TestFastPath(t *testing.T) {
 		{"Announce", TestAnnounceWritesThenPosts}, {"PostErrors", TestPostErrorsAndCloseReleases},
 		{"SubscribePanic", TestSubscribePanicDoesNotKillDelivery}, {"SubscribeNow", TestSubscribeNowInArrivalOrderBesideSubscribe},
 	} {
-		t.Run(tc.name, func(t *testing.T) { withFastPath(t); tc.f(t) })
+		t.Run(tc.name, func(t *testing.T) { setup(t); tc.f(t) })
 	}
 }
 

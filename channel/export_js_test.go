@@ -36,19 +36,7 @@ func withExports(t *testing.T) {
 }
 
 // The channel tests again, through the loader's fast path and the exports.
-func TestExports(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
-		{"RoundTrip", TestRoundTripAndNoSelfDelivery}, {"StaleAndGap", TestStaleLeaderDroppedAndGapReported},
-		{"Hostile", TestHostileScriptPostsGarbage}, {"Buffer", TestBufferDuringLoadThenReplay},
-		{"Announce", TestAnnounceWritesThenPosts}, {"PostErrors", TestPostErrorsAndCloseReleases},
-		{"SubscribePanic", TestSubscribePanicDoesNotKillDelivery}, {"SubscribeNow", TestSubscribeNowInArrivalOrderBesideSubscribe},
-	} {
-		t.Run(tc.name, func(t *testing.T) { withExports(t); tc.f(t) })
-	}
-}
+func TestExports(t *testing.T) { runChannelSuite(t, withExports) }
 
 // A goroutine an export makes runnable (here the Subscribe delivery) runs
 // before the browser's next task, as it did when the message entered Go

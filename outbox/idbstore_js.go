@@ -355,9 +355,9 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	if in.ID == "" || in.UserID == "" {
 		return EnqueueResult{}, ErrInvalidRecord
 	}
-	needKey := req.Policy.Dedupe != Append && in.OperationKey != ""
+	needKey := req.Policy.ReadsQueue(in.OperationKey)
 	needEntity := needKey && (req.Policy.Dedupe == ReplaceLatest || req.Policy.Dedupe == Merge)
-	withBlobs := needKey || (req.InlineLimit > 0 && len(in.Payload) > req.InlineLimit)
+	withBlobs := needKey || !inlines(len(in.Payload), req.InlineLimit)
 	var t *txn
 	var err error
 	if withBlobs {
@@ -477,7 +477,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		return EnqueueResult{}, wrapIDB(op, err)
 	}
 	if appended {
-		return appendedSeq(plan.Result, put)
+		return appendedSeq(plan.Result, put.Get("result"))
 	}
 	return plan.Result, nil
 }
@@ -505,9 +505,8 @@ func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *EnqueuePla
 }
 
 // appendedSeq completes the result of a committed append with the seq the
-// key generator gave its record (put is the record's put request).
-func appendedSeq(res EnqueueResult, put js.Value) (EnqueueResult, error) {
-	k := put.Get("result")
+// key generator gave its record (k: its put request's result).
+func appendedSeq(res EnqueueResult, k js.Value) (EnqueueResult, error) {
 	if k.Type() != js.TypeNumber {
 		return EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
 	}
@@ -543,7 +542,7 @@ type PendingEnqueue struct {
 func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, buf, done js.Value, k float64, ret bool) (p PendingEnqueue, promise js.Value, started bool, err error) {
 	const op = "enqueue"
 	in := &req.Record
-	if req.Policy.Dedupe != Append && in.OperationKey != "" {
+	if req.Policy.ReadsQueue(in.OperationKey) {
 		return p, promise, false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -595,12 +594,7 @@ func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, 
 // Committed is the result of p after its transaction's complete event; key
 // is its put request's result, the seq the key generator gave the record.
 func (p *PendingEnqueue) Committed(key js.Value) (EnqueueResult, error) {
-	if key.Type() != js.TypeNumber {
-		return EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
-	}
-	res := p.Result
-	res.Record.Seq = uint64(key.Float())
-	return res, nil
+	return appendedSeq(p.Result, key)
 }
 
 // Aborted is the error of p after its transaction's abort event, txErr the

@@ -248,6 +248,14 @@ func (o *Outbox) request(op Op) (EnqueueRequest, error) {
 	return EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit}, nil
 }
 
+// appendsInline reports whether op, under its policy, is an append with an
+// inline payload whatever the queue holds: what IDBStore.StartEnqueue takes.
+// An unknown operation type is not judged here (request refuses it).
+func (o *Outbox) appendsInline(op Op) bool {
+	pol, ok := o.cfg.Policies[op.OperationType]
+	return !ok || !pol.ReadsQueue(op.OperationKey) && inlines(len(op.Payload), o.cfg.InlineLimit)
+}
+
 // enqueued emits the enqueue event of a committed request.
 func (o *Outbox) enqueued(op Op, req EnqueueRequest, res EnqueueResult) {
 	o.emit(Event{Kind: EventEnqueue, At: req.Record.CreatedAt, RecordID: res.ID, OperationKeyHash: hashKey(op.OperationKey), Reason: string(res.Action)})

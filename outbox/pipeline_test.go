@@ -116,14 +116,7 @@ func TestLaneStopsChargingNothingMore(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
 	h.store = bs.MemStore
 	ids := h.entity(4)
-	n := 0
-	h.reply = func(Request) (Response, error) {
-		n++
-		if n == 2 {
-			return Response{Status: 503}, nil
-		}
-		return Response{Status: 200}, nil
-	}
+	h.reply = secondFails()
 	rep, err := h.flush("A")
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Acked)
@@ -382,14 +375,7 @@ func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 4 })
 	h.store = bs.MemStore
 	ids := h.entity(6)
-	n := 0
-	h.reply = func(Request) (Response, error) {
-		n++
-		if n == 2 {
-			return Response{Status: 503}, nil
-		}
-		return Response{Status: 200}, nil
-	}
+	h.reply = secondFails()
 	rep, err := h.flush("A")
 	require.NoError(t, err)
 	require.Len(t, h.sent(), 2)
@@ -435,5 +421,17 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 		require.Equal(t, StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.Equal(t, 0, r.Sends, id)
+	}
+}
+
+// secondFails is a reply that acks every send but the second, which gets a
+// 503 (retryable).
+func secondFails() func(Request) (Response, error) {
+	n := 0
+	return func(Request) (Response, error) {
+		if n++; n == 2 {
+			return Response{Status: 503}, nil
+		}
+		return Response{Status: 200}, nil
 	}
 }

@@ -33,6 +33,15 @@ type Policy struct {
 	Endpoint    string    // "": the Outbox default
 }
 
+// ReadsQueue reports whether an enqueue of an operation with key opKey
+// under p must read the queue first: a dedupe policy coalesces by operation
+// key. One that does not is an append whatever the queue holds.
+func (p Policy) ReadsQueue(opKey string) bool { return p.Dedupe != Append && opKey != "" }
+
+// inlines reports whether a payload of n bytes is stored inline, not in the
+// blob store (see placePayload).
+func inlines(n, inlineLimit int) bool { return inlineLimit <= 0 || n <= inlineLimit }
+
 // Action says what an enqueue did.
 type Action string
 
@@ -146,7 +155,7 @@ func PlanEnqueue(related []Record, req EnqueueRequest, now time.Time) (EnqueuePl
 // placePayload stores p inline or by reference, and hashes it.
 func placePayload(r Record, p []byte, inlineLimit int) EnqueuePlan {
 	r.PayloadHash = HashPayload(p)
-	if inlineLimit > 0 && len(p) > inlineLimit {
+	if !inlines(len(p), inlineLimit) {
 		r.PayloadRef = "blob:" + r.ID
 		r.Payload = nil
 		return EnqueuePlan{Put: r, Write: true, Blob: append([]byte(nil), p...)}

@@ -322,7 +322,9 @@ func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, buf, done js.V
 		return nil, promise, true, ErrRuntimeClosed
 	}
 	st, ok := r.store.(*IDBStore)
-	if !ok {
+	if !ok || !r.ob.appendsInline(op) {
+		// Declined before the request is built (two random IDs and the
+		// payload's hash), which Enqueue builds again.
 		return nil, promise, false, nil
 	}
 	req, err := r.ob.request(op)

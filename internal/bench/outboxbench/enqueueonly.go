@@ -95,16 +95,11 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 // EvalInPage opens the demo page (fresh queue) and prints what js (an
 // expression, awaited) returns as a string: for ad-hoc experiments.
 func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
-	bn, b, stop, err := start(ctx, distDir)
+	tab, stop, err := startTab(ctx, distDir)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	tab, err := bn.open(b, url.Values{})
-	if err != nil {
-		return err
-	}
-	defer tab.Close()
 	if _, err := harness.Eval[bool](tab, `(window.__eval = undefined, Promise.resolve(`+js+`).then(v => window.__eval = {v: String(v)}, e => window.__eval = {v: "error: " + e}), true)`); err != nil {
 		return err
 	}
@@ -217,16 +212,11 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 // sequential fetch loop instead (profileDir/raw.cpuprofile). It prints the
 // rate.
 func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities int, profileDir string) error {
-	bn, b, stop, err := start(ctx, distDir)
+	tab, stop, err := startTab(ctx, distDir)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	tab, err := bn.open(b, url.Values{})
-	if err != nil {
-		return err
-	}
-	defer tab.Close()
 	name, js := "raw", rawFetchJS(FlushN)
 	if entities > 0 {
 		if _, err := harness.Eval[bool](tab, `(async () => {`+fillJS(FlushN, entities, 1)+`return true; })()`); err != nil {
@@ -242,4 +232,19 @@ func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities 
 	}
 	fmt.Fprintf(w, "%s, %d entities: %.0f records/s\n", name, entities, v)
 	return nil
+}
+
+// startTab is start with the demo page open (a fresh queue) in one tab;
+// stop closes the tab too.
+func startTab(ctx context.Context, distDir string) (*harness.Tab, func(), error) {
+	bn, b, stop, err := start(ctx, distDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tab, err := bn.open(b, url.Values{})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return tab, func() { tab.Close(); stop() }, nil
 }
