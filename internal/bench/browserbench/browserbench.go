@@ -52,7 +52,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 	}
 	// Background throttling off: these are latency figures, and a hidden
 	// tab's throttled timers would measure Chromium's policy, not the code.
-	b, err := harness.Start(ctx, harness.Options{})
+	b, err := harness.Start(ctx, harness.Options{Bare: true})
 	if err != nil {
 		return err
 	}

@@ -159,7 +159,7 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 		defer ts.Close()
 		benches[i] = &bench{url: ts.URL}
 	}
-	b, err := harness.Start(ctx, harness.Options{})
+	b, err := harness.Start(ctx, harness.Options{Bare: true})
 	if err != nil {
 		return err
 	}

@@ -216,7 +216,7 @@ func start(ctx context.Context, distDir string) (bn *bench, b *harness.Browser, 
 	}
 	ts := httptest.NewServer(srv)
 	bn.url = ts.URL
-	if b, err = harness.Start(ctx, harness.Options{}); err != nil {
+	if b, err = harness.Start(ctx, harness.Options{Bare: true}); err != nil {
 		ts.Close()
 		srv.Close()
 		os.RemoveAll(dir)
