@@ -22,15 +22,25 @@ import (
 // benchRounds is how many alternating rounds a bench is split into, after
 // benchWarmup untimed transactions per side.
 const (
-	benchRounds = 6
+	benchRounds = 60
 	benchWarmup = 150
 )
+
+// BenchResult is one comparison: both rates over all rounds, and Go's rate
+// over JavaScript's in each round. A burst of work elsewhere on the machine
+// (a LevelDB compaction, another process) lands on whichever side is
+// running; the median of the per-round ratios is robust to a few such
+// rounds, where the pooled rates are not.
+type BenchResult struct {
+	GoPerSec, JSPerSec float64
+	Ratios             []float64
+}
 
 // BenchAllocate runs n token allocations through DB.AllocateToken and n
 // through an inline script doing the same readwrite transaction (get the
 // epoch record, put it incremented, browser's default durability), and
 // returns both rates in transactions per second.
-func BenchAllocate(ctx context.Context, n int) (goPerSec, jsPerSec float64, err error) {
+func BenchAllocate(ctx context.Context, n int) (BenchResult, error) {
 	return bench(ctx, n, benchAllocateJS, func(d *DB, i int) error {
 		_, err := d.AllocateToken(ctx, "bench-go", "bench")
 		return err
@@ -41,7 +51,7 @@ func BenchAllocate(ctx context.Context, n int) (goPerSec, jsPerSec float64, err 
 // transaction over tf_fences and an app store that reads the fence, decides
 // (duplicate check over the remembered IDs), puts one app record and the
 // advanced fence.
-func BenchApply(ctx context.Context, n int) (goPerSec, jsPerSec float64, err error) {
+func BenchApply(ctx context.Context, n int) (BenchResult, error) {
 	return bench(ctx, n, benchApplyJS, func(d *DB, i int) error {
 		op := Op{Resource: "bench-go", Token: 1, OperationID: "op" + strconv.Itoa(i)}
 		res, err := d.Apply(ctx, op, func(tx *WriteTx) error {
@@ -101,16 +111,16 @@ const benchApplyJS = `return (async () => {
   return performance.now() - t0;
 })()`
 
-func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) error) (goPerSec, jsPerSec float64, err error) {
+func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) error) (res BenchResult, err error) {
 	if n <= 0 {
-		return 0, 0, errors.New("idb: bench needs n > 0")
+		return res, errors.New("idb: bench needs n > 0")
 	}
 	name := "tabfence-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	d, err := Open(ctx, name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
 		return tx.CreateStore(benchStore, StoreOptions{})
 	}}}}))
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer func() {
 		d.Close()
@@ -122,7 +132,7 @@ func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) e
 		return js.Global().Get("Function").New("db", "from", "n", script)
 	})
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	var goTime, jsTime time.Duration
 	// Warm up both sides untimed, then alternate. V8 compiles wasm lazily
@@ -132,11 +142,11 @@ func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) e
 	warm := min(n, benchWarmup)
 	for i := 0; i < warm; i++ {
 		if err := goOne(d, -1-i); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 	}
 	if _, err := jsglue.Await(ctx, fn.Invoke(d.raw, -warm, warm)); err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	runGo := func(from, k int) error {
 		start := time.Now()
@@ -162,19 +172,23 @@ func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) e
 		if r == rounds-1 {
 			k = n - from
 		}
+		goBefore, jsBefore := goTime, jsTime
 		first, second := runGo, runJS
 		if r%2 == 1 {
 			first, second = runJS, runGo
 		}
 		if err := first(from, k); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 		if err := second(from, k); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 		if benchTrace != nil {
 			benchTrace(r, goTime, jsTime)
 		}
+		// Equal counts per side: the ratio of rates is JS's time over Go's.
+		res.Ratios = append(res.Ratios, (jsTime-jsBefore).Seconds()/(goTime-goBefore).Seconds())
 	}
-	return float64(n) / goTime.Seconds(), float64(n) / jsTime.Seconds(), nil
+	res.GoPerSec, res.JSPerSec = float64(n)/goTime.Seconds(), float64(n)/jsTime.Seconds()
+	return res, nil
 }

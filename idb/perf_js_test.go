@@ -28,15 +28,15 @@ func TestAllocateRateVersusRawJS(t *testing.T) {
 		prevGo, prevJS = goT, jsT
 	}
 	defer func() { benchTrace = nil }()
-	goA, jsA, err := BenchAllocate(ctx, n)
+	a, err := BenchAllocate(ctx, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("allocate: Go %.0f/s, raw JS %.0f/s (%.2fx)", goA, jsA, goA/jsA)
+	t.Logf("allocate: Go %.0f/s, raw JS %.0f/s (%.2fx; per round %.2f)", a.GoPerSec, a.JSPerSec, a.GoPerSec/a.JSPerSec, a.Ratios)
 	prevGo, prevJS = 0, 0
-	goP, jsP, err := BenchApply(ctx, n)
+	p, err := BenchApply(ctx, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("apply:    Go %.0f/s, raw JS %.0f/s (%.2fx)", goP, jsP, goP/jsP)
+	t.Logf("apply:    Go %.0f/s, raw JS %.0f/s (%.2fx; per round %.2f)", p.GoPerSec, p.JSPerSec, p.GoPerSec/p.JSPerSec, p.Ratios)
 }

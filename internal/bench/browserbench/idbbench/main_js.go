@@ -3,7 +3,7 @@
 // Command idbbench is a wasm program the browser bench builds and loads
 // beside the runtime: it exposes idb.BenchAllocate and idb.BenchApply (the
 // idb layer's own Go-versus-raw-JavaScript comparison, on one connection)
-// as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, js}>. It is not
+// as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, js, ratios}>. It is not
 // part of tabfence.wasm, so the bench code costs users nothing.
 package main
 
@@ -26,11 +26,15 @@ func main() {
 			if args[0].String() == "apply" {
 				run = idb.BenchApply
 			}
-			g, j, err := run(context.Background(), args[1].Int())
+			r, err := run(context.Background(), args[1].Int())
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{"go": g, "js": j}, nil
+			ratios := make([]any, len(r.Ratios))
+			for i, x := range r.Ratios {
+				ratios[i] = x
+			}
+			return map[string]any{"go": r.GoPerSec, "js": r.JSPerSec, "ratios": ratios}, nil
 		})
 	})
 	js.Global().Set("__tabfenceIDBBench", cb.Value)
