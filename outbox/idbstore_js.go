@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall/js"
+	"time"
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
@@ -1232,12 +1233,14 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 	// count, and for an unsettled status its first record, per status),
 	// await the last.
 	var counts, firsts [8]js.Value
-	var mr, schemaIx, newer js.Value
+	var mr, schemaIx, newer, lastAck js.Value
 	last, err := jsglue.Try(func() js.Value {
 		recs := t.v.Call("objectStore", storeRecords)
 		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
 		sx := recs.Call("index", indexStatus)
-		last := mr
+		// The acked record of the highest seq (LastAckAt).
+		lastAck = sx.Call("openCursor", keyRange().Call("only", string(StatusAcked)), "prev")
+		last := lastAck
 		for i, st := range projected {
 			counts[i] = sx.Call("count", string(st))
 			last = counts[i]
@@ -1286,6 +1289,14 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 		}
 		if p.OldestPendingAt.IsZero() || at.Before(p.OldestPendingAt) {
 			p.OldestPendingAt = at
+		}
+	}
+	// A hint for the watchdog, not data: an odd value is left out.
+	if c := lastAck.Get("result"); c.Type() == js.TypeObject {
+		if v := c.Get("value"); v.Type() == js.TypeObject {
+			if ms := v.Get("ackedAt"); ms.Type() == js.TypeNumber && ms.Float() > 0 && ms.Float() < 8.64e15 {
+				p.LastAckAt = time.UnixMilli(int64(ms.Float()))
+			}
 		}
 	}
 	p.Pending, p.Sending, p.Failed = n[0], n[1]+n[2], n[3]

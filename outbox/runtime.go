@@ -79,6 +79,7 @@ type Watchdog struct {
 	armed      bool
 	mark       string
 	progressAt time.Time
+	ackedAt    time.Time // the latest Projection.LastAckAt seen
 	asking     bool
 	askedAt    time.Time
 }
@@ -90,16 +91,43 @@ func NewWatchdog(cfg WatchConfig) *Watchdog { return &Watchdog{cfg: cfg.withDefa
 func (w *Watchdog) Config() WatchConfig { return w.cfg }
 
 // Observe feeds one look at the queue: mark is the progress mark of the
-// projection (ProgressMark), due whether there is work the owner should be
-// doing, owner whether this tab holds the flush lock.
-func (w *Watchdog) Observe(now time.Time, mark string, due, owner bool) WatchAction {
+// projection (ProgressMark), ackedAt its LastAckAt, due whether there is
+// work the owner should be doing, owner whether this tab holds the flush
+// lock.
+//
+// A tab reads the queue some time after the owner changed it (status reads
+// are debounced, and a hidden tab's timers are throttled), so a changed mark
+// says the owner made progress, not when. When the change brings a newer
+// ack, the stall is timed from that ack instead of from the look: an owner
+// frozen right after its last ack is asked, and stolen from, as soon as if
+// the tab had seen the ack at once, and an ask already outstanding when such
+// older news arrives still stands.
+func (w *Watchdog) Observe(now time.Time, mark string, ackedAt time.Time, due, owner bool) WatchAction {
+	newAck := ackedAt.After(w.ackedAt)
+	if newAck {
+		w.ackedAt = ackedAt
+	}
 	if owner || !due {
 		w.disarm(mark)
 		return WatchNone
 	}
-	if !w.armed || mark != w.mark {
+	if !w.armed {
 		w.armed, w.mark, w.progressAt, w.asking = true, mark, now, false
 		return WatchNone
+	}
+	if mark != w.mark {
+		at := now
+		if newAck && ackedAt.Before(now) {
+			at = ackedAt
+		}
+		w.mark = mark
+		if at.After(w.progressAt) {
+			w.progressAt = at
+		}
+		if !w.asking || !at.Before(w.askedAt) {
+			w.asking = false
+			return WatchNone
+		}
 	}
 	return w.Tick(now)
 }

@@ -10,7 +10,7 @@ func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 	now := t0
 	p := Projection{Pending: 10}
 	mark := ProgressMark(p)
-	require.Equal(t, WatchNone, w.Observe(now, mark, HasDueWork(p), false))
+	require.Equal(t, WatchNone, w.Observe(now, mark, time.Time{}, HasDueWork(p), false))
 	require.True(t, w.Armed())
 	require.Equal(t, now.Add(time.Second), w.NextWake())
 	require.Equal(t, WatchNone, w.Tick(now.Add(999*time.Millisecond)))
@@ -27,7 +27,7 @@ func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 	w := NewWatchdog(WatchConfig{StallAfter: 500 * time.Millisecond, StatusTimeout: time.Second})
 	p := Projection{Sending: 3}
-	w.Observe(t0, ProgressMark(p), true, false)
+	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(500*time.Millisecond)))
 	require.Equal(t, WatchNone, w.Answer(t0.Add(600*time.Millisecond), 0))
 	require.False(t, w.Asking())
@@ -40,24 +40,24 @@ func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
 	w := NewWatchdog(WatchConfig{})
 	p := Projection{Pending: 5}
-	w.Observe(t0, ProgressMark(p), true, false)
+	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(time.Second)))
 	// progress (an ack) while asking: re-armed from scratch, no steal
 	p.Pending, p.Acked = 4, 1
-	require.Equal(t, WatchNone, w.Observe(t0.Add(1200*time.Millisecond), ProgressMark(p), true, false))
+	require.Equal(t, WatchNone, w.Observe(t0.Add(1200*time.Millisecond), ProgressMark(p), time.Time{}, true, false))
 	require.False(t, w.Asking())
 	require.Equal(t, WatchNone, w.Tick(t0.Add(2100*time.Millisecond)))
 	// an enqueue is not progress
 	p.Pending = 9
-	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), true, false))
+	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), time.Time{}, true, false))
 	// no due work: disarmed
-	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), false, false))
+	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), time.Time{}, false, false))
 	require.False(t, w.Armed())
 	require.Equal(t, time.Time{}, w.NextWake())
 	require.Equal(t, WatchNone, w.Tick(t0.Add(time.Hour)))
 	// the tab is the owner: disarmed
-	w.Observe(t0, ProgressMark(p), true, false)
-	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), true, true))
+	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
+	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), time.Time{}, true, true))
 	require.False(t, w.Armed())
 	// paused queue: no due work
 	require.False(t, HasDueWork(Projection{Pending: 1, Meta: Meta{Paused: true}}))
@@ -135,6 +135,57 @@ func TestWatchdogSuspectsBlockedReads(t *testing.T) {
 	require.Equal(t, WatchSteal, w.Tick(t0.Add(2500*time.Millisecond)))
 	// an armed watchdog keeps its own progress time
 	w = NewWatchdog(WatchConfig{})
-	w.Observe(t0, "m", true, false)
+	w.Observe(t0, "m", time.Time{}, true, false)
 	require.Equal(t, WatchNone, w.Suspect(t0.Add(900*time.Millisecond), t0.Add(-time.Hour)))
+}
+
+// A tab sees the owner's last ack late (debounced status reads, throttled
+// timers in a hidden tab): the stall is timed from the ack, and an ask that
+// was already out when the old news came in still stands.
+func TestWatchdogTimesStallFromTheAck(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := NewWatchdog(WatchConfig{})
+	p := Projection{Pending: 10}
+	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
+	require.Equal(t, WatchAsk, w.Tick(at(1000)))
+	// The ack happened at 900 ms, before the ask; seen at 1800 ms.
+	p.Pending, p.Acked = 9, 1
+	require.Equal(t, WatchNone, w.Observe(at(1800), ProgressMark(p), at(900), true, false))
+	require.True(t, w.Asking())
+	require.Equal(t, at(2500), w.NextWake())
+	require.Equal(t, WatchSteal, w.Tick(at(2500)))
+
+	// An ack after the ask is progress: the question is dropped and the
+	// stall timed from the ack.
+	w = NewWatchdog(WatchConfig{})
+	p = Projection{Pending: 10}
+	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
+	require.Equal(t, WatchAsk, w.Tick(at(1000)))
+	p.Pending, p.Acked = 9, 1
+	require.Equal(t, WatchNone, w.Observe(at(1500), ProgressMark(p), at(1200), true, false))
+	require.False(t, w.Asking())
+	require.Equal(t, at(2200), w.NextWake())
+
+	// No ask out: an ack seen late moves the stall start to the ack, not
+	// to the look.
+	w = NewWatchdog(WatchConfig{})
+	p = Projection{Pending: 10}
+	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
+	p.Pending, p.Acked = 9, 1
+	require.Equal(t, WatchNone, w.Observe(at(900), ProgressMark(p), at(100), true, false))
+	require.Equal(t, at(1100), w.NextWake()) // not 1900: the ack was at 100
+	require.Equal(t, WatchNone, w.Tick(at(1099)))
+	require.Equal(t, WatchAsk, w.Tick(at(1100)))
+
+	// A change without a newer ack (another kind of progress), or an ack
+	// time ahead of this tab's clock, counts from the look.
+	w = NewWatchdog(WatchConfig{})
+	p = Projection{Pending: 10, Acked: 1}
+	w.Observe(at(0), ProgressMark(p), at(-50), true, false)
+	p.Sending = 2
+	w.Observe(at(700), ProgressMark(p), at(-50), true, false)
+	require.Equal(t, at(1700), w.NextWake())
+	p.Acked = 2
+	w.Observe(at(800), ProgressMark(p), at(5000), true, false)
+	require.Equal(t, at(1800), w.NextWake())
 }

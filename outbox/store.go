@@ -143,14 +143,22 @@ type Projection struct {
 	Unsupported                                                     int // newer payload schema, left alone (filled by Outbox.Status)
 	OldestPendingAt                                                 time.Time
 	OldestPendingAge                                                time.Duration // filled by Outbox.Status
+	// LastAckAt is when the acked record enqueued last (the highest seq)
+	// was acked: about when the flush owner last made progress, which the
+	// Watchdog times a stall from. Zero when no acked record is kept.
+	LastAckAt time.Time
 	Meta
 }
 
 // ProjectRecords computes the counts of a Projection; a Store may use it.
 func ProjectRecords(recs []Record, meta Meta) Projection {
 	p := Projection{Meta: meta}
+	var lastAcked uint64
 	for i := range recs {
 		r := &recs[i]
+		if r.Status == StatusAcked && (p.LastAckAt.IsZero() || r.Seq > lastAcked) {
+			p.LastAckAt, lastAcked = r.AckedAt, r.Seq
+		}
 		switch r.Status {
 		case StatusPending:
 			p.Pending++

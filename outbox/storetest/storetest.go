@@ -870,6 +870,16 @@ func testStatus(t *testing.T, s outbox.Store) {
 	if !p.OldestPendingAt.Equal(T0.Add(time.Second)) {
 		t.Fatalf("oldest pending %v", p.OldestPendingAt)
 	}
+	if !p.LastAckAt.Equal(T0) {
+		t.Fatalf("last ack %v, want r0's, %v", p.LastAckAt, T0)
+	}
+	// LastAckAt is the ack time of the acked record of the highest seq.
+	transition(t, s, l, "r3", func(r outbox.Record) (outbox.Record, error) {
+		return outbox.Ack(r, l, T0.Add(5*time.Second), outbox.StoredResponse{Status: 200})
+	})
+	if p, err = s.Status(bg); err != nil || p.Acked != 2 || !p.LastAckAt.Equal(T0.Add(5*time.Second)) {
+		t.Fatalf("after r3's ack: %+v %v", p, err)
+	}
 }
 
 func testLease(t *testing.T, s outbox.Store) {
