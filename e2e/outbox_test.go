@@ -510,6 +510,15 @@ func frozenOwner(t *testing.T, throttle bool) {
 	if fenceTok <= 0 {
 		t.Fatalf("the owner has no server fencing token (%v)", fenceTok)
 	}
+	for i, tab := range tabs {
+		if i != owner {
+			eval[bool](t, tab, `(() => { const log = tabfenceNotes.channelLog = [];
+				new BroadcastChannel(tabfenceNotes.outbox.lockName).onmessage = (e) => {
+					const d = typeof e.data === "string" ? e.data : JSON.stringify(e.data);
+					const k = /"kind":"([^"]*)"/.exec(d); log.push([k ? k[1] : d.slice(0, 40), Date.now()]); };
+				return true; })()`)
+		}
+	}
 	frozenAt := time.Now()
 	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		t.Fatal(err)
@@ -533,6 +542,11 @@ func frozenOwner(t *testing.T, throttle bool) {
 		t.Fatal(err)
 	}
 	moved := time.Since(frozenAt)
+	for i, tab := range tabs {
+		if i != owner {
+			t.Logf("tab %d after the freeze (ms): %s", i, takeoverTimeline(t, tab, frozenAt))
+		}
+	}
 	e.waitEffects(n, 30*time.Second)
 	limit := time.Duration(stallAfter+statusTimeout)*time.Millisecond + 2*time.Second
 	if throttle {
@@ -683,6 +697,23 @@ func TestOutboxSessionSwitch(t *testing.T) {
 }
 
 // eventSummary counts a tab's outbox events by kind and reason.
+// takeoverTimeline lists, in ms after since, what one tab heard on the
+// outbox channel (channelLog, installed by frozenOwner) and its first
+// flush events: where a slow takeover spent its time.
+func takeoverTimeline(t *testing.T, tab *harness.Tab, since time.Time) string {
+	t.Helper()
+	return eval[string](t, tab, `((t0) => {
+		const out = (tabfenceNotes.channelLog || []).filter(([, at]) => at >= t0).map(([k, at]) => k + "@" + (at - t0));
+		const seen = {};
+		for (const e of tabfenceNotes.events) {
+			if (e.at < t0 || seen[e.kind]) continue;
+			seen[e.kind] = true;
+			out.push(e.kind.replace("outbox.", "") + "@" + (e.at - t0));
+		}
+		return out.join(" ");
+	})(`+strconv.FormatInt(since.UnixMilli(), 10)+`)`)
+}
+
 func eventSummary(t *testing.T, tab *harness.Tab) string {
 	t.Helper()
 	return eval[string](t, tab, `JSON.stringify(tabfenceNotes.events.reduce((m, e) => { const k = e.kind + (e.reason ? " " + e.reason.slice(0, 40) : ""); m[k] = (m[k] || 0) + 1; return m; }, {}))`)

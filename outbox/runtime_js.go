@@ -648,10 +648,17 @@ func (r *Runtime) onMessage(m channel.Message) {
 		// IndexedDB events do not), its open transactions would block
 		// the queue's database for every tab: abort them now, from this
 		// message's task. The thief's lease token fences the rest.
+		// The message names the owner the thief saw: another tab
+		// stealing at the same moment is not the victim, and goes on
+		// (the Web Lock tells the one of the two that lost).
+		target := ""
+		if m.Payload.Type() == js.TypeString {
+			target = m.Payload.String()
+		}
 		r.mu.Lock()
 		busy := r.busy
 		r.mu.Unlock()
-		if busy {
+		if busy && (target == "" || target == r.id || r.frozen.Load()) {
 			r.abortTxns()
 		}
 	case KindStatusAsk:
@@ -1010,7 +1017,14 @@ func (r *Runtime) flushLoop() {
 		case reason := <-r.kickCh:
 			_, _, _ = r.attempt(r.ctx, reason, false)
 		case <-r.stealCh:
-			_, _, _ = r.attempt(r.ctx, "steal", true)
+			if _, _, err := r.attempt(r.ctx, "steal", true); err != nil {
+				// Two tabs that steal at once can both come away without
+				// the queue: the Web Lock goes to the later thief, the
+				// lease to the slower one, which fences the other. Try
+				// again at once, without stealing: whoever finds the lock
+				// free flushes.
+				r.Kick("steal")
+			}
 		case <-r.dueT.C:
 			_, _, _ = r.attempt(r.ctx, "timer", false)
 		}
@@ -1079,14 +1093,18 @@ func (r *Runtime) skip(reason string) {
 }
 
 func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal bool) (rep FlushReport, skipped bool, err error) {
+	r.mu.Lock()
+	r.busy = true
+	victim := r.last.OwnerID
+	if victim == "" {
+		victim = r.remoteOwner
+	}
+	r.mu.Unlock()
 	if steal {
 		// Before any IndexedDB request: a frozen owner may hold a
 		// transaction open that would block ours until it aborts it.
-		r.post(kindStolen, js.Undefined())
+		r.post(kindStolen, js.ValueOf(victim))
 	}
-	r.mu.Lock()
-	r.busy = true
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.busy = false

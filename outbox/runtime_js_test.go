@@ -184,6 +184,42 @@ func TestRuntimeStealsFromSilentOwner(t *testing.T) {
 	t.Logf("queue moving again after %v (stall 300ms + timeout 500ms)", took)
 }
 
+// Two tabs that steal from a silent owner at the same moment: the Web Lock
+// goes to the later thief, the IndexedDB lease possibly to the other. Neither
+// may take the other for the silent owner (each one's "stolen!" names the
+// owner it saw), and whichever came away without the queue tries again at
+// once: the queue moves without waiting for another watchdog round.
+func TestRuntimeConcurrentSteals(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("steal2")
+	ctx := context.Background()
+	a := openRT(t, name, nil)
+	a.mute.Store(true)
+	rx.Set("holdToken", 1)
+	for i := 0; i < 5; i++ {
+		if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	// Watchdogs too slow to act within the test: only the steals below.
+	slow := func(c *RuntimeConfig) { c.Watch = WatchConfig{StallAfter: time.Minute, StatusTimeout: time.Minute} }
+	b, c := openRT(t, name, slow), openRT(t, name, slow)
+	for _, r := range []*Runtime{b, c} {
+		r.mu.Lock()
+		r.remoteOwner = a.ID() // as the owner's last "status!" told them
+		r.mu.Unlock()
+	}
+	start := time.Now()
+	b.requestSteal()
+	c.requestSteal()
+	waitFor(t, "everything delivered", 5*time.Second, func() bool { return acked(t, b) == 5 })
+	if rx.Get("effects").Int() != 5 {
+		t.Fatalf("effects %d, want 5", rx.Get("effects").Int())
+	}
+	t.Logf("delivered %v after two steals at once", time.Since(start))
+}
+
 // Without navigator.locks the IndexedDB lease elects the flush owner.
 func TestRuntimeLeaseFallback(t *testing.T) {
 	rx := installMock(t)
