@@ -38,7 +38,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b)); err != nil {
+		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b), *prof); err != nil {
 			log.Fatal(err)
 		}
 		return

@@ -93,13 +93,18 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 }
 
 // EvalInPage opens the demo page (fresh queue) and prints what js (an
-// expression, awaited) returns as a string: for ad-hoc experiments.
-func EvalInPage(ctx context.Context, w io.Writer, distDir, js string) error {
+// expression, awaited) returns as a string: for ad-hoc experiments. With
+// profileDir, the page's CPU profile goes to profileDir/eval.cpuprofile.
+func EvalInPage(ctx context.Context, w io.Writer, distDir, js, profileDir string) error {
 	tab, stop, err := startTab(ctx, distDir)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if profileDir != "" {
+		stopProf := profile(tab, 250)
+		defer stopProf(filepath.Join(profileDir, "eval.cpuprofile"))
+	}
 	if _, err := harness.Eval[bool](tab, `(window.__eval = undefined, Promise.resolve(`+js+`).then(v => window.__eval = {v: String(v)}, e => window.__eval = {v: "error: " + e}), true)`); err != nil {
 		return err
 	}
