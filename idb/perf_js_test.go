@@ -6,8 +6,11 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
 )
 
 // TestAllocateRateVersusRawJS logs token allocations and fenced applies per
@@ -39,4 +42,94 @@ func TestAllocateRateVersusRawJS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("apply:    Go %.0f/s, raw JS %.0f/s (%.2fx; per round %.2f)", p.GoPerSec, p.JSPerSec, p.GoPerSec/p.JSPerSec, p.Ratios)
+}
+
+// TestAllocatePhases splits one token allocation's transaction into its
+// phases, in Go (this package's layer) and in raw JavaScript, alternating:
+// issuing (transaction, store, get), waiting for the read, the read's event
+// reaching Go (from a listener registered before Go's to the goroutine
+// running again), the decision and writes, and the commit until Go runs
+// again. Figures only: where the Go side's extra time per transaction goes.
+func TestAllocatePhases(t *testing.T) {
+	if os.Getenv("TABFENCE_PERF") == "" {
+		t.Skip("set TABFENCE_PERF=1")
+	}
+	ctx := context.Background()
+	d, err := Open(ctx, "tabfence-phases-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	perf := js.Global().Get("performance")
+	now := func() float64 { return perf.Call("now").Float() }
+	stamp := js.Global().Get("Function").New("globalThis.__tabfenceStamp = performance.now()")
+	rawJS := js.Global().Get("Function").New("db", "n", `return (async () => {
+  const s = [0, 0, 0, 0];
+  for (let i = 0; i < n; i++) {
+    await new Promise((res, rej) => {
+      const t0 = performance.now(); let t1, t2, t3;
+      const tx = db.transaction("tf_epochs", "readwrite");
+      const st = tx.objectStore("tf_epochs");
+      const g = st.get("phases-js");
+      t1 = performance.now();
+      g.onsuccess = () => {
+        t2 = performance.now();
+        const cur = g.result ? g.result.epoch : 0;
+        st.put({resource: "phases-js", epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, "phases-js");
+        tx.commit();
+        t3 = performance.now();
+      };
+      tx.oncomplete = () => { s[0] += t1 - t0; s[1] += t2 - t1; s[2] += t3 - t2; s[3] += performance.now() - t3; res(); };
+      tx.onabort = () => rej(tx.error);
+    });
+  }
+  return s.map((x) => x / n);
+})()`)
+	const n = 200
+	key := jsString("phases-go")
+	for round := 0; round < 4; round++ {
+		var s [5]float64
+		for i := 0; i < n; i++ {
+			t0 := now()
+			tx, err := d.begin(ReadWrite, d.scopeEpochs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := tx.Store(StoreEpochs)
+			rq := st.Get(key)
+			rq.v.Call("addEventListener", "success", stamp)
+			t1 := now()
+			v, err := rq.Await(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t2 := now()
+			ev := js.Global().Get("__tabfenceStamp").Float()
+			epoch, err := epochOf(v, "phases-go", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := EpochRecord{Resource: "phases-go", Epoch: epoch + 1, OwnerID: "bench", UpdatedAt: time.Now().UnixMilli()}
+			if err := st.Put(key, d.encodeEpoch(rec, key, v)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_ = tx.Commit()
+			t3 := now()
+			if err := tx.Await(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t4 := now()
+			s[0] += t1 - t0
+			s[1] += ev - t1
+			s[2] += t2 - ev
+			s[3] += t3 - t2
+			s[4] += t4 - t3
+		}
+		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f, commit (to Go) %.3f / %.3f (Go / JS)",
+			round, s[0]/n, r.Index(0).Float(), s[1]/n, r.Index(1).Float(), s[2]/n, s[3]/n, r.Index(2).Float(), s[4]/n, r.Index(3).Float())
+	}
 }
