@@ -135,6 +135,23 @@ func TestRuntimeTwoInstancesDeliverOnce(t *testing.T) {
 	t.Logf("sends %d, skip-locked in b: %d", rx.Get("sends").Int(), skips)
 }
 
+// silentOwner opens a runtime that never answers status questions (as a
+// frozen tab: it hears the channel but stays silent), enqueues five records
+// and waits until it owns the queue and its first request hangs forever.
+func silentOwner(t *testing.T, rx js.Value, name string) *Runtime {
+	t.Helper()
+	a := openRT(t, name, nil)
+	a.mute.Store(true)
+	rx.Set("holdToken", 1) // the first owner's requests never come back
+	for i := 0; i < 5; i++ {
+		if _, err := a.Enqueue(context.Background(), Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	return a
+}
+
 // A silent owner (as a frozen tab: it hears the channel but never answers)
 // holding a request forever: the other instance asks, gets no answer,
 // steals the lock with a higher token and delivers; the old owner, when its
@@ -143,15 +160,7 @@ func TestRuntimeStealsFromSilentOwner(t *testing.T) {
 	rx := installMock(t)
 	name := uniq("steal")
 	ctx := context.Background()
-	a := openRT(t, name, nil)
-	a.mute.Store(true)
-	rx.Set("holdToken", 1) // the first owner's requests never come back
-	for i := 0; i < 5; i++ {
-		if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	a := silentOwner(t, rx, name)
 	start := time.Now()
 	b := openRT(t, name, nil)
 	waitFor(t, "b delivers everything", 10*time.Second, func() bool { return acked(t, b) == 5 })
@@ -192,16 +201,7 @@ func TestRuntimeStealsFromSilentOwner(t *testing.T) {
 func TestRuntimeConcurrentSteals(t *testing.T) {
 	rx := installMock(t)
 	name := uniq("steal2")
-	ctx := context.Background()
-	a := openRT(t, name, nil)
-	a.mute.Store(true)
-	rx.Set("holdToken", 1)
-	for i := 0; i < 5; i++ {
-		if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	a := silentOwner(t, rx, name)
 	// Watchdogs too slow to act within the test: only the steals below.
 	slow := func(c *RuntimeConfig) { c.Watch = WatchConfig{StallAfter: time.Minute, StatusTimeout: time.Minute} }
 	b, c := openRT(t, name, slow), openRT(t, name, slow)

@@ -144,12 +144,20 @@ func TestWatchdogSuspectsBlockedReads(t *testing.T) {
 // was already out when the old news came in still stands.
 func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	w := NewWatchdog(WatchConfig{})
-	p := Projection{Pending: 10}
-	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
-	require.Equal(t, WatchAsk, w.Tick(at(1000)))
+	// armed: a watchdog that saw 10 pending at 0 ms; with asked, it has
+	// asked at 1000 ms. It returns the projection after one ack.
+	armed := func(asked bool) (*Watchdog, Projection) {
+		w := NewWatchdog(WatchConfig{})
+		p := Projection{Pending: 10}
+		w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
+		if asked {
+			require.Equal(t, WatchAsk, w.Tick(at(1000)))
+		}
+		p.Pending, p.Acked = 9, 1
+		return w, p
+	}
 	// The ack happened at 900 ms, before the ask; seen at 1800 ms.
-	p.Pending, p.Acked = 9, 1
+	w, p := armed(true)
 	require.Equal(t, WatchNone, w.Observe(at(1800), ProgressMark(p), at(900), true, false))
 	require.True(t, w.Asking())
 	require.Equal(t, at(2500), w.NextWake())
@@ -157,21 +165,14 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 
 	// An ack after the ask is progress: the question is dropped and the
 	// stall timed from the ack.
-	w = NewWatchdog(WatchConfig{})
-	p = Projection{Pending: 10}
-	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
-	require.Equal(t, WatchAsk, w.Tick(at(1000)))
-	p.Pending, p.Acked = 9, 1
+	w, p = armed(true)
 	require.Equal(t, WatchNone, w.Observe(at(1500), ProgressMark(p), at(1200), true, false))
 	require.False(t, w.Asking())
 	require.Equal(t, at(2200), w.NextWake())
 
 	// No ask out: an ack seen late moves the stall start to the ack, not
 	// to the look.
-	w = NewWatchdog(WatchConfig{})
-	p = Projection{Pending: 10}
-	w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
-	p.Pending, p.Acked = 9, 1
+	w, p = armed(false)
 	require.Equal(t, WatchNone, w.Observe(at(900), ProgressMark(p), at(100), true, false))
 	require.Equal(t, at(1100), w.NextWake()) // not 1900: the ack was at 100
 	require.Equal(t, WatchNone, w.Tick(at(1099)))
