@@ -22,16 +22,24 @@ func SetIDBTestHook(h func(op, stage string) error) { idbTestHook = h }
 // small page makes every claim read the queue in several steps).
 func SetClaimPage(s *IDBStore, n int) { s.claimPage = n }
 
+// openTestStore opens the IndexedDB store name for one test and closes it
+// when the test ends.
+func openTestStore(t *testing.T, name string, opts ...IDBOption) *IDBStore {
+	t.Helper()
+	s, err := OpenIDBStore(context.Background(), name, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // A request that fails inside a transaction (a real ConstraintError from
 // IndexedDB) aborts it: the earlier put of the same transaction is rolled
 // back and the error keeps IndexedDB's name.
 func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenIDBStore(ctx, "tabfence-outbox:txn-abort")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, "tabfence-outbox:txn-abort")
 	tx, err := s.begin("test", "readwrite", storeRecords)
 	if err != nil {
 		t.Fatal(err)
@@ -114,11 +122,7 @@ func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 // the generic path (Status, then List of the newer records) does.
 func TestIDBStatusCountsNewerSchema(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenIDBStore(ctx, "tabfence-outbox:status-schema")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, "tabfence-outbox:status-schema")
 	at := time.UnixMilli(1_700_000_000_000)
 	for i, c := range []struct {
 		ver int
@@ -196,11 +200,7 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	}
 	db.Call("close")
 
-	s, err := OpenIDBStore(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, name)
 	if v := s.db.Get("version").Int(); v != idbVersion {
 		t.Fatalf("version %d after open, want %d", v, idbVersion)
 	}

@@ -49,11 +49,7 @@ func loaderWrite(t *testing.T) (write js.Value, done *jsglue.Callback, calls cha
 // for, are not started.
 func TestStartEnqueueWritesWhatEnqueueWrites(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenIDBStore(ctx, "tabfence-outbox:start-enqueue", WithDurability("strict"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, "tabfence-outbox:start-enqueue", WithDurability("strict"))
 	write, done, calls := loaderWrite(t)
 	at := time.UnixMilli(1_700_000_000_123).UTC()
 	req := func(id string) EnqueueRequest {
@@ -150,11 +146,7 @@ func TestStartEnqueueWritesWhatEnqueueWrites(t *testing.T) {
 // Aborted is an ErrTxAborted; nothing is written.
 func TestStartEnqueueAborted(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenIDBStore(ctx, "tabfence-outbox:start-enqueue-abort")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTestStore(t, "tabfence-outbox:start-enqueue-abort")
 	write := js.Global().Call("eval", loader.FastPath()).Get("enqueue")
 	var p PendingEnqueue
 	var abortErr error
