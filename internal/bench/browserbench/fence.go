@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -212,17 +211,8 @@ const pingJS = `((scopeX, scopeY, n, block, warm, diag) => new Promise((ok, fail
 		} });
 }))`
 
-// rates is one rate comparison: both rates over all rounds, and the ratio
-// (tabfence over raw) of each round. The figure is the median of the
-// per-round ratios (see idb.BenchResult); the pooled ratio is shown beside.
-type rates struct {
-	Go     float64   `json:"go"`
-	Raw    float64   `json:"raw"`
-	Ratios []float64 `json:"ratios"`
-}
-
-func (r rates) ratio() float64  { return percentile(r.Ratios, 50) }
-func (r rates) pooled() float64 { return r.Go / r.Raw }
+// rates is a comparison in alternating rounds (harness.Rates).
+type rates = harness.Rates
 
 type rtts struct {
 	TF  []float64 `json:"tf"`
@@ -300,13 +290,13 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, di
 	fmt.Fprintf(w, "  ratio: median of the per-round ratios (pooled: all rounds' rates; per-round range in brackets)\n")
 	fmt.Fprintf(w, "  channel round trip: %d fenced ping/pong between two leader tabs vs two raw BroadcastChannels after %d untimed per side, alternating blocks of %d (cross-origin isolated pages: 5 µs timer)\n", RoundTrips, rttWarm, rttBlock)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\tpooled\ttarget\tmet\t")
+	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\tspread\ttarget\tmet\t")
 	row := func(name string, r rates, target bool) {
 		t, met := "", ""
 		if target {
-			t, met = fmt.Sprintf(">= %.1fx", targetRateX), yes(r.ratio() >= targetRateX)
+			t, met = fmt.Sprintf(">= %.1fx", targetRateX), yes(r.Ratio() >= targetRateX)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.2fx [%.2f-%.2f]\t%s\t%s\t\n", name, r.Go, r.Raw, r.ratio(), r.pooled(), slices.Min(r.Ratios), slices.Max(r.Ratios), t, met)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%s\t%s\t%s\t\n", name, r.Go, r.Raw, r.Ratio(), r.Spread(), t, met)
 	}
 	if lerr == nil {
 		row("token allocations/s, Go wasm", layer[0], true)

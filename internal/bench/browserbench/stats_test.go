@@ -16,3 +16,15 @@ func TestPercentileNearestRank(t *testing.T) {
 		t.Error("percentile of nothing must be NaN")
 	}
 }
+
+// A rate figure is the median of its per-round ratios; the pooled ratio and
+// the range are printed beside it.
+func TestRatesFigure(t *testing.T) {
+	r := rates{Go: 800, Raw: 1000, Ratios: []float64{0.2, 0.7, 0.8, 0.9, 3}}
+	if r.Ratio() != 0.8 || r.Pooled() != 0.8 {
+		t.Errorf("ratio %v pooled %v, want 0.8 and 0.8", r.Ratio(), r.Pooled())
+	}
+	if got := r.Spread(); got != "pooled 0.80x [0.20-3.00]" {
+		t.Errorf("spread %q", got)
+	}
+}

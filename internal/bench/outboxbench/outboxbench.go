@@ -23,7 +23,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -187,8 +186,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
 	ratioOf := func(r rates) (float64, string) {
-		m := harness.Percentile(r.Ratios, 50)
-		return m, fmt.Sprintf("%.2fx (pooled %.2fx [%.2f-%.2f])", m, r.Go/r.Raw, slices.Min(r.Ratios), slices.Max(r.Ratios))
+		return r.Ratio(), fmt.Sprintf("%.2fx (%s)", r.Ratio(), r.Spread())
 	}
 	er, es := ratioOf(enq)
 	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", enq.Go, enq.Raw, es, targetEnqueue, yes(er >= targetEnqueue))
@@ -283,13 +281,8 @@ func enqueueJS(n int) string {
 		const dt = performance.now() - t0; return ` + strconv.Itoa(n) + ` / dt * 1000; })()`
 }
 
-// rates is a comparison measured in one page: both rates over all rounds
-// and tabfence's rate over raw's in each round.
-type rates struct {
-	Go     float64   `json:"go"`
-	Raw    float64   `json:"raw"`
-	Ratios []float64 `json:"ratios"`
-}
+// rates is a comparison in alternating rounds in one page (harness.Rates).
+type rates = harness.Rates
 
 // enqueueVsRawJS measures durable enqueues against the raw put loop
 // (rawPutJS's transaction) in one page: warm untimed of each, then n of each
