@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"sync"
 	"time"
 
@@ -81,7 +82,7 @@ func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
 		return FlushReport{}, ErrPaused
 	}
 	o.emit(Event{Kind: EventFlushStart, At: start, Owner: lease.Owner, LeaseToken: lease.Token})
-	ctx, cancel := context.WithTimeout(ctx, o.cfg.MaxFlushDuration)
+	ctx, cancel := deadline.WithTimeout(ctx, o.cfg.MaxFlushDuration)
 	defer cancel()
 	f := &flushRun{o: o, lease: lease, session: s, deadline: start.Add(o.cfg.MaxFlushDuration)}
 	err = f.loop(ctx)

@@ -5,6 +5,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -193,7 +194,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	ft := &FetchTransport{BaseURL: cfg.BaseURL, Authorize: cfg.Authorize}
 	r.transport = TransportFunc(func(ctx context.Context, req Request) (Response, error) {
-		ctx, cancel := context.WithTimeout(ctx, cfg.SendTimeout)
+		ctx, cancel := deadline.WithTimeout(ctx, cfg.SendTimeout)
 		defer cancel()
 		return ft.Send(ctx, req)
 	})

@@ -3,7 +3,7 @@
 package main
 
 import (
-	"context"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"strconv"
 	"sync"
 	"syscall/js"
@@ -316,7 +316,7 @@ func (cs *chanState) observe(m channel.Message) {
 // resource's epoch in IndexedDB is at least that token. A forged token
 // (higher than any allocated) is reported and ignored.
 func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
-	ctx, cancel := context.WithTimeout(l.Ctx, 10*time.Second)
+	ctx, cancel := deadline.WithTimeout(l.Ctx, 10*time.Second)
 	defer cancel()
 	db, err := el.fx.st.open(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"sync"
 	"time"
 
@@ -252,7 +253,7 @@ func (s *electionSet) remove(el *election) {
 // warm opens the database one task later (see the file comment).
 func (s *storage) warm() {
 	time.AfterFunc(0, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := deadline.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := s.open(ctx); err != nil && s.err() == nil {
 			reportError("tabfence: opening database "+s.name+" failed:", err)
