@@ -362,17 +362,13 @@ func openOutbox(args []js.Value) (any, error) {
 	if len(cfg.Outbox.Policies) == 0 {
 		return nil, typeErr("outbox", "policies must configure at least one operation type")
 	}
-	if ma := field(opts, "maxAttempts"); ma.Type() == js.TypeNumber && ma.Int() > 0 {
-		cfg.Outbox.MaxAttempts = ma.Int()
-	}
-	if c := field(opts, "concurrency"); c.Type() == js.TypeNumber && c.Int() > 0 {
-		cfg.Outbox.Concurrency = c.Int()
-	}
-	if c := field(opts, "batchSize"); c.Type() == js.TypeNumber && c.Int() > 0 {
-		cfg.Outbox.BatchSize = c.Int()
-	}
-	if c := field(opts, "chargeAhead"); c.Type() == js.TypeNumber && c.Int() > 0 {
-		cfg.Outbox.ChargeAhead = c.Int()
+	for _, o := range []struct {
+		name string
+		to   *int
+	}{{"maxAttempts", &cfg.Outbox.MaxAttempts}, {"concurrency", &cfg.Outbox.Concurrency}, {"batchSize", &cfg.Outbox.BatchSize}, {"chargeAhead", &cfg.Outbox.ChargeAhead}} {
+		if v := field(opts, o.name); v.Type() == js.TypeNumber && v.Int() > 0 {
+			*o.to = v.Int()
+		}
 	}
 	if b := field(opts, "backoff"); b.Type() == js.TypeObject {
 		base, err := msOpt(b, "base")
@@ -385,19 +381,13 @@ func openOutbox(args []js.Value) (any, error) {
 		}
 		cfg.Outbox.Backoff = &outbox.Backoff{Base: base, Cap: cp}
 	}
-	if cfg.Watch.StatusTimeout, err = msOpt(opts, "statusTimeoutMs"); err != nil {
-		return nil, err
-	}
-	if cfg.Watch.StallAfter, err = msOpt(opts, "stallAfterMs"); err != nil {
-		return nil, err
-	}
-	if cfg.SendTimeout, err = msOpt(opts, "sendTimeoutMs"); err != nil {
-		return nil, err
-	}
-	if d, err := msOpt(opts, "leaseTTLMs"); err != nil {
-		return nil, err
-	} else {
-		cfg.Outbox.LeaseTTL = d
+	for _, o := range []struct {
+		name string
+		to   *time.Duration
+	}{{"statusTimeoutMs", &cfg.Watch.StatusTimeout}, {"stallAfterMs", &cfg.Watch.StallAfter}, {"sendTimeoutMs", &cfg.SendTimeout}, {"leaseTTLMs", &cfg.Outbox.LeaseTTL}} {
+		if *o.to, err = msOpt(opts, o.name); err != nil {
+			return nil, err
+		}
 	}
 	cfg.NoWebLocks = field(opts, "noWebLocks").Truthy()
 	headers := field(opts, "headers")
