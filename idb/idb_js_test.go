@@ -61,7 +61,26 @@ const db = await new Promise((res, rej) => { const r = indexedDB.open(name); r.o
 await new Promise((res, rej) => { const tx = db.transaction(store, "readwrite"); tx.objectStore(store).put(value, key); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
 db.close();`
 
-func TestAllocateTokenIncreases(t *testing.T) {
+// allocPaths runs f twice: with AllocateToken's JavaScript half (allocJS),
+// which a page without a Content-Security-Policy allows, and without it, as
+// on a page whose policy refuses eval.
+func allocPaths(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	if allocJS.Type() != js.TypeFunction {
+		t.Fatal("allocJS missing: this page allows Function, so the JavaScript half must be there")
+	}
+	t.Run("js", f)
+	t.Run("go", func(t *testing.T) {
+		saved := allocJS
+		allocJS = js.Undefined()
+		defer func() { allocJS = saved }()
+		f(t)
+	})
+}
+
+func TestAllocateTokenIncreases(t *testing.T) { allocPaths(t, testAllocateTokenIncreases) }
+
+func testAllocateTokenIncreases(t *testing.T) {
 	d := open(t, dbName(t))
 	ctx := ctx5(t)
 	for want := uint64(1); want <= 5; want++ {
@@ -83,6 +102,10 @@ func TestAllocateTokenIncreases(t *testing.T) {
 }
 
 func TestAllocateTokenConcurrentConnectionsUnique(t *testing.T) {
+	allocPaths(t, testAllocateTokenConcurrentConnectionsUnique)
+}
+
+func testAllocateTokenConcurrentConnectionsUnique(t *testing.T) {
 	name := dbName(t)
 	conns := []*DB{open(t, name), open(t, name), open(t, name)}
 	ctx := ctx5(t)
@@ -362,21 +385,71 @@ func TestCorruptRecordsAreTypedErrors(t *testing.T) {
 	if item(t, d, "k") != "<none>" {
 		t.Fatal("corrupt fence let a write through")
 	}
-	for _, g := range []string{`null`, `"7"`, `({resource: "e", epoch: "7", ownerId: "", updatedAt: 0})`,
-		`({resource: "e", epoch: 3, ownerId: 1, updatedAt: 0})`, `({resource: "e", epoch: 3, ownerId: "", updatedAt: -5})`,
-		`({resource: "e", ownerId: "", updatedAt: 0})`, `({resource: "e", epoch: 2**53, ownerId: "", updatedAt: 0})`} {
-		runJS(t, name, `const store = "tf_epochs", key = "e", value = (`+g+`);`+rawPut)
-		if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrCorruptRecord) {
-			t.Errorf("epoch %s: got %v", g, err)
+}
+
+// Corrupt epoch records give ErrCorruptRecord, and an exhausted resource
+// ErrTokenExhausted, on both paths: the JavaScript half leaves them to Go.
+func TestAllocateTokenCorruptEpochs(t *testing.T) {
+	allocPaths(t, func(t *testing.T) {
+		name := dbName(t)
+		d := open(t, name)
+		ctx := ctx5(t)
+		for _, g := range []string{`null`, `"7"`, `({resource: "e", epoch: "7", ownerId: "", updatedAt: 0})`,
+			`({resource: "e", epoch: 3, ownerId: 1, updatedAt: 0})`, `({resource: "e", epoch: 3, ownerId: "", updatedAt: -5})`,
+			`({resource: "e", ownerId: "", updatedAt: 0})`, `({resource: "e", epoch: 2**53, ownerId: "", updatedAt: 0})`,
+			`({resource: "f", epoch: 3, ownerId: "", updatedAt: 0})`, `({resource: "e", epoch: 1.5, ownerId: "", updatedAt: 0})`,
+			`({resource: "e", epoch: 3, ownerId: "x".repeat(256), updatedAt: 0})`, `[3]`} {
+			runJS(t, name, `const store = "tf_epochs", key = "e", value = (`+g+`);`+rawPut)
+			if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrCorruptRecord) {
+				t.Errorf("epoch %s: got %v", g, err)
+			}
 		}
-	}
-	// The largest token is kept exact; the next one is refused.
-	runJS(t, name, `const store = "tf_epochs", key = "e", value = {resource: "e", epoch: 2**53-2, ownerId: "", updatedAt: 0};`+rawPut)
-	if tok, err := d.AllocateToken(ctx, "e", "o"); err != nil || tok != MaxToken {
-		t.Fatal(tok, err)
-	}
-	if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrTokenExhausted) {
-		t.Fatal(err)
+		// The largest token is kept exact; the next one is refused.
+		runJS(t, name, `const store = "tf_epochs", key = "e", value = {resource: "e", epoch: 2**53-2, ownerId: "", updatedAt: 0};`+rawPut)
+		if tok, err := d.AllocateToken(ctx, "e", "o"); err != nil || tok != MaxToken {
+			t.Fatal(tok, err)
+		}
+		if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrTokenExhausted) {
+			t.Fatal(err)
+		}
+		rec, err := d.Epoch(ctx, "e")
+		if err != nil || rec.Epoch != MaxToken {
+			t.Fatalf("a refused allocation wrote: %+v %v", rec, err)
+		}
+	})
+}
+
+// The two paths write the same record: they alternate on one resource with
+// strictly increasing tokens, and a field another version of tabfence added
+// to the record survives both.
+func TestAllocateTokenPathsAgree(t *testing.T) {
+	name := dbName(t)
+	d := open(t, name)
+	ctx := ctx5(t)
+	runJS(t, name, `const store = "tf_epochs", key = "r", value = {resource: "r", epoch: 4, ownerId: "old", updatedAt: 1, extra: "kept"};`+rawPut)
+	saved := allocJS
+	defer func() { allocJS = saved }()
+	for i, want := 0, uint64(5); i < 6; i, want = i+1, want+1 {
+		allocJS = saved
+		if i%2 == 1 {
+			allocJS = js.Undefined()
+		}
+		before := time.Now().UnixMilli()
+		got, err := d.AllocateToken(ctx, "r", "tab-"+strconv.Itoa(i))
+		if err != nil || got != want {
+			t.Fatalf("allocation %d: %d, %v; want %d", i, got, err, want)
+		}
+		v, err := d.Get(ctx, StoreEpochs, js.ValueOf("r"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := decodeEpoch(v, "r")
+		if err != nil || rec.Epoch != want || rec.OwnerID != "tab-"+strconv.Itoa(i) || rec.UpdatedAt < before {
+			t.Fatalf("allocation %d wrote %+v, %v", i, rec, err)
+		}
+		if x := v.Get("extra"); x.Type() != js.TypeString || x.String() != "kept" {
+			t.Fatalf("allocation %d lost a foreign field: %v", i, x)
+		}
 	}
 }
 
