@@ -91,9 +91,16 @@ func NewWatchdog(cfg WatchConfig) *Watchdog { return &Watchdog{cfg: cfg.withDefa
 func (w *Watchdog) Config() WatchConfig { return w.cfg }
 
 // Observe feeds one look at the queue: mark is the progress mark of the
-// projection (ProgressMark), ackedAt its LastAckAt, due whether there is
-// work the owner should be doing, owner whether this tab holds the flush
-// lock.
+// projection (ProgressMark), ackedAt its LastAckAt, oldest its
+// OldestPendingAt, due whether there is work the owner should be doing,
+// owner whether this tab holds the flush lock.
+//
+// The first look that finds due work times the stall from when the owner
+// has owed it: the later of its last ack and the oldest unsettled record's
+// creation (never from the future). A tab that first looks after the owner
+// froze — its first attempts may all have returned before they could try
+// the lock — asks as soon as a tab that had watched all along; work enqueued
+// after an idle spell is timed from its enqueue, not from the old ack.
 //
 // A tab reads the queue some time after the owner changed it (status reads
 // are debounced, and a hidden tab's timers are throttled), so a changed mark
@@ -102,7 +109,7 @@ func (w *Watchdog) Config() WatchConfig { return w.cfg }
 // frozen right after its last ack is asked, and stolen from, as soon as if
 // the tab had seen the ack at once, and an ask already outstanding when such
 // older news arrives still stands.
-func (w *Watchdog) Observe(now time.Time, mark string, ackedAt time.Time, due, owner bool) WatchAction {
+func (w *Watchdog) Observe(now time.Time, mark string, ackedAt, oldest time.Time, due, owner bool) WatchAction {
 	newAck := ackedAt.After(w.ackedAt)
 	if newAck {
 		w.ackedAt = ackedAt
@@ -113,7 +120,13 @@ func (w *Watchdog) Observe(now time.Time, mark string, ackedAt time.Time, due, o
 	}
 	if !w.armed {
 		w.armed, w.mark, w.progressAt, w.asking = true, mark, now, false
-		return WatchNone
+		if oldest.After(ackedAt) {
+			ackedAt = oldest
+		}
+		if !ackedAt.IsZero() && ackedAt.Before(now) {
+			w.progressAt = ackedAt
+		}
+		return w.Tick(now)
 	}
 	if mark != w.mark {
 		at := now

@@ -868,7 +868,7 @@ func (r *Runtime) statusLoop() {
 		resumed := r.last.Paused && !st.Paused
 		r.last = st
 		due := HasDueWork(st.Projection) && r.contended
-		act := r.wd.Observe(time.Now(), ProgressMark(st.Projection), st.LastAckAt, due, r.owning)
+		act := r.wd.Observe(time.Now(), ProgressMark(st.Projection), st.LastAckAt, st.OldestPendingAt, due, r.owning)
 		subs := make([]func(RuntimeStatus), 0, len(r.statusSubs))
 		for _, fn := range r.statusSubs {
 			subs = append(subs, fn)

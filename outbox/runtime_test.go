@@ -10,7 +10,7 @@ func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 	now := t0
 	p := Projection{Pending: 10}
 	mark := ProgressMark(p)
-	require.Equal(t, WatchNone, w.Observe(now, mark, time.Time{}, HasDueWork(p), false))
+	require.Equal(t, WatchNone, w.Observe(now, mark, time.Time{}, time.Time{}, HasDueWork(p), false))
 	require.True(t, w.Armed())
 	require.Equal(t, now.Add(time.Second), w.NextWake())
 	require.Equal(t, WatchNone, w.Tick(now.Add(999*time.Millisecond)))
@@ -27,7 +27,7 @@ func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 	w := NewWatchdog(WatchConfig{StallAfter: 500 * time.Millisecond, StatusTimeout: time.Second})
 	p := Projection{Sending: 3}
-	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
+	w.Observe(t0, ProgressMark(p), time.Time{}, time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(500*time.Millisecond)))
 	require.Equal(t, WatchNone, w.Answer(t0.Add(600*time.Millisecond), 0))
 	require.False(t, w.Asking())
@@ -40,24 +40,24 @@ func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
 	w := NewWatchdog(WatchConfig{})
 	p := Projection{Pending: 5}
-	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
+	w.Observe(t0, ProgressMark(p), time.Time{}, time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(time.Second)))
 	// progress (an ack) while asking: re-armed from scratch, no steal
 	p.Pending, p.Acked = 4, 1
-	require.Equal(t, WatchNone, w.Observe(t0.Add(1200*time.Millisecond), ProgressMark(p), time.Time{}, true, false))
+	require.Equal(t, WatchNone, w.Observe(t0.Add(1200*time.Millisecond), ProgressMark(p), time.Time{}, time.Time{}, true, false))
 	require.False(t, w.Asking())
 	require.Equal(t, WatchNone, w.Tick(t0.Add(2100*time.Millisecond)))
 	// an enqueue is not progress
 	p.Pending = 9
-	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), time.Time{}, true, false))
+	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), time.Time{}, time.Time{}, true, false))
 	// no due work: disarmed
-	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), time.Time{}, false, false))
+	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), time.Time{}, time.Time{}, false, false))
 	require.False(t, w.Armed())
 	require.Equal(t, time.Time{}, w.NextWake())
 	require.Equal(t, WatchNone, w.Tick(t0.Add(time.Hour)))
 	// the tab is the owner: disarmed
-	w.Observe(t0, ProgressMark(p), time.Time{}, true, false)
-	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), time.Time{}, true, true))
+	w.Observe(t0, ProgressMark(p), time.Time{}, time.Time{}, true, false)
+	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), time.Time{}, time.Time{}, true, true))
 	require.False(t, w.Armed())
 	// paused queue: no due work
 	require.False(t, HasDueWork(Projection{Pending: 1, Meta: Meta{Paused: true}}))
@@ -135,7 +135,7 @@ func TestWatchdogSuspectsBlockedReads(t *testing.T) {
 	require.Equal(t, WatchSteal, w.Tick(t0.Add(2500*time.Millisecond)))
 	// an armed watchdog keeps its own progress time
 	w = NewWatchdog(WatchConfig{})
-	w.Observe(t0, "m", time.Time{}, true, false)
+	w.Observe(t0, "m", time.Time{}, time.Time{}, true, false)
 	require.Equal(t, WatchNone, w.Suspect(t0.Add(900*time.Millisecond), t0.Add(-time.Hour)))
 }
 
@@ -149,7 +149,7 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	armed := func(asked bool) (*Watchdog, Projection) {
 		w := NewWatchdog(WatchConfig{})
 		p := Projection{Pending: 10}
-		w.Observe(at(0), ProgressMark(p), time.Time{}, true, false)
+		w.Observe(at(0), ProgressMark(p), time.Time{}, time.Time{}, true, false)
 		if asked {
 			require.Equal(t, WatchAsk, w.Tick(at(1000)))
 		}
@@ -158,7 +158,7 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	}
 	// The ack happened at 900 ms, before the ask; seen at 1800 ms.
 	w, p := armed(true)
-	require.Equal(t, WatchNone, w.Observe(at(1800), ProgressMark(p), at(900), true, false))
+	require.Equal(t, WatchNone, w.Observe(at(1800), ProgressMark(p), at(900), time.Time{}, true, false))
 	require.True(t, w.Asking())
 	require.Equal(t, at(2500), w.NextWake())
 	require.Equal(t, WatchSteal, w.Tick(at(2500)))
@@ -166,14 +166,14 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	// An ack after the ask is progress: the question is dropped and the
 	// stall timed from the ack.
 	w, p = armed(true)
-	require.Equal(t, WatchNone, w.Observe(at(1500), ProgressMark(p), at(1200), true, false))
+	require.Equal(t, WatchNone, w.Observe(at(1500), ProgressMark(p), at(1200), time.Time{}, true, false))
 	require.False(t, w.Asking())
 	require.Equal(t, at(2200), w.NextWake())
 
 	// No ask out: an ack seen late moves the stall start to the ack, not
 	// to the look.
 	w, p = armed(false)
-	require.Equal(t, WatchNone, w.Observe(at(900), ProgressMark(p), at(100), true, false))
+	require.Equal(t, WatchNone, w.Observe(at(900), ProgressMark(p), at(100), time.Time{}, true, false))
 	require.Equal(t, at(1100), w.NextWake()) // not 1900: the ack was at 100
 	require.Equal(t, WatchNone, w.Tick(at(1099)))
 	require.Equal(t, WatchAsk, w.Tick(at(1100)))
@@ -182,11 +182,46 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	// time ahead of this tab's clock, counts from the look.
 	w = NewWatchdog(WatchConfig{})
 	p = Projection{Pending: 10, Acked: 1}
-	w.Observe(at(0), ProgressMark(p), at(-50), true, false)
+	w.Observe(at(0), ProgressMark(p), at(-50), time.Time{}, true, false)
 	p.Sending = 2
-	w.Observe(at(700), ProgressMark(p), at(-50), true, false)
+	w.Observe(at(700), ProgressMark(p), at(-50), time.Time{}, true, false)
 	require.Equal(t, at(1700), w.NextWake())
 	p.Acked = 2
-	w.Observe(at(800), ProgressMark(p), at(5000), true, false)
+	w.Observe(at(800), ProgressMark(p), at(5000), time.Time{}, true, false)
 	require.Equal(t, at(1800), w.NextWake())
+}
+
+// The first look at due work times the stall from when the owner has owed
+// it: the later of its last ack and the oldest unsettled record's creation.
+func TestWatchdogFirstLookTimesFromWhatIsOwed(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := Projection{Pending: 9, Acked: 1}
+	// The owner acked at 600 ms, with the rest queued since 0, and froze;
+	// this tab's first look is at 1700 ms: it asks at once, and steals
+	// 1.5 s later.
+	w := NewWatchdog(WatchConfig{})
+	require.Equal(t, WatchAsk, w.Observe(at(1700), ProgressMark(p), at(600), at(0), true, false))
+	require.Equal(t, at(3200), w.NextWake())
+	require.Equal(t, WatchSteal, w.Tick(at(3200)))
+
+	// Work enqueued at 4990 ms after an idle spell (last ack at 100 ms) is
+	// timed from its enqueue.
+	w = NewWatchdog(WatchConfig{})
+	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(100), at(4990), true, false))
+	require.Equal(t, at(5990), w.NextWake())
+
+	// Nothing ever acked: owed since the oldest record.
+	w = NewWatchdog(WatchConfig{})
+	require.Equal(t, WatchAsk, w.Observe(at(5000), ProgressMark(Projection{Pending: 3}), time.Time{}, at(1000), true, false))
+
+	// Times ahead of this tab's clock count from the look.
+	w = NewWatchdog(WatchConfig{})
+	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(6000), at(5500), true, false))
+	require.Equal(t, at(6000), w.NextWake())
+
+	// Nothing due, or this tab the owner: not armed, whatever the times.
+	w = NewWatchdog(WatchConfig{})
+	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(100), at(0), false, false))
+	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(100), at(0), true, true))
+	require.False(t, w.Armed())
 }
