@@ -252,6 +252,10 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, di
 		}
 		return t, nil
 	}
+	// The idb layer first, with no other tab open: the runtime tabs below
+	// keep timers and elections going, on a machine of two cores.
+	layer, lerr := idbLayer(ctx, b, base)
+
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	x, err := openAt(base, "bench-fence-x-"+stamp)
 	if err != nil {
@@ -282,8 +286,6 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, di
 	if err != nil {
 		return err
 	}
-
-	layer, lerr := idbLayer(ctx, b, base)
 
 	fmt.Fprintf(w, "fencing: %d token allocations and %d fenced applies per side (one readwrite transaction each, awaited one by one) after %d untimed per side,\n", FenceOps, FenceOps, fenceWarm)
 	fmt.Fprintf(w, "  Go wasm (the idb layer: DB.AllocateToken, DB.Apply) and the JS API (tf.fence) each against the same transactions in raw JS, alternating in %d rounds;\n", fenceRounds)
