@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"testing"
-
-	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // A page whose Content-Security-Policy allows WebAssembly but not eval
@@ -18,7 +15,7 @@ import (
 // takes its Go path instead, with the same results.
 func TestStrictCSPPage(t *testing.T) {
 	const policy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'"
-	srv, err := harness.ServeWith(distDir, func(next http.Handler) http.Handler {
+	e := setupServing(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/test/csp.html":
@@ -35,16 +32,7 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 			}
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	b, err := harness.Start(context.Background(), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	tab, err := b.Open(srv.URL + "/test/csp.html")
+	tab, err := e.b.Open(e.srv.URL + "/test/csp.html")
 	if err != nil {
 		t.Fatal(err)
 	}

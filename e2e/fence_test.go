@@ -27,7 +27,7 @@ import (
 // answers {"value":"slow"} after N ms: the old leader's late fetch.
 func setupFence(t *testing.T) *env {
 	t.Helper()
-	srv, err := harness.ServeWith(distDir, func(next http.Handler) http.Handler {
+	return setupServing(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/test/slow" {
 				next.ServeHTTP(w, r)
@@ -43,16 +43,6 @@ func setupFence(t *testing.T) *env {
 			w.Write([]byte(`{"value":"slow"}`))
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	b, err := harness.Start(context.Background(), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return &env{t: t, b: b, srv: srv}
 }
 
 // runtimeTab opens a page with the runtime loaded (the demo, on a scope of

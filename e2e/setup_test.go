@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,23 @@ func setup(t *testing.T, throttle bool) *env {
 	}
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return &env{t: t, b: b, srv: srv}
+}
+
+// setupServing is setup (browser in the foreground) with mw in front of
+// the server: test routes, delays, headers.
+func setupServing(t *testing.T, mw func(http.Handler) http.Handler) *env {
+	t.Helper()
+	srv, err := harness.ServeWith(distDir, mw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	b, err := harness.Start(context.Background(), harness.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
