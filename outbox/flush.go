@@ -3,10 +3,10 @@ package outbox
 import (
 	"context"
 	"errors"
-	"github.com/tabfence/tabfence/internal/deadline"
 	"sync"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/internal/wire"
 )
 

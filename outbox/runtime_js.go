@@ -5,7 +5,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"github.com/tabfence/tabfence/internal/deadline"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/internal/randid"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"

@@ -3,13 +3,13 @@
 package main
 
 import (
-	"github.com/tabfence/tabfence/internal/deadline"
 	"strconv"
 	"sync"
 	"syscall/js"
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 )

@@ -5,11 +5,11 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/tabfence/tabfence/internal/deadline"
 	"sync"
 	"time"
 
 	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
