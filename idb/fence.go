@@ -11,6 +11,13 @@
 //
 // The decision logic (this file) is pure Go, tested natively and
 // exhaustively; the IndexedDB plumbing lives in *_js.go files.
+//
+// Content-Security-Policy: the package builds one small JavaScript function
+// with the Function constructor at start (token allocation's transaction,
+// see allocJS), since every IndexedDB event that reaches Go is costly. A
+// page whose policy refuses eval refuses it, reports a CSP violation, and
+// gets the same tokens from the Go path. WebAssembly itself needs
+// 'wasm-unsafe-eval'.
 package idb
 
 import (
