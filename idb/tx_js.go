@@ -579,8 +579,8 @@ func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (r FenceRecord,
 // goroutine costs Go wasm 60-100 µs (syscall/js's event path: a js.Func
 // call, four references with finalizers, a goroutine switch), and issuing
 // the three calls from Go about as much again: done this way, an allocation
-// costs one crossing each way instead of three, measured 0.62-0.72x of raw
-// JavaScript's rate before and 0.78-0.92x after (make bench).
+// costs one crossing each way instead of three: 0.84-0.89x -> 0.93-1.02x of
+// raw JavaScript's rate (make bench; the README has other conditions).
 //
 // It only takes the plain case: no record yet, or a record that epochOf
 // accepts and whose epoch is below MaxToken (a subset of what Go accepts,
