@@ -16,6 +16,13 @@ export interface LoadOptions {
  * Later and concurrent calls return the same promise and the same instance,
  * even from another copy of this module; their options are ignored. A failed
  * load (network, compile error) is not memoized: the next call tries again.
+ *
+ * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
+ * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's two
+ * small JavaScript helpers are refused (reported as CSP violations) and it
+ * takes its Go paths: the same tokens, a little slower, and a flush owner
+ * frozen with an open transaction keeps it open until its tab resumes or is
+ * discarded.
  */
 export function load(options: LoadOptions): Promise<Tabfence>;
 
