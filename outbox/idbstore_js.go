@@ -580,14 +580,7 @@ func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, 
 	}
 	promise, err = jsglue.Invoke(write, s.db, s.namesOf([]string{storeRecords}), opts, buf, n, m, done, k, ret)
 	if err != nil {
-		if cerr := s.Err(); cerr != nil {
-			return p, promise, true, cerr
-		}
-		if errors.Is(err, jsglue.ErrInvalidState) {
-			s.shut(ErrStoreClosed) // the connection is closing
-			return p, promise, true, s.Err()
-		}
-		return p, promise, true, &IDBError{Op: op, Err: err}
+		return p, promise, true, s.notOpened(op, err)
 	}
 	return PendingEnqueue{Result: plan.Result}, promise, true, nil
 }

@@ -49,22 +49,8 @@ const (
 // Only Enqueue's transaction carries the configured durability hint (see
 // OpenIDBStore).
 func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
-	v, err := s.transaction(op, mode, stores...)
-	if err != nil {
-		return nil, err
-	}
-	t := s.getTxn()
-	t.v = v
-	v.Set("oncomplete", t.onComplete)
-	v.Set("onabort", t.onAbort)
-	return t, nil
-}
-
-// transaction opens an IndexedDB transaction on stores, with no handler
-// attached (begin attaches a txn's).
-func (s *IDBStore) transaction(op, mode string, stores ...string) (js.Value, error) {
 	if err := s.Err(); err != nil {
-		return js.Undefined(), err
+		return nil, err
 	}
 	names := s.namesOf(stores)
 	var v js.Value
@@ -75,18 +61,29 @@ func (s *IDBStore) transaction(op, mode string, stores ...string) (js.Value, err
 		v, err = jsglue.Call(s.db, "transaction", names, jsName(mode))
 	}
 	if err != nil {
-		if cerr := s.Err(); cerr != nil {
-			return js.Undefined(), cerr
-		}
-		if errors.Is(err, jsglue.ErrInvalidState) {
-			// The connection is closing (versionchange, or the browser
-			// closed it): the store is unusable from now on.
-			s.shut(ErrStoreClosed)
-			return js.Undefined(), s.Err()
-		}
-		return js.Undefined(), &IDBError{Op: op, Err: err}
+		return nil, s.notOpened(op, err)
 	}
-	return v, nil
+	t := s.getTxn()
+	t.v = v
+	v.Set("oncomplete", t.onComplete)
+	v.Set("onabort", t.onAbort)
+	return t, nil
+}
+
+// notOpened is the error of op when IndexedDB refused to open its
+// transaction or to issue its requests there and then (err): the store's
+// own error once it is shut, or an IDBError.
+func (s *IDBStore) notOpened(op string, err error) error {
+	if cerr := s.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, jsglue.ErrInvalidState) {
+		// The connection is closing (versionchange, or the browser
+		// closed it): the store is unusable from now on.
+		s.shut(ErrStoreClosed)
+		return s.Err()
+	}
+	return &IDBError{Op: op, Err: err}
 }
 
 // jsNames holds the constant strings the store passes to IndexedDB (modes,
