@@ -457,12 +457,18 @@ func RunFence(ctx context.Context, w io.Writer, distDir string) error {
 		return err
 	}
 	defer srv.Close()
+	return fenceInOwnBrowser(ctx, w, srv.URL, distDir)
+}
+
+// fenceInOwnBrowser measures issue 3's figures (fenceFigures) in a
+// browser started for them, against the server at base.
+func fenceInOwnBrowser(ctx context.Context, w io.Writer, base, distDir string) error {
 	b, err := harness.Start(ctx, harness.Options{Bare: true})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	return fenceFigures(ctx, w, b, srv.URL, distDir)
+	return fenceFigures(ctx, w, b, base, distDir)
 }
 
 // idbLayer runs idb.BenchAllocate and idb.BenchApply (Go calls from Go,
@@ -526,18 +532,14 @@ func idbLayer(ctx context.Context, b *harness.Browser, base string) ([2]rates, e
 		return out, err
 	}
 	for i, kind := range []string{"allocate", "apply"} {
-		r, err := evalLong[struct {
-			Go     float64   `json:"go"`
-			JS     float64   `json:"js"`
-			Ratios []float64 `json:"ratios"`
-		}](t, `__tabfenceIDBBench(`+strconv.Quote(kind)+`, `+strconv.Itoa(FenceOps)+`)`)
+		r, err := evalLong[rates](t, `__tabfenceIDBBench(`+strconv.Quote(kind)+`, `+strconv.Itoa(FenceOps)+`)`)
 		if err != nil {
 			return out, fmt.Errorf("idb.Bench %s: %w", kind, err)
 		}
 		if len(r.Ratios) == 0 {
 			return out, fmt.Errorf("idb.Bench %s: no rounds", kind)
 		}
-		out[i] = rates{Go: r.Go, Raw: r.JS, Ratios: r.Ratios}
+		out[i] = r
 	}
 	return out, nil
 }

@@ -3,7 +3,8 @@
 // Command idbbench is a wasm program the browser bench builds and loads
 // beside the runtime: it exposes idb.BenchAllocate and idb.BenchApply (the
 // idb layer's own Go-versus-raw-JavaScript comparison, on one connection)
-// as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, js, ratios}>. It is not
+// as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, raw, ratios}>
+// (harness.Rates' JSON). It is not
 // part of tabfence.wasm, so the bench code costs users nothing.
 package main
 
@@ -34,7 +35,7 @@ func main() {
 			for i, x := range r.Ratios {
 				ratios[i] = x
 			}
-			return map[string]any{"go": r.GoPerSec, "js": r.JSPerSec, "ratios": ratios}, nil
+			return map[string]any{"go": r.GoPerSec, "raw": r.JSPerSec, "ratios": ratios}, nil
 		})
 	})
 	js.Global().Set("__tabfenceIDBBench", cb.Value)
