@@ -15,24 +15,21 @@ export PATH := $(BIN):$(PATH)
 
 # How the runtime is compiled, shared by `make build`, `make test-wasm` and
 # the bench's size report (which reads the WASM_GCFLAGS line below). Issue
-# 2's budget is 700 KB brotli for the whole runtime, and inlining costs more
-# download than it saves: every inlined body adds code and, more, position
-# tables (pcfile/pcline/inline trees) that compress badly. Inlining is
-# therefore off except where speed lives: the runtime (allocation, channels,
-# scheduling), syscall/js, and the per-call paths of jsglue.
-# Measured (2026-11-29): tabfence.wasm brotli 737,736 -> 696,488 bytes with
-# these flags and idb and channel inlined too (after wasmpack). CPU cost,
-# outbox/sim's 1500 seeds under Node (pure Go, user CPU, two runs each): full
-# inlining 5.4/6.2 s, these flags 6.7/6.7 s, no inlining at all 8.4/8.6 s.
-# In the browser a call's cost is dominated by IndexedDB and JS crossings,
-# not by this. idb and channel lost their inlining on 2026-11-30 (-3.1 KB
-# brotli): the message path now enters Go through wasm exports, and a
-# same-run A/B of the channel round trip (3 x 3 rounds of 500) showed no
-# difference (p50 over raw 0.32-0.50 ms either way); the idb layer's figure
-# is built by the bench with full inlining and is unaffected. (Brotli's
-# window is 4 MiB and the file 4.4 MB, so a small change can move the
-# compressed size by a kilobyte either way: judge flags by several builds.)
-WASM_GCFLAGS := -gcflags=all=-l -gcflags=runtime= -gcflags=syscall/js= -gcflags=github.com/tabfence/tabfence/jsglue=
+# 2's budget is 700 KB brotli for the whole runtime. Until 2026-11-30
+# inlining was off except in the runtime, syscall/js and jsglue: an inlined
+# body added code and, more, position tables (pcfile/pcline) that compress
+# badly (737,736 -> 696,488 bytes brotli then). Since wasmpack -strip-lines
+# drops those tables, the Go compiler's default inlining costs 29 KB:
+# tabfence.wasm 661,661 -> 690,321 bytes brotli, and buys speed where Go's
+# own code is the cost. Measured (2026-11-30), the channel round trip's
+# p50 over raw BroadcastChannel, alternating builds, 3 x 2 rounds of 400:
+# 0.44-0.60 ms (mean 0.54) with inlining off, 0.43-0.50 ms (mean 0.46)
+# with it; outbox/sim's 1500 seeds under Node (2026-11-29): 6.7 -> 5.4 s.
+# Enqueue and flush, bound by IndexedDB and fetch, did not move (A/B, 6
+# rounds each). (Brotli's window is 4 MiB and the file 4.4 MB, so a small
+# change can move the compressed size by a kilobyte either way: judge
+# flags by several builds.)
+WASM_GCFLAGS :=
 WASM_BUILD   := -trimpath -ldflags='-s -w' $(WASM_GCFLAGS)
 # wasmpack rewrites each module's data section into a few segments (the same
 # initial memory; see internal/wasmpack): 793,471 -> 737,736 bytes brotli;
