@@ -12,11 +12,12 @@
 // The decision logic (this file) is pure Go, tested natively and
 // exhaustively; the IndexedDB plumbing lives in *_js.go files.
 //
-// Content-Security-Policy: the package builds one small JavaScript function
-// with the Function constructor at start (token allocation's transaction,
-// see allocJS), since every IndexedDB event that reaches Go is costly. A
-// page whose policy refuses eval refuses it, reports a CSP violation, and
-// gets the same tokens from the Go path. WebAssembly itself needs
+// Content-Security-Policy: the package builds two small JavaScript
+// functions with the Function constructor at start (token allocation's
+// transaction, see allocJS, and the fence's part of an apply, see
+// applyJS), since every call into JavaScript and every IndexedDB event
+// that reaches Go is costly. A page whose policy refuses eval refuses them,
+// reports CSP violations, and gets the same results from the Go path. WebAssembly itself needs
 // 'wasm-unsafe-eval'.
 package idb
 

@@ -78,6 +78,21 @@ func allocPaths(t *testing.T, f func(t *testing.T)) {
 	})
 }
 
+// applyPaths is allocPaths for Apply's JavaScript half (applyJS).
+func applyPaths(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	if applyJS.Type() != js.TypeFunction {
+		t.Fatal("applyJS missing: this page allows Function, so the JavaScript half must be there")
+	}
+	t.Run("js", f)
+	t.Run("go", func(t *testing.T) {
+		saved := applyJS
+		applyJS = js.Undefined()
+		defer func() { applyJS = saved }()
+		f(t)
+	})
+}
+
 func TestAllocateTokenIncreases(t *testing.T) { allocPaths(t, testAllocateTokenIncreases) }
 
 func testAllocateTokenIncreases(t *testing.T) {
@@ -166,7 +181,9 @@ func item(t *testing.T, d *DB, key string) string {
 	return v.String()
 }
 
-func TestApplyAcceptedDuplicateStale(t *testing.T) {
+func TestApplyAcceptedDuplicateStale(t *testing.T) { applyPaths(t, testApplyAcceptedDuplicateStale) }
+
+func testApplyAcceptedDuplicateStale(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx := ctx5(t)
 	res, err := d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-1", Sequence: 1}, putItem("k", "v2"))
@@ -204,6 +221,10 @@ func TestApplyAcceptedDuplicateStale(t *testing.T) {
 }
 
 func TestApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
+	applyPaths(t, testApplyAbortLeavesFenceAndDataUnchanged)
+}
+
+func testApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx := ctx5(t)
 	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "base"}, putItem("k", "base")); err != nil || res != Accepted {
@@ -309,7 +330,9 @@ func TestApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 	}
 }
 
-func TestApplyCancelledContext(t *testing.T) {
+func TestApplyCancelledContext(t *testing.T) { applyPaths(t, testApplyCancelledContext) }
+
+func testApplyCancelledContext(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -344,7 +367,9 @@ func TestCompareAndSwap(t *testing.T) {
 	}
 }
 
-func TestCorruptRecordsAreTypedErrors(t *testing.T) {
+func TestCorruptRecordsAreTypedErrors(t *testing.T) { applyPaths(t, testCorruptRecordsAreTypedErrors) }
+
+func testCorruptRecordsAreTypedErrors(t *testing.T) {
 	name := dbName(t)
 	d := open(t, name, WithSchema(itemsSchema()))
 	ctx := ctx5(t)
@@ -449,6 +474,78 @@ func TestAllocateTokenPathsAgree(t *testing.T) {
 		}
 		if x := v.Get("extra"); x.Type() != js.TypeString || x.String() != "kept" {
 			t.Fatalf("allocation %d lost a foreign field: %v", i, x)
+		}
+	}
+}
+
+// The two Apply paths decide alike and write the same record: the same
+// operations go to two databases, one through each path, through accepted,
+// duplicate (by ID, by sequence, by an ID remembered across tokens) and
+// stale operations with a window of three IDs; a foreign field survives
+// both; an operation ID the JavaScript half does not judge (not ASCII) is
+// remembered all the same, and the record holding it is then read by Go.
+func TestApplyPathsAgree(t *testing.T) {
+	ctx := ctx5(t)
+	saved := applyJS
+	defer func() { applyJS = saved }()
+	type side struct {
+		name string
+		d    *DB
+		fast js.Value
+	}
+	var sides []side
+	for _, fast := range []js.Value{saved, js.Undefined()} {
+		name := dbName(t) + "-" + strconv.Itoa(len(sides))
+		d := open(t, name, WithSchema(itemsSchema()), WithRecentOps(3))
+		runJS(t, name, `const store = "tf_fences", key = "r", value = {resource: "r", highest: 2, highestSeq: 1, recent: "a", extra: "kept"};`+rawPut)
+		sides = append(sides, side{[]string{"js", "go"}[len(sides)], d, fast})
+	}
+	steps := []struct {
+		op         Op
+		want       Result
+		highest    uint64
+		highestSeq uint64
+		recent     string
+	}{
+		{Op{Token: 2, OperationID: "a"}, Duplicate, 2, 1, "a"},                                               // the ID
+		{Op{Token: 2, OperationID: "b", Sequence: 1}, Duplicate, 2, 1, "a"},                                  // the sequence
+		{Op{Token: 2, OperationID: "b", Sequence: 2}, Accepted, 2, 2, "a\nb"},                                // next in the stream
+		{Op{Token: 2, OperationID: "c"}, Accepted, 2, 2, "a\nb\nc"},                                          // unsequenced
+		{Op{Token: 3, OperationID: "d", Sequence: 1}, Accepted, 3, 1, "b\nc\nd"},                             // newer token; the window slides
+		{Op{Token: 3, OperationID: "b", Sequence: 9}, Duplicate, 3, 1, "b\nc\nd"},                            // remembered across tokens
+		{Op{Token: 2, OperationID: "e"}, Stale, 3, 1, "b\nc\nd"},                                             // older token
+		{Op{Token: 3, OperationID: "é", Sequence: 2}, Accepted, 3, 2, "c\nd\né"},                             // not ASCII
+		{Op{Token: 3, OperationID: "é"}, Duplicate, 3, 2, "c\nd\né"},                                         // Go reads that record
+		{Op{Token: 4, OperationID: "f"}, Accepted, 4, 0, "d\né\nf"},                                          // and advances it
+		{Op{Token: 4, OperationID: "g", Sequence: 5}, Accepted, 4, 5, "é\nf\ng"},                             // the ID leaves the window
+		{Op{Token: 4, OperationID: "h", Sequence: 3}, Duplicate, 4, 5, "é\nf\ng"},                            // below the highest sequence
+		{Op{Token: 4, OperationID: "i", Sequence: 6}, Accepted, 4, 6, "f\ng\ni"},                             // ASCII again
+		{Op{Token: MaxToken, OperationID: "j", Sequence: MaxToken}, Accepted, MaxToken, MaxToken, "g\ni\nj"}, // exact at 2^53-1
+	}
+	for i, s := range steps {
+		for _, sd := range sides {
+			applyJS = sd.fast
+			op := s.op
+			op.Resource = "r"
+			key := "k" + strconv.Itoa(i)
+			res, err := sd.d.Apply(ctx, op, putItem(key, "v"))
+			if err != nil || res != s.want {
+				t.Fatalf("step %d (%s): %v, %v; want %v", i, sd.name, res, err, s.want)
+			}
+			v, err := sd.d.Get(ctx, StoreFences, js.ValueOf("r"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := decodeFence(v, "r")
+			if err != nil || rec.Highest != s.highest || rec.HighestSeq != s.highestSeq || joinSep(rec.Recent, '\n') != s.recent {
+				t.Fatalf("step %d (%s) stored %+v, %v", i, sd.name, rec, err)
+			}
+			if x := v.Get("extra"); x.Type() != js.TypeString || x.String() != "kept" {
+				t.Fatalf("step %d (%s) lost a foreign field: %v", i, sd.name, x)
+			}
+			if (item(t, sd.d, key) == "v") != (res == Accepted) {
+				t.Fatalf("step %d (%s): the write and the verdict disagree", i, sd.name)
+			}
 		}
 	}
 }

@@ -166,12 +166,19 @@ func begin(db, scope js.Value, mode Mode, dur Durability) (*Tx, error) {
 // wrapTx registers a transaction (also the versionchange one of an upgrade)
 // so its complete/abort event reaches Go.
 func wrapTx(v js.Value) *Tx {
+	t := registered(v)
+	v.Set("oncomplete", hComplete)
+	v.Set("onabort", hAbort)
+	return t
+}
+
+// registered wraps transaction v, whose complete and abort handlers are
+// (or are about to be, before any event) hComplete and hAbort.
+func registered(v js.Value) *Tx {
 	t := &Tx{v: v, done: make(chan struct{})}
 	regMu.Lock()
 	liveTxs = append(liveTxs, t)
 	regMu.Unlock()
-	v.Set("oncomplete", hComplete)
-	v.Set("onabort", hAbort)
 	return t
 }
 
@@ -356,6 +363,7 @@ func init() {
 	if t := js.Global().Get("IDBTransaction"); t.Type() == js.TypeFunction {
 		hasCommit = t.Get("prototype").Get("commit").Type() == js.TypeFunction
 	}
+	applyJS = newApplyJS() // it binds the handlers above
 }
 
 // target returns the event's target (args[0] is the event).

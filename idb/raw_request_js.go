@@ -70,15 +70,29 @@ func (r *Request) Await(ctx context.Context) (js.Value, error) { return r.await(
 // so r cannot have settled unseen and the readyState check (a call into
 // JavaScript) is skipped. idb's own transactions await that way.
 func (r *Request) await(ctx context.Context, fresh bool) (js.Value, error) {
-	if err := ctx.Err(); err != nil {
+	if err := r.wait(ctx, fresh); err != nil {
 		return js.Undefined(), err
+	}
+	return r.outcome()
+}
+
+// wait is await up to the settling: it returns ctx's error if ctx ended
+// first, else nil, and r's outcome is then ready (r.state).
+func (r *Request) wait(ctx context.Context, fresh bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if r.state == stPending && r.ch == nil {
 		// Not awaited yet: it may already have settled with no handler (an
 		// earlier request awaited after a later one), in which case there is
 		// nothing to wait for.
 		if !fresh && r.v.Get("readyState").Equal(jsDone) {
-			return r.settled()
+			if e := r.v.Get("error"); e.Type() == js.TypeObject {
+				r.state = stFailed
+			} else {
+				r.state = stOK
+			}
+			return nil
 		}
 		r.listen()
 	}
@@ -89,11 +103,11 @@ func (r *Request) await(ctx context.Context, fresh bool) (js.Value, error) {
 			select {
 			case <-r.ch:
 			case <-cd:
-				return js.Undefined(), ctx.Err()
+				return ctx.Err()
 			}
 		}
 	}
-	return r.outcome()
+	return nil
 }
 
 // Result returns the outcome of a settled request without waiting, or
@@ -127,6 +141,17 @@ func (r *Request) settled() (js.Value, error) {
 		r.state = stOK
 	}
 	return r.outcome()
+}
+
+// adopted wraps request v of t whose success and error handlers
+// JavaScript already set to hSuccess and hError (applyJS): it is awaited
+// from the start, with no handler to set from Go.
+func (t *Tx) adopted(v js.Value) *Request {
+	r := &Request{tx: t, v: v, ch: make(chan struct{})}
+	regMu.Lock()
+	awaiting = append(awaiting, r)
+	regMu.Unlock()
+	return r
 }
 
 func (r *Request) outcome() (js.Value, error) {
