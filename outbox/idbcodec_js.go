@@ -275,10 +275,11 @@ func (r *reader) done() error {
 	return nil
 }
 
-// decodeRecord decodes a stored record. Required: v >= 1, a non-empty id and
+// decodeRecordSlow decodes a stored record field by field (decodeRecord
+// tries the packed read first). Required: v >= 1, a non-empty id and
 // status, seq, userId and idempotencyKey strings. A newer v decodes as long
 // as the fields this build knows keep their types.
-func decodeRecord(v js.Value) (Record, error) {
+func decodeRecordSlow(v js.Value) (Record, error) {
 	r := newReader(storeRecords, v)
 	if r.err == nil {
 		if id := v.Get("id"); id.Type() == js.TypeString {
