@@ -64,31 +64,21 @@ db.close();`
 // allocPaths runs f twice: with AllocateToken's JavaScript half (allocJS),
 // which a page without a Content-Security-Policy allows, and without it, as
 // on a page whose policy refuses eval.
-func allocPaths(t *testing.T, f func(t *testing.T)) {
-	t.Helper()
-	if allocJS.Type() != js.TypeFunction {
-		t.Fatal("allocJS missing: this page allows Function, so the JavaScript half must be there")
-	}
-	t.Run("js", f)
-	t.Run("go", func(t *testing.T) {
-		saved := allocJS
-		allocJS = js.Undefined()
-		defer func() { allocJS = saved }()
-		f(t)
-	})
-}
+func allocPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &allocJS, "allocJS", f) }
 
 // applyPaths is allocPaths for Apply's JavaScript half (applyJS).
-func applyPaths(t *testing.T, f func(t *testing.T)) {
+func applyPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &applyJS, "applyJS", f) }
+
+func halfPaths(t *testing.T, half *js.Value, name string, f func(t *testing.T)) {
 	t.Helper()
-	if applyJS.Type() != js.TypeFunction {
-		t.Fatal("applyJS missing: this page allows Function, so the JavaScript half must be there")
+	if half.Type() != js.TypeFunction {
+		t.Fatal(name + " missing: this page allows Function, so the JavaScript half must be there")
 	}
 	t.Run("js", f)
 	t.Run("go", func(t *testing.T) {
-		saved := applyJS
-		applyJS = js.Undefined()
-		defer func() { applyJS = saved }()
+		saved := *half
+		*half = js.Undefined()
+		defer func() { *half = saved }()
 		f(t)
 	})
 }

@@ -128,6 +128,14 @@ func (r *reader) boolean(field string) bool {
 // maxExact is the largest integer a JavaScript number holds exactly.
 const maxExact = 1<<53 - 1
 
+// The values a stored number may hold, by kind of field (both record
+// readers, decodeRecordSlow and the packed one, judge by these): an
+// integer, a non-negative one, and a time in milliseconds within
+// JavaScript's Date range. NaN and infinities are none of them.
+func intOK(f float64) bool  { return f >= -maxExact && f <= maxExact && f == math.Trunc(f) }
+func uintOK(f float64) bool { return f >= 0 && f <= maxExact && f == math.Trunc(f) }
+func timeOK(f float64) bool { return f == math.Trunc(f) && math.Abs(f) <= 8.64e15 }
+
 func (r *reader) uint(field string) uint64 {
 	p, ok := r.get(field)
 	if !ok {
@@ -138,7 +146,7 @@ func (r *reader) uint(field string) uint64 {
 		return 0
 	}
 	f := p.Float()
-	if f < 0 || f > maxExact || f != math.Trunc(f) {
+	if !uintOK(f) {
 		r.fail(field, "not an integer in 0..2^53-1")
 		return 0
 	}
@@ -155,7 +163,7 @@ func (r *reader) int(field string) int {
 		return 0
 	}
 	f := p.Float()
-	if f < -maxExact || f > maxExact || f != math.Trunc(f) {
+	if !intOK(f) {
 		r.fail(field, "not an integer")
 		return 0
 	}
@@ -172,7 +180,7 @@ func (r *reader) time(field string) time.Time {
 		return time.Time{}
 	}
 	f := p.Float()
-	if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || math.Abs(f) > 8.64e15 {
+	if !timeOK(f) {
 		r.fail(field, "not a time in milliseconds")
 		return time.Time{}
 	}

@@ -145,7 +145,7 @@ func (u *unpacker) int(i int) int {
 	if !ok {
 		return 0
 	}
-	if f < -maxExact || f > maxExact || f != math.Trunc(f) {
+	if !intOK(f) {
 		u.ok = false
 	}
 	return int(f)
@@ -156,7 +156,7 @@ func (u *unpacker) uint(i int) uint64 {
 	if !ok {
 		return 0
 	}
-	if f < 0 || f > maxExact || f != math.Trunc(f) {
+	if !uintOK(f) {
 		u.ok = false
 		return 0
 	}
@@ -168,7 +168,7 @@ func (u *unpacker) time(i int) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	if f != math.Trunc(f) || math.Abs(f) > 8.64e15 {
+	if !timeOK(f) {
 		u.ok = false
 		return time.Time{}
 	}
@@ -217,8 +217,7 @@ func (u *unpacker) bytes(i int, o js.Value, field string) []byte {
 func (u *unpacker) record(v js.Value) (Record, bool) {
 	u.ok = true
 	var rec Record
-	ver, hasV := u.num(pV)
-	if !hasV || u.int(pV) < 1 || ver != math.Trunc(ver) {
+	if _, hasV := u.num(pV); !hasV || u.int(pV) < 1 {
 		return Record{}, false
 	}
 	rec.PayloadSchemaVersion = u.int(pSchema)

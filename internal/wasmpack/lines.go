@@ -48,26 +48,9 @@ func StrippedMemory(module []byte) ([]byte, error) {
 
 // replaceData returns module with the body of its data section replaced.
 func replaceData(module, body []byte) ([]byte, error) {
-	out := append(make([]byte, 0, len(module)), module[:8]...)
-	r := Reader{B: module, I: 8}
-	for r.I < len(module) {
-		start := r.I
-		id := r.Byte()
-		size := r.ULEB()
-		if r.Err != nil || size > uint64(len(module)-r.I) {
-			return nil, errors.New("wasmpack: truncated section")
-		}
-		end := r.I + int(size)
-		if id == sectionData {
-			out = append(out, sectionData)
-			out = appendUleb(out, uint64(len(body)))
-			out = append(out, body...)
-		} else {
-			out = append(out, module[start:end]...)
-		}
-		r.I = end
-	}
-	return out, nil
+	return rewrite(module, func(id byte, _ []byte) ([]byte, bool, error) {
+		return body, id == sectionData, nil
+	})
 }
 
 // segmentsOf cuts memory into the segments Pack would write for it: runs

@@ -46,13 +46,44 @@ type segment struct {
 // comment. It returns an error, and no module, if module is not a wasm
 // binary whose data section it can repack exactly.
 func Pack(module []byte) ([]byte, error) {
+	found := false
+	out, err := rewrite(module, func(id byte, body []byte) ([]byte, bool, error) {
+		switch id {
+		case sectionCode:
+			b, err := foldCode(body)
+			return b, true, err
+		case sectionData:
+			if found {
+				return nil, false, errors.New("wasmpack: two data sections")
+			}
+			found = true
+			segs, err := parseData(body)
+			if err != nil {
+				return nil, false, err
+			}
+			return writeData(merge(segs)), true, nil
+		}
+		return nil, false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errors.New("wasmpack: no data section")
+	}
+	return out, nil
+}
+
+// rewrite returns module with the sections f changes (changed true)
+// replaced by the body f returns; every other section is kept byte for
+// byte, its header included.
+func rewrite(module []byte, f func(id byte, body []byte) (newBody []byte, changed bool, err error)) ([]byte, error) {
 	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) {
 		return nil, errors.New("wasmpack: not a wasm module")
 	}
 	out := make([]byte, 0, len(module)+len(module)/4)
 	out = append(out, module[:8]...)
 	r := Reader{B: module, I: 8}
-	found := false
 	for r.I < len(module) {
 		start := r.I
 		id := r.Byte()
@@ -61,38 +92,18 @@ func Pack(module []byte) ([]byte, error) {
 			return nil, errors.New("wasmpack: truncated section")
 		}
 		end := r.I + int(size)
-		if id == sectionCode {
-			body, err := foldCode(module[r.I:end])
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, sectionCode)
-			out = appendUleb(out, uint64(len(body)))
-			out = append(out, body...)
-			r.I = end
-			continue
-		}
-		if id != sectionData {
-			out = append(out, module[start:end]...)
-			r.I = end
-			continue
-		}
-		if found {
-			return nil, errors.New("wasmpack: two data sections")
-		}
-		found = true
-		segs, err := parseData(module[r.I:end])
+		body, changed, err := f(id, module[r.I:end])
 		if err != nil {
 			return nil, err
 		}
-		body := writeData(merge(segs))
-		out = append(out, sectionData)
-		out = appendUleb(out, uint64(len(body)))
-		out = append(out, body...)
+		if changed {
+			out = append(out, id)
+			out = appendUleb(out, uint64(len(body)))
+			out = append(out, body...)
+		} else {
+			out = append(out, module[start:end]...)
+		}
 		r.I = end
-	}
-	if !found {
-		return nil, errors.New("wasmpack: no data section")
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,33 +49,17 @@ func pack(path string) error {
 	}
 	// Check what the package promises before replacing the file: the same
 	// initial memory.
-	before, err := wasmpack.Memory(in)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	after, err := wasmpack.Memory(out)
-	if err != nil {
-		return fmt.Errorf("%s: repacked module: %w", path, err)
-	}
-	if !bytes.Equal(before, after) {
-		return fmt.Errorf("%s: repacking changed the initial memory; file left as it was", path)
+	if err := sameMemory(wasmpack.Memory, in, out); err != nil {
+		return fmt.Errorf("%s: repacking: %w", path, err)
 	}
 	if *stripLines {
 		packed := out
 		if out, _, err = wasmpack.StripLines(packed); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		// The same check: the memory the package says, nothing else.
-		want, err := wasmpack.StrippedMemory(packed)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		got, err := wasmpack.Memory(out)
-		if err != nil {
-			return fmt.Errorf("%s: stripped module: %w", path, err)
-		}
-		if !bytes.Equal(want, got) {
-			return fmt.Errorf("%s: stripping changed more than the line tables; file left as it was", path)
+		// The memory the package says, nothing else.
+		if err := sameMemory(wasmpack.StrippedMemory, packed, out); err != nil {
+			return fmt.Errorf("%s: stripping: %w", path, err)
 		}
 	}
 	st, err := os.Stat(path)
@@ -86,4 +71,21 @@ func pack(path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// sameMemory checks that module out starts with the memory want computes
+// from module in.
+func sameMemory(want func([]byte) ([]byte, error), in, out []byte) error {
+	w, err := want(in)
+	if err != nil {
+		return err
+	}
+	got, err := wasmpack.Memory(out)
+	if err != nil {
+		return fmt.Errorf("the new module: %w", err)
+	}
+	if !bytes.Equal(w, got) {
+		return errors.New("the initial memory is not the one promised; file left as it was")
+	}
+	return nil
 }
