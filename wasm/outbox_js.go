@@ -123,20 +123,18 @@ func registerOutbox(api js.Value) {
 	// obEnqueued(k, key, error) finishes started enqueue k after its
 	// transaction's complete event (key: the record's seq) or abort event
 	// (key undefined), when it returns the error its promise rejects with.
+	// obEnqueued([k, key, k, key...]) finishes committed enqueues in a
+	// batch (the loader's, see its DONE_MS).
 	obEnqueued = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		k := at(args, 0)
-		if k.Type() != js.TypeNumber {
+		if t, _ := typeOf(k); t == js.TypeObject {
+			enqueuedBatches.Add(1)
+			for i, n := 0, k.Length(); i+1 < n; i += 2 {
+				enqueued(k.Index(i), k.Index(i+1), js.Undefined())
+			}
 			return nil
 		}
-		se, ok := startedEnqueues.lookup(k.Float())
-		startedEnqueues.remove(k.Float())
-		if !ok || se.p == nil {
-			return nil
-		}
-		if _, err := se.r.Enqueued(se.p, at(args, 1), at(args, 2)); err != nil {
-			return jsglue.ToJS(obErr(err))
-		}
-		return nil
+		return enqueued(k, at(args, 1), at(args, 2))
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
@@ -526,8 +524,26 @@ func exportEnqueue(id, n int32) int32 {
 }
 
 // exportedEnqueues counts the enqueues tabfence_enqueue handed to the
-// loader (tests: the export path was taken, not the js.Func).
-var exportedEnqueues atomic.Int64
+// loader (tests: the export path was taken, not the js.Func), and
+// enqueuedBatches the loader's batched calls of obEnqueued.
+var exportedEnqueues, enqueuedBatches atomic.Int64
+
+// enqueued finishes started enqueue k (see obEnqueued): the error its
+// promise rejects with on abort, else nil.
+func enqueued(k, key, txErr js.Value) any {
+	if k.Type() != js.TypeNumber {
+		return nil
+	}
+	se, ok := startedEnqueues.lookup(k.Float())
+	startedEnqueues.remove(k.Float())
+	if !ok || se.p == nil {
+		return nil
+	}
+	if _, err := se.r.Enqueued(se.p, key, txErr); err != nil {
+		return jsglue.ToJS(obErr(err))
+	}
+	return nil
+}
 
 // startedEnqueues are the enqueues whose commit the loader awaits.
 var startedEnqueues handles[startedEnqueue]

@@ -293,6 +293,41 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 	}
 }
 
+// Through the loader, Go's bookkeeping of committed enqueues (their events,
+// the flush hint) is done in batches: a burst of enqueues costs fewer
+// entries into Go than enqueues, and every enqueue still gets its event,
+// once.
+func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
+	withLoaderFastPath(t, true)
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	seen := map[string]int{}
+	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if a[0].Get("kind").String() == "outbox.enqueue" {
+			seen[a[0].Get("recordId").String()]++
+		}
+		return nil
+	}).Value)
+	before := enqueuedBatches.Load()
+	const n = 30
+	res := mustAwait(t, eval(`((ob, n) => Promise.all(Array.from({length: n}, (_, i) => ob.enqueue({operationType: "put-note", entityId: "e" + i, payload: "{}"}))))`).Invoke(ob, n))
+	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d enqueue events for %d enqueues", len(seen), n)
+	}
+	for i := 0; i < n; i++ {
+		if id := res.Index(i).Get("id").String(); seen[id] != 1 {
+			t.Fatalf("enqueue %s: %d events", id, seen[id])
+		}
+	}
+	if b := enqueuedBatches.Load() - before; b < 1 || b >= n {
+		t.Fatalf("%d batches for %d enqueues", b, n)
+	}
+}
+
 // The loader's FAST.opFields and Go's field-by-field reading agree on every
 // operation: the same Op, or the same error (FAST.opFields leaves whatever
 // is not plainly shaped to Go).

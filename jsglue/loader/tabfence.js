@@ -165,6 +165,28 @@ const FAST = (() => {
   };
   // started: the promise enqueue made for the export that called it.
   let started;
+  // Go's bookkeeping of committed enqueues (events, status, the flush hint)
+  // is done for a burst at once: done([k, seq, k, seq...]) once per
+  // DONE_MS instead of done(k, seq) per enqueue. An entry into Go through
+  // its js.Func costs the page about a seventh of an enqueue's whole work
+  // (measured: enqueues 0.70x -> 0.83x of the raw put loop without it).
+  // The enqueue's promise does not wait for it.
+  const DONE_MS = 8;
+  let doneQ = [], doneF = null, doneT = 0;
+  const doneRun = () => {
+    clearTimeout(doneT);
+    doneT = 0;
+    const q = doneQ, f = doneF;
+    doneQ = [];
+    doneF = null;
+    if (q.length > 0) {
+      try {
+        f(q);
+      } catch (err) {
+        report(err);
+      }
+    }
+  };
   return Object.freeze({
     // attach hands over the runtime's exports once it is instantiated, and
     // null once it stopped: the exports of a stopped runtime are not called.
@@ -301,9 +323,10 @@ const FAST = (() => {
     // buf, then its payload, m bytes, or none when m < 0) in a transaction
     // of its own on db and commits it. The promise resolves with
     // {id, action} on the complete event without entering Go; Go's
-    // bookkeeping, done(k, seq), is a second listener, so it runs after
-    // the awaiting code did. On abort it rejects with what
-    // done(k, undefined, tx.error) returns, Go's error. The promise is
+    // bookkeeping follows within DONE_MS, with that of the other enqueues
+    // committed meanwhile (done([k, seq, ...])). On abort it rejects with
+    // what done(k, undefined, tx.error) returns, Go's error, after the
+    // bookkeeping of the enqueues committed before. The promise is
     // returned when ret is set, else kept in started for enqueuer. The
     // prototype's transaction is called, not the connection's own
     // property: the outbox tracks its flush transactions there (to abort
@@ -315,9 +338,16 @@ const FAST = (() => {
       const put = tx.objectStore(names[0]).put(rec);
       const value = { id: rec.id, action: "appended" };
       const p = new Promise((resolve, reject) => {
-        tx.addEventListener("complete", () => resolve(value));
-        tx.addEventListener("complete", () => done(k, put.result));
-        tx.addEventListener("abort", () => reject(done(k, undefined, tx.error)));
+        tx.addEventListener("complete", () => {
+          resolve(value);
+          doneQ.push(k, put.result);
+          doneF = done;
+          if (doneT === 0) doneT = setTimeout(doneRun, DONE_MS);
+        });
+        tx.addEventListener("abort", () => {
+          doneRun();
+          reject(done(k, undefined, tx.error));
+        });
       });
       try {
         tx.commit?.(); // now, not when the task ends; where missing, auto-commit
