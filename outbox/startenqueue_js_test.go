@@ -22,15 +22,23 @@ type doneCall struct {
 }
 
 // loaderWrite returns the loader's FAST.enqueue (from tabfence.js itself)
-// and a done callback that reports its calls on the channel.
+// and a done callback that reports its calls on the channel, one per
+// enqueue: the loader calls done(k, key, error) for an abort, and
+// done([k, key, k, key...]) for the commits of a burst.
 func loaderWrite(t *testing.T) (write js.Value, done *jsglue.Callback, calls chan doneCall) {
 	t.Helper()
 	write = js.Global().Call("eval", loader.FastPath()).Get("enqueue")
 	if write.Type() != js.TypeFunction {
 		t.Fatal("the loader's FAST has no enqueue")
 	}
-	calls = make(chan doneCall, 4)
+	calls = make(chan doneCall, 64)
 	done = jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if a[0].Type() == js.TypeObject {
+			for i := 0; i+1 < a[0].Length(); i += 2 {
+				calls <- doneCall{k: a[0].Index(i).Float(), key: a[0].Index(i + 1), error: js.Undefined()}
+			}
+			return nil
+		}
 		c := doneCall{k: a[0].Float(), key: a[1]}
 		if len(a) > 2 {
 			c.error = a[2]
