@@ -1,6 +1,8 @@
 // Package wasmpack rewrites the data and code sections of a Go-built
-// WebAssembly module so that it compresses better, without changing the
-// memory it initializes or what its code does.
+// WebAssembly module so that it compresses better: Pack without changing
+// the memory it initializes or what its code does, and StripLines (see
+// lines.go) by dropping the file and line tables of Go's function table,
+// which only stack traces read.
 //
 // Why: Go's linker splits the data section into one segment per run of
 // non-zero bytes whenever it finds 8 or more zeros, which minimizes the raw
