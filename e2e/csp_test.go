@@ -11,7 +11,8 @@ import (
 // ('wasm-unsafe-eval' without 'unsafe-eval') runs the whole runtime: the
 // JavaScript halves the Go code builds with the Function constructor
 // (token allocation's transaction and the fence's part of an apply in
-// package idb, the outbox's transaction tracking) are refused, as the violation reports show, and every call
+// package idb, the outbox's transaction tracking and packed record reader)
+// are refused, as the violation reports show, and every call
 // takes its Go path instead, with the same results.
 func TestStrictCSPPage(t *testing.T) {
 	const policy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'"
@@ -67,7 +68,8 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 	}
 	// The runtime really tried the Function constructor and was refused:
 	// package idb twice at start (allocJS, applyJS), the outbox when it
-	// opened (reports arrive as events, after the calls).
+	// opened, and its packed record reader if it read a record by then
+	// (reports arrive as events, after the calls).
 	n := eval[int](t, tab, `new Promise((res) => {
 		const count = () => violations.filter((v) => v.startsWith("script-src") && v.endsWith(" eval")).length;
 		const check = () => { if (count() >= 3) res(count()); };

@@ -18,7 +18,7 @@ export interface LoadOptions {
  * load (network, compile error) is not memoized: the next call tries again.
  *
  * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
- * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's three
+ * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's four
  * small JavaScript helpers are refused (reported as CSP violations) and it
  * takes its Go paths: the same tokens and verdicts, a little slower, and a flush owner
  * frozen with an open transaction keeps it open until its tab resumes or is
