@@ -41,7 +41,7 @@ type BenchResult struct {
 // epoch record, put it incremented, browser's default durability), and
 // returns both rates in transactions per second.
 func BenchAllocate(ctx context.Context, n int) (BenchResult, error) {
-	return bench(ctx, n, benchAllocateJS, func(d *DB, i int) error {
+	return bench(ctx, n, benchLoopJS(`"tf_epochs"`, `"tf_epochs"`, benchAllocateBody), func(d *DB, i int) error {
 		_, err := d.AllocateToken(ctx, "bench-go", "bench")
 		return err
 	})
@@ -52,7 +52,7 @@ func BenchAllocate(ctx context.Context, n int) (BenchResult, error) {
 // (duplicate check over the remembered IDs), puts one app record and the
 // advanced fence.
 func BenchApply(ctx context.Context, n int) (BenchResult, error) {
-	return bench(ctx, n, benchApplyJS, func(d *DB, i int) error {
+	return bench(ctx, n, benchLoopJS(`["tf_fences", "bench"]`, `"tf_fences"`, benchApplyBody), func(d *DB, i int) error {
 		op := Op{Resource: "bench-go", Token: 1, OperationID: "op" + strconv.Itoa(i)}
 		res, err := d.Apply(ctx, op, func(tx *WriteTx) error {
 			return tx.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i))
@@ -69,17 +69,38 @@ const benchStore = "bench"
 // benchTrace, when set (tests), hears the cumulative times after each round.
 var benchTrace func(round int, goTime, jsTime time.Duration)
 
-// Both scripts take (db, from, n) and resolve to the elapsed milliseconds.
-const benchAllocateJS = `return (async () => {
+// The raw JavaScript side of each comparison: the body of the read's
+// success event (g the read, st its store, tx the transaction, k the key,
+// i the operation's number), shared by the bench's loop (benchLoopJS) and
+// the phases tests.
+const (
+	benchAllocateBody = `const cur = g.result ? g.result.epoch : 0;
+st.put({resource: k, epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, k);`
+	benchApplyBody = `const id = "op" + i;
+let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
+if (ids.includes(id)) { tx.abort(); return; }
+tx.objectStore("bench").put(i, "j" + i);
+ids.push(id);
+if (ids.length > 64) ids = ids.slice(ids.length - 64);
+st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
+)
+
+// benchLoopJS is the script, taking (db, from, n) and resolving to the
+// elapsed milliseconds, of n transactions one after the other over
+// scope (a JavaScript expression), each reading key "bench-js" of store
+// and running body in the read's success event; each commits when the
+// event loop finds it idle, as a plain page's transaction does.
+func benchLoopJS(scope, store, body string) string {
+	return `const k = "bench-js";
+return (async () => {
   const t0 = performance.now();
   for (let i = from; i < from + n; i++) {
     await new Promise((res, rej) => {
-      const tx = db.transaction("tf_epochs", "readwrite");
-      const st = tx.objectStore("tf_epochs");
-      const g = st.get("bench-js");
+      const tx = db.transaction(` + scope + `, "readwrite");
+      const st = tx.objectStore(` + store + `);
+      const g = st.get(k);
       g.onsuccess = () => {
-        const cur = g.result ? g.result.epoch : 0;
-        st.put({resource: "bench-js", epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, "bench-js");
+` + body + `
       };
       tx.oncomplete = res;
       tx.onabort = () => rej(tx.error || new DOMException("aborted", "AbortError"));
@@ -87,29 +108,7 @@ const benchAllocateJS = `return (async () => {
   }
   return performance.now() - t0;
 })()`
-
-const benchApplyJS = `return (async () => {
-  const t0 = performance.now();
-  for (let i = from; i < from + n; i++) {
-    await new Promise((res, rej) => {
-      const tx = db.transaction(["tf_fences", "bench"], "readwrite");
-      const st = tx.objectStore("tf_fences");
-      const g = st.get("bench-js");
-      g.onsuccess = () => {
-        const id = "op" + i;
-        let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
-        if (ids.includes(id)) { tx.abort(); return; }
-        tx.objectStore("bench").put(i, "j" + i);
-        ids.push(id);
-        if (ids.length > 64) ids = ids.slice(ids.length - 64);
-        st.put({resource: "bench-js", highest: 1, highestSeq: 0, recent: ids.join("\n")}, "bench-js");
-      };
-      tx.oncomplete = res;
-      tx.onabort = () => rej(tx.error || new DOMException("duplicate", "AbortError"));
-    });
-  }
-  return performance.now() - t0;
-})()`
+}
 
 func bench(ctx context.Context, n int, script string, goOne func(d *DB, i int) error) (res BenchResult, err error) {
 	if n <= 0 {

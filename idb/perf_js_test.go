@@ -63,51 +63,18 @@ func TestAllocatePhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	perf := js.Global().Get("performance")
-	now := func() float64 { return perf.Call("now").Float() }
-	stamp := js.Global().Get("Function").New("globalThis.__tabfenceStamp = performance.now()")
-	rawJS := js.Global().Get("Function").New("db", "n", `return (async () => {
-  const s = [0, 0, 0, 0];
-  for (let i = 0; i < n; i++) {
-    await new Promise((res, rej) => {
-      const t0 = performance.now(); let t1, t2, t3;
-      const tx = db.transaction("tf_epochs", "readwrite");
-      const st = tx.objectStore("tf_epochs");
-      const g = st.get("phases-js");
-      t1 = performance.now();
-      g.onsuccess = () => {
-        t2 = performance.now();
-        const cur = g.result ? g.result.epoch : 0;
-        st.put({resource: "phases-js", epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, "phases-js");
-        tx.commit();
-        t3 = performance.now();
-      };
-      tx.oncomplete = () => { s[0] += t1 - t0; s[1] += t2 - t1; s[2] += t3 - t2; s[3] += performance.now() - t3; res(); };
-      tx.onabort = () => rej(tx.error);
-    });
-  }
-  return s.map((x) => x / n);
-})()`)
+	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, benchAllocateBody)
 	const n = 200
 	key := jsString("phases-go")
 	for round := 0; round < 4; round++ {
-		var s [5]float64
-		for i := 0; i < n; i++ {
-			t0 := now()
+		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
 			tx, err := d.begin(ReadWrite, d.scopeEpochs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := tx.Store(StoreEpochs)
-			rq := st.Get(key)
-			rq.v.Call("addEventListener", "success", stamp)
-			t1 := now()
-			v, err := rq.Await(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t2 := now()
-			ev := js.Global().Get("__tabfenceStamp").Float()
+			return tx, st, st.Get(key)
+		}, func(_ int, tx *Tx, st Store, v js.Value) {
 			epoch, err := epochOf(v, "phases-go", key)
 			if err != nil {
 				t.Fatal(err)
@@ -116,39 +83,19 @@ func TestAllocatePhases(t *testing.T) {
 			if err := st.Put(key, d.encodeEpoch(rec, key, v)).Err(); err != nil {
 				t.Fatal(err)
 			}
-			_ = tx.Commit()
-			t3 := now()
-			if err := tx.Await(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t4 := now()
-			s[0] += t1 - t0
-			s[1] += ev - t1
-			s[2] += t2 - ev
-			s[3] += t3 - t2
-			s[4] += t4 - t3
-		}
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, n))
+		})
+		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f, commit (to Go) %.3f / %.3f (Go / JS)",
-			round, s[0]/n, r.Index(0).Float(), s[1]/n, r.Index(1).Float(), s[2]/n, s[3]/n, r.Index(2).Float(), s[4]/n, r.Index(3).Float())
+			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), s[4], r.Index(3).Float())
 	}
-}
-
-// med is the bench's figure: the median of the per-round ratios.
-func med(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
 }
 
 // TestApplyPhases is TestAllocatePhases for a fenced apply (DB.Apply's
-// transaction: read the fence, decide, one app write, the advanced fence).
+// transaction: read the fence, decide, one app write, the advanced fence),
+// with the decide+write phase split further.
 func TestApplyPhases(t *testing.T) {
 	if os.Getenv("TABFENCE_PERF") == "" {
 		t.Skip("set TABFENCE_PERF=1")
@@ -161,27 +108,109 @@ func TestApplyPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	perf := js.Global().Get("performance")
-	now := func() float64 { return perf.Call("now").Float() }
+	rawJS := rawPhasesJS(`["tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyBody)
+	const n = 200
+	resource := "bench-go"
+	key := jsString(resource)
+	scope, err := d.scope([]string{benchStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 5; round++ {
+		var dec, dcd, wr, enc float64 // decode, decide, app put, fence put and commit
+		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
+			tx, err := d.begin(ReadWrite, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fences := tx.Store(StoreFences)
+			return tx, fences, fences.Get(key)
+		}, func(i int, tx *Tx, fences Store, v js.Value) {
+			t0 := perfNow()
+			rec, err := decodeFenceKey(v, resource, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ta := perfNow()
+			res, next := Decide(rec, Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}, 0)
+			if res != Accepted {
+				t.Fatal(res)
+			}
+			tb := perfNow()
+			w := &WriteTx{tx: tx}
+			if err := w.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i)); err != nil {
+				t.Fatal(err)
+			}
+			tc := perfNow()
+			if err := fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			dec, dcd, wr, enc = dec+ta-t0, dcd+tb-ta, wr+tc-tb, enc+perfNow()-tc
+		})
+		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f (decode %.3f decide %.3f app put %.3f fence put %.3f), commit (to Go) %.3f / %.3f (Go / JS)",
+			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), dec/n, dcd/n, wr/n, enc/n, s[4], r.Index(3).Float())
+	}
+}
+
+var perf = js.Global().Get("performance")
+
+func perfNow() float64 { return perf.Call("now").Float() }
+
+// goPhases times n transactions of the Go path and returns the mean ms of
+// each phase: issuing (issue returns the transaction, the store read and
+// the read), the read, its event reaching Go (from a listener registered
+// before Go's), decide+write (write, then the commit call), and the commit
+// until Go runs again.
+func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), write func(i int, tx *Tx, st Store, v js.Value)) (s [5]float64) {
+	t.Helper()
 	stamp := js.Global().Get("Function").New("globalThis.__tabfenceStamp = performance.now()")
-	rawJS := js.Global().Get("Function").New("db", "from", "n", `return (async () => {
+	for i := 0; i < n; i++ {
+		t0 := perfNow()
+		tx, st, rq := issue(i)
+		rq.v.Call("addEventListener", "success", stamp)
+		t1 := perfNow()
+		v, err := rq.Await(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t2 := perfNow()
+		ev := js.Global().Get("__tabfenceStamp").Float()
+		write(i, tx, st, v)
+		_ = tx.Commit()
+		t3 := perfNow()
+		if err := tx.Await(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t4 := perfNow()
+		for k, d := range [5]float64{t1 - t0, ev - t1, t2 - ev, t3 - t2, t4 - t3} {
+			s[k] += d / float64(n)
+		}
+	}
+	return s
+}
+
+// rawPhasesJS is goPhases in raw JavaScript, over the bench's transaction
+// body (benchAllocateBody, benchApplyBody) with an explicit commit: a
+// function (db, from, n) resolving to the mean ms of issuing, the read,
+// decide+write and the commit.
+func rawPhasesJS(scope, store, key, body string) js.Value {
+	return js.Global().Get("Function").New("db", "from", "n", `const k = `+key+`;
+return (async () => {
   const s = [0, 0, 0, 0];
   for (let i = from; i < from + n; i++) {
     await new Promise((res, rej) => {
       const t0 = performance.now(); let t1, t2, t3;
-      const tx = db.transaction(["tf_fences", "bench"], "readwrite");
-      const st = tx.objectStore("tf_fences");
-      const g = st.get("bench-js");
+      const tx = db.transaction(`+scope+`, "readwrite");
+      const st = tx.objectStore(`+store+`);
+      const g = st.get(k);
       t1 = performance.now();
       g.onsuccess = () => {
         t2 = performance.now();
-        const id = "op" + i;
-        let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
-        if (ids.includes(id)) { tx.abort(); return; }
-        tx.objectStore("bench").put(i, "j" + i);
-        ids.push(id);
-        if (ids.length > 64) ids = ids.slice(ids.length - 64);
-        st.put({resource: "bench-js", highest: 1, highestSeq: 0, recent: ids.join("\n")}, "bench-js");
+`+body+`
         tx.commit();
         t3 = performance.now();
       };
@@ -191,73 +220,14 @@ func TestApplyPhases(t *testing.T) {
   }
   return s.map((x) => x / n);
 })()`)
-	const n = 200
-	resource := "bench-go"
-	key := jsString(resource)
-	scope, err := d.scope([]string{benchStore})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// med is the bench's figure: the median of the per-round ratios.
+func med(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
 	}
-	var dec, dcd, wr, enc float64
-	for round := 0; round < 5; round++ {
-		var s [5]float64
-		dec, dcd, wr, enc = 0, 0, 0, 0
-		for i := 0; i < n; i++ {
-			op := Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}
-			t0 := now()
-			tx, err := d.begin(ReadWrite, scope)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fences := tx.Store(StoreFences)
-			rq := fences.Get(key)
-			rq.v.Call("addEventListener", "success", stamp)
-			t1 := now()
-			v, err := rq.await(ctx, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t2 := now()
-			ev := js.Global().Get("__tabfenceStamp").Float()
-			rec, err := decodeFenceKey(v, resource, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ta := now()
-			res, next := Decide(rec, op, 0)
-			if res != Accepted {
-				t.Fatal(res)
-			}
-			tb := now()
-			w := &WriteTx{tx: tx}
-			if err := w.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i)); err != nil {
-				t.Fatal(err)
-			}
-			tc := now()
-			if err := fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
-				t.Fatal(err)
-			}
-			_ = tx.Commit()
-			t3 := now()
-			if err := tx.Await(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t4 := now()
-			dec += ta - t2
-			dcd += tb - ta
-			wr += tc - tb
-			enc += t3 - tc
-			s[0] += t1 - t0
-			s[1] += ev - t1
-			s[2] += t2 - ev
-			s[3] += t3 - t2
-			s[4] += t4 - t3
-		}
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f (decode %.3f decide %.3f app put %.3f fence put+commit %.3f), commit (to Go) %.3f / %.3f (Go / JS)",
-			round, s[0]/n, r.Index(0).Float(), s[1]/n, r.Index(1).Float(), s[2]/n, s[3]/n, r.Index(2).Float(), dec/n, dcd/n, wr/n, enc/n, s[4]/n, r.Index(3).Float())
-	}
+	return s[len(s)/2]
 }

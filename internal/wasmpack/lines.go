@@ -203,33 +203,31 @@ func stripLines(mem []byte) (LineStats, error) {
 			return st, err
 		}
 	}
-	// Every check passed: now change the memory.
-	kept := map[int]bool{}
+	// Every check passed: now change the memory. mark: 1 for a byte of a
+	// kept table, 2 for a byte zeroed.
+	mark := make([]byte, len(mem))
 	for _, s := range keep {
 		for i := s.at; i < s.at+s.n; i++ {
-			kept[i] = true
+			mark[i] = 1
 		}
 	}
-	zeroed := map[int]bool{}
+	counted := map[int]bool{} // dropped tables by offset: functions share them
 	for _, s := range drop {
-		for i := s.at; i < s.at+s.n; i++ {
-			if !kept[i] && !zeroed[i] {
-				zeroed[i] = true
-				mem[i] = 0
-			}
-		}
-	}
-	seen := map[int]bool{}
-	for _, s := range drop {
-		if !seen[s.at] {
-			seen[s.at] = true
+		if !counted[s.at] {
+			counted[s.at] = true
 			st.TableBytes += s.n
+		}
+		for i := s.at; i < s.at+s.n; i++ {
+			if mark[i] == 0 {
+				mark[i], mem[i] = 2, 0
+				st.ZeroedBytes++
+			}
 		}
 	}
 	for _, f := range funcs {
 		binary.LittleEndian.PutUint32(mem[f+funcPCFile:], 0)
 		binary.LittleEndian.PutUint32(mem[f+funcPCLn:], 0)
 	}
-	st.Funcs, st.ZeroedBytes = len(funcs), len(zeroed)
+	st.Funcs = len(funcs)
 	return st, nil
 }
