@@ -190,10 +190,7 @@ func (r FenceRecord) seen(id string) bool {
 //     position of the current leader's stream was already applied.
 //  4. otherwise Accepted: a higher token resets the sequence.
 func Decide(rec FenceRecord, op Op, limit int) (Result, FenceRecord) {
-	if limit <= 0 {
-		limit = DefaultRecentOps
-	}
-	limit = min(limit, MaxRecentOps)
+	limit = recentLimit(limit)
 	if op.Token < rec.Highest {
 		return Stale, rec
 	}
@@ -217,6 +214,15 @@ func Decide(rec FenceRecord, op Op, limit int) (Result, FenceRecord) {
 	next.Recent = append(next.Recent, keep...)
 	next.Recent = append(next.Recent, op.OperationID)
 	return Accepted, next
+}
+
+// recentLimit is the window of remembered operation IDs for a configured
+// limit (<= 0 means DefaultRecentOps), capped at MaxRecentOps.
+func recentLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultRecentOps
+	}
+	return min(limit, MaxRecentOps)
 }
 
 // DecideCAS is CompareAndSwap's rule: a write under token is allowed when

@@ -291,11 +291,7 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		fences Store
 	)
 	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
-		limit := d.cfg.recentOps
-		if limit <= 0 {
-			limit = DefaultRecentOps
-		}
-		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, min(limit, MaxRecentOps)); v.Type() == js.TypeObject {
+		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
 			tx = registered(v)
 			get = tx.adopted(v.Get("tfGet"))
 		}
