@@ -20,6 +20,7 @@ func main() {
 	ab := flag.String("ab", "", "a second dist directory: compare it (B) with -dist (A), alternating, -rounds rounds")
 	figure := flag.String("figure", "enqueue", "with -ab: the figure to compare: enqueue, flush or flush8")
 	flushProf := flag.Int("flushprofile", 0, "profile only the flush of this many entities (-1: the raw fetch loop), into -profile")
+	delay := flag.Duration("delay", 0, "with -eval: the server holds each POST /api/notes this long (a receiver that far away)")
 	flag.Parse()
 	if *flushProf != 0 { // -1: the raw fetch loop
 		if err := outboxbench.RunFlushProfile(context.Background(), os.Stdout, *dist, *flushProf, *prof); err != nil {
@@ -38,7 +39,7 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b), *prof); err != nil {
+		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b), *prof, *delay); err != nil {
 			log.Fatal(err)
 		}
 		return

@@ -95,8 +95,9 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 // EvalInPage opens the demo page (fresh queue) and prints what js (an
 // expression, awaited) returns as a string: for ad-hoc experiments. With
 // profileDir, the page's CPU profile goes to profileDir/eval.cpuprofile.
-func EvalInPage(ctx context.Context, w io.Writer, distDir, js, profileDir string) error {
-	tab, stop, err := startTab(ctx, distDir)
+// delay is held before every POST /api/notes (a receiver that far away).
+func EvalInPage(ctx context.Context, w io.Writer, distDir, js, profileDir string, delay time.Duration) error {
+	tab, stop, err := startTab(ctx, distDir, delay)
 	if err != nil {
 		return err
 	}
@@ -217,7 +218,7 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 // sequential fetch loop instead (profileDir/raw.cpuprofile). It prints the
 // rate.
 func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities int, profileDir string) error {
-	tab, stop, err := startTab(ctx, distDir)
+	tab, stop, err := startTab(ctx, distDir, 0)
 	if err != nil {
 		return err
 	}
@@ -239,13 +240,14 @@ func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities 
 	return nil
 }
 
-// startTab is start with the demo page open (a fresh queue) in one tab;
-// stop closes the tab too.
-func startTab(ctx context.Context, distDir string) (*harness.Tab, func(), error) {
+// startTab is start with the demo page open (a fresh queue) in one tab and
+// delay held before every POST /api/notes; stop closes the tab too.
+func startTab(ctx context.Context, distDir string, delay time.Duration) (*harness.Tab, func(), error) {
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return nil, nil, err
 	}
+	bn.delay.Store(int64(delay))
 	tab, err := bn.open(b, url.Values{})
 	if err != nil {
 		stop()

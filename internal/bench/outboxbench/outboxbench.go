@@ -52,6 +52,10 @@ const (
 	// drains at the rate of a short one (claims and status reads do not
 	// grow with the queue).
 	BacklogN, BacklogEntities = 2000, 50
+	// The flush figures with a receiver FarDelay away (the server holds
+	// each POST that long): FarN records per round.
+	FarDelay = 10 * time.Millisecond
+	FarN     = 80
 	FrozenRuns                = 10
 )
 
@@ -148,15 +152,36 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 		}
 		return r, nil
 	}
+	var far [2]rates
 	enq, err := inPage("enqueue", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds))
 	if err != nil {
 		return err
 	}
-	one, err := inPage("flush one entity", flushVsRawJS(FlushN, FlushRounds, 1))
+	one, err := inPage("flush one entity", flushVsRawJS(FlushN, FlushRounds, 1, false))
 	if err != nil {
 		return err
 	}
-	eight, err := inPage("flush eight entities", flushVsRawJS(FlushN, FlushRounds, 8))
+	eight, err := inPage("flush eight entities", flushVsRawJS(FlushN, FlushRounds, 8, false))
+	if err != nil {
+		return err
+	}
+
+	// The ceiling of a flush that makes the outbox's durable steps: the
+	// same steps in raw JavaScript (flushModelJS).
+	model, err := inPage("flush model", flushVsRawJS(FlushN, FlushRounds, 1, true))
+	if err != nil {
+		return err
+	}
+	// The flush figures again with a receiver FarDelay away: every POST
+	// waits that long in the server, as on a network rather than loopback.
+	bn.delay.Store(int64(FarDelay))
+	oneFar, err := inPage("flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false))
+	if err == nil {
+		var eightFar rates
+		eightFar, err = inPage("flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
+		far = [2]rates{oneFar, eightFar}
+	}
+	bn.delay.Store(0)
 	if err != nil {
 		return err
 	}
@@ -183,6 +208,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 
 	fmt.Fprintf(w, "outbox: enqueue: %d per side (strict durability, queue paused) after %d untimed, alternating with the raw put loop in %d rounds in one page; ratio: median of the per-round ratios (pooled and per-round range beside)\n", EnqueueOps, EnqueueWarm, EnqueueRounds)
 	fmt.Fprintf(w, "  flush: %d records per round to POST /api/notes (SQLite, loopback) against as many raw fetches (the same headers), after one untimed round of each, alternating in %d rounds in one page; same statistics\n", FlushN, FlushRounds)
+	fmt.Fprintf(w, "  model: the flush's IndexedDB and fetch steps in raw JavaScript (no events, no status) against the raw fetch loop, same statistics; far: the flush figures with the server holding each POST %v (%d records per round)\n", FarDelay, FarN)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
 	ratioOf := func(r rates) (float64, string) {
@@ -196,6 +222,9 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	// The ceiling of the eight-entity figure: eight raw sequential fetch
 	// loops at once to the same receiver (Chromium, loopback, this machine).
 	fmt.Fprintf(tw, "raw fetch, 8 parallel loops (records/s)\t\t%.0f\t%.2fx of 1 loop\t\t\t\n", eight.Raw, eight.Raw/one.Raw)
+	fmt.Fprintf(tw, "raw JS model of the flush's steps, 1 entity\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", model.Go, model.Raw, model.Ratio(), model.Spread())
+	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, far[0].Go, far[0].Raw, far[0].Ratio(), far[0].Spread())
+	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, far[1].Go, far[1].Raw, far[1].Go/far[0].Go, far[1].Raw/far[0].Raw)
 	fmt.Fprintf(tw, "flush backlog of %d, %d entities (records/s)\t%.0f\t\t%.2fx of 8 entities\t\t\t\n", BacklogN, BacklogEntities, backlog, backlog/eight.Go)
 	p50, p95 := harness.Percentile(frozen, 50), harness.Percentile(frozen, 95)
 	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
@@ -259,6 +288,10 @@ func (bn *bench) open(b *harness.Browser, q url.Values) (*harness.Tab, error) {
 		q.Set("scope", name)
 	}
 	q.Set("user", "bench")
+	// The demo's notes list refetches and redraws every note of the user
+	// after each burst of acks: thousands by the later figures, on the
+	// main thread the flush and the raw loops share.
+	q.Set("list", "0")
 	tab, err := b.Open(bn.url + "/?" + q.Encode())
 	if err != nil {
 		return nil, err
@@ -323,35 +356,29 @@ func enqueueVsRawJS(n, warm, rounds int) string {
 // (untimed), then times from resume to the n-th ack; the raw side times n
 // fetches of the same request (headers included) in `entities` parallel
 // sequential loops. One untimed round of each first (compilation, the fence
-// token, the connection), then rounds alternating in order.
-func flushVsRawJS(n, rounds, entities int) string {
+// token, the connection), then rounds alternating in order. With model, the
+// timed side is flushModelJS instead of the outbox (entities must be 1).
+func flushVsRawJS(n, rounds, entities int, model bool) string {
+	side := flushOutboxJS
+	if model {
+		side = flushModelJS
+	}
 	return `(async (n, rounds, entities) => {
 		const ob = tabfenceNotes.outbox; await ob.pause();
 		const res = "raw-" + Math.random().toString(36).slice(2);
 		const tok = (await (await fetch("/fence/" + res, {method: "POST", headers: {"X-Demo-User": "bench"}})).json()).token;
 		const run = Math.random().toString(36).slice(2);
+		const headersOf = (k) => ({"Content-Type": "application/json", "X-Demo-User": "bench", "Idempotency-Key": '"' + k + '"',
+			"X-Client-Operation-Id": k, "X-Client-Resource": res, "X-Client-Fencing-Token": String(tok)});
 		let seq = 0;
-		const tf = async () => {
-			for (let i = 0; i < n; i++) { const j = seq++; await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (j % entities), payload: {id: run + "-" + j, text: "x"}}); }
-			let acked = 0;
-			const done = new Promise((ok, fail) => { const stop = ob.onEvent((e) => {
-				if (e.kind === "outbox.record.ack" && ++acked >= n) { stop(); ok(); }
-				if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); fail(new Error(e.kind)); } }); });
-			const t0 = performance.now();
-			await ob.resume();
-			await done;
-			const ms = performance.now() - t0;
-			await ob.pause();
-			return ms;
-		};
+		` + side + `
 		const raw = async () => {
 			const t0 = performance.now();
 			await Promise.all(Array.from({length: entities}, async () => {
 				for (let i = 0; i < n / entities; i++) {
 					const k = "r" + seq++;
 					const r = await fetch("/api/notes", {method: "POST", cache: "no-store", body: JSON.stringify({id: run + "-" + k, text: "x"}),
-						headers: {"Content-Type": "application/json", "X-Demo-User": "bench", "Idempotency-Key": '"' + run + k + '"',
-							"X-Client-Operation-Id": run + k, "X-Client-Resource": res, "X-Client-Fencing-Token": String(tok)}});
+						headers: headersOf(run + k)});
 					if (!r.ok) throw new Error("raw fetch " + r.status);
 					await r.arrayBuffer();
 				}
@@ -370,6 +397,100 @@ func flushVsRawJS(n, rounds, entities int) string {
 		return {go: n * rounds / tfMs * 1000, raw: n * rounds / rawMs * 1000, ratios};
 	})(` + strconv.Itoa(n) + `, ` + strconv.Itoa(rounds) + `, ` + strconv.Itoa(entities) + `)`
 }
+
+// flushOutboxJS defines flushVsRawJS's timed side tf: the outbox.
+const flushOutboxJS = `const tf = async () => {
+			for (let i = 0; i < n; i++) { const j = seq++; await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "f" + (j % entities), payload: {id: run + "-" + j, text: "x"}}); }
+			let acked = 0;
+			const done = new Promise((ok, fail) => { const stop = ob.onEvent((e) => {
+				if (e.kind === "outbox.record.ack" && ++acked >= n) { stop(); ok(); }
+				if (e.kind === "outbox.dead_letter" || e.kind === "outbox.record.terminal") { stop(); fail(new Error(e.kind)); } }); });
+			const t0 = performance.now();
+			await ob.resume();
+			await done;
+			const ms = performance.now() - t0;
+			await ob.pause();
+			return ms;
+		};`
+
+// flushModelJS defines flushVsRawJS's timed side tf as a model of one
+// entity's flush in raw JavaScript: the ceiling of a flush that makes the
+// outbox's durable steps, whatever language runs them. Its records are the
+// outbox's own stored form (a record the paused outbox stored, copied), in
+// a database with the outbox's stores and indexes. Per claim (50 records):
+// the lease renewed, the metadata read, the lease checked and a page of 100
+// live records read, one transaction each. Per step of 8 records, one
+// transaction: the lease checked, the previous step's records rewritten as
+// acked (their response kept) and the step's records as charged (sending,
+// an attempt counted). Per record, one fetch with the raw loop's headers and
+// its body read. It leaves out what the outbox does beyond that: its
+// events, its status projection, its checks of each record's state.
+const flushModelJS = `const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+		const txDone = (tx) => new Promise((ok, fail) => { tx.oncomplete = ok; tx.onabort = () => fail(tx.error || new Error("aborted")); });
+		await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "model", payload: {id: run + "-model", text: "x"}});
+		const odb = await req(indexedDB.open("tabfence-outbox:" + tabfenceNotes.name));
+		const tpl = await req(odb.transaction("records").objectStore("records").index("live").get(1));
+		odb.close();
+		if (!tpl || tpl.status !== "pending") throw new Error("model: no pending outbox record to copy");
+		const mdb = await new Promise((ok, fail) => { const r = indexedDB.open("flushmodel-" + Math.random(), 1);
+			r.onupgradeneeded = () => { const db = r.result, s = db.createObjectStore("records", {keyPath: "seq", autoIncrement: true});
+				s.createIndex("id", "id", {unique: true});
+				for (const [name, path] of [["live", "_live"], ["opKey", "_opKey"], ["entity", "_entity"], ["status", "status"], ["user", "userId"], ["schema", "payloadSchemaVersion"]]) s.createIndex(name, path);
+				db.createObjectStore("leases", {keyPath: "name"}); db.createObjectStore("meta"); db.createObjectStore("blobs"); };
+			r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+		const enc = new TextEncoder(), ttl = 30000;
+		let token = 0;
+		const tf = async () => {
+			const fill = mdb.transaction(["records", "leases"], "readwrite");
+			for (let i = 0; i < n; i++) {
+				const id = run + "-m" + seq++, now = Date.now();
+				const r = {...tpl, id, idempotencyKey: id, payload: enc.encode(JSON.stringify({id, text: "x"})), createdAt: now, updatedAt: now};
+				delete r.seq;
+				fill.objectStore("records").put(r);
+			}
+			const lease = {name: "flush", owner: "model", token: ++token, expiresAt: Date.now() + ttl};
+			fill.objectStore("leases").put(lease);
+			await txDone(fill);
+			const t0 = performance.now();
+			// step: one transaction: the lease checked, acks written, next charged.
+			const step = (acks, next) => {
+				const tx = mdb.transaction(["records", "leases"], "readwrite");
+				const rs = tx.objectStore("records"), byId = rs.index("id");
+				tx.objectStore("leases").get("flush").onsuccess = (e) => { if (e.target.result.token !== lease.token) tx.abort(); };
+				for (const a of acks) byId.get(a.id).onsuccess = (e) => { const r = e.target.result, now = Date.now();
+					r.status = "acked"; r.ackedAt = now; r.updatedAt = now; r.response = {status: a.status, body: a.body, replayed: false};
+					delete r._live; delete r._entity; delete r._opKey; rs.put(r); };
+				for (const id of next) byId.get(id).onsuccess = (e) => { const r = e.target.result, now = Date.now();
+					r.status = "sending"; r.attempts++; r.sends++; r.leaseOwner = lease.owner; r.leaseToken = lease.token;
+					r.leaseExpiresAt = now + ttl; r.updatedAt = now; rs.put(r); };
+				return txDone(tx);
+			};
+			let acks = [];
+			for (;;) {
+				const renew = mdb.transaction("leases", "readwrite"), ls = renew.objectStore("leases");
+				ls.get("flush").onsuccess = (e) => { const l = e.target.result; l.expiresAt = Date.now() + ttl; ls.put(l); };
+				await txDone(renew);
+				const meta = mdb.transaction("meta", "readwrite"); meta.objectStore("meta").get("meta"); await txDone(meta);
+				const claim = mdb.transaction(["records", "leases"], "readwrite");
+				claim.objectStore("leases").get("flush");
+				const page = claim.objectStore("records").index("live").getAll(IDBKeyRange.only(1), 100);
+				await txDone(claim);
+				const batch = page.result.filter((r) => r.status === "pending").slice(0, 50);
+				if (batch.length === 0) break;
+				for (let i = 0; i < batch.length; i += 8) {
+					const recs = batch.slice(i, i + 8);
+					await step(acks, recs.map((r) => r.id));
+					acks = [];
+					for (const rec of recs) {
+						const r = await fetch("/api/notes", {method: "POST", cache: "no-store", body: rec.payload, headers: headersOf(rec.idempotencyKey)});
+						if (!r.ok) throw new Error("model fetch " + r.status);
+						acks.push({id: rec.id, status: r.status, body: new Uint8Array(await r.arrayBuffer())});
+					}
+				}
+			}
+			await step(acks, []);
+			return performance.now() - t0;
+		};`
 
 // rawPutJS: one readwrite transaction per put, strict durability, awaited.
 func rawPutJS(n int) string {

@@ -5,7 +5,9 @@
 //
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
 // markup. Query parameters: user, outbox (queue name), maxAttempts,
-// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency.
+// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency, and
+// list=0 (no notes list: the benchmarks measure the outbox, not a list that
+// refetches and redraws every note of the user after each burst of acks).
 import { load } from "./dist/tabfence.js";
 
 const params = new URLSearchParams(location.search);
@@ -40,6 +42,7 @@ function render(s) {
 
 let listTimer = 0;
 function refreshList() {
+  if (params.get("list") === "0") return;
   clearTimeout(listTimer);
   listTimer = setTimeout(async () => {
     try {
