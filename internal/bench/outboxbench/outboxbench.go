@@ -54,9 +54,9 @@ const (
 	BacklogN, BacklogEntities = 2000, 50
 	// The flush figures with a receiver FarDelay away (the server holds
 	// each POST that long): FarN records per round.
-	FarDelay = 10 * time.Millisecond
-	FarN     = 80
-	FrozenRuns                = 10
+	FarDelay   = 10 * time.Millisecond
+	FarN       = 80
+	FrozenRuns = 10
 )
 
 // Targets from issue 5.
