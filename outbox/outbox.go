@@ -36,13 +36,15 @@ type Config struct {
 	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
 	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines
 	LeaseTTL         time.Duration // record and fallback-lease lifetime; default 30s
-	// ChargeAhead is how many records of an entity one transaction charges
-	// (attempt counted, status sending) before the first of them is sent;
-	// the acks of the records sent before are written in the same
-	// transaction. More means fewer transactions per record sent; the price
-	// is that a tab that dies mid-flush leaves up to ChargeAhead-1 records
-	// charged an attempt they never made (never the reverse). 1: each record
-	// is charged in its own step, exactly. Default 8.
+	// ChargeAhead is how many records of an entity may be charged (attempt
+	// counted, status sending) before they are sent. The flush charges them
+	// in steps of ChargeAhead/2, one step ahead of its sends, each step's
+	// transaction also writing the acks of earlier records: fewer
+	// transactions per record, and each runs while requests are on the
+	// network. The price is that a tab that dies mid-flush leaves up to
+	// ChargeAhead-1 records charged an attempt they never made (never the
+	// reverse). 1: each record is charged in its own step, with the ack of
+	// the one before, exactly. Default 8.
 	ChargeAhead int
 
 	SchemaVersion int // payload schema of new records; default 1

@@ -38,19 +38,22 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 }
 
 // charge commits, in ONE transaction, the deferred acks of the lane's
-// records sent since the last step (acks, may be empty) and MarkSending of
-// next (Config.ChargeAhead records at most): every attempt is charged,
-// durably, before its record is handed to the transport, and only once the
-// acks before it are durable too (per-entity order holds even across a
-// takeover). It returns the charged records, a prefix of next: charging
-// stops at the first record that cannot be charged (purged by a logout,
-// its predecessor's ack not made, the flush ending), which the lane hands
-// back with the rest. err is fatal for the flush.
+// records (acks, may be empty) and MarkSending of next (one step of
+// runLane): every attempt is charged, durably, before its record is handed
+// to the transport, and no record is charged when an ack of the same
+// transaction was not made. Acks may trail the sends by up to two steps
+// (runLane charges a step ahead): a new owner after a takeover finds those
+// records in flight, sends them again first, in order, and the receiver
+// answers with the stored responses (the idempotency keys), so per-entity
+// order holds across a takeover. It returns the charged records, a prefix
+// of next: charging stops at the first record that cannot be charged
+// (purged by a logout, an ack not made, the flush ending), which the lane
+// hands back with the rest. err is fatal for the flush.
 //
-// A crash between steps leaves charged the records of the step not yet
-// sent: at most ChargeAhead-1 attempts counted that were never made (none
-// with ChargeAhead 1). Never fewer: a record that crashes the tab each
-// time it is sent is charged each time and reaches dead letter.
+// A crash leaves charged the records of the steps not yet sent: at most
+// ChargeAhead-1 attempts counted that were never made (none with
+// ChargeAhead 1). Never fewer: a record that crashes the tab each time it
+// is sent is charged each time and reaches dead letter.
 //
 // Durability: like every state transition (see OpenIDBStore) the step uses
 // the browser's default durability, not Enqueue's strict one. A tab or

@@ -539,10 +539,12 @@ export interface OutboxOptions {
   concurrency?: number;
   batchSize?: number;
   /**
-   * Records of an entity charged (an attempt counted) per IndexedDB
-   * transaction before the first is sent (default 8): fewer transactions per
-   * record. A tab that dies mid-flush may leave up to chargeAhead - 1 records
-   * charged an attempt they never made; 1 counts exactly.
+   * Records of an entity that may be charged (an attempt counted) before
+   * they are sent (default 8). They are charged chargeAhead / 2 per
+   * IndexedDB transaction, a step ahead of the sends: fewer transactions per
+   * record, run while requests are on the network. A tab that dies
+   * mid-flush may leave up to chargeAhead - 1 records charged an attempt
+   * they never made; 1 counts exactly.
    */
   chargeAhead?: number;
   /** Use the IndexedDB lease even where Web Locks exist (tests). */
