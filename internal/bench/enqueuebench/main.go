@@ -21,7 +21,14 @@ func main() {
 	figure := flag.String("figure", "enqueue", "with -ab: the figure to compare: enqueue, flush or flush8")
 	flushProf := flag.Int("flushprofile", 0, "profile only the flush of this many entities (-1: the raw fetch loop), into -profile")
 	delay := flag.Duration("delay", 0, "with -eval: the server holds each POST /api/notes this long (a receiver that far away)")
+	frozen := flag.Int("frozen", 0, "run only the frozen-owner figure, this many runs (rounded up to the bench's runs per group)")
 	flag.Parse()
+	if *frozen > 0 {
+		if err := outboxbench.RunFrozen(context.Background(), os.Stdout, *dist, *frozen); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *flushProf != 0 { // -1: the raw fetch loop
 		if err := outboxbench.RunFlushProfile(context.Background(), os.Stdout, *dist, *flushProf, *prof); err != nil {
 			log.Fatal(err)

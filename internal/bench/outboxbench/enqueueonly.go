@@ -255,3 +255,26 @@ func startTab(ctx context.Context, distDir string, delay time.Duration) (*harnes
 	}
 	return tab, func() { tab.Close(); stop() }, nil
 }
+
+// RunFrozen runs the frozen-owner figure of Run alone (runs times) and
+// prints every run and the p50/p95.
+func RunFrozen(ctx context.Context, w io.Writer, distDir string, runs int) error {
+	if err := harness.CheckDist(distDir); err != nil {
+		return err
+	}
+	bn, b, stop, err := start(ctx, distDir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var all []float64
+	for i := 0; i < runs; i += FrozenRuns {
+		ms, err := bn.frozen(b)
+		if err != nil {
+			return err
+		}
+		all = append(all, ms...)
+	}
+	fmt.Fprintf(w, "frozen owner -> moving: %.0f\np50 %.0f ms, p95 %.0f ms over %d runs\n", all, harness.Percentile(all, 50), harness.Percentile(all, 95), len(all))
+	return nil
+}

@@ -664,6 +664,19 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 		return 0, err
 	}
 	resource := outbox.FenceResource(name, "bench")
+	// Freeze an owner whose progress the other tab has seen: an ack it
+	// wrote. Before the first one, the other tab times the stall from the
+	// oldest record's enqueue, and how soon that is depends on when the
+	// flush writes its first acks (ChargeAhead), not on the takeover.
+	other := c
+	if owner == c {
+		other = a
+	}
+	if err := harness.Poll(context.Background(), "an ack the other tab sees", 20*time.Second, 5*time.Millisecond, func() (bool, error) {
+		return harness.Eval[bool](other, `tabfenceNotes.outbox.status().then(s => s.acked > 0)`)
+	}); err != nil {
+		return 0, err
+	}
 	t0 := time.Now()
 	if _, err := chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
 		return 0, err
