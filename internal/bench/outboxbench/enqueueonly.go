@@ -41,9 +41,6 @@ func profile(tab *harness.Tab, interval int) func(path string) {
 // printed. profileDir, when set, receives a Chromium CPU profile of the
 // first enqueue round (enqueue.cpuprofile).
 func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, profileDir, probe string) error {
-	if err := harness.CheckDist(distDir); err != nil {
-		return err
-	}
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err
@@ -259,9 +256,6 @@ func startTab(ctx context.Context, distDir string, delay time.Duration) (*harnes
 // RunFrozen runs the frozen-owner figure of Run alone (runs times) and
 // prints every run and the p50/p95.
 func RunFrozen(ctx context.Context, w io.Writer, distDir string, runs int) error {
-	if err := harness.CheckDist(distDir); err != nil {
-		return err
-	}
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err

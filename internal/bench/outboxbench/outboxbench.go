@@ -125,9 +125,6 @@ func (e *effectWriter) WriteHeader(code int) {
 // Run measures and prints a table to w. distDir holds the built runtime
 // (make build).
 func Run(ctx context.Context, w io.Writer, distDir string) error {
-	if err := harness.CheckDist(distDir); err != nil {
-		return err
-	}
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return err
@@ -238,10 +235,13 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	return nil
 }
 
-// start serves distDir with the demo server (a fresh SQLite database in a
+// start checks distDir and serves it with the demo server (a fresh SQLite database in a
 // temporary directory, bn's middleware in front) and starts a browser;
 // stop undoes both.
 func start(ctx context.Context, distDir string) (bn *bench, b *harness.Browser, stop func(), err error) {
+	if err := harness.CheckDist(distDir); err != nil {
+		return nil, nil, nil, err
+	}
 	dir, err := os.MkdirTemp("", "tabfence-outboxbench-")
 	if err != nil {
 		return nil, nil, nil, err
