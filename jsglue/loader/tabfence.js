@@ -447,7 +447,12 @@ async function instantiate(url, imports) {
 // go._resume (the entry point of every callback into Go), after which the
 // runtime is unusable even though it never "exited".
 function watch(go, held) {
-  const runtime = { error: null, code: undefined };
+  // pending: the reject functions of the calls in flight (settle), which
+  // die rejects. Not a Promise.race with runtime.dead per call: every race
+  // leaves a reaction on that promise, which stays pending while the
+  // runtime lives, so each call's promise and result would be kept for the
+  // page's lifetime.
+  const runtime = { error: null, code: undefined, pending: new Set() };
   runtime.dead = new Promise((_, reject) => {
     runtime.die = (err) => {
       if (runtime.error) return;
@@ -460,10 +465,12 @@ function watch(go, held) {
         } catch {}
       }
       held.clear();
+      for (const fail of runtime.pending) fail(err);
+      runtime.pending.clear();
       reject(err);
     };
   });
-  runtime.dead.catch(() => {}); // observed through guard, never unhandled
+  runtime.dead.catch(() => {}); // raced once, by start; never unhandled
 
   const exit = go.exit;
   go.exit = (code) => {
@@ -519,7 +526,7 @@ function guard(raw, runtime, seen = new WeakMap()) {
               } catch (err) {
                 return Promise.reject(err);
               }
-              return Promise.race([Promise.resolve(p).then(wrap), runtime.dead]);
+              return settle(runtime, p, wrap);
             }
           : function (...args) {
               if (runtime.error) throw runtime.error;
@@ -531,6 +538,28 @@ function guard(raw, runtime, seen = new WeakMap()) {
     }
   }
   return Object.freeze(out);
+}
+
+// settle is p, its value passed through wrap, or the runtime's error if
+// the runtime dies first.
+function settle(runtime, p, wrap) {
+  return new Promise((resolve, reject) => {
+    runtime.pending.add(reject);
+    Promise.resolve(p).then(
+      (v) => {
+        runtime.pending.delete(reject);
+        try {
+          resolve(wrap(v));
+        } catch (err) {
+          reject(err);
+        }
+      },
+      (err) => {
+        runtime.pending.delete(reject);
+        reject(err);
+      },
+    );
+  });
 }
 
 function isHandle(v) {
