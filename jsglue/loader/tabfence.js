@@ -450,8 +450,8 @@ function watch(go, held) {
   // pending: the reject functions of the calls in flight (settle), which
   // die rejects. Not a Promise.race with runtime.dead per call: every race
   // leaves a reaction on that promise, which stays pending while the
-  // runtime lives, so each call's promise and result would be kept for the
-  // page's lifetime.
+  // runtime lives, so each call would keep about 125 bytes for the page's
+  // lifetime (TestSettledCallsLeaveNothing).
   const runtime = { error: null, code: undefined, pending: new Set() };
   runtime.dead = new Promise((_, reject) => {
     runtime.die = (err) => {
