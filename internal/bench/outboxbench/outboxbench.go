@@ -149,7 +149,6 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 		}
 		return r, nil
 	}
-	var far [2]rates
 	enq, err := inPage("enqueue", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, false))
 	if err != nil {
 		return err
@@ -176,14 +175,15 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	}
 	// The flush figures again with a receiver FarDelay away: every POST
 	// waits that long in the server, as on a network rather than loopback.
-	bn.delay.Store(int64(FarDelay))
-	oneFar, err := inPage("flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false))
-	if err == nil {
-		var eightFar rates
-		eightFar, err = inPage("flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
-		far = [2]rates{oneFar, eightFar}
-	}
-	bn.delay.Store(0)
+	oneFar, eightFar, err := func() (one, eight rates, err error) {
+		bn.delay.Store(int64(FarDelay))
+		defer bn.delay.Store(0)
+		if one, err = inPage("flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false)); err != nil {
+			return one, eight, err
+		}
+		eight, err = inPage("flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
+		return one, eight, err
+	}()
 	if err != nil {
 		return err
 	}
@@ -226,8 +226,8 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	// loops at once to the same receiver (Chromium, loopback, this machine).
 	fmt.Fprintf(tw, "raw fetch, 8 parallel loops (records/s)\t\t%.0f\t%.2fx of 1 loop\t\t\t\n", eight.Raw, eight.Raw/one.Raw)
 	fmt.Fprintf(tw, "raw JS model of the flush's steps, 1 entity\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", model.Go, model.Raw, model.Ratio(), model.Spread())
-	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, far[0].Go, far[0].Raw, far[0].Ratio(), far[0].Spread())
-	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, far[1].Go, far[1].Raw, far[1].Go/far[0].Go, far[1].Raw/far[0].Raw)
+	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, oneFar.Go, oneFar.Raw, oneFar.Ratio(), oneFar.Spread())
+	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, eightFar.Go, eightFar.Raw, eightFar.Go/oneFar.Go, eightFar.Raw/oneFar.Raw)
 	fmt.Fprintf(tw, "flush backlog of %d, %d entities (records/s)\t%.0f\t\t%.2fx of 8 entities\t\t\t\n", BacklogN, BacklogEntities, backlog, backlog/eight.Go)
 	p50, p95 := harness.Percentile(frozen, 50), harness.Percentile(frozen, 95)
 	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
@@ -241,9 +241,9 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 	return nil
 }
 
-// start checks distDir and serves it with the demo server (a fresh SQLite database in a
-// temporary directory, bn's middleware in front) and starts a browser;
-// stop undoes both.
+// start checks distDir and serves it with the demo server (a fresh SQLite
+// database in a temporary directory, bn's middleware in front) and starts a
+// browser; stop undoes both.
 func start(ctx context.Context, distDir string) (bn *bench, b *harness.Browser, stop func(), err error) {
 	if err := harness.CheckDist(distDir); err != nil {
 		return nil, nil, nil, err
@@ -362,6 +362,16 @@ func enqueueVsRawJS(n, warm, rounds int, model bool) string {
 	})(` + strconv.Itoa(n) + `, ` + strconv.Itoa(warm) + `, ` + strconv.Itoa(rounds) + `)`
 }
 
+// outboxRecordJS (statements, in a page whose outbox ob is paused) stores
+// one record through the outbox and reads it back from the outbox's own
+// database as tpl, the stored form the models copy; odb is that database
+// connection, req a request's promise.
+const outboxRecordJS = `const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+		await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "model", payload: {id: "model", text: "x"}});
+		const odb = await req(indexedDB.open("tabfence-outbox:" + tabfenceNotes.name));
+		const tpl = await req(odb.transaction("records").objectStore("records").index("live").get(1));
+		if (!tpl || tpl.status !== "pending") throw new Error("model: no pending outbox record to copy");`
+
 // enqueueModelJS defines enqueueVsRawJS's timed side tf as the write of an
 // enqueue without Go: the outbox's own stored record (one the paused outbox
 // stored, with a new id and payload each time) put into the outbox's own
@@ -371,11 +381,7 @@ func enqueueVsRawJS(n, warm, rounds int, model bool) string {
 // does per enqueue beyond the write: the call into Go that builds the
 // record, and the bookkeeping after the commit (events, status, the flush
 // hint).
-const enqueueModelJS = `const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
-		await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "model", payload: {id: "model", text: "hello"}});
-		const odb = await req(indexedDB.open("tabfence-outbox:" + tabfenceNotes.name));
-		const tpl = await req(odb.transaction("records").objectStore("records").index("live").get(1));
-		if (!tpl || tpl.status !== "pending") throw new Error("model: no pending outbox record to copy");
+const enqueueModelJS = outboxRecordJS + `
 		delete tpl.seq; delete tpl.payload;
 		const json = JSON.stringify(tpl), enc = new TextEncoder(), dec = new TextDecoder(), buf = new Uint8Array(65536);
 		const tf = (i) => new Promise((ok, fail) => {
@@ -462,13 +468,9 @@ const flushOutboxJS = `const tf = async () => {
 // an attempt counted). Per record, one fetch with the raw loop's headers and
 // its body read. It leaves out what the outbox does beyond that: its
 // events, its status projection, its checks of each record's state.
-const flushModelJS = `const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
-		const txDone = (tx) => new Promise((ok, fail) => { tx.oncomplete = ok; tx.onabort = () => fail(tx.error || new Error("aborted")); });
-		await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "model", payload: {id: run + "-model", text: "x"}});
-		const odb = await req(indexedDB.open("tabfence-outbox:" + tabfenceNotes.name));
-		const tpl = await req(odb.transaction("records").objectStore("records").index("live").get(1));
+const flushModelJS = outboxRecordJS + `
 		odb.close();
-		if (!tpl || tpl.status !== "pending") throw new Error("model: no pending outbox record to copy");
+		const txDone = (tx) => new Promise((ok, fail) => { tx.oncomplete = ok; tx.onabort = () => fail(tx.error || new Error("aborted")); });
 		const mdb = await new Promise((ok, fail) => { const r = indexedDB.open("flushmodel-" + Math.random(), 1);
 			r.onupgradeneeded = () => { const db = r.result, s = db.createObjectStore("records", {keyPath: "seq", autoIncrement: true});
 				s.createIndex("id", "id", {unique: true});
