@@ -213,13 +213,13 @@ func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.held
 // handed over. Poster builds the JavaScript API's post methods the same way
 // (package main).
 //
-// Enqueue is the outbox's append writer (see outbox.IDBStore.StartEnqueue);
-// OpFields reads an operation for the JavaScript API's enqueue, and
-// Enqueuer builds that method around the export tabfence_enqueue (package
-// main).
+// Appends takes an outbox's template of plain appends (see
+// outbox.Runtime.AppendTemplate); Enqueuer builds the JavaScript API's
+// enqueue method, which writes those itself; OpFields reads any other
+// operation for Go (package main).
 type Fast struct {
 	Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value
-	Enqueue, OpFields, Enqueuer                            js.Value
+	Appends, OpFields, Enqueuer                            js.Value
 }
 
 // scratchLen bounds the text that crosses through scratch; longer text
@@ -284,7 +284,7 @@ func FastPath() Fast {
 		return js.Undefined()
 	}
 	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster"),
-		Enqueue: fn("enqueue"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
+		Appends: fn("appends"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
 }
 
 var (

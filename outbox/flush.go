@@ -140,7 +140,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 		}
 		f.count(func(r *FlushReport) { r.Batches++; r.Claimed += len(recs) }, nil)
 		for i := range recs {
-			o.emit(Event{Kind: EventClaim, At: now, RecordID: recs[i].ID, OperationKeyHash: hashKey(recs[i].OperationKey),
+			o.emit(Event{Kind: EventClaim, At: now, RecordID: recs[i].ID, OperationKeyHash: HashKey(recs[i].OperationKey),
 				Owner: f.lease.Owner, LeaseToken: f.lease.Token, Attempt: recs[i].Attempts + 1})
 		}
 		f.runLanes(ctx, lanesOf(recs))

@@ -515,86 +515,29 @@ func appendedSeq(res EnqueueResult, k js.Value) (EnqueueResult, error) {
 	return res, nil
 }
 
-// PendingEnqueue is an append whose write StartEnqueue handed to the
-// loader: its transaction's complete event means it is durable (then
-// Committed), its abort event that nothing was written (then Aborted).
-type PendingEnqueue struct {
-	Result EnqueueResult
-}
-
-// StartEnqueue is Enqueue for the JavaScript API on a page with the loader
-// (jsglue/loader/tabfence.js): write is the loader's FAST.enqueue, which
-// opens the transaction, puts the record Go encoded, commits, and makes the
-// promise that the complete event resolves with {id, action} — without
-// waking Go, whose bookkeeping done(k, key) runs after the awaiting code did
-// (done(k, undefined, error) on abort, whose result the promise rejects
-// with). Everything the record holds is decided here, in Go; the loader
-// only carries it, in one call instead of a dozen: the record's JSON and
-// its payload are copied into buf (a Uint8Array), so only numbers cross,
-// never a string (each costs a reference with a Go finalizer and keeps the
-// string alive in wasm_exec.js until Go's next GC). The promise is
-// returned when ret is set (else the loader keeps it for its caller).
-//
-// It applies to an append that needs no read — its policy is Append or it
-// has no operation key, so no earlier record can change what is written —
-// with an inline payload that fits buf with the JSON. Otherwise started is
-// false and nothing was done: use Enqueue. An error with started true means
-// nothing will be written.
-func (s *IDBStore) StartEnqueue(ctx context.Context, req EnqueueRequest, write, buf, done js.Value, k float64, ret bool) (p PendingEnqueue, promise js.Value, started bool, err error) {
-	const op = "enqueue"
-	in := &req.Record
-	if req.Policy.ReadsQueue(in.OperationKey) {
-		return p, promise, false, nil
+// AppendTarget is where a builder of plain appends outside Go (see
+// AppendRules; the loader's FAST.appends) writes: the connection, the
+// transaction's store names (the records store first) and options
+// (durability), as Enqueue opens its transaction. ok is false once the
+// store is closed. A transaction the builder opens after the connection
+// closed throws, and the builder then leaves the operation to Enqueue,
+// which returns the store's typed error.
+func (s *IDBStore) AppendTarget() (db, names, opts js.Value, ok bool) {
+	if s.Err() != nil {
+		return db, names, opts, false
 	}
-	if err := ctx.Err(); err != nil {
-		return p, promise, true, err
-	}
-	if in.ID == "" || in.UserID == "" {
-		return p, promise, true, ErrInvalidRecord
-	}
-	plan, err := PlanEnqueue(nil, req, in.CreatedAt)
-	if err != nil {
-		return p, promise, true, err
-	}
-	if !plan.Write || plan.Result.Action != ActionAppended || plan.Put.PayloadRef != "" {
-		return p, promise, false, nil // a blob, or not an append after all: the general path
-	}
-	if err := s.Err(); err != nil {
-		return p, promise, true, err
-	}
-	plan.Put.Seq = 0 // assigned by the key generator
-	payload := plan.Put.Payload
-	plan.Put.Payload = nil // carried as bytes, not in the JSON
-	b := appendRecordJSON(make([]byte, 0, 512+len(payload)), &plan.Put, false)
-	n, m := len(b), -1
-	if payload != nil {
-		b, m = append(b, payload...), len(payload)
-	}
-	if len(b) > buf.Length() {
-		return p, promise, false, nil
-	}
-	js.CopyBytesToJS(buf, b)
-	var opts any = js.Undefined()
+	opts = js.Undefined()
 	if s.durability != "" {
 		opts = s.durOpts
 	}
-	promise, err = jsglue.Invoke(write, s.db, s.namesOf([]string{storeRecords}), opts, buf, n, m, done, k, ret)
-	if err != nil {
-		return p, promise, true, s.notOpened(op, err)
-	}
-	return PendingEnqueue{Result: plan.Result}, promise, true, nil
+	return s.db, s.namesOf([]string{storeRecords}), opts, true
 }
 
-// Committed is the result of p after its transaction's complete event; key
-// is its put request's result, the seq the key generator gave the record.
-func (p *PendingEnqueue) Committed(key js.Value) (EnqueueResult, error) {
-	return appendedSeq(p.Result, key)
-}
-
-// Aborted is the error of p after its transaction's abort event, txErr the
-// transaction's error (why IndexedDB aborted it: QuotaExceededError, ...;
-// null when the page aborted it); it always matches ErrTxAborted.
-func (p *PendingEnqueue) Aborted(txErr js.Value) error {
+// EnqueueAborted is the error of an append whose transaction aborted, txErr
+// the transaction's error (why IndexedDB aborted it: QuotaExceededError,
+// ...; null when the page aborted it); it always matches ErrTxAborted.
+// Nothing was written.
+func EnqueueAborted(txErr js.Value) error {
 	var cause error
 	if txErr.Type() == js.TypeObject {
 		cause = jsglue.FromJS(txErr)

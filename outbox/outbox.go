@@ -61,8 +61,12 @@ type Outbox struct {
 	cfg      Config
 	lockName string
 
-	mu      sync.Mutex
-	session Session
+	// customIDs: the app supplies the ids (Config.NewID); see AppendRules.
+	customIDs bool
+
+	mu          sync.Mutex
+	session     Session
+	sessionHook func() // OnSessionChange
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.
 	reconnected atomic.Int64
@@ -114,10 +118,11 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1
 	}
-	if cfg.NewID == nil {
+	custom := cfg.NewID != nil
+	if !custom {
 		cfg.NewID = randomID
 	}
-	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name}, nil
+	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name, customIDs: custom}, nil
 }
 
 // randomID is a random 128-bit id (hex) from the platform's CSPRNG; see
@@ -152,6 +157,7 @@ func (o *Outbox) Login(s Session) {
 	o.mu.Lock()
 	o.session = s
 	o.mu.Unlock()
+	o.sessionChanged()
 }
 
 // Reconnected tells the outbox that the device regained network (in the
@@ -187,6 +193,7 @@ func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
 	user := o.session.UserID
 	o.session = Session{}
 	o.mu.Unlock()
+	o.sessionChanged()
 	if !purge || user == "" {
 		return 0, nil
 	}
@@ -250,17 +257,9 @@ func (o *Outbox) request(op Op) (EnqueueRequest, error) {
 	return EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit}, nil
 }
 
-// appendsInline reports whether op, under its policy, is an append with an
-// inline payload whatever the queue holds: what IDBStore.StartEnqueue takes.
-// An unknown operation type is not judged here (request refuses it).
-func (o *Outbox) appendsInline(op Op) bool {
-	pol, ok := o.cfg.Policies[op.OperationType]
-	return !ok || !pol.ReadsQueue(op.OperationKey) && inlines(len(op.Payload), o.cfg.InlineLimit)
-}
-
 // enqueued emits the enqueue event of a committed request.
 func (o *Outbox) enqueued(op Op, req EnqueueRequest, res EnqueueResult) {
-	o.emit(Event{Kind: EventEnqueue, At: req.Record.CreatedAt, RecordID: res.ID, OperationKeyHash: hashKey(op.OperationKey), Reason: string(res.Action)})
+	o.emit(Event{Kind: EventEnqueue, At: req.Record.CreatedAt, RecordID: res.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(res.Action)})
 }
 
 // Status returns the shared projection, with the oldest pending age and the

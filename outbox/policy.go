@@ -33,6 +33,11 @@ type Policy struct {
 	Endpoint    string    // "": the Outbox default
 }
 
+// known reports whether d is one of the policies above.
+func (d Dedupe) known() bool {
+	return d == Append || d == ReplaceLatest || d == Merge || d == DropIfExists
+}
+
 // ReadsQueue reports whether an enqueue of an operation with key opKey
 // under p must read the queue first: a dedupe policy coalesces by operation
 // key. One that does not is an append whatever the queue holds.

@@ -134,14 +134,6 @@ func HashPayload(p []byte) string {
 	return randid.Hex(s[:])
 }
 
-// hashKey shortens an operation key for events (keys may hold user data).
-func hashKey(k string) string {
-	if k == "" {
-		return ""
-	}
-	return HashPayload([]byte(k))[:16]
-}
-
 // Lease is the flush ownership a Store fences record changes with. Name,
 // Owner, Token and ExpiresAt are persisted (the IndexedDB lease row); Token
 // only ever grows. Resource and FenceToken are the server-issued fencing

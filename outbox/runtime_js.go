@@ -108,6 +108,7 @@ type Runtime struct {
 	announceT    *time.Timer // the trailing announcement, when armed
 	laterPort    js.Value    // MessageChannel port2: a message schedules the task
 	laterStop    func()
+	appendHook   func() // OnAppendChange
 
 	attemptMu    sync.Mutex
 	mu           sync.Mutex
@@ -217,6 +218,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		r.closeStore()
 		return nil, err
 	}
+	r.ob.OnSessionChange(r.appendChanged)
 	if r.ch, err = channel.Open(lockName); err != nil {
 		r.closeStore()
 		return nil, err
@@ -263,6 +265,7 @@ func (r *Runtime) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	r.appendChanged()
 	r.cancel()
 	for _, rm := range r.listeners {
 		rm()
@@ -313,54 +316,85 @@ func (r *Runtime) announceLater() {
 	r.later()
 }
 
-// StartEnqueue is Enqueue for the JavaScript API on a page with the loader
-// (see IDBStore.StartEnqueue, which write, buf, done, k and ret are for): started
-// false means op needs the general path (Enqueue); otherwise, unless err,
-// the loader's promise settles on the transaction's events and done calls
-// Enqueued.
-func (r *Runtime) StartEnqueue(ctx context.Context, op Op, write, buf, done js.Value, k float64, ret bool) (p *StartedEnqueue, promise js.Value, started bool, err error) {
-	if r.closed.Load() {
-		return nil, promise, true, ErrRuntimeClosed
+// AppendTarget is what a builder of plain appends outside Go needs (see
+// AppendRules and IDBStore.AppendTarget). ok is false when every enqueue
+// must go through Enqueue: the runtime is closed, its store is not an open
+// IDBStore, or AppendRules says so. OnAppendChange says when to ask again.
+func (r *Runtime) AppendTarget() (rules AppendRules, db, names, opts js.Value, ok bool) {
+	st, isIDB := r.store.(*IDBStore)
+	if r.closed.Load() || !isIDB {
+		return rules, db, names, opts, false
 	}
-	st, ok := r.store.(*IDBStore)
-	if !ok || !r.ob.appendsInline(op) {
-		// Declined before the request is built (two random IDs and the
-		// payload's hash), which Enqueue builds again.
-		return nil, promise, false, nil
+	if rules, ok = r.ob.AppendRules(); !ok {
+		return rules, db, names, opts, false
 	}
-	req, err := r.ob.request(op)
-	if err != nil {
-		return nil, promise, true, err
-	}
-	pe, promise, started, err := st.StartEnqueue(ctx, req, write, buf, done, k, ret)
-	if !started || err != nil {
-		return nil, promise, started, err
-	}
-	return &StartedEnqueue{PendingEnqueue: pe, op: op, req: req}, promise, true, nil
+	db, names, opts, ok = st.AppendTarget()
+	return rules, db, names, opts, ok
 }
 
-// StartedEnqueue is a pending enqueue of the runtime (see StartEnqueue).
-type StartedEnqueue struct {
-	PendingEnqueue
-	op  Op
-	req EnqueueRequest
+// OnAppendChange registers fn, called synchronously whenever AppendTarget
+// may have changed: after Login and Logout (before a purge starts, see
+// Outbox.OnSessionChange) and on Close. One function; a later call
+// replaces it.
+func (r *Runtime) OnAppendChange(fn func()) {
+	r.laterMu.Lock()
+	r.appendHook = fn
+	r.laterMu.Unlock()
 }
 
-// Enqueued finishes p after its transaction's event: on complete (key, the
-// record's seq) it emits the enqueue event and announces OUTBOX_CHANGED, as
-// Enqueue does; on abort (key undefined, txErr the transaction's error) it
-// returns the error.
-func (r *Runtime) Enqueued(p *StartedEnqueue, key, txErr js.Value) (EnqueueResult, error) {
-	if key.IsUndefined() {
-		return EnqueueResult{}, p.Aborted(txErr)
+// AppendTemplate is AppendTarget as the loader's FAST.appends takes it: an
+// object with key (the number the loader's batches name this outbox by, see
+// ParseAppended), db, names, opts, user, tenant, authGeneration,
+// schemaVersion, inlineLimit, types (a Map of operation type to
+// [maxAttempts, keyed]) and done (the function the loader calls with a
+// batch of committed appends, or with (undefined, error) for an aborted
+// one, when it returns the error to reject with); null when AppendTarget is
+// not ok. Made once per change, never per enqueue.
+func (r *Runtime) AppendTemplate(key int, done js.Value) js.Value {
+	rules, db, names, opts, ok := r.AppendTarget()
+	if !ok {
+		return js.Null()
 	}
-	res, err := p.Committed(key)
-	if err != nil {
-		return res, err
+	types := js.Global().Get("Map").New()
+	for name, t := range rules.Types {
+		types.Call("set", name, []any{t.MaxAttempts, t.Keyed})
 	}
-	r.ob.enqueued(p.op, p.req, res)
+	o := js.Global().Get("Object").New()
+	for _, f := range []struct {
+		name string
+		v    any
+	}{
+		{"key", key}, {"db", db}, {"names", names}, {"opts", opts},
+		{"user", rules.Session.UserID}, {"tenant", rules.Session.TenantID},
+		{"authGeneration", float64(rules.Session.AuthGeneration)},
+		{"schemaVersion", rules.SchemaVersion}, {"inlineLimit", rules.InlineLimit},
+		{"types", types}, {"done", done},
+	} {
+		o.Set(f.name, f.v)
+	}
+	return o
+}
+
+func (r *Runtime) appendChanged() {
+	r.laterMu.Lock()
+	fn := r.appendHook
+	r.laterMu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// Appended does for committed appends of a builder outside Go what Enqueue
+// does after its commit: the enqueue events, then OUTBOX_CHANGED and the
+// flush hint (once for the batch).
+func (r *Runtime) Appended(recs []AppendedRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	for _, a := range recs {
+		r.ob.Appended(a.ID, a.OperationKeyHash, a.At)
+	}
 	r.announceLater()
-	return res, nil
 }
 
 // announceEvery bounds how often a tab posts OUTBOX_CHANGED: a

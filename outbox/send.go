@@ -137,7 +137,7 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 	o, l := f.o, f.lease
 	now := o.cfg.Clock.Now()
-	ev := Event{RecordID: rec.ID, OperationKeyHash: hashKey(rec.OperationKey), Owner: l.Owner, LeaseToken: l.Token, Attempt: rec.Attempts}
+	ev := Event{RecordID: rec.ID, OperationKeyHash: HashKey(rec.OperationKey), Owner: l.Owner, LeaseToken: l.Token, Attempt: rec.Attempts}
 	body := rec.Payload
 	var err error
 	if rec.PayloadRef != "" {

@@ -127,13 +127,6 @@ func (h *handles[T]) lookup(id float64) (v T, ok bool) {
 	return v, ok
 }
 
-// set replaces the state of handle id.
-func (h *handles[T]) set(id float64, v T) {
-	h.mu.Lock()
-	h.m[id] = v
-	h.mu.Unlock()
-}
-
 func (h *handles[T]) remove(id float64) {
 	h.mu.Lock()
 	delete(h.m, id)

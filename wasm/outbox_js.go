@@ -24,7 +24,7 @@ var (
 	outboxes handles[*outbox.Runtime]
 
 	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
-	obPause, obResume, obLogin, obLogout, obClose, obEnqueued *jsglue.Callback
+	obPause, obResume, obLogin, obLogout, obClose, obAppended *jsglue.Callback
 
 	jsJSON       = js.Global().Get("JSON")
 	jsUint8Array = js.Global().Get("Uint8Array")
@@ -93,13 +93,13 @@ func registerOutbox(api js.Value) {
 		return r, nil
 	}
 	ctx := context.Background()
-	// An append that needs no read is written by the loader's
-	// FAST.enqueue, which settles its promise on the transaction's complete
-	// event without waking Go: Go's bookkeeping (the enqueue event, the
-	// OUTBOX_CHANGED announcement) runs after the awaiting code resumed,
-	// off the caller's path. Every other operation (a dedupe policy reads
-	// the queue first), and every page without the loader, takes a
-	// goroutine that waits for the commit.
+	// A plain append (see outbox.AppendRules) is written by the loader
+	// itself, from the template Go publishes for each outbox (FAST.appends):
+	// the enqueue makes no call into Go before its commit. This is every
+	// other operation (a dedupe policy reads the queue first, a large
+	// payload goes to the blob store, an invalid one gets its typed error),
+	// and every operation on a page without the loader: a goroutine that
+	// waits for the commit.
 	obEnqueue = promiseFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
 		if err != nil {
@@ -109,9 +109,6 @@ func registerOutbox(api js.Value) {
 		if err != nil {
 			return nil, err
 		}
-		if promise, started, err := startEnqueue(r, op, true); started {
-			return promise, err
-		}
 		return jsglue.Async(func() (any, error) {
 			res, err := r.Enqueue(ctx, op)
 			if err != nil {
@@ -120,21 +117,38 @@ func registerOutbox(api js.Value) {
 			return enqueueResult(res), nil
 		}), nil
 	})
-	// obEnqueued(k, key, error) finishes started enqueue k after its
-	// transaction's complete event (key: the record's seq) or abort event
-	// (key undefined), when it returns the error its promise rejects with.
-	// obEnqueued([k, key, k, key...]) finishes committed enqueues in a
-	// batch (the loader's, see its DONE_MS).
-	obEnqueued = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		k := at(args, 0)
-		if t, _ := typeOf(k); t == js.TypeObject {
-			enqueuedBatches.Add(1)
-			for i, n := 0, k.Length(); i+1 < n; i += 2 {
-				enqueued(k.Index(i), k.Index(i+1), js.Undefined())
-			}
-			return nil
+	// obAppended(batch) does Go's bookkeeping of the appends the loader
+	// committed (outbox.ParseAppended: the enqueue events, then one
+	// OUTBOX_CHANGED and flush hint per outbox), a burst at once;
+	// obAppended(undefined, error) returns the error an aborted append's
+	// promise rejects with.
+	obAppended = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+		b := at(args, 0)
+		if b.Type() != js.TypeString {
+			return jsglue.ToJS(obErr(outbox.EnqueueAborted(at(args, 1))))
 		}
-		return enqueued(k, at(args, 1), at(args, 2))
+		appendedBatches.Add(1)
+		var recs []outbox.AppendedRecord
+		last := -1
+		done := func() {
+			if r, ok := outboxes.lookup(float64(last)); ok {
+				r.Appended(recs)
+			}
+			recs = recs[:0]
+		}
+		malformed := outbox.ParseAppended(b.String(), func(key int, rec outbox.AppendedRecord) {
+			if key != last && len(recs) > 0 {
+				done()
+			}
+			last = key
+			recs = append(recs, rec)
+			appendedRecords.Add(1)
+		})
+		if len(recs) > 0 {
+			done()
+		}
+		malformedAppends.Add(int64(malformed))
+		return nil
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
@@ -418,7 +432,15 @@ func openOutbox(args []js.Value) (any, error) {
 	}
 	id := outboxes.add(rt)
 	fast := channel.FastPath()
-	loaderEnqueue, loaderOpFields = fast.Enqueue, fast.OpFields
+	loaderOpFields = fast.OpFields
+	if fast.Appends.Type() == js.TypeFunction {
+		// The loader learns every change synchronously: after a logout no
+		// append of the old user is written, even while the purge runs.
+		key := int(id)
+		publish := func() { _, _ = jsglue.Invoke(fast.Appends, key, rt.AppendTemplate(key, obAppended.Value)) }
+		rt.OnAppendChange(publish)
+		publish()
+	}
 	obj := newObject()
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
@@ -459,99 +481,24 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 	}
 }
 
-// startEnqueue hands op to the loader's FAST.enqueue when it can take it
-// (see outbox.Runtime.StartEnqueue); started false: use Runtime.Enqueue.
-// The promise is returned when ret is set; the export leaves it with the
-// loader, so that no reference to it is made.
-func startEnqueue(r *outbox.Runtime, op outbox.Op, ret bool) (promise js.Value, started bool, err error) {
-	write := loaderEnqueue
-	if write.Type() != js.TypeFunction {
-		return promise, false, nil
-	}
-	k := startedEnqueues.add(startedEnqueue{r: r})
-	p, promise, started, err := r.StartEnqueue(context.Background(), op, write, opBuf(), obEnqueued.Value, k, ret)
-	if started && err == nil {
-		startedEnqueues.set(k, startedEnqueue{r, p})
-		return promise, true, nil
-	}
-	startedEnqueues.remove(k)
-	return promise, started, obErr(err)
-}
-
 // enqueueMethod returns the enqueue method of outbox handle id: the
-// loader's FAST.enqueuer around the js.Func (an operation it takes enters
-// Go through the export below), or the js.Func.
+// loader's FAST.enqueuer around the js.Func (it writes plain appends
+// itself, see registerOutbox), or the js.Func.
 func enqueueMethod(id float64) js.Value {
 	slow := bound(obEnqueue, id)
 	enq := channel.FastPath().Enqueuer
 	if enq.Type() != js.TypeFunction {
 		return slow
 	}
-	m := enq.Invoke(id, slow, fastFail().Value, opBuf(), channel.Kick())
+	m := enq.Invoke(id, slow)
 	jsReflect.Call("set", m, symAsync, true)
 	return m
 }
 
-// exportEnqueue is enqueue's body for an operation FAST.opFields wrote
-// into opBuf (n bytes), for outbox handle id, entered through a wasm export
-// instead of a js.Func (see package channel's export_js.go for why and for
-// the rules: it never blocks, it reports woken goroutines in bit 0). Its
-// verdict, shifted left by one: 1 handed to FAST.enqueue (the loader
-// returns its promise), 0 not taken (the loader calls the js.Func), -1
-// failed (the error waits for fastFail).
-//
-//go:wasmexport tabfence_enqueue
-func exportEnqueue(id, n int32) int32 {
-	return exported(func() (int32, error) {
-		r, ok := outboxes.lookup(float64(id))
-		if !ok {
-			return 0, &namedError{outbox.ErrRuntimeClosed, "InvalidStateError"}
-		}
-		op, ok := opFromBuf(int(n))
-		if !ok {
-			return 0, nil
-		}
-		if op.OperationType == "" {
-			return 0, typeErr("outbox.enqueue", "operationType must be a string")
-		}
-		_, started, err := startEnqueue(r, op, false)
-		if !started || err != nil {
-			return 0, err
-		}
-		exportedEnqueues.Add(1)
-		return 1, nil
-	})
-}
-
-// exportedEnqueues counts the enqueues tabfence_enqueue handed to the
-// loader (tests: the export path was taken, not the js.Func), and
-// enqueuedBatches the loader's batched calls of obEnqueued.
-var exportedEnqueues, enqueuedBatches atomic.Int64
-
-// enqueued finishes started enqueue k (see obEnqueued): the error its
-// promise rejects with on abort, else nil.
-func enqueued(k, key, txErr js.Value) any {
-	if k.Type() != js.TypeNumber {
-		return nil
-	}
-	se, ok := startedEnqueues.lookup(k.Float())
-	startedEnqueues.remove(k.Float())
-	if !ok || se.p == nil {
-		return nil
-	}
-	if _, err := se.r.Enqueued(se.p, key, txErr); err != nil {
-		return jsglue.ToJS(obErr(err))
-	}
-	return nil
-}
-
-// startedEnqueues are the enqueues whose commit the loader awaits.
-var startedEnqueues handles[startedEnqueue]
-
-type startedEnqueue struct {
-	r *outbox.Runtime
-	p *outbox.StartedEnqueue
-}
+// appendedBatches and appendedRecords count the loader's batches of
+// committed appends and their records (tests: the loader wrote them, Go
+// did not); malformedAppends the batch entries dropped as malformed.
+var appendedBatches, appendedRecords, malformedAppends atomic.Int64
 
 // enqueueResult is enqueue's result object.
 func enqueueResult(res outbox.EnqueueResult) js.Value {
@@ -561,10 +508,9 @@ func enqueueResult(res outbox.EnqueueResult) js.Value {
 	return o
 }
 
-// loaderEnqueue is the loader's FAST.enqueue (see IDBStore.StartEnqueue),
-// or undefined without the loader: looked up when an outbox is made, not
-// per enqueue.
-var loaderEnqueue, loaderOpFields js.Value
+// loaderOpFields is the loader's FAST.opFields, or undefined without the
+// loader: looked up when an outbox is made, not per enqueue.
+var loaderOpFields js.Value
 
 // opArg reads enqueue's operation: through the loader's FAST.opFields when
 // the page has it (one call instead of one per field; it takes plainly
@@ -591,13 +537,13 @@ func isType(v js.Value, t js.Type) bool {
 	return ok && vt == t
 }
 
-// opBuf is FAST.opFields' buffer, and FAST.enqueue's (the record's JSON and
-// payload); an operation that does not fit takes the slow path.
+// opBuf is FAST.opFields' buffer; an operation that does not fit is read
+// field by field.
 var opBufV js.Value
 
 func opBuf() js.Value {
 	if opBufV.IsUndefined() { // js/wasm runs one goroutine at a time, none between these lines
-		opBufV = jsUint8Array.New(72 << 10) // a 64 KiB inline payload and its record
+		opBufV = jsUint8Array.New(72 << 10) // a 64 KiB payload and the other fields
 	}
 	return opBufV
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // tf.outbox in one page, against an in-page receiver that replaces fetch
@@ -190,10 +191,10 @@ func TestOutboxMergePolicy(t *testing.T) {
 
 // withLoaderFastPath installs the loader's FAST object (from
 // jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
-// a page that uses the loader has it: enqueue's promise is then settled by
-// the loader's FAST.enqueue on the transaction's events. With exports, the
-// instance's wasm exports are attached to it, as the loader attaches them:
-// enqueue then enters Go through tabfence_enqueue.
+// a page that uses the loader has it: plain appends are then written by the
+// loader itself (FAST.appends), and their promise settled on the
+// transaction's events. With exports, the instance's wasm exports are
+// attached to it, as the loader attaches them.
 func withLoaderFastPath(t *testing.T, exports bool) {
 	t.Helper()
 	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
@@ -204,8 +205,8 @@ func withLoaderFastPath(t *testing.T, exports bool) {
 			t.Fatal(err)
 		}
 		ex := g.Get("_inst").Get("exports")
-		if ex.Get("tabfence_enqueue").Type() != js.TypeFunction {
-			t.Fatal("no export tabfence_enqueue")
+		if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction {
+			t.Fatal("no export tabfence_channel_rx2")
 		}
 		fast.Call("attach", ex)
 		t.Cleanup(func() { fast.Call("attach", nil) })
@@ -213,8 +214,8 @@ func withLoaderFastPath(t *testing.T, exports bool) {
 	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
 	t.Cleanup(func() {
 		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
-		if loaderEnqueue.Type() != js.TypeFunction {
-			t.Error("the outbox did not take the loader's enqueue()")
+		if loaderOpFields.Type() != js.TypeFunction {
+			t.Error("the outbox did not take the loader's fast path")
 		}
 	})
 }
@@ -225,10 +226,15 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 		x := "exports=" + strconv.FormatBool(exports)
 		t.Run("API/"+x, func(t *testing.T) {
 			withLoaderFastPath(t, exports)
-			before := exportedEnqueues.Load()
+			before := appendedRecords.Load()
 			TestOutboxAPI(t)
-			if n := exportedEnqueues.Load() - before; (n > 0) != exports {
-				t.Fatalf("%d enqueues entered Go through tabfence_enqueue", n)
+			// Every enqueue of TestOutboxAPI that commits is a plain
+			// append: 5 (the bookkeeping may trail by DONE_MS).
+			for deadline := time.Now().Add(5 * time.Second); appendedRecords.Load()-before < 5 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := appendedRecords.Load() - before; n != 5 {
+				t.Fatalf("the loader wrote %d appends, want 5", n)
 			}
 		})
 		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
@@ -240,17 +246,15 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 // With the loader (the promise settled in JavaScript) and without it (a Go
 // goroutine awaits the commit), alike.
 func TestOutboxEnqueueAborted(t *testing.T) {
-	for _, mode := range []string{"js.Func", "loader", "exports"} {
+	for _, mode := range []string{"js.Func", "loader"} {
 		viaLoader := mode != "js.Func"
 		t.Run(mode, func(t *testing.T) {
 			if viaLoader {
-				withLoaderFastPath(t, mode == "exports")
+				withLoaderFastPath(t, true)
 			}
 			eval(obMock)
 			ob := openOb(t, nil)
-			if got := loaderEnqueue.Type() == js.TypeFunction; got != viaLoader {
-				t.Fatalf("FAST.enqueue in use: %v", got)
-			}
+			before := appendedRecords.Load()
 			mustAwait(t, ob.Call("pause"))
 			var enqueues int
 			ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
@@ -289,6 +293,9 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 			if enqueues != 1 {
 				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
 			}
+			if n := appendedRecords.Load() - before; n != map[bool]int64{true: 1}[viaLoader] {
+				t.Fatalf("the loader wrote %d appends (loader: %v)", n, viaLoader)
+			}
 		})
 	}
 }
@@ -309,7 +316,7 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 		}
 		return nil
 	}).Value)
-	before := enqueuedBatches.Load()
+	before := appendedBatches.Load()
 	const n = 30
 	res := mustAwait(t, eval(`((ob, n) => Promise.all(Array.from({length: n}, (_, i) => ob.enqueue({operationType: "put-note", entityId: "e" + i, payload: "{}"}))))`).Invoke(ob, n))
 	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
@@ -323,7 +330,7 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 			t.Fatalf("enqueue %s: %d events", id, seen[id])
 		}
 	}
-	if b := enqueuedBatches.Load() - before; b < 1 || b >= n {
+	if b := appendedBatches.Load() - before; b < 1 || b >= n {
 		t.Fatalf("%d batches for %d enqueues", b, n)
 	}
 }
@@ -385,5 +392,134 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 	// The fast path took the plain ones (not everything fell back).
 	if _, ok := opArgFast(ops.Index(1)); !ok {
 		t.Fatal("FAST.opFields did not take a plain operation")
+	}
+}
+
+// lastOutbox is the runtime of the outbox opened last.
+func lastOutbox(t *testing.T) *outbox.Runtime {
+	t.Helper()
+	outboxes.mu.Lock()
+	r, ok := outboxes.m[outboxes.next]
+	outboxes.mu.Unlock()
+	if !ok {
+		t.Fatal("no open outbox")
+	}
+	return r
+}
+
+// storedPair reads the stored objects of records a and b from outbox name's
+// database and returns, for each, its JSON with the values that differ by
+// nature (ids, times) replaced by their shape: the field order and every
+// other value are what the comparison sees. The payload (bytes) is written
+// as an array.
+const storedPair = `(async (name, a, b) => {
+  const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+  const db = await req(indexedDB.open("tabfence-outbox:" + name));
+  const ix = db.transaction("records").objectStore("records").index("id");
+  const recs = [await req(ix.get(a)), await req(ix.get(b))];
+  db.close();
+  return recs.map((r) => {
+    if (!r) return "missing";
+    const hex = (s) => typeof s === "string" && /^[0-9a-f]{32}$/.test(s) ? "<hex32>" : "bad:" + s;
+    const o = {};
+    for (const [k, v] of Object.entries(r)) o[k] = v;
+    if ("payload" in o) {
+      if (!(o.payload instanceof Uint8Array) || o.payload.length === 0) return "payload is not bytes, or empty bytes";
+      o.payload = Array.from(o.payload);
+    }
+    if (o._entity === "\x01" + o.id) o._entity = "<\\x01 id>";
+    o.id = hex(o.id);
+    o.idempotencyKey = hex(o.idempotencyKey);
+    const t = o.createdAt;
+    if (typeof t !== "number" || Math.abs(t - Date.now()) > 60000 || o.updatedAt !== t || o.nextAttemptAt !== t) return "times " + [t, o.updatedAt, o.nextAttemptAt];
+    o.createdAt = o.updatedAt = o.nextAttemptAt = "<now>";
+    o.seq = typeof o.seq === "number" ? "<seq>" : "bad seq";
+    return JSON.stringify(o);
+  });
+})`
+
+// The loader's builder of plain appends (FAST.appends) writes the record
+// Go's Enqueue writes for the same operation: the same stored fields in the
+// same order with the same values, but for the random ids and the time;
+// the same payload hash (payloads on both sides of SHA-256's block
+// boundaries); the same enqueue event. And it takes only plain appends:
+// what it declines (a key its policy coalesces by, a payload for the blob
+// store, a string Go would store otherwise, a list it does not read) is
+// written by Go.
+func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
+	withLoaderFastPath(t, true)
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	r := lastOutbox(t)
+	name := ob.Get("name").String()
+	hashes := map[string]string{}
+	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if e := a[0]; e.Get("kind").String() == "outbox.enqueue" {
+			h := e.Get("operationKeyHash")
+			if h.IsUndefined() {
+				h = js.ValueOf("")
+			}
+			hashes[e.Get("recordId").String()] = h.String()
+		}
+		return nil
+	}).Value)
+	ops := eval(`[
+  {operationType: "put-note", entityType: "note", entityId: "é\u0000𝄞\"\\", payload: {id: "a", text: "x"}},
+  {operationType: "put-note", operationKey: "k1 é", entityId: "b", payload: "string é", dependencyIds: ["d1", "d2"]},
+  {operationType: "put-note", payload: new Uint8Array([0, 1, 2, 255])},
+  {operationType: "put-note", entityType: null, entityId: "c", operationKey: null, payload: "", dependencyIds: []},
+  {operationType: "edit", entityId: "e", payload: {n: 1}},
+  ...[55, 56, 63, 64, 119, 120, 1000].map((n) => ({operationType: "put-note", entityId: "n" + n, payload: "x".repeat(n)})),
+]`)
+	declined := eval(`[
+  {operationType: "edit", operationKey: "k", entityId: "e2", payload: {n: 2}},
+  {operationType: "put-note", entityId: "lone \ud800", payload: "x"},
+  {operationType: "put-note", entityId: "big", payload: "y".repeat(70000)},
+  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: [1, "a"]},
+]`)
+	ctx := context.Background()
+	check := func(v js.Value, plain bool) {
+		t.Helper()
+		before := appendedRecords.Load()
+		res := mustAwait(t, ob.Call("enqueue", v))
+		op, err := opArgSlow(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := r.Enqueue(ctx, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.Get("id").String()
+		// Its enqueue event (the loader's bookkeeping trails by DONE_MS).
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if _, ok := hashes[id]; ok || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := appendedRecords.Load() - before; (n == 1) != plain || n > 1 {
+			t.Fatalf("%s: the loader wrote %d records (a plain append: %v)", js.Global().Get("JSON").Call("stringify", v), n, plain)
+		}
+		if !plain {
+			return
+		}
+		if res.Get("action").String() != "appended" {
+			t.Fatalf("action %v", res.Get("action"))
+		}
+		if got, want := hashes[id], outbox.HashKey(op.OperationKey); got != want {
+			t.Fatalf("operationKeyHash %q, Go's %q", got, want)
+		}
+		pair := mustAwait(t, eval(storedPair).Invoke(name, id, ref.ID))
+		if a, b := pair.Index(0).String(), pair.Index(1).String(); a != b {
+			t.Fatalf("stored records differ:\nloader  %s\nEnqueue %s", a, b)
+		}
+	}
+	for i := 0; i < ops.Length(); i++ {
+		check(ops.Index(i), true)
+	}
+	for i := 0; i < declined.Length(); i++ {
+		check(declined.Index(i), false)
 	}
 }

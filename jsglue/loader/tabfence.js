@@ -163,14 +163,18 @@ const FAST = (() => {
       return -1;
     }
   };
-  // started: the promise enqueue made for the export that called it.
-  let started;
-  // Go's bookkeeping of committed enqueues (events, status, the flush hint)
-  // is done for a burst at once: done([k, seq, k, seq...]) once per
-  // DONE_MS instead of done(k, seq) per enqueue. An entry into Go through
-  // its js.Func costs the page about a seventh of an enqueue's whole work
-  // (measured: enqueues 0.70x -> 0.83x of the raw put loop without it).
-  // The enqueue's promise does not wait for it.
+  // The outbox's plain appends (Go's outbox.AppendRules) are written here,
+  // from the template Go publishes per outbox (appends): an enqueue makes
+  // no call into Go before its commit. Go decides everything the record
+  // holds besides the operation's own fields, two random ids and the time,
+  // and learns of every committed append afterwards (done); the rules of
+  // the stored form are Go's (outbox.appendRecordJSON), and a browser test
+  // (TestLoaderAppendsWhatEnqueueWrites) holds this builder to them.
+  //
+  // Go's bookkeeping of committed appends (events, status, the flush hint)
+  // is done for a burst at once: done("key,id,keyHash,ms;...") once per
+  // DONE_MS instead of once per enqueue. The enqueue's promise does not
+  // wait for it.
   const DONE_MS = 8;
   let doneQ = [], doneF = null, doneT = 0;
   const doneRun = () => {
@@ -179,18 +183,208 @@ const FAST = (() => {
     const q = doneQ, f = doneF;
     doneQ = [];
     doneF = null;
-    if (q.length > 0) {
-      try {
-        f(q);
-      } catch (err) {
-        report(err);
-      }
+    if (q.length === 0) return;
+    const out = [];
+    for (let i = 0; i < q.length; i += 4) {
+      // The operation key reaches Go only as its hash (outbox.HashKey),
+      // as events carry it; hashed here, off the enqueue's path.
+      const key = q[i + 2];
+      out.push(q[i] + "," + q[i + 1] + "," + (key === "" ? "" : sha256hex(enc.encode(key)).slice(0, 16)) + "," + q[i + 3]);
     }
+    try {
+      f(out.join(";"));
+    } catch (err) {
+      report(err);
+    }
+  };
+  // sha256hex is the lowercase hex SHA-256 of the bytes u (Go's
+  // outbox.HashPayload), synchronous: crypto.subtle.digest returns a
+  // promise, and an append's record is built and put in one step.
+  const K256 = new Uint32Array([
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  ]);
+  const W = new Uint32Array(64);
+  const sha256hex = (u) => {
+    const n = u.length, total = (n + 72) & ~63; // the message, 0x80, its bit length: whole blocks
+    const m = new Uint8Array(total);
+    m.set(u);
+    m[n] = 0x80;
+    const dv = new DataView(m.buffer);
+    dv.setUint32(total - 8, Math.floor(n / 0x20000000));
+    dv.setUint32(total - 4, (n << 3) >>> 0);
+    let h0 = 0x6a09e667, h1 = 0xbb67ae85, h2 = 0x3c6ef372, h3 = 0xa54ff53a;
+    let h4 = 0x510e527f, h5 = 0x9b05688c, h6 = 0x1f83d9ab, h7 = 0x5be0cd19;
+    for (let off = 0; off < total; off += 64) {
+      for (let i = 0; i < 16; i++) W[i] = dv.getUint32(off + 4 * i);
+      for (let i = 16; i < 64; i++) {
+        const x = W[i - 15], y = W[i - 2];
+        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        W[i] = W[i - 16] + s0 + W[i - 7] + s1;
+      }
+      let a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7;
+      for (let i = 0; i < 64; i++) {
+        const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+        const t1 = (h + S1 + ((e & f) ^ (~e & g)) + K256[i] + W[i]) | 0;
+        const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+        const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+        h = g;
+        g = f;
+        f = e;
+        e = (d + t1) | 0;
+        d = c;
+        c = b;
+        b = a;
+        a = (t1 + t2) | 0;
+      }
+      h0 = (h0 + a) | 0;
+      h1 = (h1 + b) | 0;
+      h2 = (h2 + c) | 0;
+      h3 = (h3 + d) | 0;
+      h4 = (h4 + e) | 0;
+      h5 = (h5 + f) | 0;
+      h6 = (h6 + g) | 0;
+      h7 = (h7 + h) | 0;
+    }
+    return hex8(h0) + hex8(h1) + hex8(h2) + hex8(h3) + hex8(h4) + hex8(h5) + hex8(h6) + hex8(h7);
+  };
+  // newID is a random 128-bit id, 32 hex digits (Go's outbox.randomID),
+  // from crypto.getRandomValues, drawn 16 ids at a time; used words are
+  // cleared.
+  const idWords = new Uint32Array(64);
+  let idAt = idWords.length;
+  const newID = () => {
+    if (idAt === idWords.length) {
+      crypto.getRandomValues(idWords);
+      idAt = 0;
+    }
+    const i = idAt;
+    idAt += 4;
+    const id = hex8(idWords[i]) + hex8(idWords[i + 1]) + hex8(idWords[i + 2]) + hex8(idWords[i + 3]);
+    idWords.fill(0, i, i + 4);
+    return id;
+  };
+  // templates: outbox handle -> its template of plain appends (see
+  // appends); only while the runtime lives and the page has what the
+  // builder needs (Web Crypto, String.prototype.isWellFormed).
+  const templates = new Map();
+  const canAppend = typeof globalThis.crypto?.getRandomValues === "function" &&
+    typeof String.prototype.isWellFormed === "function" && typeof idbTransaction === "function";
+  // field is an optional string field of an operation, "" when absent, or
+  // null for anything else (another type, or a lone surrogate, which Go
+  // would store as U+FFFD: Go's path decides those).
+  const field = (v) => (v === undefined || v === null ? "" : typeof v === "string" && v.isWellFormed() ? v : null);
+  // append writes op as a plain append under template t and returns its
+  // promise, or null when op is not one (Go's enqueue then takes it, and
+  // decides or fails it): not a plainly shaped object, a type not in
+  // t.types, a key its policy coalesces by, a payload above t.inlineLimit,
+  // or a transaction that cannot be opened (the connection closed).
+  //
+  // The record is the object Go's appendRecordJSON makes for a fresh
+  // record, in its field order, zero values left out; the payload (its
+  // UTF-8 bytes, or a copy of the given bytes) last. The promise resolves
+  // with {id, action} on the complete event; on abort it rejects with the
+  // error Go makes of the transaction's (done(undefined, error)), after
+  // the bookkeeping of the appends committed before.
+  const append = (t, op) => {
+    let rec, payload, tx;
+    try {
+      if (typeof op !== "object" || op === null) return null;
+      const type = op.operationType;
+      if (typeof type !== "string" || type === "" || !type.isWellFormed()) return null;
+      const rule = t.types.get(type);
+      if (rule === undefined) return null;
+      const key = field(op.operationKey), etype = field(op.entityType), eid = field(op.entityId);
+      if (key === null || etype === null || eid === null || (key !== "" && !rule[1])) return null;
+      let p = op.payload;
+      if (p instanceof Uint8Array) payload = p.slice();
+      else {
+        if (p === undefined) return null;
+        if (typeof p !== "string") {
+          p = JSON.stringify(p);
+          if (typeof p !== "string") return null;
+        }
+        payload = enc.encode(p);
+      }
+      if (t.inlineLimit > 0 && payload.length > t.inlineLimit) return null;
+      let deps = op.dependencyIds;
+      if (deps === undefined || deps === null) deps = [];
+      else {
+        if (!Array.isArray(deps) || deps.length > 256) return null;
+        deps = deps.slice();
+        for (const d of deps) if (typeof d !== "string" || !d.isWellFormed()) return null;
+      }
+      const now = Date.now(), id = newID(), user = t.user;
+      rec = { v: 1, id };
+      if (key !== "") rec.operationKey = key;
+      rec.idempotencyKey = newID();
+      if (etype !== "") rec.entityType = etype;
+      if (eid !== "") rec.entityId = eid;
+      rec.operationType = type;
+      rec.payloadHash = sha256hex(payload);
+      if (t.schemaVersion !== 0) rec.payloadSchemaVersion = t.schemaVersion;
+      rec.status = "pending";
+      if (rule[0] !== 0) rec.maxAttempts = rule[0];
+      rec.nextAttemptAt = now;
+      if (deps.length > 0) rec.dependencyIds = deps;
+      rec.createdAt = now;
+      rec.updatedAt = now;
+      rec.userId = user;
+      if (t.tenant !== "") rec.tenantId = t.tenant;
+      if (t.authGeneration !== 0) rec.authGeneration = t.authGeneration;
+      rec._live = 1;
+      rec._entity = eid === "" ? "\x01" + id : user + "\0" + t.tenant + "\0" + etype + "\0" + eid;
+      if (key !== "") rec._opKey = [user, key];
+      if (payload.length > 0) rec.payload = payload; // none is left out, as Go does
+      // The prototype's transaction, not the connection's own property:
+      // the outbox tracks its flush transactions there (to abort them when
+      // the page freezes), and an enqueue is not one of them.
+      tx = idbTransaction.call(t.db, t.names, "readwrite", t.opts);
+    } catch {
+      return null; // a throwing getter or toJSON, a closed connection: Go's path says what
+    }
+    try {
+      tx.objectStore(t.names[0]).put(rec);
+    } catch {
+      try {
+        tx.abort();
+      } catch {}
+      return null;
+    }
+    const value = { id: rec.id, action: "appended" }, opKey = rec.operationKey ?? "", at = rec.createdAt;
+    const p = new Promise((resolve, reject) => {
+      tx.addEventListener("complete", () => {
+        resolve(value);
+        doneQ.push(t.key, value.id, opKey, at);
+        doneF = t.done;
+        if (doneT === 0) doneT = setTimeout(doneRun, DONE_MS);
+      });
+      tx.addEventListener("abort", () => {
+        doneRun();
+        try {
+          reject(t.done(undefined, tx.error));
+        } catch (err) {
+          reject(err); // the runtime died meanwhile
+        }
+      });
+    });
+    try {
+      tx.commit?.(); // now, not when the task ends; where missing, auto-commit
+    } catch {} // already finishing (aborted): the events tell the outcome
+    return p;
   };
   return Object.freeze({
     // attach hands over the runtime's exports once it is instantiated, and
     // null once it stopped: the exports of a stopped runtime are not called.
     attach(exports, onTrap) {
+      if (exports === null) templates.clear(); // the runtime stopped: no bookkeeping would follow
       ex = typeof exports?.tabfence_channel_rx2 === "function" && typeof exports.tabfence_scratch === "function" &&
         exports.mem instanceof WebAssembly.Memory ? exports : null;
       xmem = null;
@@ -294,66 +488,25 @@ const FAST = (() => {
         resource: d.resource, owner: d.owner, sentAt: d.sentAt + 0, gap: gap === true });
     },
     opFields,
-    // enqueuer returns an outbox's enqueue method: with exports, an
-    // operation opFields takes goes to the export tabfence_enqueue (op,
-    // then id); its verdict, bits 1 and up: 1 the write was handed to
-    // enqueue below (whose promise is returned), -1 failed (fail() returns
-    // the rejected promise), 0 not taken (slow does it all: a dedupe policy,
-    // a blob payload).
-    enqueuer(id, slow, fail, buf, kick) {
+    // enqueuer returns the enqueue method of outbox handle id: a plain
+    // append under its template is written here (append), anything else
+    // goes to slow (Go).
+    enqueuer(id, slow) {
       return (op) => {
-        if (ex !== null && typeof ex.tabfence_enqueue === "function") {
-          const n = opFields(op, buf);
-          if (n >= 0) {
-            const v = handOver(undefined, () => ex.tabfence_enqueue(id, n));
-            if (v & 1) later(kick);
-            const r = v >> 1;
-            if (r === 1) {
-              const p = started;
-              started = undefined;
-              return p;
-            }
-            if (r < 0) return fail();
-          }
+        const t = templates.get(id);
+        if (t !== undefined) {
+          const p = append(t, op);
+          if (p !== null) return p;
         }
         return slow(op);
       };
     },
-    // enqueue writes the outbox record Go encoded (its JSON, n bytes of
-    // buf, then its payload, m bytes, or none when m < 0) in a transaction
-    // of its own on db and commits it. The promise resolves with
-    // {id, action} on the complete event without entering Go; Go's
-    // bookkeeping follows within DONE_MS, with that of the other enqueues
-    // committed meanwhile (done([k, seq, ...])). On abort it rejects with
-    // what done(k, undefined, tx.error) returns, Go's error, after the
-    // bookkeeping of the enqueues committed before. The promise is
-    // returned when ret is set, else kept in started for enqueuer. The
-    // prototype's transaction is called, not the connection's own
-    // property: the outbox tracks its flush transactions there (to abort
-    // them when the page freezes), and an enqueue is not one of them.
-    enqueue(db, names, opts, buf, n, m, done, k, ret) {
-      const rec = JSON.parse(dec.decode(buf.subarray(0, n)));
-      if (m >= 0) rec.payload = buf.slice(n, n + m);
-      const tx = idbTransaction.call(db, names, "readwrite", opts);
-      const put = tx.objectStore(names[0]).put(rec);
-      const value = { id: rec.id, action: "appended" };
-      const p = new Promise((resolve, reject) => {
-        tx.addEventListener("complete", () => {
-          resolve(value);
-          doneQ.push(k, put.result);
-          doneF = done;
-          if (doneT === 0) doneT = setTimeout(doneRun, DONE_MS);
-        });
-        tx.addEventListener("abort", () => {
-          doneRun();
-          reject(done(k, undefined, tx.error));
-        });
-      });
-      try {
-        tx.commit?.(); // now, not when the task ends; where missing, auto-commit
-      } catch {} // already finishing (aborted): the events tell the outcome
-      if (ret) return p;
-      started = p;
+    // appends sets the template of outbox handle id's plain appends (Go's
+    // outbox.Runtime.AppendTemplate), or deletes it (null): Go calls it
+    // synchronously on every change (login, logout, close).
+    appends(id, t) {
+      if (canAppend && t !== null && typeof t === "object") templates.set(id, t);
+      else templates.delete(id);
     },
   });
 })();

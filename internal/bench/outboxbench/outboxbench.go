@@ -376,11 +376,11 @@ const outboxRecordJS = `const req = (r) => new Promise((ok, fail) => { r.onsucce
 // enqueue without Go: the outbox's own stored record (one the paused outbox
 // stored, with a new id and payload each time) put into the outbox's own
 // database (its indexes), from its JSON through TextDecoder and JSON.parse
-// as the loader does, in a strict transaction of its own, committed at
-// once. The gap between this and the outbox's enqueue is what the runtime
-// does per enqueue beyond the write: the call into Go that builds the
-// record, and the bookkeeping after the commit (events, status, the flush
-// hint).
+// (as the loader did until the loader built plain appends itself), in a
+// strict transaction of its own, committed at once. The gap between this
+// and the outbox's enqueue is what the runtime does per enqueue beyond the
+// write: building the record (ids, payload hash), and the bookkeeping
+// after the commit (events, status, the flush hint).
 const enqueueModelJS = outboxRecordJS + `
 		delete tpl.seq; delete tpl.payload;
 		const json = JSON.stringify(tpl), enc = new TextEncoder(), dec = new TextDecoder(), buf = new Uint8Array(65536);
