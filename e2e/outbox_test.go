@@ -751,3 +751,57 @@ const flushesEndedJS = `((ev) => { const open = new Set();
 		if (e.kind === "outbox.flush.end") open.delete(e.leaseToken);
 	}
 	return open.size === 0; })`
+
+// An enqueue in a hidden, throttled tab (its timers run about once a
+// second) gets its bookkeeping at once: its enqueue event, and so its
+// status and flush hint, follow the commit within a task or two, not at
+// the tab's next timer wake-up; online, it is sent and acked as promptly.
+func TestOutboxEnqueueInThrottledTab(t *testing.T) {
+	e := setupOutboxWith(t, harness.Options{Throttle: true, SharedWindow: true})
+	bg := e.tab(scope(t), "alice", nil)
+	e.tab(scope(t), "bob", nil) // the newest tab is the visible one
+	if v := eval[string](t, bg, `document.visibilityState`); v != "hidden" {
+		t.Fatalf("the background tab is %s", v)
+	}
+	offline(t, bg, true) // the bookkeeping alone, not the flush
+	delays := eval[[]float64](t, bg, `(async () => {
+		const ob = tabfenceNotes.outbox, seen = new Map();
+		ob.onEvent((e) => { if (e.kind === "outbox.enqueue") seen.get(e.recordId)?.(performance.now()); });
+		const delays = [];
+		for (let i = 0; i < 5; i++) {
+			let arrived;
+			const ev = new Promise((r) => { arrived = r; });
+			const r = await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "bg" + i, payload: {id: "bg" + i, text: "x"}});
+			const t0 = performance.now();
+			seen.set(r.id, arrived);
+			delays.push(await ev - t0);
+		}
+		return delays; })()`)
+	t.Logf("commit -> enqueue event in a hidden tab (ms): %.0f", delays)
+	for _, d := range delays {
+		if d > 400 {
+			t.Fatalf("an enqueue event came %.0f ms after the commit (throttled timers fire about once a second): %.0f", d, delays)
+		}
+	}
+	offline(t, bg, false)
+	e.waitEffects(5, 10*time.Second)
+	acks := eval[[]float64](t, bg, `(async () => {
+		const ob = tabfenceNotes.outbox, seen = new Map();
+		ob.onEvent((e) => { if (e.kind === "outbox.record.ack") seen.get(e.recordId)?.(performance.now()); });
+		const delays = [];
+		for (let i = 0; i < 5; i++) {
+			let acked;
+			const ev = new Promise((r) => { acked = r; });
+			const r = await ob.enqueue({operationType: "put-note", entityType: "note", entityId: "on" + i, payload: {id: "on" + i, text: "x"}});
+			const t0 = performance.now();
+			seen.set(r.id, acked);
+			delays.push(await ev - t0);
+		}
+		return delays; })()`)
+	t.Logf("commit -> ack in a hidden tab (ms): %.0f", acks)
+	for _, d := range acks {
+		if d > 500 {
+			t.Fatalf("an enqueue in a hidden tab was acked %.0f ms after its commit: %.0f", d, acks)
+		}
+	}
+}
