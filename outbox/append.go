@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -66,16 +67,25 @@ func (o *Outbox) AppendRules() (rules AppendRules, ok bool) {
 // appends outside Go (AppendRules) must learn the session synchronously,
 // or it could write a record of the user being purged after the purge.
 // One function; a later call replaces it.
-func (o *Outbox) OnSessionChange(fn func()) {
-	o.mu.Lock()
-	o.sessionHook = fn
-	o.mu.Unlock()
+func (o *Outbox) OnSessionChange(fn func()) { o.sessionHook.set(fn) }
+
+// changeHook is one registered callback, replaced by the next registration and
+// called outside its lock (it may call back into its owner).
+type changeHook struct {
+	mu sync.Mutex
+	fn func()
 }
 
-func (o *Outbox) sessionChanged() {
-	o.mu.Lock()
-	fn := o.sessionHook
-	o.mu.Unlock()
+func (h *changeHook) set(fn func()) {
+	h.mu.Lock()
+	h.fn = fn
+	h.mu.Unlock()
+}
+
+func (h *changeHook) call() {
+	h.mu.Lock()
+	fn := h.fn
+	h.mu.Unlock()
 	if fn != nil {
 		fn()
 	}

@@ -64,9 +64,10 @@ type Outbox struct {
 	// customIDs: the app supplies the ids (Config.NewID); see AppendRules.
 	customIDs bool
 
-	mu          sync.Mutex
-	session     Session
-	sessionHook func() // OnSessionChange
+	sessionHook changeHook // OnSessionChange
+
+	mu      sync.Mutex
+	session Session
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.
 	reconnected atomic.Int64
@@ -157,7 +158,7 @@ func (o *Outbox) Login(s Session) {
 	o.mu.Lock()
 	o.session = s
 	o.mu.Unlock()
-	o.sessionChanged()
+	o.sessionHook.call()
 }
 
 // Reconnected tells the outbox that the device regained network (in the
@@ -193,7 +194,7 @@ func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
 	user := o.session.UserID
 	o.session = Session{}
 	o.mu.Unlock()
-	o.sessionChanged()
+	o.sessionHook.call()
 	if !purge || user == "" {
 		return 0, nil
 	}

@@ -108,7 +108,7 @@ type Runtime struct {
 	announceT    *time.Timer // the trailing announcement, when armed
 	laterPort    js.Value    // MessageChannel port2: a message schedules the task
 	laterStop    func()
-	appendHook   func() // OnAppendChange
+	appendHook   changeHook // OnAppendChange
 
 	attemptMu    sync.Mutex
 	mu           sync.Mutex
@@ -218,7 +218,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		r.closeStore()
 		return nil, err
 	}
-	r.ob.OnSessionChange(r.appendChanged)
+	r.ob.OnSessionChange(r.appendHook.call)
 	if r.ch, err = channel.Open(lockName); err != nil {
 		r.closeStore()
 		return nil, err
@@ -265,7 +265,7 @@ func (r *Runtime) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	r.appendChanged()
+	r.appendHook.call()
 	r.cancel()
 	for _, rm := range r.listeners {
 		rm()
@@ -336,11 +336,7 @@ func (r *Runtime) AppendTarget() (rules AppendRules, db, names, opts js.Value, o
 // may have changed: after Login and Logout (before a purge starts, see
 // Outbox.OnSessionChange) and on Close. One function; a later call
 // replaces it.
-func (r *Runtime) OnAppendChange(fn func()) {
-	r.laterMu.Lock()
-	r.appendHook = fn
-	r.laterMu.Unlock()
-}
+func (r *Runtime) OnAppendChange(fn func()) { r.appendHook.set(fn) }
 
 // AppendTemplate is AppendTarget as the loader's FAST.appends takes it: an
 // object with key (the number the loader's batches name this outbox by, see
@@ -373,15 +369,6 @@ func (r *Runtime) AppendTemplate(key int, done js.Value) js.Value {
 		o.Set(f.name, f.v)
 	}
 	return o
-}
-
-func (r *Runtime) appendChanged() {
-	r.laterMu.Lock()
-	fn := r.appendHook
-	r.laterMu.Unlock()
-	if fn != nil {
-		fn()
-	}
 }
 
 // Appended does for committed appends of a builder outside Go what Enqueue
