@@ -95,8 +95,8 @@ func registerOutbox(api js.Value) {
 	ctx := context.Background()
 	// A plain append (see outbox.AppendRules) is written by the loader
 	// itself, from the template Go publishes for each outbox (FAST.appends):
-	// the enqueue makes no call into Go before its commit. This is every
-	// other operation (a dedupe policy reads the queue first, a large
+	// the enqueue makes no call into Go before its commit. obEnqueue takes
+	// every other operation (a dedupe policy reads the queue first, a large
 	// payload goes to the blob store, an invalid one gets its typed error),
 	// and every operation on a page without the loader: a goroutine that
 	// waits for the commit.
