@@ -523,3 +523,26 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 		check(declined.Index(i), false)
 	}
 }
+
+// The loader's done callback (obAppended): an aborted append's error keeps
+// its cause's name (a full disk is a QuotaExceededError, not an
+// AbortError), and batch entries that are not the loader's (another
+// script's call, a bug) are counted and dropped, never delivered.
+func TestAppendedCallback(t *testing.T) {
+	quota := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
+	if name := obAppended.Value.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
+		t.Fatalf("aborted by a full disk: %s", name)
+	}
+	if name := obAppended.Value.Invoke(js.Undefined(), js.Null()).Get("name").String(); name != "AbortError" {
+		t.Fatalf("aborted by the page: %s", name)
+	}
+	before, records := malformedAppends.Load(), appendedRecords.Load()
+	obAppended.Value.Invoke("garbage;1,zz,,1;999999,0123456789abcdef0123456789abcdef,,1")
+	if n := malformedAppends.Load() - before; n != 2 {
+		t.Fatalf("%d malformed entries counted, want 2", n)
+	}
+	// The well-formed entry names no open outbox: read, and dropped there.
+	if n := appendedRecords.Load() - records; n != 1 {
+		t.Fatalf("%d entries read, want 1", n)
+	}
+}
