@@ -546,3 +546,36 @@ func TestAppendedCallback(t *testing.T) {
 		t.Fatalf("%d entries read, want 1", n)
 	}
 }
+
+// A page hidden while a batch of appends waits for its 8 ms timer (which a
+// hidden page would run about a second later) runs the batch at once, on
+// visibilitychange.
+func TestAppendedBatchRunsWhenHidden(t *testing.T) {
+	withLoaderFastPath(t, true)
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	var snaps []int64
+	before := appendedBatches.Load()
+	snap := jsglue.NewCallback(func(js.Value, []js.Value) any {
+		snaps = append(snaps, appendedBatches.Load()-before)
+		return nil
+	})
+	defer snap.Release()
+	// All in the microtask after the commit: the batch's timer cannot have
+	// fired in between.
+	mustAwait(t, eval(`(async (ob, snap) => {
+		await ob.enqueue({operationType: "put-note", entityId: "h", payload: "{}"});
+		snap();
+		Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+		try {
+			document.dispatchEvent(new Event("visibilitychange"));
+		} finally {
+			delete document.hidden;
+		}
+		snap();
+	})`).Invoke(ob, snap.Value))
+	if !reflect.DeepEqual(snaps, []int64{0, 1}) {
+		t.Fatalf("batches run before and after the page was hidden: %v, want [0 1]", snaps)
+	}
+}

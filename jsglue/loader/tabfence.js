@@ -194,6 +194,10 @@ const FAST = (() => {
       doneT = setTimeout(doneRun, DONE_MS);
     }
   };
+  // A page hidden while a batch waits for its timer runs the batch then.
+  globalThis.document?.addEventListener?.("visibilitychange", () => {
+    if (document.hidden && doneT > 0) doneRun();
+  });
   const doneRun = () => {
     clearTimeout(doneT);
     doneT = 0;
