@@ -136,52 +136,37 @@ func intOK(f float64) bool  { return f >= -maxExact && f <= maxExact && f == mat
 func uintOK(f float64) bool { return f >= 0 && f <= maxExact && f == math.Trunc(f) }
 func timeOK(f float64) bool { return f == math.Trunc(f) && math.Abs(f) <= 8.64e15 }
 
-func (r *reader) uint(field string) uint64 {
-	p, ok := r.get(field)
-	if !ok {
-		return 0
+// num reads number field, which ok must accept (else it fails as what).
+func (r *reader) num(field string, ok func(float64) bool, what string) (float64, bool) {
+	p, present := r.get(field)
+	if !present {
+		return 0, false
 	}
 	if p.Type() != js.TypeNumber {
 		r.fail(field, "not a number")
-		return 0
+		return 0, false
 	}
 	f := p.Float()
-	if !uintOK(f) {
-		r.fail(field, "not an integer in 0..2^53-1")
-		return 0
+	if !ok(f) {
+		r.fail(field, what)
+		return 0, false
 	}
+	return f, true
+}
+
+func (r *reader) uint(field string) uint64 {
+	f, _ := r.num(field, uintOK, "not an integer in 0..2^53-1")
 	return uint64(f)
 }
 
 func (r *reader) int(field string) int {
-	p, ok := r.get(field)
-	if !ok {
-		return 0
-	}
-	if p.Type() != js.TypeNumber {
-		r.fail(field, "not a number")
-		return 0
-	}
-	f := p.Float()
-	if !intOK(f) {
-		r.fail(field, "not an integer")
-		return 0
-	}
+	f, _ := r.num(field, intOK, "not an integer")
 	return int(f)
 }
 
 func (r *reader) time(field string) time.Time {
-	p, ok := r.get(field)
+	f, ok := r.num(field, timeOK, "not a time in milliseconds")
 	if !ok {
-		return time.Time{}
-	}
-	if p.Type() != js.TypeNumber {
-		r.fail(field, "not a number")
-		return time.Time{}
-	}
-	f := p.Float()
-	if !timeOK(f) {
-		r.fail(field, "not a time in milliseconds")
 		return time.Time{}
 	}
 	return time.UnixMilli(int64(f)).UTC()

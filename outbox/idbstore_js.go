@@ -318,6 +318,19 @@ func hook(op, stage string) error {
 	return nil
 }
 
+// end finishes a write transaction of op once every write is issued: the
+// test hook's "written" point (where a test may abort it), then the
+// commit's outcome.
+func (t *txn) end(op string) error {
+	if err := hook(op, "written"); err != nil {
+		return t.abort(err)
+	}
+	if err := t.finish(); err != nil {
+		return wrapIDB(op, err)
+	}
+	return nil
+}
+
 // decodeAll decodes an array of stored records, skipping (and reporting)
 // corrupt ones. raw, when non-nil, receives each decoded record's stored
 // object by id, so a rewrite keeps the fields a newer build added.
@@ -586,10 +599,7 @@ func leaseResult(r js.Value) (Lease, bool, error) {
 // up by id (ClaimRequest.Beyond).
 func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
 	const op = "claim"
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t, err := s.begin(op, "readwrite", storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -687,11 +697,8 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 			return nil, t.fail(op, err)
 		}
 	}
-	if err := hook(op, "written"); err != nil {
-		return nil, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return nil, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return nil, err
 	}
 	return plan.Claimed, nil
 }
@@ -755,10 +762,7 @@ func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[st
 // Go, then one put per changed record, one commit.
 func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
 	const op = "update batch"
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t, err := s.begin(op, "readwrite", storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -856,11 +860,8 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			return nil, t.fail(op, err)
 		}
 	}
-	if err := hook(op, "written"); err != nil {
-		return nil, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return nil, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -869,10 +870,7 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 // without a lease (fn itself refuses records that are in flight).
 func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
 	const op = "amend"
-	if err := ctx.Err(); err != nil {
-		return Record{}, err
-	}
-	t, err := s.begin(op, "readwrite", storeRecords)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords)
 	if err != nil {
 		return Record{}, err
 	}
@@ -909,11 +907,8 @@ func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 	if _, err := t.call(recs, "put", encodeRecord(&c, v)); err != nil {
 		return r, t.fail(op, err)
 	}
-	if err := hook(op, "written"); err != nil {
-		return r, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return r, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return r, err
 	}
 	return c, nil
 }
@@ -922,10 +917,7 @@ func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 // oldest matches. Corrupt records never match.
 func (s *IDBStore) Delete(ctx context.Context, f Filter) (int, error) {
 	const op = "delete"
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	t, err := s.begin(op, "readwrite", storeRecords, storeBlobs)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeBlobs)
 	if err != nil {
 		return 0, err
 	}
@@ -955,11 +947,8 @@ func (s *IDBStore) Delete(ctx context.Context, f Filter) (int, error) {
 			return 0, t.fail(op, err)
 		}
 	}
-	if err := hook(op, "written"); err != nil {
-		return 0, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return 0, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return 0, err
 	}
 	return len(list), nil
 }
@@ -1055,10 +1044,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 // Get implements Store.
 func (s *IDBStore) Get(ctx context.Context, id string) (Record, error) {
 	const op = "get"
-	if err := ctx.Err(); err != nil {
-		return Record{}, err
-	}
-	t, err := s.begin(op, "readonly", storeRecords)
+	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
 	if err != nil {
 		return Record{}, err
 	}
@@ -1090,10 +1076,7 @@ func (s *IDBStore) Get(ctx context.Context, id string) (Record, error) {
 // WithOnCorrupt), never fatal.
 func (s *IDBStore) List(ctx context.Context, f Filter) ([]Record, error) {
 	const op = "list"
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t, err := s.begin(op, "readonly", storeRecords)
+	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -1105,10 +1088,7 @@ func (s *IDBStore) List(ctx context.Context, f Filter) ([]Record, error) {
 // Payload implements Store.
 func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	const op = "payload"
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t, err := s.begin(op, "readonly", storeBlobs)
+	t, err := s.beginCtx(ctx, op, "readonly", storeBlobs)
 	if err != nil {
 		return nil, err
 	}
@@ -1157,10 +1137,7 @@ var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFaile
 // uses it instead of a scan.
 func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection, error) {
 	const op = "status"
-	if err := ctx.Err(); err != nil {
-		return Projection{}, err
-	}
-	t, err := s.begin(op, "readonly", storeRecords, storeMeta)
+	t, err := s.beginCtx(ctx, op, "readonly", storeRecords, storeMeta)
 	if err != nil {
 		return Projection{}, err
 	}
@@ -1262,10 +1239,7 @@ func keyRange() js.Value { return js.Global().Get("IDBKeyRange") }
 // GetLease implements Store.
 func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
 	const op = "get lease"
-	if err := ctx.Err(); err != nil {
-		return Lease{}, false, err
-	}
-	t, err := s.begin(op, "readonly", storeLeases)
+	t, err := s.beginCtx(ctx, op, "readonly", storeLeases)
 	if err != nil {
 		return Lease{}, false, err
 	}
@@ -1287,10 +1261,7 @@ func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, erro
 // UpdateLease implements Store.
 func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
 	const op = "update lease"
-	if err := ctx.Err(); err != nil {
-		return Lease{}, err
-	}
-	t, err := s.begin(op, "readwrite", storeLeases)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeLeases)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -1322,11 +1293,8 @@ func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, 
 	if err != nil {
 		return cur, t.fail(op, err)
 	}
-	if err := hook(op, "written"); err != nil {
-		return cur, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return cur, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return cur, err
 	}
 	return next, nil
 }
@@ -1334,10 +1302,7 @@ func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, 
 // UpdateMeta implements Store.
 func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
 	const op = "update meta"
-	if err := ctx.Err(); err != nil {
-		return Meta{}, err
-	}
-	t, err := s.begin(op, "readwrite", storeMeta)
+	t, err := s.beginCtx(ctx, op, "readwrite", storeMeta)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -1373,11 +1338,8 @@ func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 	if _, err := t.call(ms, "put", encodeMeta(m, base), metaKey); err != nil {
 		return cur, t.fail(op, err)
 	}
-	if err := hook(op, "written"); err != nil {
-		return cur, t.abort(err)
-	}
-	if err := t.finish(); err != nil {
-		return cur, wrapIDB(op, err)
+	if err := t.end(op); err != nil {
+		return cur, err
 	}
 	return m, nil
 }

@@ -3,6 +3,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"syscall/js"
 
@@ -48,6 +49,15 @@ const (
 // begin opens a transaction on stores. mode is "readonly" or "readwrite".
 // Only Enqueue's transaction carries the configured durability hint (see
 // OpenIDBStore).
+// beginCtx is begin once ctx is checked: a call whose context has ended
+// opens no transaction.
+func (s *IDBStore) beginCtx(ctx context.Context, op, mode string, stores ...string) (*txn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.begin(op, mode, stores...)
+}
+
 func (s *IDBStore) begin(op, mode string, stores ...string) (*txn, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
