@@ -242,10 +242,27 @@ func (s *IDBStore) listen() {
 
 // shut closes the connection for reason and tells the app once.
 func (s *IDBStore) shut(reason error) {
+	if s.closeFor(reason) {
+		if fn := s.cfg.onClose; fn != nil {
+			go fn(reason)
+		}
+	}
+}
+
+// Close closes the connection (pending transactions still finish). Later
+// calls fail with ErrStoreClosed. Safe to call more than once.
+func (s *IDBStore) Close() error {
+	s.closeFor(ErrStoreClosed)
+	return nil
+}
+
+// closeFor closes the connection with reason as the store's error, unless
+// it is closed already (false).
+func (s *IDBStore) closeFor(reason error) bool {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.err = reason
 	cbs := s.cbs
@@ -256,29 +273,7 @@ func (s *IDBStore) shut(reason error) {
 		c.Release()
 	}
 	close(s.done)
-	if fn := s.cfg.onClose; fn != nil {
-		go fn(reason)
-	}
-}
-
-// Close closes the connection (pending transactions still finish). Later
-// calls fail with ErrStoreClosed. Safe to call more than once.
-func (s *IDBStore) Close() error {
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return nil
-	}
-	s.err = ErrStoreClosed
-	cbs := s.cbs
-	s.cbs = nil
-	s.mu.Unlock()
-	s.db.Call("close")
-	for _, c := range cbs {
-		c.Release()
-	}
-	close(s.done)
-	return nil
+	return true
 }
 
 // Done is closed when the connection closes, for whatever reason.
