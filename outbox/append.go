@@ -116,8 +116,8 @@ type AppendedRecord struct {
 }
 
 // ParseAppended reads a batch of committed appends from the loader:
-// entries "key,id,keyHash,unixMillis" joined by ";", key the number of the
-// outbox's template (Runtime.AppendTemplate). One string crosses into Go
+// entries "key,id,keyHash,unixMillis" joined by ";", key the number the
+// loader knows the outbox's template by (its handle in the JavaScript API). One string crosses into Go
 // per batch, instead of a value per field. fn gets each well-formed entry;
 // a malformed one (another script's call, a bug) is counted in dropped and
 // skipped, never guessed at.
@@ -144,7 +144,7 @@ func ParseAppended(batch string, fn func(key int, rec AppendedRecord)) (dropped 
 		}
 		key, ok1 := decimal(f[0])
 		ms, ok2 := decimal(f[3])
-		if n != 4 || e != "" || !ok1 || !ok2 || !validID(f[1]) || f[2] != "" && !isHex(f[2], 16) {
+		if n != 4 || e != "" || !ok1 || !ok2 || !isHex(f[1], 32) || f[2] != "" && !isHex(f[2], 16) {
 			dropped++
 			continue
 		}
@@ -169,9 +169,6 @@ func decimal(s string) (int64, bool) {
 	}
 	return v, true
 }
-
-// validID reports whether id is a record id the default NewID makes.
-func validID(id string) bool { return isHex(id, 32) }
 
 // isHex reports whether s is n lowercase hex digits.
 func isHex(s string, n int) bool {

@@ -316,38 +316,32 @@ func (r *Runtime) announceLater() {
 	r.later()
 }
 
-// AppendTarget is what a builder of plain appends outside Go needs (see
-// AppendRules and IDBStore.AppendTarget). ok is false when every enqueue
-// must go through Enqueue: the runtime is closed, its store is not an open
-// IDBStore, or AppendRules says so. OnAppendChange says when to ask again.
-func (r *Runtime) AppendTarget() (rules AppendRules, db, names, opts js.Value, ok bool) {
-	st, isIDB := r.store.(*IDBStore)
-	if r.closed.Load() || !isIDB {
-		return rules, db, names, opts, false
-	}
-	if rules, ok = r.ob.AppendRules(); !ok {
-		return rules, db, names, opts, false
-	}
-	db, names, opts, ok = st.AppendTarget()
-	return rules, db, names, opts, ok
-}
-
-// OnAppendChange registers fn, called synchronously whenever AppendTarget
+// OnAppendChange registers fn, called synchronously whenever AppendTemplate
 // may have changed: after Login and Logout (before a purge starts, see
 // Outbox.OnSessionChange) and on Close. One function; a later call
 // replaces it.
 func (r *Runtime) OnAppendChange(fn func()) { r.appendHook.set(fn) }
 
-// AppendTemplate is AppendTarget as the loader's FAST.appends takes it: an
-// object with key (the number the loader's batches name this outbox by, see
-// ParseAppended), db, names, opts, user, tenant, authGeneration,
-// schemaVersion, inlineLimit, types (a Map of operation type to
-// [maxAttempts, keyed]) and done (the function the loader calls with a
-// batch of committed appends, or with (undefined, error) for an aborted
-// one, when it returns the error to reject with); null when AppendTarget is
-// not ok. Made once per change, never per enqueue.
-func (r *Runtime) AppendTemplate(key int, done js.Value) js.Value {
-	rules, db, names, opts, ok := r.AppendTarget()
+// AppendTemplate is what the loader's FAST.appends takes to write plain
+// appends itself (see AppendRules and IDBStore.AppendTarget): an object
+// with db, names, opts, user, tenant, authGeneration, schemaVersion,
+// inlineLimit, types (a Map of operation type to [maxAttempts, keyed]) and
+// done (the function the loader calls with a batch of committed appends,
+// see ParseAppended, or with (undefined, error) for an aborted one, when it
+// returns the error to reject with). It is null when every enqueue must go
+// through Enqueue: the runtime is closed, its store is not an open
+// IDBStore, or AppendRules says so. Made once per change (OnAppendChange),
+// never per enqueue.
+func (r *Runtime) AppendTemplate(done js.Value) js.Value {
+	st, isIDB := r.store.(*IDBStore)
+	if r.closed.Load() || !isIDB {
+		return js.Null()
+	}
+	rules, ok := r.ob.AppendRules()
+	if !ok {
+		return js.Null()
+	}
+	db, names, opts, ok := st.AppendTarget()
 	if !ok {
 		return js.Null()
 	}
@@ -360,7 +354,7 @@ func (r *Runtime) AppendTemplate(key int, done js.Value) js.Value {
 		name string
 		v    any
 	}{
-		{"key", key}, {"db", db}, {"names", names}, {"opts", opts},
+		{"db", db}, {"names", names}, {"opts", opts},
 		{"user", rules.Session.UserID}, {"tenant", rules.Session.TenantID},
 		{"authGeneration", float64(rules.Session.AuthGeneration)},
 		{"schemaVersion", rules.SchemaVersion}, {"inlineLimit", rules.InlineLimit},

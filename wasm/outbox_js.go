@@ -437,7 +437,7 @@ func openOutbox(args []js.Value) (any, error) {
 		// The loader learns every change synchronously: after a logout no
 		// append of the old user is written, even while the purge runs.
 		key := int(id)
-		publish := func() { _, _ = jsglue.Invoke(fast.Appends, key, rt.AppendTemplate(key, obAppended.Value)) }
+		publish := func() { _, _ = jsglue.Invoke(fast.Appends, key, rt.AppendTemplate(obAppended.Value)) }
 		rt.OnAppendChange(publish)
 		publish()
 	}

@@ -302,7 +302,8 @@ const FAST = (() => {
   // null for anything else (another type, or a lone surrogate, which Go
   // would store as U+FFFD: Go's path decides those).
   const field = (v) => (v === undefined || v === null ? "" : typeof v === "string" && v.isWellFormed() ? v : null);
-  // append writes op as a plain append under template t and returns its
+  // append writes op as a plain append under template t of outbox handle
+  // id (the key of its batch entries, see doneRun) and returns its
   // promise, or null when op is not one (Go's enqueue then takes it, and
   // decides or fails it): not a plainly shaped object, a type not in
   // t.types, a key its policy coalesces by, a payload above t.inlineLimit,
@@ -314,7 +315,7 @@ const FAST = (() => {
   // with {id, action} on the complete event; on abort it rejects with the
   // error Go makes of the transaction's (done(undefined, error)), after
   // the bookkeeping of the appends committed before.
-  const append = (t, op) => {
+  const append = (id, t, op) => {
     let rec, payload, tx;
     try {
       if (typeof op !== "object" || op === null) return null;
@@ -342,8 +343,8 @@ const FAST = (() => {
         deps = deps.slice();
         for (const d of deps) if (typeof d !== "string" || !d.isWellFormed()) return null;
       }
-      const now = Date.now(), id = newID(), user = t.user;
-      rec = { v: 1, id };
+      const now = Date.now(), user = t.user;
+      rec = { v: 1, id: newID() };
       if (key !== "") rec.operationKey = key;
       rec.idempotencyKey = newID();
       if (etype !== "") rec.entityType = etype;
@@ -361,7 +362,7 @@ const FAST = (() => {
       if (t.tenant !== "") rec.tenantId = t.tenant;
       if (t.authGeneration !== 0) rec.authGeneration = t.authGeneration;
       rec._live = 1;
-      rec._entity = eid === "" ? "\x01" + id : user + "\0" + t.tenant + "\0" + etype + "\0" + eid;
+      rec._entity = eid === "" ? "\x01" + rec.id : user + "\0" + t.tenant + "\0" + etype + "\0" + eid;
       if (key !== "") rec._opKey = [user, key];
       if (payload.length > 0) rec.payload = payload; // none is left out, as Go does
       // The prototype's transaction, not the connection's own property:
@@ -383,7 +384,7 @@ const FAST = (() => {
     const p = new Promise((resolve, reject) => {
       tx.addEventListener("complete", () => {
         resolve(value);
-        doneQ.push(t.key, value.id, opKey, at);
+        doneQ.push(id, value.id, opKey, at);
         doneF = t.done;
         doneSoon();
       });
@@ -522,7 +523,7 @@ const FAST = (() => {
       return (op) => {
         const t = templates.get(id);
         if (t !== undefined) {
-          const p = append(t, op);
+          const p = append(id, t, op);
           if (p !== null) return p;
         }
         return slow(op);
