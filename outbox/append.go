@@ -144,7 +144,7 @@ func ParseAppended(batch string, fn func(key int, rec AppendedRecord)) (dropped 
 		}
 		key, ok1 := decimal(f[0])
 		ms, ok2 := decimal(f[3])
-		if n != 4 || e != "" || !ok1 || !ok2 || !isHex(f[1], 32) || f[2] != "" && !isHex(f[2], 16) {
+		if n != 4 || e != "" || !ok1 || !ok2 || !validID(f[1]) || f[2] != "" && !isHex(f[2], 16) {
 			dropped++
 			continue
 		}
@@ -169,6 +169,9 @@ func decimal(s string) (int64, bool) {
 	}
 	return v, true
 }
+
+// validID reports whether id is a record id the default NewID makes.
+func validID(id string) bool { return isHex(id, 32) }
 
 // isHex reports whether s is n lowercase hex digits.
 func isHex(s string, n int) bool {
