@@ -184,6 +184,10 @@ export interface LeaderContext {
   /**
    * Fenced elections only: posts on the election's channel (its lock name)
    * with this leadership's token and the next sequence of this leadership.
+   * It is delivered to every {@link Channel} of that name in every tab,
+   * this page's own `election.channel()` subscriptions included (ctx.post
+   * speaks through the election's own channel object, not through yours),
+   * so one subscriber serves the leader's page and the followers alike.
    * Rejects with NotLeaderError once the leadership is over.
    */
   post?(kind: string, payload?: unknown): Promise<PostReceipt>;
@@ -419,6 +423,12 @@ export interface ChannelMessage {
    * token started past 1). Do not patch the hole: reload the resource from
    * storage. The leader writes, then announces, so storage holds at least
    * what was announced.
+   *
+   * A channel that has seen nothing and was not {@link Channel.seed}ed
+   * reports no gap on its first message, whatever its sequence (seq 5 is
+   * `gap: false`): it assumes the reader loaded from storage after
+   * subscribing. So subscribe, load, then seed the position you loaded;
+   * a first message past it is then a gap.
    */
   readonly gap: boolean;
 }
@@ -464,7 +474,8 @@ export interface Channel {
    * Posts `kind`/`payload` (structured-cloneable) under this page's current
    * fenced leadership of the channel's lock name, with its token and the
    * next sequence of that leadership. Not delivered to the posting channel
-   * object itself.
+   * object itself (BroadcastChannel's rule); the page's other Channel objects
+   * of the same name, and every other tab's, receive it.
    * @throws NotLeaderError (rejects) when this page does not lead.
    */
   post(kind: string, payload?: unknown): Promise<PostReceipt>;
@@ -474,7 +485,12 @@ export interface Channel {
   stats(): ChannelStats;
   /** Buffer mode: deliver what was held (cursor rules apply in arrival order), then go live. */
   replay(): void;
-  /** Tells the receiver the position loaded from storage, so older messages are dropped. */
+  /**
+   * Tells the receiver the position loaded from storage (the token and
+   * sequence your stored state reflects), so older messages are dropped and
+   * a first message past it reports a gap. Without it the first message
+   * never reports one (see {@link ChannelMessage.gap}).
+   */
   seed(resource: string, token: number, seq?: number): void;
   /** Leaves the channel. Idempotent. */
   close(): void;
@@ -517,7 +533,11 @@ export interface OutboxOptions {
   endpoint: string;
   /** The logged-in user; records are enqueued and sent under it only. */
   user?: string;
-  /** Credentials added at send time, never stored: an object, or a function of the record's user. */
+  /**
+   * Credentials added at send time, never stored: an object, or a function
+   * of the record's user. Also sent with the fencing-token requests
+   * (`POST <fencePath><resource>`), which a receiver authenticates too.
+   */
   headers?: Record<string, string> | ((user: string) => Record<string, string>);
   /** Operation type -> policy. An operation type without a policy is refused (UnknownOperationError). */
   policies: Record<string, OutboxPolicy>;
@@ -664,7 +684,11 @@ export interface Outbox {
   resume(): Promise<void>;
   /** Switches the session: only this user's records are sent from now on. */
   login(user: string): Promise<void>;
-  /** Ends the session; with purge the user's records are deleted (resolves to how many), else kept and never sent under another user. */
+  /**
+   * Ends the session. With `purge` the user's records are deleted and it
+   * resolves to how many; without it (the default) they are kept, never
+   * sent under another user, and it resolves to 0.
+   */
   logout(options?: { purge?: boolean }): Promise<number>;
   /** Stops this tab's triggers and releases the lock; the queue stays. */
   close(): Promise<void>;
