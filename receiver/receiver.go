@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/tabfence/tabfence/internal/wire"
@@ -30,6 +30,7 @@ type Receiver struct {
 	opts   Options
 	log    *slog.Logger
 	replay []string
+	bodies *budget
 }
 
 // New returns a Receiver over store. It does not take ownership of store.
@@ -40,6 +41,7 @@ func New(store Store, opts Options) *Receiver {
 		opts:   opts,
 		log:    opts.Logger.With("component", "receiver"),
 		replay: append(append([]string{}, replayHeaders...), opts.ReplayHeaders...),
+		bodies: &budget{max: opts.MaxBodyMemory},
 	}
 }
 
@@ -63,13 +65,14 @@ func isMutation(method string) bool {
 }
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
+	rc.armBodyDeadline(w)
 	if !isMutation(r.Method) {
 		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
 		writeProblem(w, probMethod)
 		return
 	}
 	scope, err := rc.opts.Scope(r)
-	if err != nil || scope == "" {
+	if err != nil || scope == "" || !ValidText(scope) {
 		writeProblem(w, probUnauthenticated)
 		return
 	}
@@ -78,19 +81,13 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, headerProblem(err))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rc.opts.MaxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			p := probTooLarge
-			p.Detail = fmt.Sprintf("The limit is %d bytes.", rc.opts.MaxBody)
-			writeProblem(w, p)
-			return
-		}
-		// The client went away mid-body; nothing was stored.
-		writeProblem(w, Problem{Type: wire.ProblemBase + "body-unreadable", Title: "Request body unreadable", Status: http.StatusBadRequest})
+	body, release, bp := rc.readBody(w, r)
+	if bp != nil {
+		writeBodyProblem(w, *bp)
 		return
 	}
+	defer release()
+	disarmBodyDeadline(w)
 	// Detach from the client's connection: once claimed, an attempt runs to
 	// its end (commit or rollback and release), so a hang-up cannot leave an
 	// ambiguous half-state. Timeout still bounds it.
@@ -128,7 +125,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, probKeyReuse)
 		return
 	case claimInFlight:
-		w.Header().Set(wire.HeaderRetryAfter, "1")
+		w.Header().Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
 		writeProblem(w, probInFlight)
 		return
 	}
@@ -143,7 +140,13 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 			return
 		}
 		if errors.Is(err, errClaimLost) {
+			w.Header().Set(wire.HeaderRetryAfter, "1")
 			writeProblem(w, probInFlight)
+			return
+		}
+		if errors.Is(err, errCommitUnknown) {
+			log.Error("commit", "err", err)
+			writeProblem(w, probCommitUnknown)
 			return
 		}
 		log.Error("handler", "err", err)
@@ -188,6 +191,9 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 		return Response{}, false, err
 	}
 	resp, err = callHandler(ctx, tx, req, h)
+	if errors.Is(err, ErrInvalidText) {
+		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
+	}
 	if err != nil {
 		return Response{}, false, err
 	}
@@ -209,11 +215,28 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 		return Response{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
-		// Outcome unknown to us only in theory: a failed commit rolled back.
-		return Response{}, false, err
+		// The connection may have died after the database committed: the
+		// claim's release then matches nothing, and a retry replays.
+		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
 	}
 	committed = true
 	return resp, true, nil
+}
+
+// errCommitUnknown wraps a failed COMMIT, whose outcome is unknown.
+var errCommitUnknown = errors.New("receiver: commit failed, outcome unknown")
+
+// inFlightRetryAfter is how many seconds a duplicate should wait for a claim
+// it cannot take: the claim's age, so that a request that just started is
+// picked up within a second while a claim held longer (more and more likely
+// orphaned by a crash) is polled with doubling waits, and never more than the
+// claim's remaining time, after which a retry takes it over.
+func (rc *Receiver) inFlightRetryAfter(rec record) string {
+	now := rc.opts.Clock().UnixMilli()
+	remaining := rec.claimExpires - now
+	age := now - (rec.claimExpires - rc.opts.ClaimTTL.Milliseconds())
+	wait := max(min(remaining, age), 1000)
+	return strconv.FormatInt((wait+999)/1000, 10)
 }
 
 // ErrBadStatus is returned (and answered with 500) when a handler answers
