@@ -235,8 +235,11 @@ func (rc *Receiver) inFlightRetryAfter(rec record) string {
 	now := rc.opts.Clock().UnixMilli()
 	remaining := rec.claimExpires - now
 	age := now - (rec.claimExpires - rc.opts.ClaimTTL.Milliseconds())
-	wait := max(min(remaining, age), 1000)
-	return strconv.FormatInt((wait+999)/1000, 10)
+	secs := (remaining + 999) / 1000 // up: never back before expiry
+	if age < remaining {
+		secs = age / 1000
+	}
+	return strconv.FormatInt(max(secs, 1), 10)
 }
 
 // ErrBadStatus is returned (and answered with 500) when a handler answers
