@@ -47,7 +47,8 @@ type Config struct {
 	// routes, latency or injected failures in front of the real server.
 	Middleware func(http.Handler) http.Handler
 	// Receiver overrides receiver options (Retention, MaxBody, ClaimTTL,
-	// Clock). Scope and Logger are always set by the server.
+	// Clock, BodyTimeout, MaxBodyMemory). Scope, Logger and
+	// RejectInvalidUTF8 are always set by the server.
 	Receiver receiver.Options
 	// ReapInterval is how often expired idempotency records are deleted
 	// (default 10 minutes).
@@ -85,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 	ropts := cfg.Receiver
 	ropts.Scope = demoScope
 	ropts.Logger = cfg.Logger
+	ropts.RejectInvalidUTF8 = true // a JSON API: see DecodeNote
 	s := &Server{store: store, rc: receiver.New(store, ropts), log: cfg.Logger}
 	var h http.Handler = s.routes(cfg.Dist)
 	if cfg.Middleware != nil {
