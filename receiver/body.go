@@ -52,9 +52,16 @@ const firstChunk = 16 << 10
 
 // armBodyDeadline bounds the rest of the request's reading, including the
 // discarding of a body the handler leaves unread. A writer that cannot set
-// deadlines (httptest.ResponseRecorder) is served without one.
+// deadlines (httptest.ResponseRecorder, a middleware's wrapper without
+// Unwrap) is served without one, and the receiver says so once.
 func (rc *Receiver) armBodyDeadline(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(rc.opts.BodyTimeout))
+	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(rc.opts.BodyTimeout))
+	if err != nil {
+		rc.noDeadline.Do(func() {
+			rc.log.Warn("BodyTimeout not enforced: the ResponseWriter cannot set read deadlines (give wrappers an Unwrap method)",
+				"err", err)
+		})
+	}
 }
 
 // disarmBodyDeadline lifts the deadline once the body is read, so that the

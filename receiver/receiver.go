@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tabfence/tabfence/internal/wire"
@@ -31,6 +32,8 @@ type Receiver struct {
 	log    *slog.Logger
 	replay []string
 	bodies *budget
+	// noDeadline warns once that BodyTimeout cannot be enforced.
+	noDeadline sync.Once
 }
 
 // New returns a Receiver over store. It does not take ownership of store.

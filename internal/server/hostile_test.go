@@ -2,8 +2,15 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tabfence/tabfence/internal/server"
 	"github.com/tabfence/tabfence/internal/wire"
@@ -56,4 +63,49 @@ func TestHostileNotesSQLite(t *testing.T) {
 func TestHostileNotesPostgres(t *testing.T) {
 	t.Parallel()
 	testHostileNotes(t, pgtest.SchemaURL(t))
+}
+
+// Through the whole server, a body trickled to any route, the receiver's or
+// not, is cut off after BodyTimeout.
+func TestSlowBodyCutOffOnEveryRoute(t *testing.T) {
+	srv, err := server.New(server.Config{DB: filepath.Join(t.TempDir(), "s.db"), Dist: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Receiver: receiver.Options{BodyTimeout: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
+	for _, target := range []string{"POST /api/notes", "GET /api/notes", "POST /fence/doc:1", "GET /healthz"} {
+		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		method, path, _ := strings.Cut(target, " ")
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\n%s: ann\r\n%s: k\r\nContent-Length: 1000\r\n\r\n",
+			method, path, server.DemoUserHeader, wire.HeaderIdempotencyKey)
+		start := time.Now()
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = io.Copy(io.Discard, conn) // any answer, then the server's close
+		close(stop)
+		_ = conn.Close()
+		if err != nil {
+			t.Fatalf("%s: connection still open after 5s: %v", target, err)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond {
+			t.Fatalf("%s: closed after %s, before the deadline", target, d)
+		}
+	}
 }

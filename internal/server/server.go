@@ -88,7 +88,11 @@ func New(cfg Config) (*Server, error) {
 	ropts.Logger = cfg.Logger
 	ropts.RejectInvalidUTF8 = true // a JSON API: see DecodeNote
 	s := &Server{store: store, rc: receiver.New(store, ropts), log: cfg.Logger}
-	var h http.Handler = s.routes(cfg.Dist)
+	bodyTimeout := ropts.BodyTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = receiver.DefaultBodyTimeout
+	}
+	var h http.Handler = readDeadline(s.routes(cfg.Dist), bodyTimeout)
 	if cfg.Middleware != nil {
 		h = cfg.Middleware(h)
 	}
@@ -184,6 +188,18 @@ func staticHandler(root http.FileSystem) http.Handler {
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		}
 		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// readDeadline bounds the reading of every request, routes outside the
+// receiver included: net/http discards up to 256 KiB of a body a handler
+// leaves unread, and without a deadline a client trickling that body holds
+// the connection for as long as it likes. The receiver re-arms the deadline
+// for its own routes and lifts it once it has the body.
+func readDeadline(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		next.ServeHTTP(w, r)
 	})
 }
 
