@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,9 +125,10 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 				t.Fatalf("%s: %d %+v, want 408 body-timeout", path, resp.StatusCode, p)
 			}
 		}
-		// The server closes the connection: a read sees EOF, not a hang.
+		// The server closes the connection: a read sees EOF (or the reset
+		// of a socket closed with our unread bytes in it), not a hang.
 		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-		if _, err := io.Copy(io.Discard, conn); err != nil {
+		if _, err := io.Copy(io.Discard, conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("%s: connection not closed by the server: %v", path, err)
 		}
 		if d := time.Since(start); d < 250*time.Millisecond {

@@ -138,26 +138,30 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		rc.release(scope, hd.key, claimID)
 	}
 	if err != nil {
-		if errors.As(err, &p) {
-			writeProblem(w, *p)
-			return
-		}
-		if errors.Is(err, errClaimLost) {
-			w.Header().Set(wire.HeaderRetryAfter, "1")
-			writeProblem(w, probInFlight)
-			return
-		}
-		if errors.Is(err, errCommitUnknown) {
-			log.Error("commit", "err", err)
-			writeProblem(w, probCommitUnknown)
-			return
-		}
-		log.Error("handler", "err", err)
-		writeProblem(w, probInternal)
+		writeRunError(w, log, err)
 		return
 	}
 	log.Debug("ran", "status", resp.Status, "stored", stored)
 	writeResponse(w, resp)
+}
+
+// writeRunError answers an attempt that failed in run. Only a fence
+// rejection's problem goes to the client as is; errors are logged, never sent.
+func writeRunError(w http.ResponseWriter, log *slog.Logger, err error) {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		writeProblem(w, *p)
+	case errors.Is(err, errClaimLost):
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeProblem(w, probInFlight)
+	case errors.Is(err, errCommitUnknown):
+		log.Error("commit", "err", err)
+		writeProblem(w, probCommitUnknown)
+	default:
+		log.Error("handler", "err", err)
+		writeProblem(w, probInternal)
+	}
 }
 
 // run executes the fence check, the handler and the record update in one
