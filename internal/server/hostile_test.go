@@ -111,3 +111,26 @@ func TestSlowBodyCutOffOnEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// Two instances of the server started at once on a fresh PostgreSQL
+// database both come up (they race to create the demo's tables).
+func TestInstancesStartTogetherPostgres(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		url := pgtest.SchemaURL(t)
+		errs := make(chan error, 2)
+		for i := 0; i < 2; i++ {
+			go func() {
+				srv, err := server.New(server.Config{DB: url, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err == nil {
+					err = srv.Close()
+				}
+				errs <- err
+			}()
+		}
+		for i := 0; i < 2; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: an instance failed to start: %v", round, err)
+			}
+		}
+	}
+}

@@ -203,7 +203,21 @@ func writeJSONProblem(w http.ResponseWriter, p receiver.Problem) {
 
 // migrate creates the demo's tables. The SQL is common to SQLite and
 // PostgreSQL.
+//
+// Instances starting together on one PostgreSQL database race on CREATE
+// TABLE IF NOT EXISTS (the loser fails with a unique violation in pg_type):
+// another attempt finds the tables made.
 func migrate(ctx context.Context, st receiver.Store) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = migrateOnce(ctx, st); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func migrateOnce(ctx context.Context, st receiver.Store) error {
 	tx, err := st.Begin(ctx)
 	if err != nil {
 		return err
