@@ -22,7 +22,8 @@ import (
 // 4xx Response is stored and replayed for retries of the same key. On a 4xx
 // the handler's own writes are rolled back (to a savepoint) while the answer
 // itself is kept, so a rejected command has no effect however often it is
-// retried.
+// retried. An error wrapping ErrInvalidText (text the store refused) is
+// client input, not a failure: it is answered and stored as 422 invalid-text.
 type Handler func(ctx context.Context, tx Tx, r *Request) (Response, error)
 
 // Receiver guards business handlers with idempotency keys and fencing tokens.
