@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore"
@@ -180,6 +181,10 @@ func (s *Server) routes(dist string) http.Handler {
 func staticHandler(root http.FileSystem) http.Handler {
 	fsrv := http.FileServer(root)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !utf8.ValidString(r.URL.Path) {
+			http.NotFound(w, r) // no file has such a name; io/fs would call it invalid, a 500
+			return
+		}
 		w.Header().Set("Cache-Control", "no-cache")
 		switch {
 		case strings.HasSuffix(r.URL.Path, ".wasm"):
