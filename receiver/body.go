@@ -53,9 +53,14 @@ const firstChunk = 16 << 10
 // armBodyDeadline bounds the rest of the request's reading, including the
 // discarding of a body the handler leaves unread. A writer that cannot set
 // deadlines (httptest.ResponseRecorder, a middleware's wrapper without
-// Unwrap) is served without one, and the receiver says so once.
-func (rc *Receiver) armBodyDeadline(w http.ResponseWriter) {
-	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(rc.opts.BodyTimeout))
+// Unwrap) is served without one, and the receiver says so once. A stricter
+// http.Server.ReadTimeout is kept.
+func (rc *Receiver) armBodyDeadline(w http.ResponseWriter, r *http.Request) {
+	d := rc.opts.BodyTimeout
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 && srv.ReadTimeout < d {
+		d = srv.ReadTimeout
+	}
+	err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 	if err != nil {
 		rc.noDeadline.Do(func() {
 			rc.log.Warn("BodyTimeout not enforced: the ResponseWriter cannot set read deadlines (give wrappers an Unwrap method)",

@@ -104,7 +104,7 @@ func (rc *Receiver) IssueToken(ctx context.Context, scope, resource string) (uin
 // pattern with a {resource...} wildcard, or on the "/fence/" prefix.
 func (rc *Receiver) FenceHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc.armBodyDeadline(w) // the body is not read, but net/http discards it after
+		rc.armBodyDeadline(w, r) // the body is not read, but net/http discards it after
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			writeProblem(w, probMethod)

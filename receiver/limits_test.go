@@ -241,3 +241,19 @@ func TestRejectInvalidUTF8(t *testing.T) {
 		t.Fatalf("without the option: %d, handler saw %q", resp.StatusCode, raw.seen.Load())
 	}
 }
+
+// A server whose ReadTimeout is stricter than BodyTimeout keeps it.
+func TestStricterServerReadTimeoutKept(t *testing.T) {
+	ls := newLimitServer(t, receiver.Options{BodyTimeout: time.Minute})
+	h := ls.srv.Config.Handler
+	ls.srv.Close()
+	ls.srv = httptest.NewUnstartedServer(h) // closed by newLimitServer's cleanup
+	ls.srv.Config.ReadTimeout = 300 * time.Millisecond
+	ls.srv.Start()
+	conn := ls.dial(t, "/things", "k", 100, "")
+	_, _ = conn.Write([]byte("x")) // and no more
+	resp, p := readProblem(t, conn, 5*time.Second)
+	if resp.StatusCode != http.StatusRequestTimeout || p.Type != wire.ProblemBodyTimeout {
+		t.Fatalf("got %d %+v, want 408 body-timeout after the server's ReadTimeout", resp.StatusCode, p)
+	}
+}

@@ -39,7 +39,8 @@ type Options struct {
 	// connection: a client that sends its body too slowly gets 408 and the
 	// connection is closed. It needs a ResponseWriter that supports
 	// http.ResponseController.SetReadDeadline (net/http's own does; a
-	// wrapping writer must have an Unwrap method).
+	// wrapping writer must have an Unwrap method). A shorter
+	// http.Server.ReadTimeout wins.
 	BodyTimeout time.Duration
 	// MaxBodyMemory caps the bytes of request bodies held in memory at
 	// once, across all requests (default 64 MiB, never below MaxBody). A

@@ -69,7 +69,7 @@ func isMutation(method string) bool {
 }
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
-	rc.armBodyDeadline(w)
+	rc.armBodyDeadline(w, r)
 	if !isMutation(r.Method) {
 		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
 		writeProblem(w, probMethod)
