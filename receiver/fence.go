@@ -129,7 +129,8 @@ func (rc *Receiver) FenceHandler() http.Handler {
 			return
 		case err != nil:
 			rc.log.Error("issue fencing token", "err", err)
-			writeProblem(w, Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError})
+			writeProblem(w, Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError,
+				Detail: "No token was returned; retrying is safe (a token lost this way is never reused)."})
 			return
 		}
 		resp, _ := JSON(http.StatusOK, struct {
