@@ -104,13 +104,14 @@ func (rc *Receiver) IssueToken(ctx context.Context, scope, resource string) (uin
 // pattern with a {resource...} wildcard, or on the "/fence/" prefix.
 func (rc *Receiver) FenceHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.armBodyDeadline(w, r) // the body is not read, but net/http discards it after
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			writeProblem(w, probMethod)
 			return
 		}
 		scope, err := rc.opts.Scope(r)
-		if err != nil || scope == "" {
+		if err != nil || scope == "" || !ValidText(scope) {
 			writeProblem(w, probUnauthenticated)
 			return
 		}
@@ -128,7 +129,8 @@ func (rc *Receiver) FenceHandler() http.Handler {
 			return
 		case err != nil:
 			rc.log.Error("issue fencing token", "err", err)
-			writeProblem(w, Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError})
+			writeProblem(w, Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError,
+				Detail: "No token was returned; retrying is safe (a token lost this way is never reused)."})
 			return
 		}
 		resp, _ := JSON(http.StatusOK, struct {

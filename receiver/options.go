@@ -17,6 +17,12 @@ const (
 	DefaultRetention = 24 * time.Hour
 	DefaultClaimTTL  = time.Minute
 	DefaultTimeout   = 30 * time.Second
+	// DefaultBodyTimeout gives a 1 MiB body 20 s: about 50 KB/s, a slow
+	// mobile uplink.
+	DefaultBodyTimeout = 20 * time.Second
+	// DefaultMaxBodyMemory lets 64 bodies of the default MaxBody be
+	// received at once.
+	DefaultMaxBodyMemory = 64 << 20
 )
 
 // Options configure a Receiver. The zero value of each field means its default.
@@ -28,6 +34,26 @@ type Options struct {
 	// MaxBody is the largest request body accepted (default 1 MiB); larger
 	// bodies get 413 and nothing is stored.
 	MaxBody int64
+	// BodyTimeout bounds the time from the start of a request's handling
+	// to the last byte of its body (default 20s), as a read deadline on the
+	// connection: a client that sends its body too slowly gets 408 and the
+	// connection is closed. It needs a ResponseWriter that supports
+	// http.ResponseController.SetReadDeadline (net/http's own does; a
+	// wrapping writer must have an Unwrap method). A shorter
+	// http.Server.ReadTimeout wins.
+	BodyTimeout time.Duration
+	// MaxBodyMemory caps the bytes of request bodies held in memory at
+	// once, across all requests (default 64 MiB, never below MaxBody). A
+	// body is charged its Content-Length before it is read (a chunked one
+	// as it grows) until its request is answered; past the cap the answer
+	// is 503 with Retry-After and nothing is stored, so memory stays
+	// bounded however many slow uploads are open.
+	MaxBodyMemory int64
+	// RejectInvalidUTF8 answers 422 invalid-utf8 to a body that is not
+	// valid UTF-8, before the handler or the idempotency record sees it.
+	// Set it for JSON or text APIs: encoding/json silently replaces invalid
+	// bytes with U+FFFD, so two different ids could decode to one.
+	RejectInvalidUTF8 bool
 	// Retention is how long a finished answer is kept for replay (default
 	// 24h). After it, the record is treated as absent and a retry with the
 	// same key runs the handler again: clients must not retry longer.
@@ -51,6 +77,15 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MaxBodyMemory <= 0 {
+		o.MaxBodyMemory = DefaultMaxBodyMemory
+	}
+	if o.MaxBodyMemory < o.MaxBody {
+		o.MaxBodyMemory = o.MaxBody
 	}
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention

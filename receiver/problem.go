@@ -78,10 +78,24 @@ var (
 	probMalformedToken = Problem{Type: wire.ProblemMalformedToken, Title: "Fencing headers malformed", Status: http.StatusBadRequest}
 	probForged         = Problem{Type: wire.ProblemForgedToken, Title: "Fencing token was never issued", Status: http.StatusBadRequest,
 		Detail: "Obtain a token from POST /fence/{resource}; tokens the server did not issue are rejected."}
-	probUnauthenticated = Problem{Type: wire.ProblemUnauthenticated, Title: "Authentication required", Status: http.StatusUnauthorized}
-	probTooLarge        = Problem{Type: wire.ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge}
-	probInternal        = Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError,
+	probUnauthenticated = Problem{Type: wire.ProblemUnauthenticated, Title: "Authentication required", Status: http.StatusUnauthorized,
+		Detail: "The request carries no valid credentials for a user; nothing was stored. Sign in again, then retry."}
+	probTooLarge = Problem{Type: wire.ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge}
+	probInternal = Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError,
 		Detail: "Nothing was stored; retrying with the same Idempotency-Key is safe."}
+	// probCommitUnknown answers a failed COMMIT: the connection may have
+	// been lost after the database committed, so the effect may exist.
+	probCommitUnknown = Problem{Type: wire.ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError,
+		Detail: "The request may or may not have been stored; retrying with the same Idempotency-Key is safe."}
+	probBodyUnreadable = Problem{Type: wire.ProblemBodyUnreadable, Title: "Request body unreadable", Status: http.StatusBadRequest,
+		Detail: "The body ended before its declared length (the connection closed mid-body); nothing was stored."}
+	probBodyTimeout = Problem{Type: wire.ProblemBodyTimeout, Title: "Request body too slow", Status: http.StatusRequestTimeout}
+	probBusy        = Problem{Type: wire.ProblemBusy, Title: "Server busy", Status: http.StatusServiceUnavailable,
+		Detail: "Too many request bodies are being received at once; nothing was stored. Retry after Retry-After seconds."}
+	probInvalidUTF8 = Problem{Type: wire.ProblemInvalidUTF8, Title: "Request body is not valid UTF-8", Status: http.StatusUnprocessableEntity,
+		Detail: "The body must be valid UTF-8; nothing was stored."}
+	probInvalidText = Problem{Type: wire.ProblemInvalidText, Title: "Text cannot be stored", Status: http.StatusUnprocessableEntity,
+		Detail: "A text field holds a NUL character or invalid UTF-8, which the database cannot store; the command had no effect."}
 	probMethod = Problem{Type: wire.ProblemBase + "method-not-allowed", Title: "Method not allowed", Status: http.StatusMethodNotAllowed}
 )
 

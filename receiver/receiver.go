@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tabfence/tabfence/internal/wire"
@@ -21,7 +22,8 @@ import (
 // 4xx Response is stored and replayed for retries of the same key. On a 4xx
 // the handler's own writes are rolled back (to a savepoint) while the answer
 // itself is kept, so a rejected command has no effect however often it is
-// retried.
+// retried. An error wrapping ErrInvalidText (text the store refused) is
+// client input, not a failure: it is answered and stored as 422 invalid-text.
 type Handler func(ctx context.Context, tx Tx, r *Request) (Response, error)
 
 // Receiver guards business handlers with idempotency keys and fencing tokens.
@@ -30,6 +32,9 @@ type Receiver struct {
 	opts   Options
 	log    *slog.Logger
 	replay []string
+	bodies *budget
+	// noDeadline warns once that BodyTimeout cannot be enforced.
+	noDeadline sync.Once
 }
 
 // New returns a Receiver over store. It does not take ownership of store.
@@ -40,6 +45,7 @@ func New(store Store, opts Options) *Receiver {
 		opts:   opts,
 		log:    opts.Logger.With("component", "receiver"),
 		replay: append(append([]string{}, replayHeaders...), opts.ReplayHeaders...),
+		bodies: &budget{max: opts.MaxBodyMemory},
 	}
 }
 
@@ -63,13 +69,14 @@ func isMutation(method string) bool {
 }
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
+	rc.armBodyDeadline(w, r)
 	if !isMutation(r.Method) {
 		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
 		writeProblem(w, probMethod)
 		return
 	}
 	scope, err := rc.opts.Scope(r)
-	if err != nil || scope == "" {
+	if err != nil || scope == "" || !ValidText(scope) {
 		writeProblem(w, probUnauthenticated)
 		return
 	}
@@ -78,19 +85,13 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, headerProblem(err))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rc.opts.MaxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			p := probTooLarge
-			p.Detail = fmt.Sprintf("The limit is %d bytes.", rc.opts.MaxBody)
-			writeProblem(w, p)
-			return
-		}
-		// The client went away mid-body; nothing was stored.
-		writeProblem(w, Problem{Type: wire.ProblemBase + "body-unreadable", Title: "Request body unreadable", Status: http.StatusBadRequest})
+	body, release, bp := rc.readBody(w, r)
+	if bp != nil {
+		writeBodyProblem(w, *bp)
 		return
 	}
+	defer release()
+	disarmBodyDeadline(w)
 	// Detach from the client's connection: once claimed, an attempt runs to
 	// its end (commit or rollback and release), so a hang-up cannot leave an
 	// ambiguous half-state. Timeout still bounds it.
@@ -128,7 +129,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, probKeyReuse)
 		return
 	case claimInFlight:
-		w.Header().Set(wire.HeaderRetryAfter, "1")
+		w.Header().Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
 		writeProblem(w, probInFlight)
 		return
 	}
@@ -138,20 +139,30 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		rc.release(scope, hd.key, claimID)
 	}
 	if err != nil {
-		if errors.As(err, &p) {
-			writeProblem(w, *p)
-			return
-		}
-		if errors.Is(err, errClaimLost) {
-			writeProblem(w, probInFlight)
-			return
-		}
-		log.Error("handler", "err", err)
-		writeProblem(w, probInternal)
+		writeRunError(w, log, err)
 		return
 	}
 	log.Debug("ran", "status", resp.Status, "stored", stored)
 	writeResponse(w, resp)
+}
+
+// writeRunError answers an attempt that failed in run. Only a fence
+// rejection's problem goes to the client as is; errors are logged, never sent.
+func writeRunError(w http.ResponseWriter, log *slog.Logger, err error) {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		writeProblem(w, *p)
+	case errors.Is(err, errClaimLost):
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeProblem(w, probInFlight)
+	case errors.Is(err, errCommitUnknown):
+		log.Error("commit", "err", err)
+		writeProblem(w, probCommitUnknown)
+	default:
+		log.Error("handler", "err", err)
+		writeProblem(w, probInternal)
+	}
 }
 
 // run executes the fence check, the handler and the record update in one
@@ -188,6 +199,9 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 		return Response{}, false, err
 	}
 	resp, err = callHandler(ctx, tx, req, h)
+	if errors.Is(err, ErrInvalidText) {
+		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
+	}
 	if err != nil {
 		return Response{}, false, err
 	}
@@ -209,11 +223,31 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 		return Response{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
-		// Outcome unknown to us only in theory: a failed commit rolled back.
-		return Response{}, false, err
+		// The connection may have died after the database committed: the
+		// claim's release then matches nothing, and a retry replays.
+		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
 	}
 	committed = true
 	return resp, true, nil
+}
+
+// errCommitUnknown wraps a failed COMMIT, whose outcome is unknown.
+var errCommitUnknown = errors.New("receiver: commit failed, outcome unknown")
+
+// inFlightRetryAfter is how many seconds a duplicate should wait for a claim
+// it cannot take: the claim's age, so that a request that just started is
+// picked up within a second while a claim held longer (more and more likely
+// orphaned by a crash) is polled with doubling waits, and never more than the
+// claim's remaining time, after which a retry takes it over.
+func (rc *Receiver) inFlightRetryAfter(rec record) string {
+	now := rc.opts.Clock().UnixMilli()
+	remaining := rec.claimExpires - now
+	age := now - (rec.claimExpires - rc.opts.ClaimTTL.Milliseconds())
+	secs := (remaining + 999) / 1000 // up: never back before expiry
+	if age < remaining {
+		secs = age / 1000
+	}
+	return strconv.FormatInt(max(secs, 1), 10)
 }
 
 // ErrBadStatus is returned (and answered with 500) when a handler answers

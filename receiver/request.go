@@ -53,6 +53,9 @@ func parseHeaders(h http.Header) (headers, error) {
 		return out, wire.ErrKeyMalformed
 	}
 	k, err := wire.ParseIdempotencyKey(h.Get(wire.HeaderIdempotencyKey))
+	if len(keys) == 1 && errors.Is(err, wire.ErrKeyMissing) {
+		return out, wire.ErrKeyMalformed // sent, but empty: malformed, as the README says
+	}
 	if err != nil {
 		return out, err
 	}

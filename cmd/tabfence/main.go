@@ -77,8 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 type serveConfig struct {
 	addr, db, dist, logLevel, logFormat string
-	retention                           time.Duration
-	maxBody                             int64
+	retention, bodyTimeout              time.Duration
+	maxBody, maxBodyMemory              int64
 }
 
 func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
@@ -91,6 +91,8 @@ func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&cfg.retention, "retention", receiver.DefaultRetention, "how long answers are kept for replay; a retry after that runs again")
 	fs.Int64Var(&cfg.maxBody, "max-body", receiver.DefaultMaxBody, "largest accepted request body in bytes (larger: 413)")
+	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", receiver.DefaultBodyTimeout, "time a client has to send a request's body (slower: 408, connection closed)")
+	fs.Int64Var(&cfg.maxBodyMemory, "max-body-memory", receiver.DefaultMaxBodyMemory, "bytes of request bodies held at once, all requests together (past it: 503 + Retry-After)")
 	fs.Usage = func() {
 		fmt.Fprint(out, usage)
 		fs.PrintDefaults()
@@ -145,10 +147,11 @@ func listenAndServe(ctx context.Context, cfg serveConfig, log *slog.Logger) erro
 		log.Warn("runtime directory missing; /dist/ will answer 404 (run `make build`)", "dist", cfg.dist)
 	}
 	srv, err := server.New(server.Config{
-		DB:       cfg.db,
-		Dist:     cfg.dist,
-		Logger:   log,
-		Receiver: receiver.Options{Retention: cfg.retention, MaxBody: cfg.maxBody},
+		DB:     cfg.db,
+		Dist:   cfg.dist,
+		Logger: log,
+		Receiver: receiver.Options{Retention: cfg.retention, MaxBody: cfg.maxBody,
+			BodyTimeout: cfg.bodyTimeout, MaxBodyMemory: cfg.maxBodyMemory},
 	})
 	if err != nil {
 		return err

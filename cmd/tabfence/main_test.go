@@ -16,7 +16,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"tabfence serve", "-addr", "-db", "-dist", "X-Demo-User", "Idempotency-Key"} {
+	for _, want := range []string{"tabfence serve", "-addr", "-db", "-dist", "-body-timeout", "-max-body-memory", "X-Demo-User", "Idempotency-Key"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -2,9 +2,39 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/tabfence/tabfence/receiver"
 )
+
+// Two ids that encoding/json would decode to one string ("coll\uFFFD") are
+// refused before decoding, as is text a store cannot hold.
+func TestDecodeNoteRefusesWhatJSONWouldRewrite(t *testing.T) {
+	for _, body := range []string{
+		"{\"id\":\"coll\xff\",\"text\":\"\"}",
+		`{"id":"coll\ud800","text":""}`,
+		`{"id":"coll\uDFFF","text":""}`,
+		`{"id":"coll\ud800\u0041","text":""}`,
+		`{"id":"a","text":"x\u0000"}`,
+		`{"id":"a\u0000","text":""}`,
+	} {
+		if _, _, err := DecodeNote([]byte(body)); !errors.Is(err, ErrNoteInvalid) {
+			t.Errorf("%q: %v, want ErrNoteInvalid", body, err)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"id":"\ud83c\udf89","text":""}`: "🎉",
+		`{"id":"\\ud800","text":""}`:      `\ud800`,
+		`{"id":"coll\ufffd","text":""}`:   "coll\uFFFD",
+		`{"id":"x\\","text":"\\u"}`:       `x\`,
+	} {
+		id, _, err := DecodeNote([]byte(body))
+		if err != nil || id != want || strings.ContainsRune(id, 0) {
+			t.Errorf("%q: id %q, %v; want %q", body, id, err, want)
+		}
+	}
+}
 
 // FuzzDecodeNote: any body either decodes into a valid note or fails with
 // one of the two typed errors; it never panics.
@@ -21,7 +51,7 @@ func FuzzDecodeNote(f *testing.F) {
 			}
 			return
 		}
-		if id == "" || len(id) > MaxNoteID || len(text) > MaxNoteText || !utf8.ValidString(id) || !utf8.ValidString(text) {
+		if id == "" || len(id) > MaxNoteID || len(text) > MaxNoteText || !receiver.ValidText(id) || !receiver.ValidText(text) {
 			t.Fatalf("accepted invalid note %q %q", id, text)
 		}
 	})

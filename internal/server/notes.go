@@ -33,9 +33,16 @@ var (
 )
 
 // DecodeNote parses and validates a POST /api/notes body: a JSON object
-// with a non-empty id (up to 200 bytes) and a text (up to 10000 bytes), both
-// valid UTF-8. Unknown fields are ignored.
+// with a non-empty id (up to 200 bytes) and a text (up to 10000 bytes).
+// Unknown fields are ignored. The body must be valid UTF-8 and its strings
+// free of NUL and of unpaired surrogate escapes: encoding/json would turn
+// invalid bytes and lone surrogates into U+FFFD, so "coll\xff" and
+// "coll\xfe" would become one id and the second note would overwrite the
+// first.
 func DecodeNote(body []byte) (id, text string, err error) {
+	if !utf8.Valid(body) || loneSurrogate(body) {
+		return "", "", errors.Join(ErrNoteInvalid, errors.New("the body must be UTF-8 without unpaired surrogates"))
+	}
 	var in struct {
 		ID   *string `json:"id"`
 		Text *string `json:"text"`
@@ -48,12 +55,61 @@ func DecodeNote(body []byte) (id, text string, err error) {
 		return "", "", ErrNoteJSON
 	}
 	switch {
-	case in.ID == nil || *in.ID == "" || len(*in.ID) > MaxNoteID || !utf8.ValidString(*in.ID):
-		return "", "", errors.Join(ErrNoteInvalid, errors.New("id must be 1-200 bytes of UTF-8"))
-	case in.Text == nil || len(*in.Text) > MaxNoteText || !utf8.ValidString(*in.Text):
-		return "", "", errors.Join(ErrNoteInvalid, errors.New("text must be a string of at most 10000 bytes"))
+	case in.ID == nil || *in.ID == "" || len(*in.ID) > MaxNoteID || !receiver.ValidText(*in.ID):
+		return "", "", errors.Join(ErrNoteInvalid, errors.New("id must be 1-200 bytes of UTF-8 without NUL"))
+	case in.Text == nil || len(*in.Text) > MaxNoteText || !receiver.ValidText(*in.Text):
+		return "", "", errors.Join(ErrNoteInvalid, errors.New("text must be a string of at most 10000 bytes without NUL"))
 	}
 	return *in.ID, *in.Text, nil
+}
+
+// loneSurrogate reports whether a JSON text holds a \uD800-\uDFFF escape
+// that is not part of a high-low pair. It scans escapes only; the decoder
+// judges everything else.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 < len(b) && b[i+1] != 'u' {
+			i++ // an escaped character, possibly a backslash
+			continue
+		}
+		r, ok := hex4(b, i+2)
+		switch {
+		case !ok || r < 0xd800 || r > 0xdfff:
+		case r >= 0xdc00:
+			return true // a low surrogate first
+		default:
+			lo, ok := hex4(b, i+8)
+			if i+7 >= len(b) || b[i+6] != '\\' || b[i+7] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		}
+	}
+	return false
+}
+
+// hex4 parses the four hex digits at b[i:i+4].
+func hex4(b []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // putNote upserts a note and counts the effect, inside the receiver's
@@ -66,7 +122,7 @@ func putNote(ctx context.Context, tx receiver.Tx, r *receiver.Request) (receiver
 			Status: http.StatusBadRequest, Detail: `Send {"id": "...", "text": "..."}.`}), nil
 	case err != nil:
 		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "invalid-note", Title: "Note invalid",
-			Status: http.StatusUnprocessableEntity, Detail: "id must be 1-200 bytes; text at most 10000 bytes."}), nil
+			Status: http.StatusUnprocessableEntity, Detail: "id must be 1-200 bytes, text at most 10000 bytes, both UTF-8 without NUL."}), nil
 	}
 	var effects int64
 	err = tx.QueryRow(ctx, `INSERT INTO demo_notes (user_id, id, text, effects) VALUES ($1, $2, $3, 1)
@@ -147,7 +203,21 @@ func writeJSONProblem(w http.ResponseWriter, p receiver.Problem) {
 
 // migrate creates the demo's tables. The SQL is common to SQLite and
 // PostgreSQL.
+//
+// Instances starting together on one PostgreSQL database race on CREATE
+// TABLE IF NOT EXISTS (the loser fails with a unique violation in pg_type):
+// another attempt finds the tables made.
 func migrate(ctx context.Context, st receiver.Store) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = migrateOnce(ctx, st); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func migrateOnce(ctx context.Context, st receiver.Store) error {
 	tx, err := st.Begin(ctx)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore"
@@ -47,7 +48,8 @@ type Config struct {
 	// routes, latency or injected failures in front of the real server.
 	Middleware func(http.Handler) http.Handler
 	// Receiver overrides receiver options (Retention, MaxBody, ClaimTTL,
-	// Clock). Scope and Logger are always set by the server.
+	// Clock, BodyTimeout, MaxBodyMemory). Scope, Logger and
+	// RejectInvalidUTF8 are always set by the server.
 	Receiver receiver.Options
 	// ReapInterval is how often expired idempotency records are deleted
 	// (default 10 minutes).
@@ -85,8 +87,13 @@ func New(cfg Config) (*Server, error) {
 	ropts := cfg.Receiver
 	ropts.Scope = demoScope
 	ropts.Logger = cfg.Logger
+	ropts.RejectInvalidUTF8 = true // a JSON API: see DecodeNote
 	s := &Server{store: store, rc: receiver.New(store, ropts), log: cfg.Logger}
-	var h http.Handler = s.routes(cfg.Dist)
+	bodyTimeout := ropts.BodyTimeout
+	if bodyTimeout <= 0 {
+		bodyTimeout = receiver.DefaultBodyTimeout
+	}
+	var h http.Handler = readDeadline(s.routes(cfg.Dist), bodyTimeout)
 	if cfg.Middleware != nil {
 		h = cfg.Middleware(h)
 	}
@@ -174,6 +181,10 @@ func (s *Server) routes(dist string) http.Handler {
 func staticHandler(root http.FileSystem) http.Handler {
 	fsrv := http.FileServer(root)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !utf8.ValidString(r.URL.Path) {
+			http.NotFound(w, r) // no file has such a name; io/fs would call it invalid, a 500
+			return
+		}
 		w.Header().Set("Cache-Control", "no-cache")
 		switch {
 		case strings.HasSuffix(r.URL.Path, ".wasm"):
@@ -182,6 +193,18 @@ func staticHandler(root http.FileSystem) http.Handler {
 			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		}
 		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// readDeadline bounds the reading of every request, routes outside the
+// receiver included: net/http discards up to 256 KiB of a body a handler
+// leaves unread, and without a deadline a client trickling that body holds
+// the connection for as long as it likes. The receiver re-arms the deadline
+// for its own routes and lifts it once it has the body.
+func readDeadline(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -52,6 +52,16 @@ const (
 	MaxResourceLen         = 200
 )
 
+// Problem types for bodies the receiver refuses before storing anything.
+// Classify retries the 408 and the 503; the others are terminal.
+const (
+	ProblemBodyUnreadable = ProblemBase + "body-unreadable" // 400: the body ended before its length
+	ProblemBodyTimeout    = ProblemBase + "body-timeout"    // 408: the body arrived too slowly
+	ProblemBusy           = ProblemBase + "server-busy"     // 503 with Retry-After: too many bodies at once
+	ProblemInvalidUTF8    = ProblemBase + "invalid-utf8"    // 422: the body is not valid UTF-8
+	ProblemInvalidText    = ProblemBase + "invalid-text"    // 422: text a store cannot hold (NUL)
+)
+
 // Errors returned by the parsers. Use errors.Is.
 var (
 	ErrKeyMissing        = errors.New("wire: idempotency key missing")

@@ -45,6 +45,7 @@ type env struct {
 	clock  *clock
 	opts   receiver.Options
 	mw     func(http.Handler) http.Handler
+	wrap   func(receiver.Store) receiver.Store // e.g. to inject store faults
 	client *http.Client
 
 	mu       sync.Mutex
@@ -86,6 +87,9 @@ func (e *env) start() {
 	if err == nil {
 		_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conf_effects (scope TEXT NOT NULL, idem_key TEXT NOT NULL, n BIGINT NOT NULL)`)
 		if err == nil {
+			_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conf_text (idem_key TEXT NOT NULL, body TEXT NOT NULL)`)
+		}
+		if err == nil {
 			err = tx.Commit()
 		}
 	}
@@ -93,6 +97,9 @@ func (e *env) start() {
 		e.t.Fatalf("create test table: %v", err)
 	}
 	e.store = st
+	if e.wrap != nil {
+		st = e.wrap(st)
+	}
 	e.rc = receiver.New(st, e.opts)
 	mux := http.NewServeMux()
 	mux.Handle("POST /things", e.rc.Handle(e.handler))
@@ -125,7 +132,7 @@ func (e *env) restart() {
 
 // command is the test handler's body.
 type command struct {
-	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block
+	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text
 	Data string `json:"data,omitempty"`
 }
 
@@ -161,6 +168,10 @@ func (e *env) handler(ctx context.Context, tx receiver.Tx, r *receiver.Request) 
 	case "block":
 		e.started <- struct{}{}
 		<-e.unblock
+	case "text": // stores Data in a TEXT column
+		if _, err := tx.Exec(ctx, `INSERT INTO conf_text (idem_key, body) VALUES ($1, $2)`, r.Key, c.Data); err != nil {
+			return receiver.Response{}, err
+		}
 	}
 	resp, err := receiver.JSON(http.StatusCreated, map[string]any{"key": r.Key, "token": r.Token, "data": c.Data})
 	resp.Header.Set("Location", "/things/"+r.Key)

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tabfence/tabfence/receiver"
 )
@@ -101,28 +102,48 @@ type pgxQuerier interface {
 }
 
 func (q q) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := receiver.CheckArgs(args); err != nil {
+		return 0, err
+	}
 	// Exec through Query keeps one code path for pgx.Tx and *pgx.Conn.
 	rows, err := q.db.Query(ctx, query, args...)
 	if err != nil {
-		return 0, err
+		return 0, textError(err)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, textError(err)
 	}
 	return rows.CommandTag().RowsAffected(), nil
 }
 
 func (q q) QueryRow(ctx context.Context, query string, args ...any) receiver.Row {
+	if err := receiver.CheckArgs(args); err != nil {
+		return errRow{err}
+	}
 	return row{q.db.QueryRow(ctx, query, args...)}
 }
 
 func (q q) Query(ctx context.Context, query string, args ...any) (receiver.Rows, error) {
-	r, err := q.db.Query(ctx, query, args...)
-	if err != nil {
+	if err := receiver.CheckArgs(args); err != nil {
 		return nil, err
 	}
+	r, err := q.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, textError(err)
+	}
 	return rows{r}, nil
+}
+
+// textError marks PostgreSQL's refusals of text it cannot hold (a NUL, or
+// bytes that are not UTF-8, from a []byte sent to a TEXT column or made by
+// SQL) with receiver.ErrInvalidText, so they are answered as client input.
+func textError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05") {
+		return fmt.Errorf("%w: %w", receiver.ErrInvalidText, err)
+	}
+	return err
 }
 
 type row struct{ r pgx.Row }
@@ -132,10 +153,17 @@ func (r row) Scan(dest ...any) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w (%w)", receiver.ErrNoRows, err)
 	}
-	return err
+	return textError(err)
 }
 
+// errRow is a Row whose statement was refused before it ran.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
 type rows struct{ pgx.Rows }
+
+func (r rows) Err() error { return textError(r.Rows.Err()) }
 
 type writeTx struct {
 	q

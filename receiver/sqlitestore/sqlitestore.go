@@ -98,10 +98,15 @@ type sqlQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// q adapts *sql.Tx and *sql.DB to receiver.Tx.
+// q adapts *sql.Tx and *sql.DB to receiver.Tx. SQLite could store a NUL in
+// TEXT, PostgreSQL cannot: both stores refuse such text (receiver.CheckArgs)
+// so that a handler behaves the same on either.
 type q struct{ db sqlQuerier }
 
 func (q q) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := receiver.CheckArgs(args); err != nil {
+		return 0, err
+	}
 	res, err := q.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -110,10 +115,16 @@ func (q q) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 }
 
 func (q q) QueryRow(ctx context.Context, query string, args ...any) receiver.Row {
+	if err := receiver.CheckArgs(args); err != nil {
+		return errRow{err}
+	}
 	return row{q.db.QueryRowContext(ctx, query, args...)}
 }
 
 func (q q) Query(ctx context.Context, query string, args ...any) (receiver.Rows, error) {
+	if err := receiver.CheckArgs(args); err != nil {
+		return nil, err
+	}
 	r, err := q.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -130,6 +141,11 @@ func (r row) Scan(dest ...any) error {
 	}
 	return err
 }
+
+// errRow is a Row whose statement was refused before it ran.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 type rows struct{ *sql.Rows }
 
