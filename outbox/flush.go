@@ -129,7 +129,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 		recs, err := o.cfg.Store.Claim(ctx, ClaimRequest{
 			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
 			UserID: f.session.UserID, TenantID: f.session.TenantID,
-			MaxSchema: o.cfg.SchemaVersion, Paused: meta.AuthPaused,
+			Schema: o.SchemaGate(), Paused: meta.AuthPaused,
 			Reconnected: o.reconnectedAt(),
 		})
 		if err != nil {

@@ -21,11 +21,13 @@ import (
 // RuntimeConfig configures a Runtime: one tab's (or one instance's) handle
 // on a shared, durable outbox in the browser.
 type RuntimeConfig struct {
-	// Name is the queue scope: it names the IndexedDB database
-	// (IDBName(Name)), the Web Lock and the BroadcastChannel
-	// ("tabfence:outbox-<Name>:v<Protocol>").
-	Name     string
-	Protocol int // default 1; part of the lock and channel names
+	// Name is the queue scope: with Protocol it names the IndexedDB
+	// database, the Web Lock, the BroadcastChannel, the lease and the
+	// server fencing resource (Names, FenceResource).
+	Name string
+	// Protocol (default 1) separates queues a deploy made incompatible:
+	// tabs of different protocols share none of the names above.
+	Protocol int
 	// Outbox configures the queue (Policies are required). Name, Store,
 	// Transport and Events are filled in by the Runtime when empty.
 	Outbox Config
@@ -51,7 +53,7 @@ type RuntimeConfig struct {
 	NoWebLocks bool
 	// StatusDebounce coalesces status refreshes (default 100 ms).
 	StatusDebounce time.Duration
-	// Store, when set, is used instead of opening IDBName(Name).
+	// Store, when set, is used instead of opening Names(Name, Protocol).Database.
 	Store Store
 	// AckedRetention is how long acked records stay before the flush owner
 	// compacts them (Outbox.Compact, at most once a minute); default
@@ -174,10 +176,11 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.StatusDebounce <= 0 {
 		cfg.StatusDebounce = 100 * time.Millisecond
 	}
-	lockName, err := locks.Name("outbox-"+cfg.Name, cfg.Protocol)
+	names, err := Names(cfg.Name, cfg.Protocol)
 	if err != nil {
 		return nil, err
 	}
+	lockName := names.Lock
 	r := &Runtime{
 		cfg: cfg, id: randid.New(), lockName: lockName,
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
@@ -187,7 +190,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r.store = cfg.Store
 	if r.store == nil {
-		st, err := OpenIDBStore(ctx, IDBName(cfg.Name))
+		st, err := OpenIDBStore(ctx, names.Database)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +203,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		return ft.Send(ctx, req)
 	})
 	oc := cfg.Outbox
-	oc.Name = cfg.Name
+	oc.Name, oc.Protocol = cfg.Name, cfg.Protocol
 	if oc.Store == nil {
 		oc.Store = r.store
 	}
@@ -257,6 +260,9 @@ func (r *Runtime) Outbox() *Outbox { return r.ob }
 
 // LockName is the Web Lock (and channel) name.
 func (r *Runtime) LockName() string { return r.lockName }
+
+// Protocol is the queue's protocol (see Names).
+func (r *Runtime) Protocol() int { return r.cfg.Protocol }
 
 // Close stops the triggers and loops, releases the lock if held (an ongoing
 // flush is cancelled; its claimed records go back to the queue or are
@@ -1138,7 +1144,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	r.contended = false
 	r.mu.Unlock()
 	user := r.ob.Session().UserID
-	res := FenceResource(r.cfg.Name, user)
+	res := FenceResource(fenceQueue(r.cfg.Name, r.cfg.Protocol), user)
 	tok, err := r.fence(ctx, res, user)
 	if err != nil {
 		_ = r.ob.Release(context.WithoutCancel(ctx), lease)

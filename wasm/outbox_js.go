@@ -273,6 +273,7 @@ func registerOutbox(api js.Value) {
 		outboxes.remove(args[0].Float())
 		return nil, r.Close()
 	})
+	registerOutboxSchema(get)
 	api.Set("outbox", asyncFunc(openOutbox).Value)
 }
 
@@ -401,6 +402,9 @@ func openOutbox(args []js.Value) (any, error) {
 			return nil, err
 		}
 	}
+	if err := outboxVersions(opts, &cfg); err != nil {
+		return nil, err
+	}
 	cfg.NoWebLocks = field(opts, "noWebLocks").Truthy()
 	headers := field(opts, "headers")
 	if t, _ := typeOf(headers); t == js.TypeObject || t == js.TypeFunction {
@@ -445,6 +449,8 @@ func openOutbox(args []js.Value) (any, error) {
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
 	defineConst(obj, "lockName", rt.LockName())
+	defineConst(obj, "protocol", rt.Protocol())
+	defineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
 	for _, m := range []struct {
 		name string
 		cb   *jsglue.Callback
@@ -452,6 +458,7 @@ func openOutbox(args []js.Value) (any, error) {
 		{"enqueue", obEnqueue}, {"flush", obFlush}, {"status", obStatus}, {"onStatus", obOnStatus},
 		{"onEvent", obOnEvent}, {"deadLetters", obDeadLetters}, {"retry", obRetry}, {"discard", obDiscard},
 		{"pause", obPause}, {"resume", obResume}, {"login", obLogin}, {"logout", obLogout}, {"close", obClose},
+		{"unsupported", obUnsupported},
 	} {
 		if m.name == "enqueue" {
 			defineConst(obj, m.name, enqueueMethod(id))
@@ -746,6 +753,7 @@ func recordJS(r *outbox.Record) js.Value {
 	o.Set("createdAt", ms(r.CreatedAt))
 	o.Set("updatedAt", ms(r.UpdatedAt))
 	o.Set("user", r.UserID)
+	o.Set("schemaVersion", r.PayloadSchemaVersion)
 	o.Set("lastError", errorInfoJS(r.LastError))
 	return o
 }
