@@ -377,6 +377,9 @@ func (o *Outbox) Resume(ctx context.Context) error {
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		m.Paused = false
 		m.AuthPaused = removeString(m.AuthPaused, user)
+		if m.Failure.Kind == FailurePausedAuth {
+			m.Failure = SendFailure{} // the next flush tells
+		}
 		return nil
 	})
 	return err

@@ -1145,22 +1145,20 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	r.mu.Unlock()
 	user := r.ob.Session().UserID
 	res := FenceResource(fenceQueue(r.cfg.Name, r.cfg.Protocol), user)
-	tok, err := r.fence(ctx, res, user)
+	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
-		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
-		r.mu.Lock()
-		r.fenceFails++
-		d := r.ob.cfg.Backoff.Ceiling(r.fenceFails)
-		if d > 30*time.Second {
-			d = 30 * time.Second
-		}
-		r.fenceRetryAt = time.Now().Add(d)
-		r.mu.Unlock()
-		r.dueT.Reset(d)
-		r.ob.emit(Event{Kind: EventFlushEnd, At: time.Now(), Owner: r.id, LeaseToken: lease.Token, Reason: short("fence: " + err.Error())})
+		r.fenceFailed(ctx, lease, ferr, err)
 		return rep, false, err
 	}
 	lease.Resource, lease.FenceToken = res, tok
+	r.mu.Lock()
+	failing := r.last.Failure.Failing()
+	r.mu.Unlock()
+	if failing {
+		// The server answered: a failure spell the status shows is over
+		// even if there is nothing to send (the flush below tells more).
+		_ = r.ob.NoteReached(ctx)
+	}
 	r.mu.Lock()
 	r.fenceFails, r.fenceRetryAt = 0, time.Time{}
 	r.owning, r.flushing, r.lease, r.lastStep = true, true, lease, time.Now()
@@ -1279,17 +1277,41 @@ func (r *Runtime) scheduleNext(user string) {
 }
 
 // fence obtains a server fencing token for resource (POST FencePath+resource).
-func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, error) {
+// A failure comes with its ErrorInfo (FenceError).
+func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, ErrorInfo, error) {
 	resp, err := r.transport.Send(ctx, Request{Method: "POST", Endpoint: r.cfg.FencePath + resource, Header: Header{}, UserID: user})
 	if err != nil {
-		return 0, errors.Join(ErrFenceUnavailable, err)
+		return 0, FenceError(0, err, errors.Is(err, ErrOffline)), errors.Join(ErrFenceUnavailable, err)
 	}
 	if resp.Status != 200 {
-		return 0, errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
+		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
 	}
 	tok, ok := ParseFenceToken(resp.Body)
 	if !ok {
-		return 0, errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
+		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
 	}
-	return tok, nil
+	return tok, ErrorInfo{}, nil
+}
+
+// fenceFailed gives the lease back after a failed fencing token request,
+// arms the retry timer (backoff, at most 30 s) and records the failure in
+// the queue's metadata for every tab's status (still holding the lock: only
+// the would-be owner writes it).
+func (r *Runtime) fenceFailed(ctx context.Context, lease Lease, e ErrorInfo, err error) {
+	r.mu.Lock()
+	r.fenceFails++
+	d := r.ob.cfg.Backoff.Ceiling(r.fenceFails)
+	if d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	r.fenceRetryAt = time.Now().Add(d)
+	next := r.fenceRetryAt
+	r.mu.Unlock()
+	wctx := context.WithoutCancel(ctx)
+	_ = r.ob.Release(wctx, lease)
+	if r.ob.NoteFenceFailure(wctx, e, next) == nil {
+		r.markDirty(true)
+	}
+	r.dueT.Reset(d)
+	r.ob.emit(Event{Kind: EventFlushEnd, At: time.Now(), Owner: r.id, LeaseToken: lease.Token, Reason: short("fence: " + err.Error())})
 }

@@ -246,6 +246,9 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 	if e != nil {
 		ev.ErrorCode = e.Code
 	}
+	f.mu.Lock()
+	f.health.observe(e, &n)
+	f.mu.Unlock()
 	f.count(func(r *FlushReport) {
 		switch n.Status {
 		case StatusAcked:

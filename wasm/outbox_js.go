@@ -602,6 +602,26 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	return op, true
 }
 
+// payloadBytes is p as a payload: a string or bytes as is, anything else
+// (but undefined) as JSON.stringify; ok false when it is none of these.
+func payloadBytes(p js.Value) (b []byte, ok bool) {
+	switch pt, _ := typeOf(p); {
+	case pt == js.TypeString:
+		return []byte(p.String()), true
+	case jsglue.InstanceOf(p, jsUint8Array):
+		b = make([]byte, p.Length())
+		js.CopyBytesToGo(b, p)
+		return b, true
+	case pt == js.TypeUndefined:
+		return nil, false
+	}
+	s, err := jsglue.Call(jsJSON, "stringify", p)
+	if err != nil || s.Type() != js.TypeString {
+		return nil, false
+	}
+	return []byte(s.String()), true
+}
+
 // opArgSlow reads enqueue's operation field by field.
 func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := typeOf(v); t != js.TypeObject {
@@ -633,20 +653,12 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		return op, err
 	}
 	p := field(v, "payload")
-	switch pt, _ := typeOf(p); {
-	case pt == js.TypeString:
-		op.Payload = []byte(p.String())
-	case jsglue.InstanceOf(p, jsUint8Array):
-		op.Payload = make([]byte, p.Length())
-		js.CopyBytesToGo(op.Payload, p)
-	case pt == js.TypeUndefined:
+	if isType(p, js.TypeUndefined) {
 		return op, typeErr("outbox.enqueue", "payload is required")
-	default:
-		s, err := jsglue.Call(jsJSON, "stringify", p)
-		if err != nil || s.Type() != js.TypeString {
-			return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
-		}
-		op.Payload = []byte(s.String())
+	}
+	var ok bool
+	if op.Payload, ok = payloadBytes(p); !ok {
+		return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
 	}
 	if deps := field(v, "dependencyIds"); isType(deps, js.TypeObject) {
 		// Read by index through Reflect.get (a throwing getter or proxy
@@ -697,6 +709,7 @@ func statusJS(st outbox.RuntimeStatus) js.Value {
 	o.Set("oldestPendingAgeMs", float64(st.OldestPendingAge)/1e6)
 	o.Set("lastFlushAt", ms(st.LastFlushAt))
 	o.Set("lastError", errorInfoJS(st.LastError))
+	setFailureJS(o, st.Failure)
 	o.Set("paused", st.Paused)
 	o.Set("leader", st.Owner)
 	o.Set("flushing", st.Flushing)

@@ -69,8 +69,8 @@ func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
 	keys := jsObject.Call("keys", migs)
 	for i := 0; i < keys.Length() && i < maxSchemaVersion; i++ {
 		k := keys.Index(i).String()
-		from, err := strconv.Atoi(k)
-		if err != nil || from < 0 || from >= schema || strconv.Itoa(from) != k {
+		from, ok := smallInt(k)
+		if !ok || from >= schema {
 			return typeErr("outbox", "migrations."+k+": the key must be a schema version below schemaVersion ("+strconv.Itoa(schema)+")")
 		}
 		fn := field(migs, k)
@@ -82,7 +82,7 @@ func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
 	return nil
 }
 
-var errMigrationResult = errors.New("migration returned undefined")
+var errMigrationResult = errors.New("migration returned no payload (undefined, or not JSON-serializable)")
 
 // migrationFunc calls fn with the parsed JSON payload (the string when it
 // is not JSON) and takes its result as enqueue takes a payload: a string
@@ -99,20 +99,27 @@ func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch t, _ := typeOf(out); {
-		case t == js.TypeString:
-			return []byte(out.String()), nil
-		case jsglue.InstanceOf(out, jsUint8Array):
-			b := make([]byte, out.Length())
-			js.CopyBytesToGo(b, out)
-			return b, nil
-		case t == js.TypeUndefined:
+		b, ok := payloadBytes(out)
+		if !ok {
 			return nil, errMigrationResult
 		}
-		j, err := jsglue.Call(jsJSON, "stringify", out)
-		if err != nil || j.Type() != js.TypeString {
-			return nil, errors.Join(errMigrationResult, err)
-		}
-		return []byte(j.String()), nil
+		return b, nil
 	}
+}
+
+// smallInt parses a canonical decimal integer of at most 7 digits (no sign,
+// no leading zero), by hand: strconv.Atoi's *NumError would link
+// strconv.Quote and its Unicode tables into the download.
+func smallInt(s string) (int, bool) {
+	if s == "" || len(s) > 7 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
 }

@@ -610,7 +610,29 @@ export interface OutboxStatus {
   unsupported: number;
   oldestPendingAgeMs: number;
   lastFlushAt: number | null;
+  /** The last error; null again once sending works after a failure. */
   lastError: OutboxError | null;
+  /**
+   * Sending fails: the flush owner's last attempt (its fencing token
+   * request or its sends) failed, the same in every tab. It clears once the
+   * server answers again.
+   */
+  failing: boolean;
+  /**
+   * Why: "offline" (the browser reports no network), "unreachable" (no
+   * answer: server down, network error, timeout), "server-error" (5xx, 408,
+   * 425), "rate-limited" (429), "paused-auth" (a 401: the user's queue waits
+   * for resume()), "unauthorized" / "refused" (the fencing token request got
+   * a 401 / another 4xx; retried). null when not failing.
+   */
+  failure: OutboxFailure | null;
+  /** When this spell of failures began (ms epoch), null when not failing. */
+  failingSince: number | null;
+  /**
+   * When the owner tries again (ms epoch); null when not failing or when an
+   * event does it (offline: the online event; paused-auth: resume()).
+   */
+  nextAttemptAt: number | null;
   /** Paused by pause() (for every tab). */
   paused: boolean;
   /** This tab holds the flush lock now. */
@@ -623,6 +645,8 @@ export interface OutboxStatus {
   /** This tab's owner id. */
   id: string;
 }
+
+export type OutboxFailure = "offline" | "unreachable" | "server-error" | "rate-limited" | "paused-auth" | "unauthorized" | "refused";
 
 export interface OutboxError {
   /** Stable code: "network", "http_503", "lease_expired", "schema_unsupported", ... */

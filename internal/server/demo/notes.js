@@ -37,7 +37,9 @@ function render(s) {
   $("ob-token").textContent = s.leaseToken ? `${s.leaseToken}${s.fenceToken ? ` / server ${s.fenceToken}` : ""}` : "—";
   for (const k of ["pending", "sending", "failed", "deadLetter", "conflict", "acked"]) $(`ob-${k}`).textContent = String(s[k]);
   $("ob-offline").checked = s.paused;
-  $("ob-last-error").textContent = s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : "—";
+  const err = s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : "—";
+  const next = s.nextAttemptAt ? `, next attempt ${new Date(s.nextAttemptAt).toLocaleTimeString()}` : "";
+  $("ob-last-error").textContent = s.failing ? `sending fails (${s.failure}${next}): ${err}` : err;
 }
 
 let listTimer = 0;
