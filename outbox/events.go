@@ -18,7 +18,10 @@ const (
 	EventStepDown   EventKind = "outbox.flush.step_down"
 	EventAuth       EventKind = "outbox.auth_required"
 	EventOffline    EventKind = "outbox.offline"
-	EventFlushEnd   EventKind = "outbox.flush.end"
+	// EventUnsupported: a record's migration failed; it stays as stored,
+	// unsent, counted as unsupported.
+	EventUnsupported EventKind = "outbox.record.unsupported"
+	EventFlushEnd    EventKind = "outbox.flush.end"
 )
 
 // Event is compact by design: it never carries the payload, and the

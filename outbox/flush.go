@@ -29,6 +29,7 @@ type flushRun struct {
 	stop    error // first fatal error: step down, auth, stale owner
 	report  FlushReport
 	lastErr *ErrorInfo
+	health  flushHealth
 	// authAsked: OnAuthRequired was called in this flush already.
 	authAsked bool
 
@@ -88,13 +89,14 @@ func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
 	err = f.loop(ctx)
 	end := o.cfg.Clock.Now()
 	f.mu.Lock()
-	rep, lastErr := f.report, f.lastErr
+	rep, lastErr, health := f.report, f.lastErr, f.health
 	f.mu.Unlock()
 	if !errors.Is(err, ErrStaleOwner) {
 		// A stale owner leaves even the metadata alone.
 		_, _ = o.cfg.Store.UpdateMeta(context.WithoutCancel(ctx), func(m *Meta) error {
 			m.LastFlushAt = end
-			if lastErr != nil {
+			health.apply(m, end)
+			if lastErr != nil && !m.Failure.Failing() {
 				m.LastError = lastErr
 			}
 			return nil
@@ -129,7 +131,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 		recs, err := o.cfg.Store.Claim(ctx, ClaimRequest{
 			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
 			UserID: f.session.UserID, TenantID: f.session.TenantID,
-			MaxSchema: o.cfg.SchemaVersion, Paused: meta.AuthPaused,
+			Schema: o.SchemaGate(), Paused: meta.AuthPaused,
 			Reconnected: o.reconnectedAt(),
 		})
 		if err != nil {

@@ -221,30 +221,36 @@ func TestMigrations(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	mk := func(id string, seq uint64, ver int) {
+	mk := func(id string, ver int) {
 		_, err := h.store.Enqueue(ctx, EnqueueRequest{Policy: Policy{Dedupe: Append}, Record: Record{
 			ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "comment", Payload: []byte("p"),
 			PayloadSchemaVersion: ver, UserID: "alice", TenantID: "t1", MaxAttempts: 5, CreatedAt: t0,
 		}})
 		require.NoError(t, err)
 	}
-	mk("v1", 1, 1)
-	mk("v0", 2, 0)
-	mk("v9", 3, 9)
+	mk("v1", 1)
+	mk("v0", 0)
+	mk("v9", 9)
 	_, err := h.flush("A")
 	require.NoError(t, err)
-	require.Equal(t, StatusAcked, h.get("v1").Status)
-	require.Equal(t, "p+v2+v3", string(h.sent()[0].Body))
-	require.Equal(t, "p", string(h.get("v1").Payload)) // stored record untouched
-	old := h.get("v0")
-	require.Equal(t, StatusTerminalFailed, old.Status)
-	require.Equal(t, "schema_unsupported", old.LastError.Code)
+	// v0 (no version) is schema 1: both migrated at the send, the stored
+	// records untouched.
+	for i, id := range []string{"v1", "v0"} {
+		require.Equal(t, StatusAcked, h.get(id).Status, id)
+		require.Equal(t, "p+v2+v3", string(h.sent()[i].Body), id)
+		require.Equal(t, "p", string(h.get(id).Payload), id)
+	}
+	// v9 is newer: left alone, uncharged, never terminal (a build that
+	// knows it sends it).
 	newer := h.get("v9")
-	require.Equal(t, StatusPending, newer.Status) // left alone, not sent
+	require.Equal(t, StatusPending, newer.Status)
 	require.Equal(t, 0, newer.Attempts)
-	require.Len(t, h.sent(), 1)
+	require.Len(t, h.sent(), 2)
 	p, _ := h.ob.Status(ctx)
 	require.Equal(t, 1, p.Unsupported)
+	unsup, err := h.ob.Unsupported(ctx)
+	require.NoError(t, err)
+	require.Len(t, unsup, 1)
 }
 
 func TestLogoutPauseAndPurge(t *testing.T) {

@@ -56,9 +56,10 @@ type IDBError struct {
 func (e *IDBError) Error() string { return "outbox: indexeddb " + e.Op + ": " + e.Err.Error() }
 func (e *IDBError) Unwrap() error { return e.Err }
 
-// IDBName is the database name of a queue scope: each outbox has its own
+// IDBName is the database name of a queue scope at protocol 1 (see Names,
+// which names the database of every protocol): each outbox has its own
 // database, so its schema evolves and can be deleted on its own.
-func IDBName(queue string) string { return "tabfence-outbox:" + queue }
+func IDBName(queue string) string { return protocol1DB(queue) }
 
 // IDBOption configures OpenIDBStore.
 type IDBOption func(*idbConfig)
@@ -1119,18 +1120,19 @@ func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 // reads it on every change, and a backlog of thousands of offline
 // mutations must not make each read decode them all.
 func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
-	return s.StatusSchema(ctx, 0)
+	return s.StatusSchema(ctx, SchemaGate{})
 }
 
 // projected are the statuses a Projection counts, in its field order.
 var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFailed, StatusDeadLetter, StatusConflict, StatusTerminalFailed, StatusAcked}
 
-// StatusSchema is Status that also counts the unsettled records of a
-// payload schema >= minSchema (Projection.Unsupported; none when minSchema
-// <= 0), from the schema index: a count, then (only when there are such
-// records, which is rare: a newer build's) their statuses. Outbox.Status
-// uses it instead of a scan.
-func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection, error) {
+// StatusSchema is Status that also counts the unsettled records gate leaves
+// alone (Projection.Unsupported; none when gate.Version <= 0), from the
+// schema index: a count of the records of another schema than gate's, then
+// (only when there are such records, which is rare: a newer or an older
+// build's) what gate decides from their status, schema and last error.
+// Outbox.Status uses it instead of a scan.
+func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projection, error) {
 	const op = "status"
 	t, err := s.beginCtx(ctx, op, "readonly", storeRecords, storeMeta)
 	if err != nil {
@@ -1141,7 +1143,7 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 	// count, and for an unsettled status its first record, per status),
 	// await the last.
 	var counts, firsts [8]js.Value
-	var mr, schemaIx, newer, lastAck js.Value
+	var mr, schemaIx, newer, older, lastAck js.Value
 	last, err := jsglue.Try(func() js.Value {
 		recs := t.v.Call("objectStore", storeRecords)
 		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
@@ -1157,10 +1159,11 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 				last = firsts[i]
 			}
 		}
-		if minSchema > 0 {
+		if gate.Version > 0 {
 			schemaIx = recs.Call("index", indexSchema)
-			newer = schemaIx.Call("count", keyRange().Call("lowerBound", minSchema))
-			last = newer
+			newer = schemaIx.Call("count", keyRange().Call("lowerBound", gate.Version, true))
+			older = schemaIx.Call("count", keyRange().Call("upperBound", gate.Version, true))
+			last = older
 		}
 		return last
 	})
@@ -1209,23 +1212,53 @@ func (s *IDBStore) StatusSchema(ctx context.Context, minSchema int) (Projection,
 	}
 	p.Pending, p.Sending, p.Failed = n[0], n[1]+n[2], n[3]
 	p.DeadLetter, p.Conflict, p.Terminal, p.Acked = n[4], n[5], n[6], n[7]
-	if c := newer; minSchema > 0 && c.Get("result").Type() == js.TypeNumber && c.Get("result").Int() > 0 {
-		// Rare: records a newer build wrote. Their statuses decide.
-		all, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", minSchema))
-		if err == nil {
-			err = t.wait(all)
-		}
-		if err != nil {
-			return Projection{}, wrapIDB(op, err)
-		}
-		arr := all.Get("result")
-		for i, k := 0, arr.Length(); i < k; i++ {
-			if st := arr.Index(i).Get("status"); st.Type() == js.TypeString && !Status(st.String()).Settled() {
-				p.Unsupported++
-			}
+	if gate.Version > 0 && (resultInt(newer) > 0 || resultInt(older) > 0) {
+		if p.Unsupported, err = s.countUnsupported(t, schemaIx, gate); err != nil {
+			return Projection{}, err
 		}
 	}
 	return p, nil
+}
+
+func resultInt(req js.Value) int {
+	if v := req.Get("result"); v.Type() == js.TypeNumber {
+		return v.Int()
+	}
+	return 0
+}
+
+// countUnsupported reads the records of another schema than gate's (both
+// sides of gate.Version in the schema index) within t and counts those gate
+// leaves alone.
+func (s *IDBStore) countUnsupported(t *txn, schemaIx js.Value, gate SchemaGate) (int, error) {
+	const op = "status"
+	above, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", gate.Version, true))
+	if err != nil {
+		return 0, wrapIDB(op, err)
+	}
+	below, err := t.call(schemaIx, "getAll", keyRange().Call("upperBound", gate.Version, true))
+	if err == nil {
+		err = t.wait(below)
+	}
+	if err != nil {
+		return 0, wrapIDB(op, err)
+	}
+	n := 0
+	for _, res := range []js.Value{above, below} {
+		arr := res.Get("result")
+		for i, k := 0, arr.Length(); i < k; i++ {
+			rd := newReader(storeRecords, arr.Index(i))
+			rec := Record{Status: Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion"), LastError: rd.errorInfo("lastError")}
+			if rd.err != nil {
+				s.sawCorrupt(rd.err)
+				return 0, rd.err
+			}
+			if gate.Unsupported(&rec) {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // keyRange is the page's IDBKeyRange.

@@ -202,7 +202,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	}
 	// Update under a lease: the failed charge leaves the claimed record.
 	l, _, _ := s.GetLease(ctx, "flush")
-	claimed, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 1, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	claimed, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 1, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim %v", err)
 	}
@@ -245,7 +245,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	outbox.SetIDBTestHook(nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("claim: %v", err)
@@ -349,7 +349,7 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 10, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 10, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 1 || got[0].ID != "good" {
 		t.Fatalf("claim: %+v %v", got, err)
 	}

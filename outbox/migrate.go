@@ -5,23 +5,19 @@ import "strconv"
 // Migration upgrades a payload from one schema version to the next. It must
 // be pure and deterministic: it runs at every send, never persisted, so a
 // resend after a crash produces the same body (and the same hash at the
-// server) and an old record is never rewritten.
+// server) and an old record is never rewritten. One that fails leaves the
+// record as stored and unsupported in this runtime (SchemaRefused).
 type Migration struct {
 	From, To int
 	Migrate  func(payload []byte) ([]byte, error)
 }
 
-// migratePayload upgrades p from version from to version to. A version
-// newer than to is left alone by the scheduler and never reaches here.
+// migratePayload upgrades p from version from to version to, one step at a
+// time in the order SchemaGate checked (nextStep). A version newer than to,
+// or one without a path, is left alone by the claim and never reaches here.
 func migratePayload(migs []Migration, p []byte, from, to int) ([]byte, error) {
 	for from < to {
-		var m *Migration
-		for i := range migs {
-			if migs[i].From == from && migs[i].To > from && migs[i].To <= to {
-				m = &migs[i]
-				break
-			}
-		}
+		m := nextStep(migs, from, to)
 		if m == nil {
 			return nil, &opError{op: "migrate", detail: "no migration from schema v" + strconv.Itoa(from) + " to v" + strconv.Itoa(to), err: ErrSchemaUnsupported}
 		}

@@ -12,7 +12,10 @@ import (
 
 // Config configures an Outbox. Store, Transport and Policies are required.
 type Config struct {
-	Name      string // queue scope; the lease is named "outbox-flush:v1:"+Name
+	Name string // queue scope; the lease is named Names(Name, Protocol).Lease
+	// Protocol is the queue's compatibility with the server (default 1):
+	// queues of different protocols share nothing (see Names).
+	Protocol  int
 	Store     Store
 	Transport Transport
 	Clock     Clock  // default SystemClock
@@ -60,6 +63,8 @@ type Config struct {
 type Outbox struct {
 	cfg      Config
 	lockName string
+	// started: when this runtime began (SchemaGate.Since).
+	started time.Time
 
 	// customIDs: the app supplies the ids (Config.NewID); see AppendRules.
 	customIDs bool
@@ -119,11 +124,20 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1
 	}
+	if cfg.Protocol <= 0 {
+		cfg.Protocol = 1
+	}
 	custom := cfg.NewID != nil
 	if !custom {
 		cfg.NewID = randomID
 	}
-	return &Outbox{cfg: cfg, lockName: "outbox-flush:v1:" + cfg.Name, customIDs: custom}, nil
+	return &Outbox{cfg: cfg, lockName: leaseName(cfg.Name, cfg.Protocol), customIDs: custom, started: cfg.Clock.Now()}, nil
+}
+
+// SchemaGate is this runtime's rule of which records it sends, migrates or
+// leaves alone.
+func (o *Outbox) SchemaGate() SchemaGate {
+	return SchemaGate{Version: o.cfg.SchemaVersion, Migrations: o.cfg.Migrations, Since: o.started}
 }
 
 // randomID is a random 128-bit id (hex) from the platform's CSPRNG; see
@@ -264,27 +278,25 @@ func (o *Outbox) enqueued(op Op, req EnqueueRequest, res EnqueueResult) {
 }
 
 // Status returns the shared projection, with the oldest pending age and the
-// count of records of a newer payload schema this tab leaves alone.
+// count of records this runtime leaves alone for their payload schema
+// (SchemaGate: newer, without a migration path, or whose migration failed).
 func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 	var p Projection
 	var err error
+	gate := o.SchemaGate()
 	if ss, ok := o.cfg.Store.(schemaStatuser); ok {
-		p, err = ss.StatusSchema(ctx, o.cfg.SchemaVersion+1)
-		if err != nil {
+		if p, err = ss.StatusSchema(ctx, gate); err != nil {
 			return p, err
 		}
 	} else {
 		if p, err = o.cfg.Store.Status(ctx); err != nil {
 			return p, err
 		}
-		// Only unsettled records count, so only those are read: the acked
-		// history, which can be long, is not decoded on every status read.
-		newer, err := o.cfg.Store.List(ctx, Filter{MinSchemaVersion: o.cfg.SchemaVersion + 1,
-			Statuses: []Status{StatusPending, StatusLeased, StatusSending, StatusFailed}})
+		unsup, err := o.Unsupported(ctx)
 		if err != nil {
 			return p, err
 		}
-		p.Unsupported = CountUnsupported(newer, o.cfg.SchemaVersion+1)
+		p.Unsupported = len(unsup)
 	}
 	if !p.OldestPendingAt.IsZero() {
 		p.OldestPendingAge = o.cfg.Clock.Now().Sub(p.OldestPendingAt)
@@ -293,24 +305,32 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 }
 
 // schemaStatuser is a Store whose status read also counts the unsettled
-// records of a payload schema >= minSchema (Projection.Unsupported) from the
-// records it reads anyway, instead of a second scan of the whole queue
-// (IDBStore: every unsettled record is in the live index that Status reads;
-// the status read runs again after each burst of enqueues).
+// records gate leaves alone (Projection.Unsupported) from an index of the
+// payload schema, instead of a second scan of the whole queue (IDBStore: the
+// status read runs again after each burst of enqueues, and records of
+// another schema than the runtime's are rare).
 type schemaStatuser interface {
-	StatusSchema(ctx context.Context, minSchema int) (Projection, error)
+	StatusSchema(ctx context.Context, gate SchemaGate) (Projection, error)
 }
 
-// CountUnsupported counts the unsettled records of recs with a payload
-// schema >= minSchema.
-func CountUnsupported(recs []Record, minSchema int) int {
-	n := 0
+// Unsupported lists the unsettled records this runtime leaves alone for
+// their payload schema (SchemaGate), in seq order: never sent, never
+// deleted by the runtime, waiting for a build that can send them.
+func (o *Outbox) Unsupported(ctx context.Context) ([]Record, error) {
+	// Only unsettled records count, so only those are read: the acked
+	// history, which can be long, is not decoded.
+	recs, err := o.cfg.Store.List(ctx, Filter{Statuses: []Status{StatusPending, StatusLeased, StatusSending, StatusFailed}})
+	if err != nil {
+		return nil, err
+	}
+	gate := o.SchemaGate()
+	out := recs[:0]
 	for i := range recs {
-		if !recs[i].Status.Settled() && recs[i].PayloadSchemaVersion >= minSchema {
-			n++
+		if gate.Unsupported(&recs[i]) {
+			out = append(out, recs[i])
 		}
 	}
-	return n
+	return out, nil
 }
 
 // DeadLetters lists the records that need the app: dead letters, conflicts
@@ -357,6 +377,9 @@ func (o *Outbox) Resume(ctx context.Context) error {
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		m.Paused = false
 		m.AuthPaused = removeString(m.AuthPaused, user)
+		if m.Failure.Kind == FailurePausedAuth {
+			m.Failure = SendFailure{} // the next flush tells
+		}
 		return nil
 	})
 	return err

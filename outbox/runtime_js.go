@@ -21,11 +21,13 @@ import (
 // RuntimeConfig configures a Runtime: one tab's (or one instance's) handle
 // on a shared, durable outbox in the browser.
 type RuntimeConfig struct {
-	// Name is the queue scope: it names the IndexedDB database
-	// (IDBName(Name)), the Web Lock and the BroadcastChannel
-	// ("tabfence:outbox-<Name>:v<Protocol>").
-	Name     string
-	Protocol int // default 1; part of the lock and channel names
+	// Name is the queue scope: with Protocol it names the IndexedDB
+	// database, the Web Lock, the BroadcastChannel, the lease and the
+	// server fencing resource (Names, FenceResource).
+	Name string
+	// Protocol (default 1) separates queues a deploy made incompatible:
+	// tabs of different protocols share none of the names above.
+	Protocol int
 	// Outbox configures the queue (Policies are required). Name, Store,
 	// Transport and Events are filled in by the Runtime when empty.
 	Outbox Config
@@ -51,7 +53,7 @@ type RuntimeConfig struct {
 	NoWebLocks bool
 	// StatusDebounce coalesces status refreshes (default 100 ms).
 	StatusDebounce time.Duration
-	// Store, when set, is used instead of opening IDBName(Name).
+	// Store, when set, is used instead of opening Names(Name, Protocol).Database.
 	Store Store
 	// AckedRetention is how long acked records stay before the flush owner
 	// compacts them (Outbox.Compact, at most once a minute); default
@@ -174,10 +176,11 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.StatusDebounce <= 0 {
 		cfg.StatusDebounce = 100 * time.Millisecond
 	}
-	lockName, err := locks.Name("outbox-"+cfg.Name, cfg.Protocol)
+	names, err := Names(cfg.Name, cfg.Protocol)
 	if err != nil {
 		return nil, err
 	}
+	lockName := names.Lock
 	r := &Runtime{
 		cfg: cfg, id: randid.New(), lockName: lockName,
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
@@ -187,7 +190,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r.store = cfg.Store
 	if r.store == nil {
-		st, err := OpenIDBStore(ctx, IDBName(cfg.Name))
+		st, err := OpenIDBStore(ctx, names.Database)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +203,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		return ft.Send(ctx, req)
 	})
 	oc := cfg.Outbox
-	oc.Name = cfg.Name
+	oc.Name, oc.Protocol = cfg.Name, cfg.Protocol
 	if oc.Store == nil {
 		oc.Store = r.store
 	}
@@ -257,6 +260,9 @@ func (r *Runtime) Outbox() *Outbox { return r.ob }
 
 // LockName is the Web Lock (and channel) name.
 func (r *Runtime) LockName() string { return r.lockName }
+
+// Protocol is the queue's protocol (see Names).
+func (r *Runtime) Protocol() int { return r.cfg.Protocol }
 
 // Close stops the triggers and loops, releases the lock if held (an ongoing
 // flush is cancelled; its claimed records go back to the queue or are
@@ -1138,23 +1144,21 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	r.contended = false
 	r.mu.Unlock()
 	user := r.ob.Session().UserID
-	res := FenceResource(r.cfg.Name, user)
-	tok, err := r.fence(ctx, res, user)
+	res := FenceResource(fenceQueue(r.cfg.Name, r.cfg.Protocol), user)
+	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
-		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
-		r.mu.Lock()
-		r.fenceFails++
-		d := r.ob.cfg.Backoff.Ceiling(r.fenceFails)
-		if d > 30*time.Second {
-			d = 30 * time.Second
-		}
-		r.fenceRetryAt = time.Now().Add(d)
-		r.mu.Unlock()
-		r.dueT.Reset(d)
-		r.ob.emit(Event{Kind: EventFlushEnd, At: time.Now(), Owner: r.id, LeaseToken: lease.Token, Reason: short("fence: " + err.Error())})
+		r.fenceFailed(ctx, lease, ferr, err)
 		return rep, false, err
 	}
 	lease.Resource, lease.FenceToken = res, tok
+	r.mu.Lock()
+	failing := r.last.Failure.Failing()
+	r.mu.Unlock()
+	if failing {
+		// The server answered: a failure spell the status shows is over
+		// even if there is nothing to send (the flush below tells more).
+		_ = r.ob.NoteReached(ctx)
+	}
 	r.mu.Lock()
 	r.fenceFails, r.fenceRetryAt = 0, time.Time{}
 	r.owning, r.flushing, r.lease, r.lastStep = true, true, lease, time.Now()
@@ -1273,17 +1277,41 @@ func (r *Runtime) scheduleNext(user string) {
 }
 
 // fence obtains a server fencing token for resource (POST FencePath+resource).
-func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, error) {
+// A failure comes with its ErrorInfo (FenceError).
+func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, ErrorInfo, error) {
 	resp, err := r.transport.Send(ctx, Request{Method: "POST", Endpoint: r.cfg.FencePath + resource, Header: Header{}, UserID: user})
 	if err != nil {
-		return 0, errors.Join(ErrFenceUnavailable, err)
+		return 0, FenceError(0, err, errors.Is(err, ErrOffline)), errors.Join(ErrFenceUnavailable, err)
 	}
 	if resp.Status != 200 {
-		return 0, errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
+		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
 	}
 	tok, ok := ParseFenceToken(resp.Body)
 	if !ok {
-		return 0, errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
+		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
 	}
-	return tok, nil
+	return tok, ErrorInfo{}, nil
+}
+
+// fenceFailed gives the lease back after a failed fencing token request,
+// arms the retry timer (backoff, at most 30 s) and records the failure in
+// the queue's metadata for every tab's status (still holding the lock: only
+// the would-be owner writes it).
+func (r *Runtime) fenceFailed(ctx context.Context, lease Lease, e ErrorInfo, err error) {
+	r.mu.Lock()
+	r.fenceFails++
+	d := r.ob.cfg.Backoff.Ceiling(r.fenceFails)
+	if d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	r.fenceRetryAt = time.Now().Add(d)
+	next := r.fenceRetryAt
+	r.mu.Unlock()
+	wctx := context.WithoutCancel(ctx)
+	_ = r.ob.Release(wctx, lease)
+	if r.ob.NoteFenceFailure(wctx, e, next) == nil {
+		r.markDirty(true)
+	}
+	r.dueT.Reset(d)
+	r.ob.emit(Event{Kind: EventFlushEnd, At: time.Now(), Owner: r.id, LeaseToken: lease.Token, Reason: short("fence: " + err.Error())})
 }

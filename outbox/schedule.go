@@ -8,14 +8,14 @@ import (
 // same transaction, that Lease is still the current lease (owner and token),
 // then applies PlanClaim.
 type ClaimRequest struct {
-	Lease     Lease
-	Now       time.Time
-	Limit     int           // records per batch
-	LeaseTTL  time.Duration // how long claimed records stay leased
-	UserID    string        // session boundary: only this user's records
-	TenantID  string
-	MaxSchema int      // records of a newer payload schema are left alone
-	Paused    []string // users whose queue is paused (auth)
+	Lease    Lease
+	Now      time.Time
+	Limit    int           // records per batch
+	LeaseTTL time.Duration // how long claimed records stay leased
+	UserID   string        // session boundary: only this user's records
+	TenantID string
+	Schema   SchemaGate // records it leaves alone (SchemaUnsupported) are not claimed
+	Paused   []string   // users whose queue is paused (auth)
 	// Beyond: statuses of records the ones passed to PlanClaim depend on,
 	// when the Store passed only a seq-ordered prefix of the queue and those
 	// records lie beyond it (a Store that passes every record leaves it nil).
@@ -49,8 +49,9 @@ type ClaimPlan struct {
 //     the oldest unsettled record may head a lane; the lane continues with the
 //     following records of the entity while they are due too. A record that is
 //     in flight, not due, blocked (conflict, terminal, dead letter: they stop
-//     the entity until the app retries or discards them), of a newer schema,
-//     or waiting on a dependency stops its entity there.
+//     the entity until the app retries or discards them), of a schema the
+//     runtime leaves alone (req.Schema), or waiting on a dependency stops its
+//     entity there.
 //   - Dependencies: every DependencyID must be acked (absent counts as acked)
 //     or precede the record in the same lane.
 //   - Lanes are ordered by their head's Seq; at most Limit records in all.
@@ -117,8 +118,7 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 		}
 		lane, hasLane := laneOf[key]
 		due := Due(r, req.Now) || NetworkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
-		ok := total < limit && due &&
-			(req.MaxSchema <= 0 || r.PayloadSchemaVersion <= req.MaxSchema)
+		ok := total < limit && due && req.Schema.Action(r) != SchemaUnsupported
 		if ok {
 			for _, d := range r.DependencyIDs {
 				st, present := status[d]

@@ -102,9 +102,11 @@ func TestSessionBoundary(t *testing.T) {
 func TestNewerSchemaLeftAlone(t *testing.T) {
 	newer := rec("n", 1, "a", StatusPending)
 	newer.PayloadSchemaVersion = 3
+	a2, b := rec("a2", 2, "a", StatusPending), rec("b", 3, "b", StatusPending)
+	a2.PayloadSchemaVersion, b.PayloadSchemaVersion = 2, 2
 	r := req(10)
-	r.MaxSchema = 2
-	p := PlanClaim([]Record{newer, rec("a2", 2, "a", StatusPending), rec("b", 3, "b", StatusPending)}, r)
+	r.Schema = SchemaGate{Version: 2}
+	p := PlanClaim([]Record{newer, a2, b}, r)
 	require.Equal(t, []string{"b"}, claimIDs(p))
 	require.Len(t, p.Put, 0)
 }

@@ -73,7 +73,7 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 		cctx = context.WithoutCancel(ctx)
 	}
 	contiguous := true // the store runs the Fns in order, once each
-	ttl, reconnected, sess, maxSchema := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.cfg.SchemaVersion
+	ttl, reconnected, sess, gate := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.SchemaGate()
 	for _, rec := range next {
 		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r Record) (Record, error) {
 			for _, ok := range acksOK {
@@ -91,7 +91,7 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 			// The claim planned r; what the plan checked of it that
 			// another tab can change meanwhile (an enqueue that replaced
 			// its payload) is checked again here.
-			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || (maxSchema > 0 && r.PayloadSchemaVersion > maxSchema) {
+			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == SchemaUnsupported {
 				contiguous = false
 				return r, &opError{op: "charge", detail: "record no longer fits the claim", err: ErrInvalidTransition}
 			}
@@ -146,10 +146,13 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 			return nil, f.settle(ctx, rec, ev, EventRetry, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) })
 		}
 	}
-	if rec.PayloadSchemaVersion < o.cfg.SchemaVersion {
-		if body, err = migratePayload(o.cfg.Migrations, body, rec.PayloadSchemaVersion, o.cfg.SchemaVersion); err != nil {
-			e := ErrorInfo{Code: "schema_unsupported", Message: short(err.Error())}
-			return nil, f.settle(ctx, rec, ev, EventTerminal, &e, func(r Record) (Record, error) { return Terminal(r, l, now, e) })
+	if o.SchemaGate().Action(&rec) == SchemaMigrate {
+		if body, err = migratePayload(o.cfg.Migrations, body, max(rec.PayloadSchemaVersion, 1), o.cfg.SchemaVersion); err != nil {
+			// The app's migration failed: the record stays as stored,
+			// uncharged, and unsupported here (not a terminal failure:
+			// a build with a working migration sends it).
+			e := ErrorInfo{Code: CodeSchemaUnsupported, Message: short(err.Error())}
+			return nil, f.settle(ctx, rec, ev, EventUnsupported, &e, func(r Record) (Record, error) { return SchemaRefused(r, l, now, e) })
 		}
 	}
 	if cur := o.Session(); cur.UserID != rec.UserID || cur.TenantID != rec.TenantID {
@@ -243,6 +246,9 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 	if e != nil {
 		ev.ErrorCode = e.Code
 	}
+	f.mu.Lock()
+	f.health.observe(e, &n)
+	f.mu.Unlock()
 	f.count(func(r *FlushReport) {
 		switch n.Status {
 		case StatusAcked:

@@ -134,7 +134,8 @@ type Meta struct {
 	Paused      bool     // paused by the app for everyone
 	AuthPaused  []string // users waiting for re-authentication (401)
 	LastFlushAt time.Time
-	LastError   *ErrorInfo
+	LastError   *ErrorInfo  // the last error; cleared when a failure spell ends
+	Failure     SendFailure // the flush owner's last failure to send (see SendFailure)
 }
 
 // Projection is the status every tab renders ("3 changes pending").

@@ -273,6 +273,7 @@ func registerOutbox(api js.Value) {
 		outboxes.remove(args[0].Float())
 		return nil, r.Close()
 	})
+	registerOutboxSchema(get)
 	api.Set("outbox", asyncFunc(openOutbox).Value)
 }
 
@@ -401,6 +402,9 @@ func openOutbox(args []js.Value) (any, error) {
 			return nil, err
 		}
 	}
+	if err := outboxVersions(opts, &cfg); err != nil {
+		return nil, err
+	}
 	cfg.NoWebLocks = field(opts, "noWebLocks").Truthy()
 	headers := field(opts, "headers")
 	if t, _ := typeOf(headers); t == js.TypeObject || t == js.TypeFunction {
@@ -445,6 +449,8 @@ func openOutbox(args []js.Value) (any, error) {
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
 	defineConst(obj, "lockName", rt.LockName())
+	defineConst(obj, "protocol", rt.Protocol())
+	defineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
 	for _, m := range []struct {
 		name string
 		cb   *jsglue.Callback
@@ -452,6 +458,7 @@ func openOutbox(args []js.Value) (any, error) {
 		{"enqueue", obEnqueue}, {"flush", obFlush}, {"status", obStatus}, {"onStatus", obOnStatus},
 		{"onEvent", obOnEvent}, {"deadLetters", obDeadLetters}, {"retry", obRetry}, {"discard", obDiscard},
 		{"pause", obPause}, {"resume", obResume}, {"login", obLogin}, {"logout", obLogout}, {"close", obClose},
+		{"unsupported", obUnsupported},
 	} {
 		if m.name == "enqueue" {
 			defineConst(obj, m.name, enqueueMethod(id))
@@ -595,6 +602,26 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	return op, true
 }
 
+// payloadBytes is p as a payload: a string or bytes as is, anything else
+// (but undefined) as JSON.stringify; ok false when it is none of these.
+func payloadBytes(p js.Value) (b []byte, ok bool) {
+	switch pt, _ := typeOf(p); {
+	case pt == js.TypeString:
+		return []byte(p.String()), true
+	case jsglue.InstanceOf(p, jsUint8Array):
+		b = make([]byte, p.Length())
+		js.CopyBytesToGo(b, p)
+		return b, true
+	case pt == js.TypeUndefined:
+		return nil, false
+	}
+	s, err := jsglue.Call(jsJSON, "stringify", p)
+	if err != nil || s.Type() != js.TypeString {
+		return nil, false
+	}
+	return []byte(s.String()), true
+}
+
 // opArgSlow reads enqueue's operation field by field.
 func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := typeOf(v); t != js.TypeObject {
@@ -626,20 +653,12 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		return op, err
 	}
 	p := field(v, "payload")
-	switch pt, _ := typeOf(p); {
-	case pt == js.TypeString:
-		op.Payload = []byte(p.String())
-	case jsglue.InstanceOf(p, jsUint8Array):
-		op.Payload = make([]byte, p.Length())
-		js.CopyBytesToGo(op.Payload, p)
-	case pt == js.TypeUndefined:
+	if isType(p, js.TypeUndefined) {
 		return op, typeErr("outbox.enqueue", "payload is required")
-	default:
-		s, err := jsglue.Call(jsJSON, "stringify", p)
-		if err != nil || s.Type() != js.TypeString {
-			return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
-		}
-		op.Payload = []byte(s.String())
+	}
+	var ok bool
+	if op.Payload, ok = payloadBytes(p); !ok {
+		return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
 	}
 	if deps := field(v, "dependencyIds"); isType(deps, js.TypeObject) {
 		// Read by index through Reflect.get (a throwing getter or proxy
@@ -690,6 +709,7 @@ func statusJS(st outbox.RuntimeStatus) js.Value {
 	o.Set("oldestPendingAgeMs", float64(st.OldestPendingAge)/1e6)
 	o.Set("lastFlushAt", ms(st.LastFlushAt))
 	o.Set("lastError", errorInfoJS(st.LastError))
+	setFailureJS(o, st.Failure)
 	o.Set("paused", st.Paused)
 	o.Set("leader", st.Owner)
 	o.Set("flushing", st.Flushing)
@@ -746,6 +766,7 @@ func recordJS(r *outbox.Record) js.Value {
 	o.Set("createdAt", ms(r.CreatedAt))
 	o.Set("updatedAt", ms(r.UpdatedAt))
 	o.Set("user", r.UserID)
+	o.Set("schemaVersion", r.PayloadSchemaVersion)
 	o.Set("lastError", errorInfoJS(r.LastError))
 	return o
 }

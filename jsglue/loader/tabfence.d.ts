@@ -500,11 +500,12 @@ export interface Channel {
 
 export interface Tabfence {
   /**
-   * Opens the durable outbox `name` shared by the tabs of this browser: an
-   * IndexedDB queue (the source of truth), one flush owner at a time (the Web
-   * Lock `"tabfence:outbox-<name>:v1"` with ifAvailable; an IndexedDB lease
-   * where Web Locks are missing), server fencing tokens from
-   * `POST /fence/outbox:<name>:<user>`, and a frozen-owner watchdog. Flushes
+   * Opens the durable outbox `name` at `protocol` shared by the tabs of this
+   * browser: an IndexedDB queue (the source of truth), one flush owner at a
+   * time (the Web Lock `"tabfence:outbox-<name>:v<protocol>"` with
+   * ifAvailable; an IndexedDB lease where Web Locks are missing), server
+   * fencing tokens from `POST /fence/outbox:<name>:<user>` (at protocol 1;
+   * `outbox:<name>:v<protocol>:<user>` at others), and a frozen-owner watchdog. Flushes
    * are triggered by `online`, the tab becoming visible, `focus`, enqueues in
    * any tab, the timer of the next due record, and {@link Outbox.flush}.
    * @throws TypeError (rejection) for bad options.
@@ -527,8 +528,40 @@ export interface OutboxPolicy {
 }
 
 export interface OutboxOptions {
-  /** Queue scope: names the IndexedDB database, the Web Lock and the channel. */
+  /** Queue scope: with the protocol, names the IndexedDB database, the Web Lock and the channel. */
   name: string;
+  /**
+   * The queue's compatibility with the server, an integer >= 1 (default 1).
+   * Tabs of different protocols share nothing: database, lock, channel,
+   * lease and fencing resource carry it, so a tab left open from before a
+   * deploy keeps its own queue and never leads the new one. Protocol 1 keeps
+   * the names of builds without protocols (database `"tabfence-outbox:<name>"`),
+   * so an existing queue drains after an upgrade; any other protocol starts
+   * an empty queue (database `"tabfence:outbox-<name>:v<protocol>"`). Records
+   * left in a protocol's queue are sent only by tabs of that protocol: bump
+   * it when the server no longer accepts the old requests, and use
+   * schemaVersion and migrations when it does.
+   */
+  protocol?: number;
+  /**
+   * The payload schema of the records this build enqueues, an integer >= 1
+   * (default 1). A build sends records of its own schema, migrates older
+   * ones (migrations) and never sends, changes nor deletes the rest: newer
+   * ones, older ones without a migration path, and those whose migration
+   * threw; they stay queued for a build that can send them, counted in
+   * {@link OutboxStatus.unsupported} and listed by {@link Outbox.unsupported}.
+   */
+  schemaVersion?: number;
+  /**
+   * `migrations[v](payload)` upgrades a payload of schema v to v + 1, run in
+   * order at every send (never stored: the record keeps its schema and
+   * payload). It gets the parsed JSON payload (the string when it is not
+   * JSON) and returns the new payload (a string or bytes as is, anything else
+   * JSON.stringify'd); synchronous, pure. A migration that throws leaves its
+   * record unsent and unsupported in this tab (error code
+   * "schema_unsupported"); a tab loaded later tries it again.
+   */
+  migrations?: Record<number, (payload: unknown) => unknown>;
   /** Where records are POSTed (path or URL), e.g. "/api/notes". */
   endpoint: string;
   /** The logged-in user; records are enqueued and sent under it only. */
@@ -593,11 +626,33 @@ export interface OutboxStatus {
   conflict: number;
   terminal: number;
   acked: number;
-  /** Records of a newer payload schema this build leaves alone. */
+  /** Waiting records this build leaves alone for their payload schema (see {@link OutboxOptions.schemaVersion}). */
   unsupported: number;
   oldestPendingAgeMs: number;
   lastFlushAt: number | null;
+  /** The last error; null again once sending works after a failure. */
   lastError: OutboxError | null;
+  /**
+   * Sending fails: the flush owner's last attempt (its fencing token
+   * request or its sends) failed, the same in every tab. It clears once the
+   * server answers again.
+   */
+  failing: boolean;
+  /**
+   * Why: "offline" (the browser reports no network), "unreachable" (no
+   * answer: server down, network error, timeout), "server-error" (5xx, 408,
+   * 425), "rate-limited" (429), "paused-auth" (a 401: the user's queue waits
+   * for resume()), "unauthorized" / "refused" (the fencing token request got
+   * a 401 / another 4xx; retried). null when not failing.
+   */
+  failure: OutboxFailure | null;
+  /** When this spell of failures began (ms epoch), null when not failing. */
+  failingSince: number | null;
+  /**
+   * When the owner tries again (ms epoch); null when not failing or when an
+   * event does it (offline: the online event; paused-auth: resume()).
+   */
+  nextAttemptAt: number | null;
   /** Paused by pause() (for every tab). */
   paused: boolean;
   /** This tab holds the flush lock now. */
@@ -610,6 +665,8 @@ export interface OutboxStatus {
   /** This tab's owner id. */
   id: string;
 }
+
+export type OutboxFailure = "offline" | "unreachable" | "server-error" | "rate-limited" | "paused-auth" | "unauthorized" | "refused";
 
 export interface OutboxError {
   /** Stable code: "network", "http_503", "lease_expired", "schema_unsupported", ... */
@@ -624,7 +681,8 @@ export interface OutboxEvent {
   kind:
     | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
     | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
-    | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.flush.end";
+    | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.record.unsupported"
+    | "outbox.flush.end";
   at: number;
   recordId?: string;
   operationKeyHash?: string;
@@ -648,6 +706,8 @@ export interface OutboxRecordInfo {
   createdAt: number;
   updatedAt: number;
   user: string;
+  /** The payload schema the record was enqueued with. */
+  schemaVersion: number;
   lastError: OutboxError | null;
 }
 
@@ -663,6 +723,8 @@ export interface Outbox {
   /** This tab's owner id. */
   readonly id: string;
   readonly lockName: string;
+  readonly protocol: number;
+  readonly schemaVersion: number;
   /** Durably records op (resolves after the IndexedDB commit), announces it to every tab, and triggers a flush. */
   enqueue(op: OutboxOp): Promise<{ id: string; action: "appended" | "replaced" | "merged" | "dropped" }>;
   /** Flushes now if no other tab does (skipped: another tab holds the lock and flushes). */
@@ -674,6 +736,8 @@ export interface Outbox {
   onEvent(fn: (event: OutboxEvent) => void): () => void;
   /** Dead letters, conflicts and terminal failures: the records that need the app. */
   deadLetters(): Promise<OutboxRecordInfo[]>;
+  /** The waiting records this build leaves alone for their payload schema (see {@link OutboxOptions.schemaVersion}). */
+  unsupported(): Promise<OutboxRecordInfo[]>;
   /** Puts a dead letter, conflict or terminal record back in the queue (same idempotency key). */
   retry(id: string): Promise<void>;
   /** Deletes a dead letter, conflict or terminal record the app resolved. */

@@ -156,7 +156,7 @@ func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bo
 // as stored.
 func claim(t *testing.T, s outbox.Store, l outbox.Lease, user string, now time.Time, limit int) []outbox.Record {
 	t.Helper()
-	rs, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", MaxSchema: 1})
+	rs, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -468,7 +468,7 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("bob1", "bob", "comment", "", "n1", nil), 0)
 	l := acquire(t, s, "tab1", T0, true)
 	// A claim plans and writes nothing: the records stay waiting, as stored.
-	planned, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: T0, Limit: 3, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1})
+	planned, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: T0, Limit: 3, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1108,7 +1108,7 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 	for _, r := range claim(t, s, old, "alice", T0, 3) { // an owner that dies mid-send
 		transition(t, s, old, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, old, T0) })
 	}
-	if got, err := s.Claim(bg, outbox.ClaimRequest{Lease: old, Now: T0, Limit: 2, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1}); err != nil || len(got) != 2 {
+	if got, err := s.Claim(bg, outbox.ClaimRequest{Lease: old, Now: T0, Limit: 2, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}}); err != nil || len(got) != 2 {
 		t.Fatalf("a plan whose records are never taken: %v %s", err, ids(got)) // and that stays harmless
 	}
 	l := acquire(t, s, "tab", T0.Add(time.Second), true)
@@ -1121,7 +1121,7 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 				live = append(live, r)
 			}
 		}
-		req := outbox.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", MaxSchema: 1}
+		req := outbox.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}}
 		want := outbox.PlanClaim(live, req)
 		got, err := s.Claim(bg, req)
 		if err != nil {

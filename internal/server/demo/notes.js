@@ -4,7 +4,7 @@
 // offline switch pauses sending (for every tab: the queue is shared).
 //
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
-// markup. Query parameters: user, outbox (queue name), maxAttempts,
+// markup. Query parameters: user, outbox (queue name), protocol, maxAttempts,
 // backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency, and
 // list=0 (no notes list: the benchmarks measure the outbox, not a list that
 // refetches and redraws every note of the user after each burst of acks).
@@ -37,7 +37,9 @@ function render(s) {
   $("ob-token").textContent = s.leaseToken ? `${s.leaseToken}${s.fenceToken ? ` / server ${s.fenceToken}` : ""}` : "—";
   for (const k of ["pending", "sending", "failed", "deadLetter", "conflict", "acked"]) $(`ob-${k}`).textContent = String(s[k]);
   $("ob-offline").checked = s.paused;
-  $("ob-last-error").textContent = s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : "—";
+  const err = s.lastError ? `${s.lastError.code}: ${s.lastError.message}` : "—";
+  const next = s.nextAttemptAt ? `, next attempt ${new Date(s.nextAttemptAt).toLocaleTimeString()}` : "";
+  $("ob-last-error").textContent = s.failing ? `sending fails (${s.failure}${next}): ${err}` : err;
 }
 
 let listTimer = 0;
@@ -77,6 +79,7 @@ try {
     statusTimeoutMs: num("statusTimeout", 1500),
     stallAfterMs: num("stallAfter", 1000),
     concurrency: num("concurrency", 4),
+    protocol: num("protocol", 1),
   });
   $("notes-user").textContent = notes.user;
   notes.outbox.onStatus(render);

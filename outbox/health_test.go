@@ -1,0 +1,147 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestFailureOf(t *testing.T) {
+	for _, c := range []struct {
+		e     ErrorInfo
+		kind  FailureKind
+		fence FailureKind
+	}{
+		{ErrorInfo{Code: CodeOffline}, FailureOffline, FailureOffline},
+		{ErrorInfo{Code: CodeNetwork}, FailureUnreachable, FailureUnreachable},
+		{ErrorInfo{Code: "http_503", Status: 503}, FailureServerError, FailureServerError},
+		{ErrorInfo{Code: "http_408", Status: 408}, FailureServerError, FailureServerError},
+		{ErrorInfo{Code: "http_429", Status: 429}, FailureRateLimited, FailureRateLimited},
+		{ErrorInfo{Code: "http_401", Status: 401}, FailurePausedAuth, FailureUnauthorized},
+		{ErrorInfo{Code: "http_422", Status: 422}, "", FailureRefused},
+		{ErrorInfo{Code: "http_409", Status: 409}, "", FailureRefused},
+		{ErrorInfo{Code: CodeSchemaUnsupported}, "", FailureRefused},
+	} {
+		k, ok := FailureOf(c.e)
+		if k != c.kind || ok != (c.kind != "") {
+			t.Fatalf("FailureOf(%+v) = %q %v, want %q", c.e, k, ok, c.kind)
+		}
+		require.Equal(t, c.fence, FenceFailureOf(c.e), c.e.Code)
+	}
+	require.Equal(t, ErrorInfo{Code: CodeOffline, Message: "fence: x"}, FenceError(0, errors.New("x"), true))
+	require.Equal(t, ErrorInfo{Code: CodeNetwork, Message: "fence: x"}, FenceError(0, errors.New("x"), false))
+	require.Equal(t, ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, FenceError(502, nil, false))
+}
+
+// The status says that sending fails, why and when it is tried next, and
+// clears once a flush reaches the server again.
+func TestStatusShowsSendFailure(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	status := func() Projection {
+		t.Helper()
+		p, err := h.ob.Status(ctx)
+		require.NoError(t, err)
+		return p
+	}
+	down := func(Request) (Response, error) { return Response{}, errors.New("TypeError: Failed to fetch") }
+	for _, c := range []struct {
+		name  string
+		reply func(Request) (Response, error)
+		kind  FailureKind
+		next  bool
+	}{
+		{"server down", down, FailureUnreachable, true},
+		{"5xx", func(Request) (Response, error) { return Response{Status: 503}, nil }, FailureServerError, true},
+		{"429", func(Request) (Response, error) { return Response{Status: 429}, nil }, FailureRateLimited, true},
+		{"offline", func(Request) (Response, error) { return Response{}, errors.Join(ErrOffline, errors.New("offline")) }, FailureOffline, false},
+	} {
+		a := h.enqueue(Op{OperationType: "comment", Payload: []byte(c.name)})
+		require.False(t, status().Failure.Failing(), c.name)
+		h.reply = c.reply
+		started := h.clock.Now()
+		_, _ = h.flush("A")
+		p := status()
+		f := p.Failure
+		require.Equal(t, c.kind, f.Kind, c.name)
+		require.True(t, p.LastError != nil && *p.LastError == f.Error && f.Error.Message != "", c.name)
+		require.Equal(t, started, f.Since, c.name)
+		if c.next {
+			require.Equal(t, h.get(a.ID).NextAttemptAt, f.NextAttemptAt, c.name)
+			require.True(t, f.NextAttemptAt.After(h.clock.Now()), c.name)
+		} else {
+			require.True(t, f.NextAttemptAt.IsZero(), c.name)
+		}
+		// Still failing on the next attempt: the spell keeps its start.
+		h.clock.Add(time.Hour)
+		_, _ = h.flush("A")
+		require.Equal(t, started, status().Failure.Since, c.name)
+
+		h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+		h.ob.Reconnected()
+		h.clock.Add(time.Hour)
+		_, err := h.flush("A")
+		require.NoError(t, err)
+		p = status()
+		require.Equal(t, StatusAcked, h.get(a.ID).Status, c.name)
+		require.False(t, p.Failure.Failing(), c.name)
+		require.True(t, p.LastError == nil, c.name)
+	}
+}
+
+// A 401 pauses the user's queue: the status says paused-auth with no next
+// attempt (Resume makes it), and Resume clears it.
+func TestStatusPausedAuth(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(Request) (Response, error) { return Response{Status: 401}, nil }
+	_, err := h.flush("A")
+	require.ErrorIs(t, err, ErrAuthRequired)
+	p, _ := h.ob.Status(ctx)
+	require.Equal(t, FailurePausedAuth, p.Failure.Kind)
+	require.True(t, p.Failure.NextAttemptAt.IsZero())
+	require.NoError(t, h.ob.Resume(ctx))
+	p, _ = h.ob.Status(ctx)
+	require.False(t, p.Failure.Failing())
+}
+
+// A failed fencing token request is recorded for every tab; an answer of
+// the server (the next token, NoteReached) ends it even with nothing to
+// send, a flush that sent nothing does not.
+func TestFenceFailureStatus(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	next := h.clock.Now().Add(4 * time.Second)
+	require.NoError(t, h.ob.NoteFenceFailure(ctx, FenceError(0, errors.New("TypeError: Failed to fetch"), false), next))
+	p, _ := h.ob.Status(ctx)
+	require.Equal(t, SendFailure{Kind: FailureUnreachable, Since: h.clock.Now(), NextAttemptAt: next,
+		Error: ErrorInfo{Code: CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: h.clock.Now()}}, p.Failure)
+	require.Equal(t, "fence: TypeError: Failed to fetch", p.LastError.Message)
+	_, err := h.flush("A")
+	require.NoError(t, err)
+	p, _ = h.ob.Status(ctx)
+	require.True(t, p.Failure.Failing())
+	require.NoError(t, h.ob.NoteReached(ctx))
+	p, _ = h.ob.Status(ctx)
+	require.False(t, p.Failure.Failing())
+	require.True(t, p.LastError == nil)
+	require.NoError(t, h.ob.NoteReached(ctx)) // nothing to end: no write, no error
+}
+
+// A record-level answer (a terminal 4xx) after failures: the server works,
+// the spell ends, and LastError is that answer.
+func TestRecordAnswerEndsFailure(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	_, _ = h.flush("A")
+	h.reply = func(Request) (Response, error) { return Response{Status: 422}, nil }
+	h.clock.Add(time.Hour)
+	_, _ = h.flush("A")
+	p, _ := h.ob.Status(ctx)
+	require.False(t, p.Failure.Failing())
+	require.Equal(t, "http_422", p.LastError.Code)
+}

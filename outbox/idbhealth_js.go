@@ -1,0 +1,37 @@
+//go:build js && wasm
+
+package outbox
+
+import "syscall/js"
+
+// The stored form of Meta.Failure: null, or {kind, error, since,
+// nextAttemptAt}.
+
+func encodeFailure(f SendFailure) js.Value {
+	if !f.Failing() {
+		return jsNull
+	}
+	o := jsObject.New()
+	o.Set("kind", string(f.Kind))
+	o.Set("error", encodeErrorInfo(&f.Error))
+	setTime(o, "since", f.Since)
+	setTime(o, "nextAttemptAt", f.NextAttemptAt)
+	return o
+}
+
+func (r *reader) failure(field string) SendFailure {
+	s, ok := r.sub(field)
+	if !ok {
+		return SendFailure{}
+	}
+	f := SendFailure{Kind: FailureKind(s.str("kind")), Since: s.time("since"), NextAttemptAt: s.time("nextAttemptAt")}
+	if e := s.errorInfo("error"); e != nil {
+		f.Error = *e
+	}
+	if s.err != nil {
+		s.err.Field = field + "." + s.err.Field
+		r.err = s.err
+		return SendFailure{}
+	}
+	return f
+}

@@ -1,0 +1,109 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestNames(t *testing.T) {
+	n, err := Names("notes", 1)
+	require.NoError(t, err)
+	// Protocol 1 is the queue as it was before protocols: same database.
+	require.Equal(t, QueueNames{Lock: "tabfence:outbox-notes:v1", Database: "tabfence-outbox:notes", Lease: "outbox-flush:v1:notes"}, n)
+	n, err = Names("notes", 4)
+	require.NoError(t, err)
+	require.Equal(t, QueueNames{Lock: "tabfence:outbox-notes:v4", Database: "tabfence:outbox-notes:v4", Lease: "outbox-flush:v4:notes"}, n)
+	_, err = Names("notes", 0)
+	require.Error(t, err)
+	_, err = Names("", 2)
+	require.Error(t, err)
+}
+
+func TestSchemaGate(t *testing.T) {
+	since := t0
+	g := SchemaGate{Version: 3, Since: since, Migrations: []Migration{{From: 1, To: 2}, {From: 2, To: 3}}}
+	failed := func(at time.Time) *ErrorInfo { return &ErrorInfo{Code: CodeSchemaUnsupported, At: at} }
+	for _, c := range []struct {
+		name string
+		ver  int
+		st   Status
+		err  *ErrorInfo
+		want SchemaAction
+	}{
+		{"own schema", 3, StatusPending, nil, SchemaSend},
+		{"older with a path", 1, StatusPending, nil, SchemaMigrate},
+		{"older, failed before this runtime started", 2, StatusPending, failed(since.Add(-time.Second)), SchemaMigrate},
+		{"older, failed in this runtime", 2, StatusPending, failed(since), SchemaUnsupported},
+		{"own schema, a migration had failed", 3, StatusPending, failed(since), SchemaSend},
+		{"no version is schema 1", 0, StatusPending, nil, SchemaMigrate},
+		{"newer", 4, StatusFailed, nil, SchemaUnsupported},
+	} {
+		r := Record{PayloadSchemaVersion: c.ver, Status: c.st, LastError: c.err}
+		require.Equal(t, c.want, g.Action(&r), c.name)
+		require.Equal(t, c.want == SchemaUnsupported, g.Unsupported(&r), c.name)
+	}
+	// Settled records are history, not unsupported; no gate sends all.
+	require.False(t, g.Unsupported(&Record{PayloadSchemaVersion: 9, Status: StatusAcked}))
+	require.Equal(t, SchemaSend, SchemaGate{}.Action(&Record{PayloadSchemaVersion: 9}))
+	// A path must reach the version exactly, one step at a time.
+	require.Equal(t, SchemaUnsupported, SchemaGate{Version: 3, Migrations: []Migration{{From: 2, To: 3}}}.Action(&Record{PayloadSchemaVersion: 1}))
+	require.Equal(t, SchemaUnsupported, SchemaGate{Version: 3, Migrations: []Migration{{From: 1, To: 2}}}.Action(&Record{PayloadSchemaVersion: 1}))
+}
+
+// A migration that fails leaves the record as stored, uncharged and
+// visible as unsupported; this runtime does not try it again, a runtime
+// started later does.
+func TestFailedMigrationLeavesRecord(t *testing.T) {
+	broken := true
+	migs := []Migration{{From: 1, To: 2, Migrate: func(p []byte) ([]byte, error) {
+		if broken {
+			return nil, errors.New("boom")
+		}
+		return append(p, "+v2"...), nil
+	}}}
+	h := newHarness(t, func(c *Config) { c.SchemaVersion = 2; c.Migrations = migs })
+	ctx := context.Background()
+	_, err := h.store.Enqueue(ctx, EnqueueRequest{Policy: Policy{Dedupe: Append}, Record: Record{
+		ID: "old", IdempotencyKey: "kold", EntityID: "e", OperationType: "comment", Payload: []byte("p"),
+		PayloadSchemaVersion: 1, UserID: "alice", TenantID: "t1", MaxAttempts: 5, CreatedAt: t0, NextAttemptAt: t0,
+	}})
+	require.NoError(t, err)
+	h.clock.Add(time.Second)
+	for i := 0; i < 3; i++ {
+		_, err = h.flush("A")
+		require.NoError(t, err)
+		h.clock.Add(time.Minute)
+	}
+	require.Len(t, h.sent(), 0)
+	r := h.get("old")
+	require.Equal(t, StatusPending, r.Status)
+	require.Equal(t, 0, r.Attempts)
+	require.Equal(t, 0, r.Sends)
+	require.Equal(t, 1, r.PayloadSchemaVersion)
+	require.Equal(t, "p", string(r.Payload))
+	require.Equal(t, CodeSchemaUnsupported, r.LastError.Code)
+	p, err := h.ob.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Unsupported)
+	var unsupported int
+	for _, e := range h.events {
+		if e.Kind == EventUnsupported {
+			unsupported++
+		}
+	}
+	require.Equal(t, 1, unsupported, "tried once in this runtime")
+
+	// A later build with a working migration sends it.
+	broken = false
+	cfg := h.ob.cfg
+	ob2, err := New(cfg)
+	require.NoError(t, err)
+	ob2.Login(h.ob.Session())
+	h.ob = ob2
+	_, err = h.flush("B")
+	require.NoError(t, err)
+	require.Equal(t, StatusAcked, h.get("old").Status)
+	require.Equal(t, "p+v2", string(h.sent()[0].Body))
+}
