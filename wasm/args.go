@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/tabfence/tabfence/locks"
 )
@@ -195,4 +196,40 @@ func quote(s string) string {
 		}
 	}
 	return string(append(b, '"'))
+}
+
+// stallAfterArg validates elect()'s stallAfter, the watchdog: absent, null
+// or false (none), true (locks.DefaultStallAfter), or a whole number of
+// milliseconds from locks.MinStallAfter to locks.MaxStallAfter (0: none).
+// The watchdog steals, so it needs a fenced election (boolean true arrives
+// with Num 1, see boolArg).
+func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
+	var d time.Duration
+	switch a.Kind {
+	case kindUndefined, kindNull:
+		return 0, nil
+	case kindBoolean:
+		if a.Num == 0 {
+			return 0, nil
+		}
+		d = locks.DefaultStallAfter
+	case kindNumber:
+		lo, hi := float64(locks.MinStallAfter/time.Millisecond), float64(locks.MaxStallAfter/time.Millisecond)
+		n := a.Num
+		if n == 0 {
+			return 0, nil
+		}
+		if n != n || n < lo || n > hi || n != float64(int64(n)) {
+			return 0, typeErr(where, "stallAfter must be a whole number of milliseconds from "+
+				strconv.FormatFloat(lo, 'f', -1, 64)+" to "+strconv.FormatFloat(hi, 'f', -1, 64)+
+				" (or true for "+strconv.FormatInt(int64(locks.DefaultStallAfter/time.Millisecond), 10)+"), got "+strconv.FormatFloat(n, 'g', -1, 64))
+		}
+		d = time.Duration(n) * time.Millisecond
+	default:
+		return 0, typeErr(where, "stallAfter must be a number of milliseconds or a boolean, got "+a.Kind.String())
+	}
+	if !fenced {
+		return 0, typeErr(where, "stallAfter needs a fenced election (give a resource, or fenced: true): the watchdog steals, and only fencing makes the old leader's late writes harmless")
+	}
+	return d, nil
 }
