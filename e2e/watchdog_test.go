@@ -43,7 +43,7 @@ func visibility(t *testing.T, tab *harness.Tab) string {
 // heartbeats; its Web Lock stays held) is stolen from by the visible
 // follower within stallAfter and the jitter. The new leader writes; the old
 // leader, resumed, writes at once with its old context: stale. It then
-// follows the new leader and does not steal back.
+// follows the new leader.
 func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 	e := setup(t, false) // every tab its own window: all visible
 	s := scope(t)
@@ -84,18 +84,11 @@ func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 	if got := eval[float64](t, b, `tabfenceDemo.ctx.apply({ operationID: "after" }).then((r) => r === "accepted" ? 1 : 0)`); got != 1 {
 		t.Fatal("new leader's next write not accepted")
 	}
-	// The resumed tab, visible and following, hears the new leader's
-	// heartbeats: over two stallAfters it never steals back.
-	eval[bool](t, a, harness.HeartbeatLogJS)
-	deadline := time.Now().Add(2 * stall * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if got := leaders(t, []*harness.Tab{a, b}); !slices.Equal(got, []int{1}) {
-			t.Fatalf("leaders %v, want only the thief", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if gaps, _ := harness.HeartbeatGaps(a); len(gaps) < 2*stall/1000 {
-		t.Fatalf("the resumed tab heard %d heartbeat gaps", len(gaps))
+	// (Not checked here: that the resumed tab never steals back. CDP's
+	// resume leaves the page "hidden", and a hidden tab never steals; the
+	// native TestWatchdogStealsFromFrozenLeader checks it.)
+	if got := leaders(t, []*harness.Tab{a, b}); !slices.Equal(got, []int{1}) {
+		t.Fatalf("leaders %v, want only the thief", got)
 	}
 }
 
