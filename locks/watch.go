@@ -8,12 +8,13 @@ import (
 )
 
 // beaconHooks are what a beacon reports, from JavaScript events: heartbeats
-// heard (valid or not) and the page's visibility and lifecycle.
-type beaconHooks struct {
-	heard     func(token uint64)
-	malformed func()
-	visible   func(bool)
-	frozen    func(bool)
+// heard (valid or not) and the page's visibility and lifecycle. They never
+// block. (*watch implements them.)
+type beaconHooks interface {
+	heard(token uint64)
+	malformed()
+	visible(bool)
+	frozen(bool)
 }
 
 // beacon is the browser half of the watchdog (watchdog_js.go): the
@@ -42,13 +43,7 @@ func newWatch(e *Election, stallAfter time.Duration) *watch {
 
 // open connects the beacon; the watch loop runs until the election closes.
 func (w *watch) open() error {
-	h := beaconHooks{
-		heard:     func(tok uint64) { w.update(func(now time.Time) { w.wd.Heard(now, tok) }) },
-		malformed: func() { w.update(func(time.Time) { w.wd.Malformed() }) },
-		visible:   func(v bool) { w.update(func(now time.Time) { w.wd.SetVisible(now, v) }) },
-		frozen:    func(f bool) { w.update(func(now time.Time) { w.wd.SetFrozen(now, f) }) },
-	}
-	b, err := w.e.be.beacon(HeartbeatChannel(w.e.name), h)
+	b, err := w.e.be.beacon(HeartbeatChannel(w.e.name), w)
 	if err != nil {
 		return err
 	}
@@ -59,22 +54,60 @@ func (w *watch) open() error {
 	return nil
 }
 
-// update changes the watchdog under the lock and wakes the loop. It never
-// blocks: hooks run on the JavaScript event loop.
-func (w *watch) update(f func(now time.Time)) {
-	w.mu.Lock()
-	f(time.Now())
-	w.mu.Unlock()
+// poke wakes the loop to recompute its deadline. It never blocks.
+func (w *watch) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (w *watch) follow()                   { w.update(w.wd.Follow) }
-func (w *watch) stop()                     { w.update(func(time.Time) { w.wd.Stop() }) }
-func (w *watch) stats() WatchStats         { w.mu.Lock(); defer w.mu.Unlock(); return w.wd.Stats() }
-func (w *watch) stallAfter() time.Duration { return w.wd.StallAfter() }
+func (w *watch) heard(tok uint64) {
+	w.mu.Lock()
+	w.wd.Heard(time.Now(), tok)
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watch) malformed() {
+	w.mu.Lock()
+	w.wd.Malformed()
+	w.mu.Unlock()
+}
+
+func (w *watch) visible(v bool) {
+	w.mu.Lock()
+	w.wd.SetVisible(time.Now(), v)
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watch) frozen(f bool) {
+	w.mu.Lock()
+	w.wd.SetFrozen(time.Now(), f)
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watch) follow() {
+	w.mu.Lock()
+	w.wd.Follow(time.Now())
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watch) stop() {
+	w.mu.Lock()
+	w.wd.Stop()
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watch) stats() WatchStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.wd.Stats()
+}
 
 // lead starts this leadership's heartbeats; they stop when l.Ctx ends.
 func (w *watch) lead(l *Leadership) {

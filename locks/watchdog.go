@@ -1,9 +1,6 @@
 package locks
 
-import (
-	"strconv"
-	"time"
-)
+import "time"
 
 // The election's watchdog (Config.StallAfter): the rules, with no I/O, on
 // a clock the caller passes in, so every one is tested natively. The
@@ -56,15 +53,12 @@ func validStallAfter(d time.Duration, fenced bool) error {
 	case d == 0:
 		return nil
 	case d < MinStallAfter || d > MaxStallAfter:
-		return wrap(ErrInvalidOptions, "stallAfter must be from "+ms(MinStallAfter)+" to "+ms(MaxStallAfter)+
-			" ms (0: no watchdog), got "+ms(d))
+		return wrap(ErrInvalidOptions, "stallAfter must be 0 (no watchdog) or from MinStallAfter to MaxStallAfter")
 	case !fenced:
 		return wrap(ErrInvalidOptions, "stallAfter needs a fenced election: the watchdog steals, and only fencing makes the stolen-from leader's late writes harmless")
 	}
 	return nil
 }
-
-func ms(d time.Duration) string { return strconv.FormatInt(int64(d/time.Millisecond), 10) }
 
 // HeartbeatChannel is the BroadcastChannel an election's heartbeats go on:
 // its lock name plus "#heartbeat" (never a lock name, which ends in

@@ -203,6 +203,11 @@ func quote(s string) string {
 // milliseconds from locks.MinStallAfter to locks.MaxStallAfter (0: none).
 // The watchdog steals, so it needs a fenced election (boolean true arrives
 // with Num 1, see boolArg).
+// errStallAfterRange spells out locks.MinStallAfter, MaxStallAfter and
+// DefaultStallAfter (TestStallAfterArg checks they agree): a constant
+// message costs the download less than one formatted.
+const errStallAfterRange = "stallAfter must be a whole number of milliseconds from 3000 to 3600000 (or true for 5000)"
+
 func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
 	var d time.Duration
 	switch a.Kind {
@@ -214,15 +219,12 @@ func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
 		}
 		d = locks.DefaultStallAfter
 	case kindNumber:
-		lo, hi := float64(locks.MinStallAfter/time.Millisecond), float64(locks.MaxStallAfter/time.Millisecond)
 		n := a.Num
 		if n == 0 {
 			return 0, nil
 		}
-		if n != n || n < lo || n > hi || n != float64(int64(n)) {
-			return 0, typeErr(where, "stallAfter must be a whole number of milliseconds from "+
-				strconv.FormatFloat(lo, 'f', -1, 64)+" to "+strconv.FormatFloat(hi, 'f', -1, 64)+
-				" (or true for "+strconv.FormatInt(int64(locks.DefaultStallAfter/time.Millisecond), 10)+"), got "+strconv.FormatFloat(n, 'g', -1, 64))
+		if n != n || n < float64(locks.MinStallAfter/time.Millisecond) || n > float64(locks.MaxStallAfter/time.Millisecond) || n != float64(int64(n)) {
+			return 0, typeErr(where, errStallAfterRange)
 		}
 		d = time.Duration(n) * time.Millisecond
 	default:
