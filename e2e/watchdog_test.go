@@ -59,11 +59,21 @@ func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 	}
 	t.Logf("frozen leader -> new onLeader %.0f ms (stallAfter %d); new write %s, old write %s; tokens %v -> %v",
 		r.Took(), stall, r.NewWrite, r.OldWrite, r.OldToken, r.NewToken)
-	// Not before the heartbeats could have stopped (one interval before
-	// the freeze); not long after stallAfter + jitter (250 ms), with room
-	// for a loaded machine.
-	if r.Took() < stall-500 || r.Took() > stall+250+1500 {
+	// Not long after stallAfter + jitter (250 ms), with room for a loaded
+	// machine; and not before the follower had heard nothing for
+	// stallAfter (its last heartbeat, as a raw listener in its page saw it).
+	if r.Took() > stall+250+1500 {
 		t.Fatalf("takeover %.0f ms after the freeze, want about %d", r.Took(), stall)
+	}
+	heard := eval[[]float64](t, b, `window.__tfHeartbeats`)
+	last := 0.0
+	for _, at := range heard {
+		if at < r.LedAt {
+			last = at
+		}
+	}
+	if quiet := r.LedAt - last; quiet < stall-100 {
+		t.Fatalf("the follower stole %.0f ms after the last heartbeat it heard, want >= %d", quiet, stall)
 	}
 	if r.NewWrite != "accepted" {
 		t.Fatalf("new leader's write: %s", r.NewWrite)
