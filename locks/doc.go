@@ -6,7 +6,10 @@
 // leadership among the tabs of a browser: every tab asks for the same lock,
 // the browser grants it to one, and the queue of waiting requests is the
 // failover — when the leader's tab goes away the browser hands the lock to
-// the next waiter. No heartbeats, no timestamps.
+// the next waiter. No heartbeats, no timestamps — except for what the lock
+// cannot see: a leader that is frozen or hung keeps its lock, and the
+// opt-in watchdog (Config.StallAfter, see Watchdog) has followers steal
+// from a leader whose heartbeats stopped.
 //
 // Why the protocol version is in the lock name: a leader keeps its lock as
 // long as its tab is open, whether or not it can still do its job. A tab

@@ -49,6 +49,13 @@ type Config struct {
 	// fails (ReasonError). Reported in order with OnFollower, and after
 	// the matching OnLeader was started.
 	OnLost func(reason Reason, err error)
+	// StallAfter turns on the watchdog (0: off; else MinStallAfter to
+	// MaxStallAfter, and a Fencer is required): the leader heartbeats on
+	// the BroadcastChannel HeartbeatChannel(LockName) — its token and the
+	// time, never data — and a follower whose page is visible and that
+	// hears no heartbeat for StallAfter steals (see Watchdog). A frozen or
+	// hung leader then loses its lock; its late writes are fenced.
+	StallAfter time.Duration
 }
 
 // Leadership is one term of leadership: the context a leader works under
@@ -91,9 +98,10 @@ type backend struct {
 	available func() error
 	request   func(ctx context.Context, name string, opts Options, fn func(context.Context) error, queued func()) error
 	query     func(ctx context.Context) (Snapshot, error)
+	beacon    func(channel string, h beaconHooks) (beacon, error)
 }
 
-var platform = backend{available: platformAvailable, request: request, query: Query}
+var platform = backend{available: platformAvailable, request: request, query: Query, beacon: platformBeacon}
 
 // Election is leader election among the tabs (and workers) of one origin on
 // an exclusive Web Lock named Name(Scope, Protocol). Several elections in
@@ -110,6 +118,10 @@ type Election struct {
 	done   chan struct{}
 	kick   chan struct{} // wakes a backoff wait (Steal)
 	ev     events
+	wd     *watch // nil without a watchdog
+
+	watchOnce sync.Once
+	watchErr  error
 
 	mu       sync.Mutex
 	m        machine
@@ -134,6 +146,9 @@ func newElection(cfg Config, be backend) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validStallAfter(cfg.StallAfter, cfg.Fencer != nil); err != nil {
+		return nil, err
+	}
 	e := &Election{cfg: cfg, name: name, resource: cfg.Resource, owner: cfg.OwnerID, be: be,
 		done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if e.resource == "" {
@@ -144,7 +159,31 @@ func newElection(cfg Config, be backend) (*Election, error) {
 	}
 	e.ev.wake = make(chan struct{}, 1)
 	e.ctx, e.cancel = context.WithCancelCause(context.Background())
+	if cfg.StallAfter > 0 {
+		e.wd = newWatch(e, cfg.StallAfter)
+	}
 	return e, nil
+}
+
+// openWatch connects the watchdog's beacon once, before the election
+// first joins the queue.
+func (e *Election) openWatch() error {
+	if e.wd == nil {
+		return nil
+	}
+	e.watchOnce.Do(func() { e.watchErr = e.wd.open() })
+	return e.watchErr
+}
+
+// StallAfter is the watchdog's Config.StallAfter (0: no watchdog).
+func (e *Election) StallAfter() time.Duration { return e.cfg.StallAfter }
+
+// WatchStats returns the watchdog's counters (zero without a watchdog).
+func (e *Election) WatchStats() WatchStats {
+	if e.wd == nil {
+		return WatchStats{}
+	}
+	return e.wd.stats()
 }
 
 // randomID is a random 128-bit owner id (see internal/randid for why it
@@ -167,6 +206,9 @@ func (e *Election) OwnerID() string { return e.owner }
 // nothing.
 func (e *Election) Start() error {
 	if err := e.be.available(); err != nil {
+		return err
+	}
+	if err := e.openWatch(); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -245,6 +287,9 @@ func (e *Election) Resign() error {
 // Steal waits: call it from a goroutine.
 func (e *Election) Steal(ctx context.Context) (*Leadership, error) {
 	if err := e.be.available(); err != nil {
+		return nil, err
+	}
+	if err := e.openWatch(); err != nil {
 		return nil, err
 	}
 	ch := make(chan stealResult, 1)
@@ -362,6 +407,9 @@ func (e *Election) run() {
 		}
 
 		err := e.join(actx, act.steal)
+		if e.wd != nil {
+			e.wd.stop() // watching again once the next request queues
+		}
 		failed := err != nil && actx.Err() == nil && !errors.Is(err, ErrStolen)
 		cancel(nil)
 		e.mu.Lock()
@@ -395,6 +443,9 @@ func (e *Election) join(ctx context.Context, steal bool) error {
 }
 
 func (e *Election) queued() {
+	if e.wd != nil {
+		e.wd.follow()
+	}
 	e.ev.push(func() {
 		if f := e.cfg.OnFollower; f != nil {
 			e.safe("OnFollower", f)
@@ -415,6 +466,9 @@ func (e *Election) hold(ctx context.Context) error {
 	e.mu.Unlock()
 	if !ok {
 		return nil
+	}
+	if e.wd != nil {
+		e.wd.stop()
 	}
 
 	var token uint64
@@ -440,6 +494,9 @@ func (e *Election) hold(ctx context.Context) error {
 			e.leader = l
 			stealers := e.takeStealers()
 			e.mu.Unlock()
+			if e.wd != nil {
+				e.wd.lead(l) // heartbeats until lctx ends
+			}
 			notify(stealers, l, nil)
 			e.ev.push(func() { go e.onLeader(l) })
 			<-lctx.Done()

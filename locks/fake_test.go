@@ -16,7 +16,7 @@ import (
 var fake = &fakeLocks{held: map[string]*fakeReq{}, queue: map[string][]*fakeReq{}}
 
 func testBackend(*testing.T) backend {
-	return backend{available: func() error { return nil }, request: fake.request, query: fake.query}
+	return backend{available: func() error { return nil }, request: fake.request, query: fake.query, beacon: bus.open}
 }
 
 type fakeLocks struct {

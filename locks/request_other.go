@@ -15,3 +15,5 @@ func platformRequest(context.Context, string, Options, func(context.Context) err
 }
 
 func platformQuery(context.Context) (Snapshot, error) { return Snapshot{}, ErrUnavailable }
+
+func platformBeacon(string, beaconHooks) (beacon, error) { return nil, ErrUnavailable }

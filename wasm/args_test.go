@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/locks"
 )
 
 func str(s string) arg  { return arg{Kind: kindString, Str: s} }
@@ -91,6 +95,41 @@ func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
 	} {
 		if got := quote(in); got != want {
 			t.Errorf("quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestStallAfterArg(t *testing.T) {
+	yes, no := arg{Kind: kindBoolean, Num: 1}, arg{Kind: kindBoolean}
+	want := "from " + strconv.Itoa(int(locks.MinStallAfter/time.Millisecond)) + " to " + strconv.Itoa(int(locks.MaxStallAfter/time.Millisecond)) +
+		" (or true for " + strconv.Itoa(int(locks.DefaultStallAfter/time.Millisecond)) + ")"
+	if !strings.Contains(errStallAfterRange, want) {
+		t.Fatalf("%q does not say %q", errStallAfterRange, want)
+	}
+	for _, c := range []struct {
+		a      arg
+		fenced bool
+		want   time.Duration
+		err    string
+	}{
+		{of(kindUndefined), false, 0, ""}, {of(kindNull), true, 0, ""}, {no, false, 0, ""}, {num(0), false, 0, ""},
+		{yes, true, locks.DefaultStallAfter, ""},
+		{num(3000), true, 3 * time.Second, ""}, {num(3600000), true, time.Hour, ""},
+		{num(2999), true, 0, "from 3000 to 3600000"}, {num(3600001), true, 0, "from 3000"},
+		{num(3000.5), true, 0, "whole number"}, {num(math.NaN()), true, 0, "whole number"}, {num(-5000), true, 0, "whole number"},
+		{str("5000"), true, 0, "number of milliseconds or a boolean, got string"},
+		{yes, false, 0, "needs a fenced election"}, {num(5000), false, 0, "needs a fenced election"},
+	} {
+		d, err := stallAfterArg("elect", c.a, c.fenced)
+		if c.err == "" {
+			if err != nil || d != c.want {
+				t.Errorf("%+v fenced %v: %v %v, want %v", c.a, c.fenced, d, err, c.want)
+			}
+			continue
+		}
+		var te *TypeError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%+v fenced %v: error %v, want a TypeError with %q", c.a, c.fenced, err, c.err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"sync"
 	"syscall/js"
+	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
@@ -124,7 +125,12 @@ func elect(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	stall, err := stallAfterArg("elect", boolArg(field(opts, "stallAfter")), el.fx != nil)
+	if err != nil {
+		return nil, err
+	}
 	e, err := locks.NewElection(locks.Config{
+		StallAfter: stall,
 		Fencer:     fencer,
 		Scope:      o.Scope,
 		Protocol:   o.Protocol,
@@ -151,6 +157,7 @@ func elect(args []js.Value) (any, error) {
 	defineConst(obj, "hasLeader", bound(electHasLeader, id))
 	defineConst(obj, "close", bound(electClose, id))
 	defineConst(obj, "fenced", el.fx != nil)
+	defineConst(obj, "stallAfter", float64(stall/time.Millisecond))
 	if electFenceCB != nil { // fence_js.go registered (not in elect-only tests)
 		defineConst(obj, "fence", bound(electFenceCB, id))
 		defineConst(obj, "channel", bound(electChannelCB, id))

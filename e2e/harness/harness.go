@@ -37,6 +37,9 @@ type Options struct {
 	SharedWindow bool
 	// ExecPath overrides Chromium.
 	ExecPath string
+	// Features is passed as --enable-features (e.g. a Chromium policy's
+	// parameters a test needs shorter than a user waits).
+	Features string
 	// Bare turns off, in every tab, the DevTools domains chromedp enables
 	// on attaching that a test of ours does not use: Network, DOM and CSS.
 	// With them on, Chromium reports every request and every DOM change
@@ -87,6 +90,9 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 			chromedp.Flag("disable-renderer-backgrounding", true),
 			chromedp.Flag("disable-backgrounding-occluded-windows", true),
 		)
+	}
+	if o.Features != "" {
+		opts = append(opts, chromedp.Flag("enable-features", o.Features))
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, bcancel := chromedp.NewContext(actx)

@@ -22,7 +22,7 @@ import (
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, outbox, server or size")
+	only := flag.String("only", "", "run one part: browser, watchdog, outbox, server or size")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -31,6 +31,13 @@ func main() {
 		fmt.Println("== browser runtime (headless Chromium) ==")
 		if err := browserbench.Run(ctx, os.Stdout, *dist); err != nil {
 			fmt.Fprintln(os.Stderr, "browser bench:", err)
+			fail = true
+		}
+	}
+	if *only == "" || *only == "watchdog" {
+		fmt.Println("== election watchdog (headless Chromium) ==")
+		if err := browserbench.RunWatchdog(ctx, os.Stdout, *dist); err != nil {
+			fmt.Fprintln(os.Stderr, "watchdog bench:", err)
 			fail = true
 		}
 	}

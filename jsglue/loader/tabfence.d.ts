@@ -113,6 +113,27 @@ export interface ElectOptions {
   /** Schema version of the database; see {@link StorageOptions}. */
   version?: number;
   /**
+   * The watchdog (off by default): a leader that is frozen or hung keeps its
+   * Web Lock until someone steals it, so with `stallAfter` the leader posts a
+   * heartbeat — its token and a timestamp, never data — every 500 ms on the
+   * BroadcastChannel `lockName + "#heartbeat"`, and a follower whose page is
+   * visible and not frozen that hears none for `stallAfter` ms (plus up to
+   * 250 ms of jitter, so followers do not all steal at once) calls
+   * {@link Election.steal}. Fenced elections only (a TypeError otherwise):
+   * the resumed old leader's writes are rejected as stale.
+   *
+   * `true` means 5000; a number is 3000 to 3600000 ms; 0, false or absent:
+   * no watchdog. Hidden tabs never steal. A hidden leader's heartbeats
+   * still come about once a second (Chromium wakes a hidden page's timers
+   * once a second; each heartbeat timer is set outside a timer chain, so
+   * the one-a-minute throttling of chained timers in long-hidden pages does
+   * not apply): 3000 tolerates one missed wake-up, 5000 three. A hidden
+   * leader whose own timers use more than Chromium's 1 % CPU budget for
+   * hidden pages can be late by more: give it a longer `stallAfter`. Give
+   * every tab of an election the same value.
+   */
+  stallAfter?: number | boolean;
+  /**
    * This tab became the leader. Stop leader work when `ctx.signal` aborts.
    * Called in a microtask; an exception it throws is reported like any uncaught error.
    */
@@ -141,7 +162,7 @@ export interface ElectOptions {
  * Why leadership ended:
  * - `"resigned"`: {@link Election.resign} was called;
  * - `"closed"`: {@link Election.close} was called;
- * - `"stolen"`: another tab called {@link Election.steal};
+ * - `"stolen"`: another tab called {@link Election.steal} (or its watchdog did: {@link ElectOptions.stallAfter});
  * - `"fenced"`: a receiver rejected this leader's token as stale (a newer leader exists):
  *   a fenced apply or cas returned "stale", or a genuinely newer token (checked against the
  *   allocation record in IndexedDB) was heard on a channel;
@@ -227,6 +248,8 @@ export interface Election {
   hasLeader(): Promise<boolean>;
   /** Whether this election is fenced ({@link ElectOptions.fenced}). */
   readonly fenced: boolean;
+  /** The watchdog's {@link ElectOptions.stallAfter} in ms; 0 without a watchdog. */
+  readonly stallAfter: number;
   /**
    * The fence of this election's resource in its database.
    * @throws TypeError when the election is not fenced.

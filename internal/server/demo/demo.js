@@ -13,6 +13,9 @@ const protocol = Number(params.get("protocol") || "1");
 // shows the token rising. ?fenced=0 runs the bare election (the failover
 // benchmark compares that with raw Web Locks).
 const fenced = params.get("fenced") !== "0";
+// ?stallAfter=ms turns on the watchdog (fenced elections only): a visible
+// tab steals from a leader that stopped heartbeating.
+const stallAfter = Number(params.get("stallAfter") || "0");
 
 const $ = (id) => document.getElementById(id);
 /** Wall-clock milliseconds, comparable across tabs and with the test runner. */
@@ -25,6 +28,7 @@ const demo = {
   timings: {}, // loadStart, loadEnd (ms, page clock)
   tf: null,
   election: null,
+  ctx: null,
   error: null,
 };
 window.tabfenceDemo = demo;
@@ -65,7 +69,9 @@ function join() {
       // Its own database, so the demo's election never pins the page's
       // default one (a page declares a database's stores once).
       ...(fenced ? { resource: "demo:" + scope, database: "tabfence-demo" } : {}),
+      ...(stallAfter ? { stallAfter } : {}),
       onLeader(ctx) {
+        demo.ctx = ctx; // the latest leader context, kept after it ends (tests write with it)
         record("leader", { token: ctx.token, generation: ctx.generation });
         show("leader", ctx);
         ctx.signal.addEventListener("abort", () => record("signal-abort", { name: ctx.signal.reason?.name }), {

@@ -1,0 +1,201 @@
+package locks
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// noJitter draws 0; maxRand the largest jitter.
+func noJitter(int64) int64  { return 0 }
+func maxRand(n int64) int64 { return n - 1 }
+func visibleFollower(stall time.Duration, rnd func(int64) int64) *Watchdog {
+	w := NewWatchdog(stall, rnd)
+	w.SetVisible(t0, true)
+	w.Follow(t0)
+	return w
+}
+
+func TestWatchdogStealsAfterSilence(t *testing.T) {
+	w := visibleFollower(3*time.Second, noJitter)
+	if w.Tick(at(2999)) {
+		t.Fatal("stole before stallAfter")
+	}
+	if !w.Tick(at(3000)) {
+		t.Fatal("no steal after stallAfter of silence")
+	}
+	// One steal per silence: the election leads or rejoins (Follow).
+	if w.Tick(at(9000)) || !w.Deadline().IsZero() {
+		t.Fatal("stole twice without following again")
+	}
+	w.Follow(at(9000))
+	if !w.Tick(at(12000)) || w.Stats().Steals != 2 {
+		t.Fatalf("after rejoining: %+v", w.Stats())
+	}
+}
+
+func TestWatchdogHeartbeatsKeepTheLeader(t *testing.T) {
+	w := visibleFollower(3*time.Second, noJitter)
+	// A hidden leader's heartbeats: about a second apart, two when a
+	// throttled wake-up is missed. Over a minute, never a steal.
+	ms := 0
+	for i := 0; ms < 60000; i++ {
+		gap := 1000
+		if i%7 == 3 {
+			gap = 2000
+		}
+		ms += gap
+		if w.Tick(at(ms)) {
+			t.Fatalf("stole at %d ms after a %d ms gap", ms, gap)
+		}
+		w.Heard(at(ms), 5)
+	}
+	if w.Stats().Heard == 0 || w.Stats().Steals != 0 {
+		t.Fatalf("%+v", w.Stats())
+	}
+	if got := w.Deadline(); !got.Equal(at(ms + 3000)) {
+		t.Fatalf("deadline %v, want 3 s after the last heartbeat", got.Sub(t0))
+	}
+}
+
+func TestWatchdogOlderTokenIsNotALiveLeader(t *testing.T) {
+	w := visibleFollower(3*time.Second, noJitter)
+	w.Heard(at(100), 7)
+	// The deposed leader (token 6) resumes and beats once more: it proves
+	// nothing about the current leader.
+	w.Heard(at(2000), 6)
+	if !w.Tick(at(3100)) {
+		t.Fatal("a stale token restarted the stall timer")
+	}
+	if s := w.Stats(); s.Stale != 1 || s.Heard != 1 {
+		t.Fatalf("%+v", s)
+	}
+	// This tab's own leadership counts as heard: after it is stolen from,
+	// an older token still proves nothing.
+	w.Led(9)
+	w.Follow(at(4000))
+	w.Heard(at(5000), 8)
+	if !w.Tick(at(7000)) {
+		t.Fatal("a token below this tab's own restarted the timer")
+	}
+}
+
+func TestWatchdogOnlyAVisibleAwakeFollowerSteals(t *testing.T) {
+	w := NewWatchdog(3*time.Second, noJitter)
+	w.Follow(t0)
+	// Hidden (the default until told): never, however long the silence.
+	if w.Tick(at(600000)) || !w.Deadline().IsZero() {
+		t.Fatal("a hidden follower stole")
+	}
+	// Becoming visible starts the silence then, not at the last heartbeat.
+	w.SetVisible(at(600000), true)
+	if w.Tick(at(602999)) {
+		t.Fatal("stole on silence from before the tab was visible")
+	}
+	if !w.Tick(at(603000)) {
+		t.Fatal("visible follower never stole")
+	}
+
+	w.Follow(at(700000))
+	w.SetFrozen(at(700500), true)
+	if w.Tick(at(800000)) {
+		t.Fatal("a frozen follower stole")
+	}
+	w.SetFrozen(at(800000), false)
+	if w.Tick(at(802999)) || !w.Tick(at(803000)) {
+		t.Fatal("after resume: the silence must start at the resume")
+	}
+
+	// Not following (leading, acquiring, closed): never.
+	w.Stop()
+	if w.Tick(at(900000)) {
+		t.Fatal("stole while not following")
+	}
+	// Hidden again: the deadline goes away.
+	w.Follow(at(900000))
+	w.SetVisible(at(900001), false)
+	if !w.Deadline().IsZero() {
+		t.Fatal("hidden follower has a deadline")
+	}
+}
+
+func TestWatchdogJitterIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		stall, want time.Duration
+	}{{3 * time.Second, 250 * time.Millisecond}, {5 * time.Second, 250 * time.Millisecond}, {time.Hour, 250 * time.Millisecond}} {
+		w := visibleFollower(c.stall, maxRand)
+		got := w.Deadline().Sub(t0) - c.stall
+		if got < 0 || got >= c.want {
+			t.Errorf("stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
+		}
+		if lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0); lo != c.stall {
+			t.Errorf("stall %v: no-jitter deadline %v", c.stall, lo)
+		}
+	}
+	// A fresh draw at every restart: two followers that heard the same
+	// heartbeat steal at different times.
+	draws := []int64{10, 200}
+	i := 0
+	w := visibleFollower(3*time.Second, func(n int64) int64 { d := draws[i%2] * int64(time.Millisecond); i++; return d % n })
+	first := w.Deadline()
+	w.Heard(at(1000), 1)
+	if w.Deadline().Sub(at(1000)) == first.Sub(t0) {
+		t.Fatal("jitter not redrawn")
+	}
+}
+
+func TestValidStallAfter(t *testing.T) {
+	for _, c := range []struct {
+		d      time.Duration
+		fenced bool
+		ok     bool
+	}{
+		{0, false, true}, {0, true, true},
+		{MinStallAfter, true, true}, {DefaultStallAfter, true, true}, {MaxStallAfter, true, true},
+		{MinStallAfter - time.Millisecond, true, false}, {MaxStallAfter + time.Millisecond, true, false},
+		{-time.Second, true, false},
+		{DefaultStallAfter, false, false}, // unfenced: a steal would not be safe
+	} {
+		err := validStallAfter(c.d, c.fenced)
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalidOptions)) {
+			t.Errorf("validStallAfter(%v, fenced %v) = %v", c.d, c.fenced, err)
+		}
+	}
+	// Through NewElection.
+	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("unfenced watchdog election: %v", err)
+	}
+	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: time.Second, Fencer: &countingFencer{}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("stallAfter below the minimum: %v", err)
+	}
+	e, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter, Fencer: &countingFencer{}})
+	if err != nil || e.StallAfter() != DefaultStallAfter {
+		t.Fatalf("%v %v", e, err)
+	}
+}
+
+func TestParseHeartbeat(t *testing.T) {
+	for _, c := range []struct {
+		v     float64
+		num   bool
+		token uint64
+		ok    bool
+	}{
+		{1, true, 1, true}, {42, true, 42, true}, {1<<53 - 1, true, 1<<53 - 1, true},
+		{0, true, 0, false}, {-1, true, 0, false}, {1.5, true, 0, false}, {1 << 53, true, 0, false},
+		{math.NaN(), true, 0, false}, {math.Inf(1), true, 0, false}, {7, false, 0, false},
+	} {
+		tok, ok := ParseHeartbeat(c.v, c.num)
+		if tok != c.token || ok != c.ok {
+			t.Errorf("ParseHeartbeat(%v, %v) = %d %v", c.v, c.num, tok, ok)
+		}
+	}
+	if got := HeartbeatChannel("tabfence:w:v3"); got != "tabfence:w:v3#heartbeat" {
+		t.Fatal(got)
+	}
+}
