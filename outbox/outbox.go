@@ -67,7 +67,8 @@ type Outbox struct {
 	sessionHook changeHook // OnSessionChange
 
 	mu      sync.Mutex
-	session Session
+	session Session       // this tab's view of the queue's session (session.go)
+	heard   atomic.Uint64 // the newest session generation announced (NoteSession)
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.
 	reconnected atomic.Int64
@@ -153,14 +154,6 @@ var idPool struct {
 // LockName is the Web Lock / lease name of this queue scope.
 func (o *Outbox) LockName() string { return o.lockName }
 
-// Login sets the session new records are enqueued and sent under.
-func (o *Outbox) Login(s Session) {
-	o.mu.Lock()
-	o.session = s
-	o.mu.Unlock()
-	o.sessionHook.call()
-}
-
 // Reconnected tells the outbox that the device regained network (in the
 // browser, the online event). A record whose last attempt failed for want
 // of network (error code "network" or "offline") before now is due at once
@@ -175,30 +168,6 @@ func (o *Outbox) reconnectedAt() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
-}
-
-// Session returns the current session.
-func (o *Outbox) Session() Session {
-	o.mu.Lock()
-	s := o.session
-	o.mu.Unlock()
-	return s
-}
-
-// Logout ends the session. With purge the user's records are deleted (an
-// in-flight send may still reach the server; its idempotency key keeps it to
-// one effect). Without purge they are kept, and never sent under another
-// user: the scheduler only sends the current user's records.
-func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
-	o.mu.Lock()
-	user := o.session.UserID
-	o.session = Session{}
-	o.mu.Unlock()
-	o.sessionHook.call()
-	if !purge || user == "" {
-		return 0, nil
-	}
-	return o.cfg.Store.Delete(ctx, Filter{UserID: user})
 }
 
 // Op is one mutation to enqueue.

@@ -135,6 +135,11 @@ type Meta struct {
 	AuthPaused  []string // users waiting for re-authentication (401)
 	LastFlushAt time.Time
 	LastError   *ErrorInfo
+	// Session is the queue's session, every tab's (session.go).
+	Session Session
+	// SessionHeld: the receiver refused a record of this user as another
+	// user's (403 session-mismatch); their records wait for the next Login.
+	SessionHeld string
 }
 
 // Projection is the status every tab renders ("3 changes pending").

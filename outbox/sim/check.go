@@ -32,7 +32,7 @@ func (w *World) calmDown() {
 	for _, u := range w.users {
 		for _, t := range w.tabs {
 			_, _ = t.ob.Logout(ctx, false)
-			t.ob.Login(outbox.Session{UserID: u})
+			t.ob.Login(context.Background(), outbox.Session{UserID: u})
 		}
 		w.user = u
 		_ = w.tabs[0].ob.Resume(ctx)

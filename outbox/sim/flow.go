@@ -150,7 +150,7 @@ func (w *World) switchUser(purge bool) {
 	for i, t := range w.tabs {
 		if t.alive {
 			_, _ = t.ob.Logout(ctx, purge && i == firstAlive(w.tabs))
-			t.ob.Login(outbox.Session{UserID: next})
+			t.ob.Login(context.Background(), outbox.Session{UserID: next})
 		}
 	}
 	if purge && firstAlive(w.tabs) < 0 {

@@ -166,7 +166,7 @@ func (w *World) start(t *Tab) {
 		panic(err)
 	}
 	t.ob = ob
-	ob.Login(outbox.Session{UserID: w.user})
+	ob.Login(context.Background(), outbox.Session{UserID: w.user})
 }
 
 // Run plays the chaos phase, then a calm phase that must drain the queue,

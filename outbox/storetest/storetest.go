@@ -1004,7 +1004,7 @@ func testFlush(t *testing.T, s outbox.Store, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob.Login(outbox.Session{UserID: "alice", TenantID: "t1"})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice", TenantID: "t1"})
 	for i := 0; i < n; i++ {
 		if _, err := ob.Enqueue(bg, outbox.Op{OperationType: "comment", EntityType: "note", EntityID: "n" + strconv.Itoa(i%8), Payload: []byte(strconv.Itoa(i))}); err != nil {
 			t.Fatalf("enqueue %d: %v", i, err)
