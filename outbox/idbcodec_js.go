@@ -500,6 +500,7 @@ func encodeMeta(m Meta, base js.Value) js.Value {
 	setStrs(o, "authPaused", m.AuthPaused)
 	setTime(o, "lastFlushAt", m.LastFlushAt)
 	o.Set("lastError", encodeErrorInfo(m.LastError))
+	encodeMetaSession(o, &m)
 	return o
 }
 
@@ -507,6 +508,7 @@ func decodeMeta(v js.Value) (Meta, error) {
 	r := newReader(storeMeta, v)
 	m := Meta{Paused: r.boolean("paused"), AuthPaused: r.strs("authPaused"), LastFlushAt: r.time("lastFlushAt")}
 	m.LastError = r.errorInfo("lastError")
+	decodeMetaSession(r, &m)
 	if err := r.done(); err != nil {
 		return Meta{}, err
 	}
