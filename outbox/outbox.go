@@ -319,13 +319,13 @@ func (o *Outbox) Pause(ctx context.Context) error {
 	return err
 }
 
-// Resume lifts the app pause and the current user's auth pause (call it
-// after re-authenticating).
+// Resume lifts the app pause and the auth pause of the queue's current
+// user (call it after re-authenticating). The user is the stored session's,
+// not this tab's view of it, which may lag another tab's login.
 func (o *Outbox) Resume(ctx context.Context) error {
-	user := o.Session().UserID
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		m.Paused = false
-		m.AuthPaused = removeString(m.AuthPaused, user)
+		m.AuthPaused = removeString(m.AuthPaused, m.Session.UserID)
 		return nil
 	})
 	return err
