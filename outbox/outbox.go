@@ -67,7 +67,8 @@ type Outbox struct {
 	sessionHook changeHook // OnSessionChange
 
 	mu      sync.Mutex
-	session Session       // this tab's view of the queue's session (session.go)
+	session Session       // this tab's session: new records' (session.go)
+	queue   Session       // this tab's view of the queue's session: what is sent
 	heard   atomic.Uint64 // the newest session generation announced (NoteSession)
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.

@@ -299,7 +299,7 @@ func (r *Runtime) Login(ctx context.Context, s Session) error {
 // stops before sending another record of that user.
 func (r *Runtime) Logout(ctx context.Context, purge bool) (int, error) {
 	n, err := r.ob.Logout(ctx, purge)
-	r.announceSession(r.ob.Session())
+	r.announceSession(r.ob.QueueSession())
 	r.markDirty(true)
 	return n, err
 }
@@ -1071,7 +1071,7 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep F
 	if r.frozen.Load() {
 		return rep, false, ErrPaused // resume kicks a flush
 	}
-	if r.ob.Session().UserID == "" {
+	if r.ob.QueueSession().UserID == "" {
 		return rep, false, ErrNoSession
 	}
 	r.mu.Lock()
@@ -1157,7 +1157,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
 		return rep, false, err
 	}
-	user := r.ob.Session().UserID
+	user := r.ob.QueueSession().UserID
 	res := FenceResource(r.cfg.Name, user)
 	tok, err := r.fence(ctx, res, user)
 	if err != nil {

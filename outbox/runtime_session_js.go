@@ -17,10 +17,10 @@ import (
 const KindSessionChanged = "SESSION_CHANGED"
 
 // openSession starts a runtime's session: a configured user logs in (for
-// every tab), otherwise the tab takes the queue's stored session.
+// every tab), otherwise the tab takes the queue's stored session as its own.
 func (r *Runtime) openSession(ctx context.Context, s Session) error {
 	if s.UserID == "" {
-		_, err := r.ob.SyncSession(ctx)
+		_, err := r.ob.JoinSession(ctx)
 		return err
 	}
 	ns, err := r.ob.Login(ctx, s)
@@ -58,7 +58,7 @@ func (r *Runtime) syncSession() {
 	if r.frozen.Load() || r.closed.Load() {
 		return
 	}
-	before := r.ob.Session()
+	before := r.ob.QueueSession()
 	s, err := r.ob.SyncSession(r.ctx)
 	if err != nil || s == before {
 		return

@@ -6,15 +6,19 @@ import (
 )
 
 // The session rule. A queue is shared by every tab of an origin, and so are
-// credentials such as cookies: they follow the browser, not the tab. So the
-// session is the queue's, not a tab's: Login and Logout write it into the
-// Store's metadata (Meta.Session), every change with a higher
-// AuthGeneration, and
+// credentials such as cookies: they follow the browser, not the tab. So what
+// is sent is decided by the queue's session, not a tab's: Login and Logout
+// write it into the Store's metadata (Meta.Session), every change with a
+// higher AuthGeneration, and
 //
-//   - a record is sendable only under the session it was enqueued under:
-//     same user and tenant (SessionMatches). The generation is not part of
-//     it: a user's records wait through another user's session and are sent
-//     when that user logs in again;
+//   - a record is enqueued under the session of its tab (the user the
+//     tab's page last logged in as; a tab that opens without one takes the
+//     queue's), and is sendable only under that session: same user and
+//     tenant (SessionMatches). A tab that has not caught up with another
+//     tab's login keeps writing its own user's records, which wait for that
+//     user. The generation is not part of the match: a user's records wait
+//     through another user's session and are sent when that user logs in
+//     again;
 //   - the flush owner reads the durable session before every claim; a
 //     session other than the one its flush started under ends the flush
 //     (ErrSessionChanged) before the next claim, and the records stay,
@@ -58,10 +62,11 @@ func NextSession(cur, s Session) Session {
 	return s
 }
 
-// Login makes s the queue's session for every tab: it is written to the
-// Store (with a new generation unless s is already the session) and the
-// user's records are no longer held. The caller announces the generation to
-// the other tabs (NoteSession). It returns the session as written.
+// Login makes s this tab's session and the queue's, for every tab: it is
+// written to the Store (with a new generation unless s is already the
+// session) and no user's records are held any more. The caller announces the
+// generation to the other tabs (NoteSession). It returns the session as
+// written.
 func (o *Outbox) Login(ctx context.Context, s Session) (Session, error) {
 	m, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		m.Session = NextSession(m.Session, s)
@@ -71,24 +76,26 @@ func (o *Outbox) Login(ctx context.Context, s Session) (Session, error) {
 	if err != nil {
 		return Session{}, err
 	}
+	o.setOwn(m.Session)
 	o.adopt(m.Session)
 	return m.Session, nil
 }
 
-// Logout ends the queue's session for every tab. With purge the logged-out
-// user's records are deleted (an in-flight send may still reach the server;
-// its idempotency key keeps it to one effect). Without purge they are kept,
-// and never sent under another user, and Logout returns 0.
+// Logout ends this tab's session and the queue's, for every tab. With purge
+// the records of this tab's user are deleted (an in-flight send may still
+// reach the server; its idempotency key keeps it to one effect). Without
+// purge they are kept, and never sent under another user, and Logout
+// returns 0.
 func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
-	user := ""
+	user := o.Session().UserID
 	m, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
-		user = m.Session.UserID
 		m.Session = NextSession(m.Session, Session{})
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
+	o.setOwn(Session{})
 	o.adopt(m.Session)
 	if !purge || user == "" {
 		return 0, nil
@@ -96,8 +103,8 @@ func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
 	return o.cfg.Store.Delete(ctx, Filter{UserID: user})
 }
 
-// Session returns this tab's view of the queue's session: the one it last
-// wrote or read.
+// Session returns this tab's session: the one new records are enqueued
+// under.
 func (o *Outbox) Session() Session {
 	o.mu.Lock()
 	s := o.session
@@ -105,9 +112,37 @@ func (o *Outbox) Session() Session {
 	return s
 }
 
+// QueueSession returns this tab's view of the queue's session, the one
+// records are sent under: as it last wrote or read it.
+func (o *Outbox) QueueSession() Session {
+	o.mu.Lock()
+	s := o.queue
+	o.mu.Unlock()
+	return s
+}
+
+// JoinSession makes the queue's stored session this tab's own as well: a
+// tab that opens without a user of its own enqueues for the user logged in.
+func (o *Outbox) JoinSession(ctx context.Context) (Session, error) {
+	s, err := o.SyncSession(ctx)
+	if err == nil {
+		o.setOwn(s)
+	}
+	return s, err
+}
+
+// setOwn makes s this tab's session and tells the session hook (the
+// builder of appends outside Go learns it synchronously).
+func (o *Outbox) setOwn(s Session) {
+	o.mu.Lock()
+	o.session = s
+	o.mu.Unlock()
+	o.sessionHook.call()
+}
+
 // SyncSession reads the queue's session from the Store and makes it this
-// tab's view (a tab calls it when it opens and when it hears that another
-// tab changed the session).
+// tab's view of it (a tab calls it before it flushes and when it hears that
+// another tab changed the session).
 func (o *Outbox) SyncSession(ctx context.Context) (Session, error) {
 	heard := o.heard.Load()
 	m, err := o.cfg.Store.UpdateMeta(ctx, func(*Meta) error { return nil })
@@ -141,18 +176,14 @@ func (o *Outbox) synced(s Session, heard uint64) {
 	o.adopt(s)
 }
 
-// adopt makes s this tab's view unless the view is of a newer generation
-// (reads may finish out of order), and tells the session hook of a change.
+// adopt makes s this tab's view of the queue's session unless the view is
+// of a newer generation (reads may finish out of order).
 func (o *Outbox) adopt(s Session) {
 	o.mu.Lock()
-	changed := o.session != s && s.AuthGeneration >= o.session.AuthGeneration
-	if changed {
-		o.session = s
+	if s.AuthGeneration >= o.queue.AuthGeneration {
+		o.queue = s
 	}
 	o.mu.Unlock()
-	if changed {
-		o.sessionHook.call()
-	}
 }
 
 // SessionChanged reports whether a and b are different sessions.
@@ -174,10 +205,10 @@ func (f *flushRun) checkSession(m Meta, heard uint64) error {
 }
 
 // sendable reports whether rec may be sent now by this flush: it is of the
-// flush's session, that session is still the tab's view, and no newer
-// session has been announced.
+// flush's session, that session is still the tab's view of the queue's, and
+// no newer session has been announced.
 func (f *flushRun) sendable(rec *Record) bool {
-	cur := f.o.Session()
+	cur := f.o.QueueSession()
 	return SessionMatches(rec, f.session) && !SessionChanged(cur, f.session) && f.o.heard.Load() <= f.session.AuthGeneration
 }
 
@@ -196,12 +227,13 @@ func (f *flushRun) holdUser(ctx context.Context, user string) error {
 }
 
 // flushSession reads the queue's session and metadata for a Flush: the
-// session to flush under. A session that is not the tab's view (another tab
-// logged in or out, and this tab had not read it yet) is adopted and the
-// flush does not start (ErrSessionChanged): the caller fenced its resource
-// for the user it knew, and starts again under the new one.
+// session to flush under. A session that is not the tab's view of it
+// (another tab logged in or out, and this tab had not read it yet) is
+// adopted and the flush does not start (ErrSessionChanged): the caller
+// fenced its resource for the user it knew, and starts again under the new
+// one.
 func (o *Outbox) flushSession(ctx context.Context) (Session, Meta, error) {
-	view, heard := o.Session(), o.heard.Load()
+	view, heard := o.QueueSession(), o.heard.Load()
 	m, err := o.cfg.Store.UpdateMeta(ctx, func(*Meta) error { return nil })
 	if err != nil {
 		return Session{}, m, err

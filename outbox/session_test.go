@@ -57,7 +57,7 @@ func twoTabs(t *testing.T, srv *cookieServer, batch int) (h *harness, tab2 *Outb
 	cfg.Events = nil
 	tab2, err := New(cfg)
 	require.NoError(t, err)
-	_, err = tab2.SyncSession(context.Background())
+	_, err = tab2.JoinSession(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "alice", tab2.Session().UserID) // the session is the queue's
 	return h, tab2
@@ -129,7 +129,8 @@ func TestSessionSwitchInAnotherTabStopsTheFlush(t *testing.T) {
 			// its next flush, and sends nothing of alice's.
 			_, err = h.flush("A")
 			require.ErrorIs(t, err, ErrSessionChanged)
-			require.Equal(t, "bob", h.ob.Session().UserID)
+			require.Equal(t, "bob", h.ob.QueueSession().UserID)
+			require.Equal(t, "alice", h.ob.Session().UserID) // its own records stay alice's
 			_, err = h.flush("A")
 			require.NoError(t, err)
 			require.Len(t, srv.storedAs("bob"), 0)

@@ -145,13 +145,6 @@ func (w *World) switchUser(purge bool) {
 	if old == next {
 		next = w.users[1]
 	}
-	if purge {
-		recs, _ := w.store.List(ctx, outbox.Filter{UserID: old})
-		for _, r := range recs {
-			w.enq[r.ID].gone = "purged"
-			w.stats.Purged++
-		}
-	}
 	w.user = next
 	var alive []*Tab
 	for _, t := range w.tabs {
@@ -159,7 +152,20 @@ func (w *World) switchUser(purge bool) {
 			alive = append(alive, t)
 		}
 	}
-	if len(alive) == 0 {
+	var sw *Tab
+	gone := old // whose records a purge deletes: the switching tab's user
+	if len(alive) > 0 {
+		sw = alive[w.rng.IntN(len(alive))]
+		gone = sw.ob.Session().UserID
+	}
+	if purge && gone != "" {
+		recs, _ := w.store.List(ctx, outbox.Filter{UserID: gone})
+		for _, r := range recs {
+			w.enq[r.ID].gone = "purged"
+			w.stats.Purged++
+		}
+	}
+	if sw == nil {
 		if purge {
 			_, _ = w.store.Delete(ctx, outbox.Filter{UserID: old})
 		}
@@ -170,7 +176,6 @@ func (w *World) switchUser(purge bool) {
 		w.tracef("user %s -> %s (purge=%v) with no tab open", old, next, purge)
 		return
 	}
-	sw := alive[w.rng.IntN(len(alive))]
 	_, _ = sw.ob.Logout(ctx, purge)
 	s, _ := sw.ob.Login(ctx, outbox.Session{UserID: next})
 	w.tracef("user %s -> %s (purge=%v) in %s", old, next, purge, sw.owner)
