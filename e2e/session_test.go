@@ -142,3 +142,63 @@ func (e *obEnv) answerCounts() map[int]int {
 	}
 	return n
 }
+
+// The tab that holds alice's records flushes only after another tab
+// switched to bob (it was offline meanwhile): with the browser's cookie now
+// bob's, it must send nothing of alice's; once alice is back they arrive,
+// once each, as hers.
+func TestOutboxSessionSwitchCookieBeforeStaleTabFlushes(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	cookie := url.Values{"auth": {"cookie"}}
+	a := e.tab(q, "alice", cookie)
+	b := e.tab(q, "alice", cookie)
+	offline(t, a, true)
+	offline(t, b, true)
+	enqueue(t, b, "alice", 10)
+	eval[any](t, a, `tabfenceNotes.switchUser("bob")`)
+	offline(t, b, false)
+	enqueue(t, b, "alice-late", 2) // b's page still shows alice's notes
+	// b owns a flush now (a is still offline): under the queue's session,
+	// bob's, it has nothing to send.
+	eval[any](t, b, `tabfenceNotes.outbox.flush()`)
+	if notes := e.notesOf("bob"); len(notes) != 0 {
+		t.Fatalf("alice's notes stored as bob's: %s", noteIDs(notes))
+	}
+	offline(t, a, false)
+	enqueue(t, a, "bob", 3)
+	if err := harness.Poll(context.Background(), "bob's three stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
+		notes := e.notesOf("bob")
+		if id := foreign(notes, "bob-"); id != "" {
+			t.Fatalf("alice's note %s stored as bob's: %s", id, noteIDs(notes))
+		}
+		return len(notes) == 3, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tab := range []*harness.Tab{a, b} {
+		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+	}
+	e.waitIdle()
+	if bob := e.notesOf("bob"); len(bob) != 3 || foreign(bob, "bob-") != "" {
+		t.Fatalf("bob's notes %s", noteIDs(bob))
+	}
+	if n := len(e.notesOf("alice")); n != 0 {
+		t.Fatalf("%d of alice's notes sent while bob was logged in", n)
+	}
+	eval[any](t, a, `tabfenceNotes.switchUser("alice")`)
+	if err := harness.Poll(context.Background(), "alice's twelve stored", 30*time.Second, 25*time.Millisecond, func() (bool, error) {
+		return len(e.notesOf("alice")) == 12, nil
+	}); err != nil {
+		t.Fatalf("%v: alice %s; answers %v", err, noteIDs(e.notesOf("alice")), e.answerCounts())
+	}
+	e.waitIdle()
+	for _, n := range e.notesOf("alice") {
+		if n.Effects != 1 {
+			t.Fatalf("alice's note %+v (want each once)", n)
+		}
+	}
+	if n := e.effects(); n != 15 {
+		t.Fatalf("effects %d, want 15", n)
+	}
+}
