@@ -202,3 +202,55 @@ func TestOutboxSessionSwitchCookieBeforeStaleTabFlushes(t *testing.T) {
 		t.Fatalf("effects %d, want 15", n)
 	}
 }
+
+// The credentials change (the cookie is bob's) and the page has not logged
+// the outbox in as bob yet: the receiver refuses alice's records (403
+// session-mismatch). They stay pending for alice, uncharged, and are not
+// resent, however often a flush is triggered, until the next login; then
+// each arrives once, as hers.
+func TestOutboxSessionMismatchHoldsUntilLogin(t *testing.T) {
+	e := setupOutbox(t)
+	q := scope(t)
+	a := e.tab(q, "alice", url.Values{"auth": {"cookie"}})
+	eval[any](t, a, `document.cookie = "`+server.DemoUserCookie+`=bob; path=/"`)
+	enqueue(t, a, "alice", 3)
+	waitJS(t, a, "a session mismatch", `tabfenceNotes.events.some(e => e.kind === "outbox.session_mismatch")`)
+	waitJS(t, a, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+	e.waitIdle()
+	refused := e.answerCounts()
+	if refused[http.StatusForbidden] == 0 || refused[http.StatusCreated] != 0 {
+		t.Fatalf("answers %v", refused)
+	}
+	for i := 0; i < 3; i++ {
+		err := eval[string](t, a, `tabfenceNotes.outbox.flush().then(() => "", (e) => e.name)`)
+		if err != "SessionMismatchError" {
+			t.Fatalf("flush while held: %q", err)
+		}
+	}
+	enqueue(t, a, "alice-more", 1)
+	waitJS(t, a, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+	e.waitIdle()
+	if got := e.answerCounts(); got[http.StatusForbidden] != refused[http.StatusForbidden] || len(got) != 1 {
+		t.Fatalf("resent while held: answers %v, before %v", got, refused)
+	}
+	st := status(t, a)
+	if st.Pending != 4 || st.Failed+st.DeadLetter+st.Terminal != 0 {
+		t.Fatalf("alice's records must wait, uncharged: %+v", st)
+	}
+	eval[any](t, a, `tabfenceNotes.switchUser("alice")`)
+	if err := harness.Poll(context.Background(), "alice's four stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
+		return len(e.notesOf("alice")) == 4, nil
+	}); err != nil {
+		t.Fatalf("%v: answers %v", err, e.answerCounts())
+	}
+	e.waitIdle()
+	for _, n := range e.notesOf("alice") {
+		if n.Effects != 1 {
+			t.Fatalf("alice's note %+v (want each once)", n)
+		}
+	}
+	if bob := e.notesOf("bob"); len(bob) != 0 {
+		t.Fatalf("bob's notes %s", noteIDs(bob))
+	}
+	t.Logf("answers %v", e.answerCounts())
+}
