@@ -64,6 +64,7 @@ func RunWith(t *testing.T, open func(t *testing.T) outbox.Store, opts Options) {
 		{"StatusProjection", testStatus},
 		{"LeaseAcquireRenewRelease", testLease},
 		{"Meta", testMeta},
+		{"MetaSession", testMetaSession},
 		{"RecordRoundTrip", testRoundTrip},
 		{"FlushEndToEnd", func(t *testing.T, s outbox.Store) { testFlush(t, s, opts.FlushRecords) }},
 		{"CorruptRecordIsReportedNotFatal", func(t *testing.T, s outbox.Store) {
