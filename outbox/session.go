@@ -198,7 +198,7 @@ func (f *flushRun) checkSession(m Meta, heard uint64) error {
 	if SessionChanged(m.Session, f.session) {
 		return ErrSessionChanged
 	}
-	if m.SessionHeld != "" && m.SessionHeld == f.session.UserID {
+	if SessionHeldNow(m) {
 		return ErrSessionMismatch
 	}
 	return nil
@@ -244,7 +244,7 @@ func (o *Outbox) flushSession(ctx context.Context) (Session, Meta, error) {
 		return Session{}, m, ErrNoSession
 	case SessionChanged(view, m.Session):
 		return Session{}, m, ErrSessionChanged
-	case m.SessionHeld != "" && m.SessionHeld == m.Session.UserID:
+	case SessionHeldNow(m):
 		return Session{}, m, ErrSessionMismatch
 	}
 	return m.Session, m, nil
@@ -269,3 +269,10 @@ func (f *flushRun) sessionRefused(ctx context.Context, rec Record, ev Event, e E
 
 // EventSessionMismatch: the receiver refused a record as another user's.
 const EventSessionMismatch EventKind = "outbox.session_mismatch"
+
+// SessionHeldNow reports whether m holds the queue's current user (after a
+// session mismatch): no flush has anything to send until the next login, so
+// its pending records are no work a watchdog should steal the lock for.
+func SessionHeldNow(m Meta) bool {
+	return m.SessionHeld != "" && m.SessionHeld == m.Session.UserID
+}
