@@ -21,7 +21,10 @@ func testMetaSession(t *testing.T, s outbox.Store) {
 	if err != nil || got.Session != want || got.SessionHeld != "bob" {
 		t.Fatalf("meta %+v %v", got, err)
 	}
-	if _, err := s.UpdateMeta(bg, func(m *outbox.Meta) error { m.Session, m.SessionHeld = outbox.Session{AuthGeneration: 2}, ""; return nil }); err != nil {
+	if _, err := s.UpdateMeta(bg, func(m *outbox.Meta) error {
+		m.Session, m.SessionHeld = outbox.Session{AuthGeneration: 2}, ""
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s.UpdateMeta(bg, func(*outbox.Meta) error { return nil })
