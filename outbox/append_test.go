@@ -26,7 +26,7 @@ func TestAppendRules(t *testing.T) {
 		t.Fatal("rules without a session")
 	}
 	s := Session{UserID: "alice", TenantID: "t", AuthGeneration: 4}
-	ob.Login(s)
+	ob.Login(context.Background(), s)
 	rules, ok := ob.AppendRules()
 	want := AppendRules{Session: s, SchemaVersion: 1, InlineLimit: 64 << 10, Types: map[string]AppendType{
 		"comment": {MaxAttempts: 3, Keyed: true}, "title": {MaxAttempts: 7}, "tags": {MaxAttempts: 7}, "star": {MaxAttempts: 7},
@@ -51,7 +51,7 @@ func TestAppendRules(t *testing.T) {
 		mod(&cfg)
 		o, err := New(cfg)
 		require.NoError(t, err)
-		o.Login(s)
+		o.Login(context.Background(), s)
 		if _, ok := o.AppendRules(); ok {
 			t.Fatal("rules with the app's ids or clock")
 		}
@@ -81,10 +81,10 @@ func TestSessionHookBeforePurge(t *testing.T) {
 		_, ok := ob.AppendRules()
 		log = append(log, "hook "+ob.Session().UserID+map[bool]string{true: " rules", false: " none"}[ok])
 	})
-	ob.Login(Session{UserID: "alice"})
+	ob.Login(context.Background(), Session{UserID: "alice"})
 	_, err = ob.Logout(context.Background(), true)
 	require.NoError(t, err)
-	ob.Login(Session{UserID: "bob"})
+	ob.Login(context.Background(), Session{UserID: "bob"})
 	_, err = ob.Logout(context.Background(), false)
 	require.NoError(t, err)
 	want := []string{"hook alice rules", "hook  none", "delete alice", "hook bob rules", "hook  none"}

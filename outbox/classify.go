@@ -22,6 +22,10 @@ type Verdict struct {
 // terminal. One refinement: a 409 whose problem type is request-in-flight
 // (the same key is still running at the server, e.g. a dead owner's request)
 // is retried, not a conflict — it is the same command, not a disagreement.
+// And a 403 whose problem type is session-mismatch (the request carried
+// another user's credentials than its record's, see session.go) is
+// OutcomeSession: neither terminal nor retried, the record waits for its
+// user's next login.
 func Classify(resp Response, err error, now time.Time) Verdict {
 	if err != nil {
 		return Verdict{Outcome: wire.OutcomeRetry, Err: ErrorInfo{Code: CodeNetwork, Message: short(err.Error())}}
@@ -30,6 +34,9 @@ func Classify(resp Response, err error, now time.Time) Verdict {
 	v := Verdict{Outcome: wire.Classify(resp.Status, highest != "")}
 	if v.Outcome == wire.OutcomeConflict && bodyContains(resp.Body, wire.ProblemInFlight) {
 		v.Outcome = wire.OutcomeRetry
+	}
+	if resp.Status == 403 && bodyContains(resp.Body, wire.ProblemSessionMismatch) {
+		v.Outcome = wire.OutcomeSession
 	}
 	if v.Outcome == wire.OutcomeStale {
 		v.Highest, _ = wire.ParseToken(highest)

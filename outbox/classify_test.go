@@ -25,6 +25,9 @@ func TestClassifyTable(t *testing.T) {
 		{409, Header{"x-fencing-highest": "9"}, "", wire.OutcomeStale},
 		{409, nil, `{"type":"` + wire.ProblemConflict + `"}`, wire.OutcomeConflict},
 		{409, nil, `{"type":"` + wire.ProblemInFlight + `"}`, wire.OutcomeRetry},
+		{403, nil, `{"type":"` + wire.ProblemSessionMismatch + `"}`, wire.OutcomeSession},
+		{403, nil, `{"type":"` + wire.ProblemBase + `forbidden"}`, wire.OutcomeTerminal},
+		{400, nil, `{"type":"` + wire.ProblemSessionMismatch + `"}`, wire.OutcomeTerminal},
 	}
 	for _, c := range cases {
 		v := Classify(Response{Status: c.status, Header: c.header, Body: []byte(c.body)}, nil, now)

@@ -32,7 +32,7 @@ func Example() {
 			"set-title":   {Dedupe: outbox.ReplaceLatest}, // last write wins
 		},
 	})
-	ob.Login(outbox.Session{UserID: "alice"})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 
 	ob.Enqueue(ctx, outbox.Op{OperationType: "set-title", OperationKey: "title:n1", EntityID: "n1", Payload: []byte(`"draft"`)})
 	r, _ := ob.Enqueue(ctx, outbox.Op{OperationType: "set-title", OperationKey: "title:n1", EntityID: "n1", Payload: []byte(`"final"`)})
@@ -61,7 +61,7 @@ func ExampleOutbox_DeadLetters() {
 		}),
 		Policies: map[string]outbox.Policy{"pay": {Dedupe: outbox.Append}},
 	})
-	ob.Login(outbox.Session{UserID: "bob"})
+	ob.Login(context.Background(), outbox.Session{UserID: "bob"})
 	ob.Enqueue(ctx, outbox.Op{OperationType: "pay", Payload: []byte(`{"cents":100}`)})
 	lease, _ := ob.Acquire(ctx, "tab-1", true)
 	ob.Flush(ctx, lease)
@@ -98,7 +98,7 @@ func ExampleOutbox_Reconnected() {
 		}),
 		Policies: map[string]outbox.Policy{"note": {Dedupe: outbox.Append}},
 	})
-	ob.Login(outbox.Session{UserID: "carol"})
+	ob.Login(context.Background(), outbox.Session{UserID: "carol"})
 	r, _ := ob.Enqueue(ctx, outbox.Op{OperationType: "note", Payload: []byte(`"hi"`)})
 	lease, _ := ob.Acquire(ctx, "tab-1", true)
 

@@ -116,7 +116,7 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob.Login(outbox.Session{UserID: "alice"})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 	const n = 40
 	for i := 0; i < n; i++ {
 		if _, err := ob.Enqueue(ctx, outbox.Op{OperationType: "comment", EntityID: "n" + strconv.Itoa(i%4), Payload: []byte(strconv.Itoa(i))}); err != nil {

@@ -67,15 +67,13 @@ func (f *flushRun) count(fn func(r *FlushReport), e *ErrorInfo) {
 // lease.Resource/FenceToken. It returns ErrStaleOwner (another owner took
 // over: nothing was changed after that), a *StepDownError (the server saw a
 // higher fencing token: release the lock), ErrAuthRequired (401: the user's
-// queue is paused), ErrPaused or ErrNoSession. Records claimed but not sent
-// are handed back uncharged.
+// queue is paused), ErrPaused, ErrNoSession, ErrSessionChanged (the queue's
+// session is not this tab's view of it, or changed during the flush: see
+// session.go) or ErrSessionMismatch. Records claimed but not sent are handed
+// back uncharged.
 func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
-	s := o.Session()
-	if s.UserID == "" {
-		return FlushReport{}, ErrNoSession
-	}
 	start := o.cfg.Clock.Now()
-	meta, err := o.cfg.Store.UpdateMeta(ctx, func(*Meta) error { return nil })
+	s, meta, err := o.flushSession(ctx)
 	if err != nil {
 		return FlushReport{}, err
 	}
@@ -121,12 +119,16 @@ func (f *flushRun) loop(ctx context.Context) error {
 		if _, err := o.cfg.Store.UpdateLease(ctx, o.lockName, RenewLease(f.lease, now, o.cfg.LeaseTTL)); err != nil {
 			return err
 		}
+		heard := o.heard.Load()
 		meta, err := o.cfg.Store.UpdateMeta(ctx, func(*Meta) error { return nil })
 		if err != nil {
 			return err
 		}
 		if meta.Paused {
 			return ErrPaused
+		}
+		if err := f.checkSession(meta, heard); err != nil {
+			return err
 		}
 		recs, err := o.cfg.Store.Claim(ctx, ClaimRequest{
 			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
@@ -498,6 +500,7 @@ func (f *flushRun) request(rec *Record, body []byte) Request {
 	h := Header{
 		wire.HeaderIdempotencyKey: wire.FormatIdempotencyKey(rec.IdempotencyKey),
 		wire.HeaderOperationID:    rec.ID,
+		wire.HeaderClientUser:     wire.FormatClientUser(rec.UserID),
 	}
 	if f.lease.Resource != "" {
 		h[wire.HeaderResource] = f.lease.Resource

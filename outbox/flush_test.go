@@ -258,7 +258,7 @@ func TestLogoutPauseAndPurge(t *testing.T) {
 	ctx := context.Background()
 	a := h.enqueue(Op{OperationType: "comment", Payload: []byte("alice's")})
 	_, _ = h.ob.Logout(ctx, false)
-	h.ob.Login(Session{UserID: "bob", TenantID: "t1"})
+	h.ob.Login(context.Background(), Session{UserID: "bob", TenantID: "t1"})
 	b := h.enqueue(Op{OperationType: "comment", Payload: []byte("bob's")})
 	_, err := h.flush("A")
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestLogoutPauseAndPurge(t *testing.T) {
 	require.Equal(t, "bob", h.sent()[0].UserID)
 	require.Equal(t, StatusPending, h.get(a.ID).Status) // kept, not sent under bob
 	require.Equal(t, StatusAcked, h.get(b.ID).Status)
-	h.ob.Login(Session{UserID: "alice", TenantID: "t1"})
+	h.ob.Login(context.Background(), Session{UserID: "alice", TenantID: "t1"})
 	n, err := h.ob.Logout(ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

@@ -68,7 +68,7 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 	}
 	ob, err := New(cfg)
 	require.NoError(t, err)
-	ob.Login(Session{UserID: "alice", TenantID: "t1", AuthGeneration: 1})
+	ob.Login(context.Background(), Session{UserID: "alice", TenantID: "t1", AuthGeneration: 1})
 	h.ob = ob
 	return h
 }

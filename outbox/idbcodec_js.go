@@ -501,6 +501,7 @@ func encodeMeta(m Meta, base js.Value) js.Value {
 	setTime(o, "lastFlushAt", m.LastFlushAt)
 	o.Set("lastError", encodeErrorInfo(m.LastError))
 	o.Set("failure", encodeFailure(m.Failure))
+	encodeMetaSession(o, &m)
 	return o
 }
 
@@ -509,6 +510,7 @@ func decodeMeta(v js.Value) (Meta, error) {
 	m := Meta{Paused: r.boolean("paused"), AuthPaused: r.strs("authPaused"), LastFlushAt: r.time("lastFlushAt")}
 	m.LastError = r.errorInfo("lastError")
 	m.Failure = r.failure("failure")
+	decodeMetaSession(r, &m)
 	if err := r.done(); err != nil {
 		return Meta{}, err
 	}

@@ -1373,7 +1373,7 @@ func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 }
 
 func metaEqual(a, b Meta) bool {
-	if a.Paused != b.Paused || !a.LastFlushAt.Equal(b.LastFlushAt) || len(a.AuthPaused) != len(b.AuthPaused) {
+	if a.Paused != b.Paused || !a.LastFlushAt.Equal(b.LastFlushAt) || len(a.AuthPaused) != len(b.AuthPaused) || !metaSessionEqual(&a, &b) {
 		return false
 	}
 	for i := range a.AuthPaused {

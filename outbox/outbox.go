@@ -72,7 +72,9 @@ type Outbox struct {
 	sessionHook changeHook // OnSessionChange
 
 	mu      sync.Mutex
-	session Session
+	session Session       // this tab's session: new records' (session.go)
+	queue   Session       // this tab's view of the queue's session: what is sent
+	heard   atomic.Uint64 // the newest session generation announced (NoteSession)
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.
 	reconnected atomic.Int64
@@ -167,14 +169,6 @@ var idPool struct {
 // LockName is the Web Lock / lease name of this queue scope.
 func (o *Outbox) LockName() string { return o.lockName }
 
-// Login sets the session new records are enqueued and sent under.
-func (o *Outbox) Login(s Session) {
-	o.mu.Lock()
-	o.session = s
-	o.mu.Unlock()
-	o.sessionHook.call()
-}
-
 // Reconnected tells the outbox that the device regained network (in the
 // browser, the online event). A record whose last attempt failed for want
 // of network (error code "network" or "offline") before now is due at once
@@ -189,30 +183,6 @@ func (o *Outbox) reconnectedAt() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
-}
-
-// Session returns the current session.
-func (o *Outbox) Session() Session {
-	o.mu.Lock()
-	s := o.session
-	o.mu.Unlock()
-	return s
-}
-
-// Logout ends the session. With purge the user's records are deleted (an
-// in-flight send may still reach the server; its idempotency key keeps it to
-// one effect). Without purge they are kept, and never sent under another
-// user: the scheduler only sends the current user's records.
-func (o *Outbox) Logout(ctx context.Context, purge bool) (int, error) {
-	o.mu.Lock()
-	user := o.session.UserID
-	o.session = Session{}
-	o.mu.Unlock()
-	o.sessionHook.call()
-	if !purge || user == "" {
-		return 0, nil
-	}
-	return o.cfg.Store.Delete(ctx, Filter{UserID: user})
 }
 
 // Op is one mutation to enqueue.
@@ -370,13 +340,13 @@ func (o *Outbox) Pause(ctx context.Context) error {
 	return err
 }
 
-// Resume lifts the app pause and the current user's auth pause (call it
-// after re-authenticating).
+// Resume lifts the app pause and the auth pause of the queue's current
+// user (call it after re-authenticating). The user is the stored session's,
+// not this tab's view of it, which may lag another tab's login.
 func (o *Outbox) Resume(ctx context.Context) error {
-	user := o.Session().UserID
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		m.Paused = false
-		m.AuthPaused = removeString(m.AuthPaused, user)
+		m.AuthPaused = removeString(m.AuthPaused, m.Session.UserID)
 		if m.Failure.Kind == FailurePausedAuth {
 			m.Failure = SendFailure{} // the next flush tells
 		}

@@ -231,7 +231,7 @@ func ProgressMark(p Projection) string {
 // be doing now: pending or in-flight records. Records waiting out a backoff
 // are not counted (their timer is the owner's business).
 func HasDueWork(p Projection) bool {
-	return p.Pending+p.Sending > 0 && !p.Paused
+	return p.Pending+p.Sending > 0 && !p.Paused && !SessionHeldNow(p.Meta)
 }
 
 // FenceResource is the server fencing resource of a queue's flush owner for

@@ -228,8 +228,11 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	}
 	r.seq = channel.NewSequencer("outbox-tab:"+r.id, r.id, 1)
 	r.unsub = r.ch.Subscribe(r.onMessage)
-	if cfg.Session.UserID != "" {
-		r.ob.Login(cfg.Session)
+	if err := r.openSession(ctx, cfg.Session); err != nil {
+		r.unsub()
+		_ = r.ch.Close()
+		r.closeStore()
+		return nil, err
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.dueT = time.NewTimer(time.Hour)
@@ -284,17 +287,25 @@ func (r *Runtime) Close() error {
 
 // ---- app API ----
 
-// Login sets the session records are enqueued and sent under, and flushes.
-func (r *Runtime) Login(s Session) {
-	r.ob.Login(s)
-	r.markDirty(false)
+// Login makes s the queue's session in every tab (see session.go),
+// announces it, and flushes.
+func (r *Runtime) Login(ctx context.Context, s Session) error {
+	ns, err := r.ob.Login(ctx, s)
+	if err != nil {
+		return err
+	}
+	r.announceSession(ns)
+	r.markDirty(true)
 	r.Kick("login")
+	return nil
 }
 
-// Logout ends the session; with purge the user's records are deleted. A
-// flush in progress stops before sending another record of that user.
+// Logout ends the queue's session in every tab and announces it; with
+// purge the user's records are deleted. A flush in progress, in any tab,
+// stops before sending another record of that user.
 func (r *Runtime) Logout(ctx context.Context, purge bool) (int, error) {
 	n, err := r.ob.Logout(ctx, purge)
+	r.announceSession(r.ob.QueueSession())
 	r.markDirty(true)
 	return n, err
 }
@@ -637,6 +648,7 @@ func (r *Runtime) installTriggers() {
 	})
 	add(doc, "resume", "resume", func() bool {
 		r.frozen.Store(false)
+		go r.syncSession() // a session announced while frozen
 		r.markDirty(false)
 		return true
 	})
@@ -664,6 +676,8 @@ func (r *Runtime) onMessage(m channel.Message) {
 		r.Kick("broadcast")
 	case KindStatusChanged:
 		r.markDirty(false)
+	case KindSessionChanged:
+		r.onSessionAnnounced(m.Payload)
 	case kindStolen:
 		// Another tab stole the flush lock from a frozen or hung owner.
 		// If that is this tab (frozen: channel messages still arrive, its
@@ -1063,7 +1077,7 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep F
 	if r.frozen.Load() {
 		return rep, false, ErrPaused // resume kicks a flush
 	}
-	if r.ob.Session().UserID == "" {
+	if r.ob.QueueSession().UserID == "" {
 		return rep, false, ErrNoSession
 	}
 	r.mu.Lock()
@@ -1143,7 +1157,13 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	r.mu.Lock()
 	r.contended = false
 	r.mu.Unlock()
-	user := r.ob.Session().UserID
+	// The queue's session as stored, not as last heard: the fence and the
+	// flush are for its user (Flush checks it again before every claim).
+	if _, err := r.ob.SyncSession(ctx); err != nil {
+		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
+		return rep, false, err
+	}
+	user := r.ob.QueueSession().UserID
 	res := FenceResource(fenceQueue(r.cfg.Name, r.cfg.Protocol), user)
 	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
@@ -1210,7 +1230,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	case errors.Is(err, ErrStepDown), errors.Is(err, ErrSessionChanged):
 		// Ownership ended; the next flush re-acquires with a new token.
 		r.dueT.Reset(100 * time.Millisecond)
-	case stale, errors.Is(err, ErrPaused), errors.Is(err, ErrAuthRequired):
+	case stale, errors.Is(err, ErrPaused), errors.Is(err, ErrAuthRequired), errors.Is(err, ErrSessionMismatch):
 		// Resume (in any tab) announces OUTBOX_CHANGED and flushes.
 	case errors.Is(err, ErrOffline):
 		// No timer: the online event (in every tab) flushes.

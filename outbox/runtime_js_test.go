@@ -303,7 +303,7 @@ func TestRuntimeFlushCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := openRT(t, name, func(c *RuntimeConfig) { c.Store = st; c.Session = Session{}; c.StatusDebounce = 10 * time.Second })
-			r.ob.Login(Session{UserID: "alice"})
+			r.ob.Login(context.Background(), Session{UserID: "alice"})
 			if err := r.ob.Pause(ctx); err != nil {
 				t.Fatal(err)
 			}

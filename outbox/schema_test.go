@@ -100,7 +100,8 @@ func TestFailedMigrationLeavesRecord(t *testing.T) {
 	cfg := h.ob.cfg
 	ob2, err := New(cfg)
 	require.NoError(t, err)
-	ob2.Login(h.ob.Session())
+	_, err = ob2.Login(context.Background(), h.ob.Session())
+	require.NoError(t, err)
 	h.ob = ob2
 	_, err = h.flush("B")
 	require.NoError(t, err)

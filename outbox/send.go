@@ -155,9 +155,9 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 			return nil, f.settle(ctx, rec, ev, EventUnsupported, &e, func(r Record) (Record, error) { return SchemaRefused(r, l, now, e) })
 		}
 	}
-	if cur := o.Session(); cur.UserID != rec.UserID || cur.TenantID != rec.TenantID {
+	if !f.sendable(&rec) {
 		// The transport attaches the current session's credentials: never
-		// send a record under another user's session.
+		// send a record under another user's session (session.go).
 		_ = f.settle(ctx, rec, ev, EventRetry, nil, func(r Record) (Record, error) { return Refund(r, l, now, nil) })
 		return nil, ErrSessionChanged
 	}
@@ -206,6 +206,8 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 			o.cfg.OnAuthRequired(user)
 		}
 		return nil, ErrAuthRequired
+	case wire.OutcomeSession:
+		return nil, f.sessionRefused(ctx, rec, ev, v.Err)
 	case wire.OutcomeStale:
 		_ = f.settle(ctx, rec, ev, EventStepDown, &v.Err, func(r Record) (Record, error) { return Refund(r, l, now, &v.Err) })
 		return nil, &StepDownError{Token: l.FenceToken, Highest: v.Highest}

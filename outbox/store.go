@@ -136,6 +136,11 @@ type Meta struct {
 	LastFlushAt time.Time
 	LastError   *ErrorInfo  // the last error; cleared when a failure spell ends
 	Failure     SendFailure // the flush owner's last failure to send (see SendFailure)
+	// Session is the queue's session, every tab's (session.go).
+	Session Session
+	// SessionHeld: the receiver refused a record of this user as another
+	// user's (403 session-mismatch); their records wait for the next Login.
+	SessionHeld string
 }
 
 // Projection is the status every tab renders ("3 changes pending").

@@ -80,6 +80,10 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, probUnauthenticated)
 		return
 	}
+	if p := checkClientUser(r.Header, scope); p != nil {
+		writeProblem(w, *p)
+		return
+	}
 	hd, err := parseHeaders(r.Header)
 	if err != nil {
 		writeProblem(w, headerProblem(err))

@@ -65,6 +65,7 @@ func obErr(err error) error {
 		{outbox.ErrStepDown, "StaleOwnerError"},
 		{outbox.ErrAuthRequired, "AuthRequiredError"},
 		{outbox.ErrSessionChanged, "SessionChangedError"},
+		{outbox.ErrSessionMismatch, "SessionMismatchError"},
 		{outbox.ErrFenceUnavailable, "NetworkError"},
 		{outbox.ErrOffline, "NetworkError"},
 		{outbox.ErrRuntimeClosed, "InvalidStateError"},
@@ -250,8 +251,7 @@ func registerOutbox(api js.Value) {
 		return nil, obErr(r.Resume(ctx))
 	})
 	obLogin = idFn("login", func(r *outbox.Runtime, user string) error {
-		r.Login(outbox.Session{UserID: user})
-		return nil
+		return r.Login(ctx, outbox.Session{UserID: user})
 	})
 	obLogout = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)

@@ -35,6 +35,12 @@ const DefaultDB = "tabfence-data/tabfence.db"
 // scope from its own authentication (a session cookie, a verified token).
 const DemoUserHeader = "X-Demo-User"
 
+// DemoUserCookie names the demo's caller when DemoUserHeader is absent: the
+// credentials of a page that logs in with a cookie, which every tab of the
+// browser sends, whichever tab's user it was set for (the demo page's
+// auth=cookie mode). DEMO ONLY, like the header: the page sets it itself.
+const DemoUserCookie = "tabfence_demo_user"
+
 // Config configures a Server. Zero values mean defaults.
 type Config struct {
 	// DB is a SQLite file path or a postgres:// (postgresql://) URL.
@@ -136,11 +142,17 @@ func (s *Server) Close() error {
 	return s.store.Close()
 }
 
-// ErrNoDemoUser is returned by the demo scope when X-Demo-User is absent.
+// ErrNoDemoUser is returned by the demo scope when neither X-Demo-User nor
+// the demo's cookie names a user.
 var ErrNoDemoUser = errors.New("server: " + DemoUserHeader + " header missing or malformed")
 
 func demoScope(r *http.Request) (string, error) {
 	u := r.Header.Get(DemoUserHeader)
+	if _, sent := r.Header[DemoUserHeader]; !sent {
+		if c, err := r.Cookie(DemoUserCookie); err == nil {
+			u = c.Value
+		}
+	}
 	if !validUser(u) {
 		return "", ErrNoDemoUser
 	}

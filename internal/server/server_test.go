@@ -185,3 +185,48 @@ func TestMiddleware(t *testing.T) {
 		t.Fatalf("middleware saw %d requests", seen)
 	}
 }
+
+// The demo's cookie credentials (auth=cookie): the cookie names the caller
+// when X-Demo-User is absent, the header wins when both are sent, and the
+// receiver's session check compares the outbox's X-Client-User with it.
+func TestDemoCookieAuth(t *testing.T) {
+	hs, _ := newServer(t, filepath.Join(t.TempDir(), "demo.db"))
+	post := func(cookie, header, clientUser, key, id string) int {
+		req, _ := http.NewRequest("POST", hs.URL+"/api/notes", strings.NewReader(`{"id":"`+id+`","text":"t"}`))
+		req.Header.Set(wire.HeaderIdempotencyKey, key)
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: server.DemoUserCookie, Value: cookie})
+		}
+		if header != "" {
+			req.Header.Set(server.DemoUserHeader, header)
+		}
+		if clientUser != "" {
+			req.Header.Set(wire.HeaderClientUser, clientUser)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := post("cy", "", "cy", "k1", "c1"); s != 201 {
+		t.Fatalf("cookie: %d", s)
+	}
+	if s := post("cy", "", "ann", "k2", "a1"); s != 403 {
+		t.Fatalf("ann's record with cy's cookie: %d, want 403", s)
+	}
+	if s := post("cy", "ann", "ann", "k3", "a2"); s != 201 {
+		t.Fatalf("header over cookie: %d", s)
+	}
+	list := func(user string) string {
+		_, b := call(t, "GET", hs.URL+"/api/notes", user, "", "")
+		return string(b)
+	}
+	if l := list("cy"); !strings.Contains(l, `"c1"`) || strings.Contains(l, `"a1"`) || strings.Contains(l, `"a2"`) {
+		t.Fatalf("cy's notes %s", l)
+	}
+	if l := list("ann"); !strings.Contains(l, `"a2"`) || strings.Contains(l, `"a1"`) {
+		t.Fatalf("ann's notes %s", l)
+	}
+}

@@ -507,6 +507,8 @@ func (o Outcome) String() string {
 		return "stale"
 	case OutcomeConflict:
 		return "conflict"
+	case OutcomeSession:
+		return "session-mismatch"
 	}
 	return "unknown"
 }

@@ -587,7 +587,11 @@ export interface OutboxOptions {
   migrations?: Record<number, (payload: unknown) => unknown>;
   /** Where records are POSTed (path or URL), e.g. "/api/notes". */
   endpoint: string;
-  /** The logged-in user; records are enqueued and sent under it only. */
+  /**
+   * The logged-in user: opening with it is a {@link Outbox.login} (for every
+   * tab of the queue). Without it the tab takes the user the queue is logged
+   * in as, if any.
+   */
   user?: string;
   /**
    * Credentials added at send time, never stored: an object, or a function
@@ -705,7 +709,7 @@ export interface OutboxEvent {
     | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
     | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
     | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.record.unsupported"
-    | "outbox.flush.end";
+    | "outbox.session_mismatch" | "outbox.flush.end";
   at: number;
   recordId?: string;
   operationKeyHash?: string;
@@ -739,7 +743,10 @@ export interface OutboxRecordInfo {
  * TypeError (bad arguments), NoSessionError, UnknownOperationError,
  * NotFoundError, InvalidStateError (closed; a record in the wrong state),
  * QuotaExceededError, AbortError (IndexedDB aborted the transaction: nothing
- * was written), StaleOwnerError, NetworkError, RuntimeExitedError.
+ * was written), StaleOwnerError, NetworkError, RuntimeExitedError,
+ * SessionChangedError (another tab logged in or out during the flush),
+ * SessionMismatchError (the receiver authenticated another user than the
+ * records': they are held until the next login).
  */
 export interface Outbox {
   readonly name: string;
@@ -769,12 +776,24 @@ export interface Outbox {
   pause(): Promise<void>;
   /** Lifts the pause (and the current user's 401 pause) and flushes. */
   resume(): Promise<void>;
-  /** Switches the session: only this user's records are sent from now on. */
+  /**
+   * Logs the queue in as user, in every tab: the session is the queue's, as
+   * a cookie is the browser's. Resolves once it is stored in IndexedDB. From
+   * then on only user's records are sent, by whichever tab flushes; a flush
+   * in flight in another tab stops before its next send when it hears of the
+   * login on the channel, else before its next batch. This tab's new
+   * records are user's. Another tab keeps enqueueing for the user its page
+   * last logged in as: those records wait for that user's next login. Every
+   * record is sent with an `X-Client-User` header naming its user (allow it
+   * in CORS for a cross-origin endpoint); a receiver that authenticated
+   * someone else answers 403 `session-mismatch`, and that user's records are
+   * held, pending and uncharged, until the next login.
+   */
   login(user: string): Promise<void>;
   /**
-   * Ends the session. With `purge` the user's records are deleted and it
-   * resolves to how many; without it (the default) they are kept, never
-   * sent under another user, and it resolves to 0.
+   * Logs the queue out, in every tab. With purge this tab's user's records
+   * are deleted (resolves to how many); without, they are kept, never sent
+   * under another user, and it resolves to 0.
    */
   logout(options?: { purge?: boolean }): Promise<number>;
   /** Stops this tab's triggers and releases the lock; the queue stays. */

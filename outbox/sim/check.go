@@ -30,11 +30,11 @@ func (w *World) calmDown() {
 		}
 	}
 	for _, u := range w.users {
-		for _, t := range w.tabs {
-			_, _ = t.ob.Logout(ctx, false)
-			t.ob.Login(outbox.Session{UserID: u})
-		}
 		w.user = u
+		sw := w.tabs[w.rng.IntN(len(w.tabs))]
+		_, _ = sw.ob.Logout(ctx, false)
+		s, _ := sw.ob.Login(ctx, outbox.Session{UserID: u})
+		w.announceSession(sw, s, 1)
 		_ = w.tabs[0].ob.Resume(ctx)
 		drained := false
 		for round := 0; round < 200 && !drained && len(w.failed) == 0; round++ {

@@ -131,8 +131,13 @@ func (w *World) appResolve(t *Tab) {
 	}
 }
 
-// switchUser logs every tab out (purging or keeping the old user's records)
-// and in as the other user.
+// switchUser is a switch of user in one tab: the browser's credentials
+// (a cookie: w.user) change first, as the server's login answer sets them,
+// then that tab logs the outbox out (purging or keeping the old user's
+// records) and in as the other user. The queue's session is every tab's;
+// the other tabs hear the announcement, or miss it (a message lost to a
+// frozen or closing tab) and find out from the store before their next
+// claim, or from the receiver's session-mismatch answer.
 func (w *World) switchUser(purge bool) {
 	ctx := context.Background()
 	old := w.user
@@ -140,24 +145,55 @@ func (w *World) switchUser(purge bool) {
 	if old == next {
 		next = w.users[1]
 	}
-	if purge {
-		recs, _ := w.store.List(ctx, outbox.Filter{UserID: old})
+	w.user = next
+	var alive []*Tab
+	for _, t := range w.tabs {
+		if t.alive {
+			alive = append(alive, t)
+		}
+	}
+	var sw *Tab
+	gone := old // whose records a purge deletes: the switching tab's user
+	if len(alive) > 0 {
+		sw = alive[w.rng.IntN(len(alive))]
+		gone = sw.ob.Session().UserID
+	}
+	if purge && gone != "" {
+		recs, _ := w.store.List(ctx, outbox.Filter{UserID: gone})
 		for _, r := range recs {
 			w.enq[r.ID].gone = "purged"
 			w.stats.Purged++
 		}
 	}
-	for i, t := range w.tabs {
-		if t.alive {
-			_, _ = t.ob.Logout(ctx, purge && i == firstAlive(w.tabs))
-			t.ob.Login(outbox.Session{UserID: next})
+	if sw == nil {
+		if purge {
+			_, _ = w.store.Delete(ctx, outbox.Filter{UserID: old})
+		}
+		_, _ = w.store.UpdateMeta(ctx, func(m *outbox.Meta) error {
+			m.Session, m.SessionHeld = outbox.NextSession(m.Session, outbox.Session{UserID: next}), ""
+			return nil
+		})
+		w.tracef("user %s -> %s (purge=%v) with no tab open", old, next, purge)
+		return
+	}
+	_, _ = sw.ob.Logout(ctx, purge)
+	s, _ := sw.ob.Login(ctx, outbox.Session{UserID: next})
+	w.tracef("user %s -> %s (purge=%v) in %s", old, next, purge, sw.owner)
+	w.announceSession(sw, s, 0.7)
+}
+
+// announceSession delivers sw's announcement of session s to each other
+// live tab with probability p.
+func (w *World) announceSession(sw *Tab, s outbox.Session, p float64) {
+	for _, t := range w.tabs {
+		if t.alive && t != sw {
+			if p >= 1 || w.chance(p) {
+				t.ob.NoteSession(s.AuthGeneration)
+			} else {
+				w.tracef("%s missed the session announcement", t.owner)
+			}
 		}
 	}
-	if purge && firstAlive(w.tabs) < 0 {
-		_, _ = w.store.Delete(ctx, outbox.Filter{UserID: old})
-	}
-	w.user = next
-	w.tracef("user %s -> %s (purge=%v)", old, next, purge)
 }
 
 func firstAlive(ts []*Tab) int {

@@ -41,6 +41,7 @@ type Server struct {
 	StormRetryAfter  string
 	Requests         int
 	breakIdem        bool // test of the checker: apply every request
+	breakSession     bool // test of the checker: no session check (X-Client-User ignored)
 }
 
 // NewServer returns an empty receiver.
@@ -63,6 +64,9 @@ func (s *Server) Handle(now time.Time, user string, req outbox.Request) outbox.R
 	s.Requests++
 	if user == "" || s.AuthExpired[user] {
 		return problem(401, wire.ProblemUnauthenticated)
+	}
+	if cu, ok := req.Header[wire.HeaderClientUser]; ok && cu != wire.FormatClientUser(user) && !s.breakSession {
+		return problem(403, wire.ProblemSessionMismatch)
 	}
 	if now.Before(s.StormUntil) {
 		r := problem(s.StormStatus, wire.ProblemInternal)

@@ -127,3 +127,23 @@ func TestCheckerCatchesDuplicates(t *testing.T) {
 		t.Fatalf("the checker caught only %d of 50 broken runs", caught)
 	}
 }
+
+// TestCheckerCatchesCrossUserWrites: the outbox alone cannot stop a tab that
+// missed another tab's switch of user from sending a few of the old user's
+// records with the new user's cookie before its next claim; without the
+// receiver's session check the checker must report them.
+func TestCheckerCatchesCrossUserWrites(t *testing.T) {
+	caught := 0
+	for s := uint64(1); s <= 200; s++ {
+		for _, f := range NewWorld(s, Options{BreakSessionCheck: true}).Run() {
+			if strings.Contains(f, "session boundary") {
+				caught++
+				break
+			}
+		}
+	}
+	if caught == 0 {
+		t.Fatal("the checker caught no cross-user write in 200 runs without the session check")
+	}
+	t.Logf("caught in %d of 200 runs", caught)
+}

@@ -149,12 +149,13 @@ func (s tabStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (
 }
 
 // tabTransport is the lossy, slow, duplicating network between a tab and the
-// server. Credentials are the tab's current session, attached at send time.
+// server. Credentials are the browser's (a cookie), whichever tab sends:
+// the user the world last logged in, attached at send time.
 type tabTransport struct{ t *Tab }
 
 func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
 	t, w := n.t, n.t.w
-	user := t.ob.Session().UserID
+	user := w.user
 	if err := t.step(); err != nil { // request on the wire
 		if w.chance(0.5) { // the tab died, its request still arrives
 			w.srv.Handle(w.time(), user, req)

@@ -28,6 +28,10 @@ type Options struct {
 	// BreakIdempotency makes the server apply every request: the invariant
 	// checker must then catch duplicate effects (a test of the checker).
 	BreakIdempotency bool
+	// BreakSessionCheck makes the server ignore X-Client-User: a tab that
+	// has not heard of another tab's switch of user then stores the old
+	// user's records as the new one's, which the checker must catch.
+	BreakSessionCheck bool
 	// Trace keeps every trace line (for replaying one seed), not just the tail.
 	Trace bool
 }
@@ -112,6 +116,7 @@ func NewWorld(seed uint64, opt Options) *World {
 		store: outbox.NewMemStore(), srv: NewServer(), enq: map[string]*enqInfo{},
 		users: []string{"u1", "u2"}, user: "u1"}
 	w.srv.breakIdem = opt.BreakIdempotency
+	w.srv.breakSession = opt.BreakSessionCheck
 	w.webLocks = w.rng.IntN(4) != 0
 	w.pDropBefore = w.rng.Float64() * 0.2
 	w.pDropAfter = w.rng.Float64() * 0.2
@@ -166,7 +171,7 @@ func (w *World) start(t *Tab) {
 		panic(err)
 	}
 	t.ob = ob
-	ob.Login(outbox.Session{UserID: w.user})
+	ob.Login(context.Background(), outbox.Session{UserID: w.user})
 }
 
 // Run plays the chaos phase, then a calm phase that must drain the queue,
@@ -326,7 +331,9 @@ func (w *World) enqueue() {
 	if w.rng.IntN(6) == 0 {
 		if w.ids > 0 {
 			d := "r" + strconv.Itoa(1+w.rng.IntN(w.ids))
-			if in, ok := w.enq[d]; ok && in.user == w.user {
+			// The app names a record of the user it is enqueuing for:
+			// the tab's view of the session, which may lag a switch.
+			if in, ok := w.enq[d]; ok && in.user == t.ob.Session().UserID {
 				deps = []string{d}
 			}
 		}

@@ -64,6 +64,7 @@ func RunWith(t *testing.T, open func(t *testing.T) outbox.Store, opts Options) {
 		{"StatusProjection", testStatus},
 		{"LeaseAcquireRenewRelease", testLease},
 		{"Meta", testMeta},
+		{"MetaSession", testMetaSession},
 		{"RecordRoundTrip", testRoundTrip},
 		{"FlushEndToEnd", func(t *testing.T, s outbox.Store) { testFlush(t, s, opts.FlushRecords) }},
 		{"CorruptRecordIsReportedNotFatal", func(t *testing.T, s outbox.Store) {
@@ -1004,7 +1005,7 @@ func testFlush(t *testing.T, s outbox.Store, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob.Login(outbox.Session{UserID: "alice", TenantID: "t1"})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice", TenantID: "t1"})
 	for i := 0; i < n; i++ {
 		if _, err := ob.Enqueue(bg, outbox.Op{OperationType: "comment", EntityType: "note", EntityID: "n" + strconv.Itoa(i%8), Payload: []byte(strconv.Itoa(i))}); err != nil {
 			t.Fatalf("enqueue %d: %v", i, err)

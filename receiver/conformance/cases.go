@@ -52,6 +52,7 @@ var cases = []struct {
 	{"Unauthenticated", testUnauthenticated},
 	{"ReaperRemovesExpired", testReaper},
 	{"CrashedClaimExpires", testCrashedClaim},
+	{"SessionMismatchRefused", testSessionMismatch},
 }
 
 func want(t *testing.T, r reply, status int) {

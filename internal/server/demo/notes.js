@@ -5,14 +5,20 @@
 //
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
 // markup. Query parameters: user, outbox (queue name), protocol, maxAttempts,
-// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency, and
+// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency,
 // list=0 (no notes list: the benchmarks measure the outbox, not a list that
-// refetches and redraws every note of the user after each burst of acks).
+// refetches and redraws every note of the user after each burst of acks), and
+// auth=cookie: the credentials are a cookie naming the user (every tab of the
+// browser sends it, whoever set it) instead of a header per record's user;
+// notes.switchUser(user) then switches the user as a login page would.
 import { load } from "./dist/tabfence.js";
 
 const params = new URLSearchParams(location.search);
 const num = (k, d) => (params.has(k) ? Number(params.get(k)) : d);
 const $ = (id) => document.getElementById(id);
+
+const cookieAuth = params.get("auth") === "cookie";
+const setCookie = (user) => { document.cookie = `tabfence_demo_user=${user}; path=/; SameSite=Strict`; };
 
 const notes = {
   user: params.get("user") || "demo-user",
@@ -48,7 +54,7 @@ function refreshList() {
   clearTimeout(listTimer);
   listTimer = setTimeout(async () => {
     try {
-      const res = await fetch("/api/notes", { headers: { "X-Demo-User": notes.user } });
+      const res = await fetch("/api/notes", cookieAuth ? {} : { headers: { "X-Demo-User": notes.user } });
       if (!res.ok) return;
       const list = await res.json();
       const ul = $("notes-list");
@@ -65,11 +71,13 @@ function refreshList() {
 
 try {
   const tf = await load({ wasmURL: "./dist/tabfence.wasm" });
+  if (cookieAuth) setCookie(notes.user);
   notes.outbox = await tf.outbox({
     name: notes.name,
     endpoint: "/api/notes",
     user: notes.user,
-    headers: (user) => ({ "X-Demo-User": user }), // demo only: real apps add their auth here
+    // demo only: real apps add their auth here (or rely on their cookie)
+    headers: cookieAuth ? undefined : (user) => ({ "X-Demo-User": user }),
     policies: {
       "put-note": { dedupe: "append" },
       "edit-note": { dedupe: "replace-latest" },
@@ -82,6 +90,15 @@ try {
     protocol: num("protocol", 1),
   });
   $("notes-user").textContent = notes.user;
+  // A switch of user as a login page makes it: the credentials change (the
+  // server's answer sets the cookie), then the outbox logs out and in.
+  notes.switchUser = async (user) => {
+    if (cookieAuth) setCookie(user);
+    await notes.outbox.logout({ purge: false });
+    await notes.outbox.login(user);
+    notes.user = user;
+    $("notes-user").textContent = user;
+  };
   notes.outbox.onStatus(render);
   notes.outbox.onEvent((e) => {
     notes.events.push(e);

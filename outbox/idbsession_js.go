@@ -1,0 +1,25 @@
+//go:build js && wasm
+
+package outbox
+
+import "syscall/js"
+
+// The queue's session in the IndexedDB meta row (see session.go): user,
+// tenant and generation, and the user held after a session mismatch. No
+// credential is ever part of it.
+
+func encodeMetaSession(o js.Value, m *Meta) {
+	o.Set("sessionUser", m.Session.UserID)
+	o.Set("sessionTenant", m.Session.TenantID)
+	setUint(o, "sessionGen", m.Session.AuthGeneration)
+	o.Set("sessionHeld", m.SessionHeld)
+}
+
+func decodeMetaSession(r *reader, m *Meta) {
+	m.Session = Session{UserID: r.str("sessionUser"), TenantID: r.str("sessionTenant"), AuthGeneration: r.uint("sessionGen")}
+	m.SessionHeld = r.str("sessionHeld")
+}
+
+func metaSessionEqual(a, b *Meta) bool {
+	return a.Session == b.Session && a.SessionHeld == b.SessionHeld
+}
