@@ -132,7 +132,7 @@ func TestApplyPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 			ta := perfNow()
-			res, next := Decide(rec, Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}, 0)
+			res, next := Decide(rec, 0, Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}, 0)
 			if res != Accepted {
 				t.Fatal(res)
 			}

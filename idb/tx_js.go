@@ -212,34 +212,39 @@ func (w *WriteTx) Get(store string, key js.Value) (js.Value, error) {
 
 // Apply offers op to the receiver fence of op.Resource and, only if it is
 // Accepted, runs writes and stores the advanced fence — all in ONE
-// readwrite transaction over tf_fences and stores (every app store when
-// none are named). Stale and Duplicate write nothing and return a nil
-// error. If writes returns an error, a request fails, or ctx ends before
-// the commit, the transaction aborts: neither the fence nor the data change,
-// and the error is returned. writes may be nil (fence only).
+// readwrite transaction over tf_epochs, tf_fences and stores (every app
+// store when none are named). The decision (Decide) reads the resource's
+// allocation record in that transaction too, so a token below the last one
+// allocated is Stale from the moment the allocation committed, whether or
+// not its owner has written yet. Stale and Duplicate write nothing and
+// return a nil error. If writes returns an error, a request fails, or ctx
+// ends before the commit, the transaction aborts: neither the fence nor the
+// data change, and the error is returned. writes may be nil (fence only).
 func (d *DB) Apply(ctx context.Context, op Op, writes func(tx *WriteTx) error, stores ...string) (Result, error) {
 	if err := op.Validate(); err != nil {
 		return 0, err
 	}
-	return d.fenced(ctx, op.Resource, stores, func(rec FenceRecord) (Result, FenceRecord) {
-		return Decide(rec, op, d.cfg.recentOps)
+	return d.fenced(ctx, op.Resource, op.Resource, stores, func(rec FenceRecord, allocated uint64) (Result, FenceRecord) {
+		return Decide(rec, allocated, op, d.cfg.recentOps)
 	}, writes, &op)
 }
 
 // CompareAndSwap writes value at key of store only if token is not older
-// than the highest token that wrote that key ("write if token is fresh"),
-// and then records token as the key's highest, in one transaction. An equal
-// token may write again. It reports whether it wrote. The key's fence lives
-// in tf_fences, apart from the resources of Apply.
-func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64, value js.Value) (bool, error) {
+// than the highest token that wrote that key ("write if token is fresh")
+// nor than the last token allocated for resource (the token's resource;
+// "" consults no allocation record), and then records token as the key's
+// highest, in one transaction. An equal token may write again. It reports
+// whether it wrote. The key's fence lives in tf_fences, apart from the
+// resources of Apply.
+func (d *DB) CompareAndSwap(ctx context.Context, resource, store, key string, token uint64, value js.Value) (bool, error) {
 	if reserved(store) {
 		return false, ErrReservedStore
 	}
-	if token == 0 || token > MaxToken {
+	if token == 0 || token > MaxToken || len(resource) > MaxResourceLen {
 		return false, ErrInvalidOp
 	}
-	res, err := d.fenced(ctx, casResource(store, key), []string{store}, func(rec FenceRecord) (Result, FenceRecord) {
-		if !DecideCAS(rec.Highest, token) {
+	res, err := d.fenced(ctx, casResource(store, key), resource, []string{store}, func(rec FenceRecord, allocated uint64) (Result, FenceRecord) {
+		if !DecideCAS(rec.Highest, allocated, token) {
 			return Stale, rec
 		}
 		return Accepted, FenceRecord{Resource: rec.Resource, Highest: token}
@@ -257,8 +262,8 @@ func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64
 	return res == Accepted, err
 }
 
-// scope returns the transaction scope of a fenced write: tf_fences and
-// stores (every app store when nil).
+// scope returns the transaction scope of a fenced write: tf_epochs,
+// tf_fences and stores (every app store when nil).
 func (d *DB) scope(stores []string) (js.Value, error) {
 	if stores == nil {
 		return d.scopeAll, nil
@@ -268,15 +273,26 @@ func (d *DB) scope(stores []string) (js.Value, error) {
 			return js.Undefined(), ErrReservedStore
 		}
 	}
-	all := make([]string, 0, len(stores)+1)
-	return scopeOf(append(append(all, StoreFences), stores...)), nil
+	all := make([]string, 0, len(stores)+2)
+	return scopeOf(append(append(all, StoreEpochs, StoreFences), stores...)), nil
 }
 
-// fenced runs a fenced write: read the fence of resource, decide, and when
-// accepted run writes and store the advanced fence, in one transaction.
-// op, for Apply, lets applyJS read, decide and store the fence (see there).
-func (d *DB) fenced(ctx context.Context, resource string, stores []string,
-	decide func(FenceRecord) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
+// fenceRead is the first half of a fenced write: its transaction, and the
+// reads of the fence record and of the allocation record.
+type fenceRead struct {
+	tx     *Tx
+	get    *Request // the fence record
+	epoch  *Request // the allocation record; nil when none is consulted
+	fences Store    // zero on applyJS's path until Go reads the record itself
+	fast   bool     // applyJS opened the transaction and judged the fence record
+}
+
+// fenced runs a fenced write: read the fence of resource and the allocation
+// record of epochRes ("" for none), decide, and when accepted run writes
+// and store the advanced fence, in one transaction. op, for Apply, lets
+// applyJS read and judge the fence and store it (see there).
+func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -285,58 +301,21 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		return 0, err
 	}
 	key := jsString(resource)
-	var (
-		tx     *Tx
-		get    *Request
-		fences Store
-	)
-	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
-		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
-			tx = registered(v)
-			get = tx.adopted(v.Get("tfGet"))
-		}
-		// Undefined: db.transaction threw, and begin below says why.
+	r, err := d.readFence(scope, key, epochRes, op)
+	if err != nil {
+		return 0, err
 	}
-	if tx == nil {
-		if tx, err = d.begin(ReadWrite, scope); err != nil {
-			return 0, err
-		}
-		fences = tx.Store(StoreFences)
-		get = fences.Get(key)
-	}
+	tx := r.tx
 	fail := func(err error) (Result, error) {
 		_ = tx.Abort()
 		return 0, err
 	}
-	if err := get.wait(ctx, true); err != nil {
+	if err := r.get.wait(ctx, true); err != nil {
 		return fail(err)
 	}
-	res, prepared := Result(0), false
-	if fences.tx == nil { // applyJS's transaction: what did it decide?
-		switch r := get.v.Get("tfRes"); {
-		case r.Type() != js.TypeNumber || r.Float() < 0:
-			// A record it does not judge: Go reads it below, in the
-			// same transaction.
-			fences = tx.Store(StoreFences)
-		case r.Float() == 0:
-			res, prepared = Accepted, true // the advanced fence waits in tfFin
-		case r.Float() == 1:
-			res = Stale
-		default:
-			res = Duplicate
-		}
-	}
-	var v js.Value
-	var next FenceRecord
-	if res == 0 {
-		if v, err = get.outcome(); err != nil {
-			return fail(err)
-		}
-		rec, err := decodeFenceKey(v, resource, key)
-		if err != nil {
-			return fail(err)
-		}
-		res, next = decide(rec)
+	res, prepared, next, v, err := r.verdict(resource, key, epochRes, decide, op)
+	if err != nil {
+		return fail(err)
 	}
 	if res != Accepted {
 		_ = tx.Abort() // nothing to write; aborting skips a durable commit
@@ -354,14 +333,14 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 	// the rule and the transaction committed early, the fence has not
 	// moved (the operation is not marked applied without its data).
 	if prepared {
-		if _, err := call(get.v, "tfFin"); err != nil { // put, then commit
+		if _, err := call(r.get.v, "tfFin"); err != nil { // put, then commit
 			if ended(err) {
 				return 0, errors.Join(ErrTransactionEnded, err)
 			}
 			return 0, err
 		}
 	} else {
-		if err := fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
+		if err := r.fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
 			if ended(err) {
 				return 0, errors.Join(ErrTransactionEnded, err)
 			}
@@ -373,6 +352,87 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		return 0, err
 	}
 	return Accepted, nil
+}
+
+// readFence opens a fenced write's transaction and issues its two reads:
+// through applyJS for Apply when it can, else from Go.
+func (d *DB) readFence(scope, key js.Value, epochRes string, op *Op) (*fenceRead, error) {
+	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
+		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
+			tx := registered(v)
+			return &fenceRead{tx: tx, get: tx.adopted(v.Get("tfGet")), fast: true}, nil
+		}
+		// Undefined: db.transaction threw, and begin below says why.
+	}
+	tx, err := d.begin(ReadWrite, scope)
+	if err != nil {
+		return nil, err
+	}
+	r := &fenceRead{tx: tx}
+	// The allocation record first: requests complete in the order they
+	// were issued, so once the fence's read settled, this one has too.
+	if epochRes != "" {
+		r.epoch = tx.Store(StoreEpochs).Get(jsString(epochRes))
+	}
+	r.fences = tx.Store(StoreFences)
+	r.get = r.fences.Get(key)
+	return r, nil
+}
+
+// verdict decides a fenced write once its reads settled. It returns the
+// result; prepared when applyJS holds the advanced fence (in tfFin); else,
+// for Accepted, the record to store and the stored one (v) to update.
+func (r *fenceRead) verdict(resource string, key js.Value, epochRes string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (Result, bool, FenceRecord, js.Value, error) {
+	allocated, err := r.allocated(epochRes)
+	if err != nil {
+		return 0, false, FenceRecord{}, js.Undefined(), err
+	}
+	if r.fast { // applyJS judged the fence record; the allocation record is judged here
+		switch res := r.get.v.Get("tfRes"); {
+		case res.Type() != js.TypeNumber || res.Float() < 0:
+			// A record it does not judge: Go reads it below, in the
+			// same transaction.
+			r.fences = r.tx.Store(StoreFences)
+		case Deposed(0, allocated, op.Token), res.Float() == 1:
+			return Stale, false, FenceRecord{}, js.Undefined(), nil
+		case res.Float() == 0:
+			return Accepted, true, FenceRecord{}, js.Undefined(), nil // the advanced fence waits in tfFin
+		default:
+			return Duplicate, false, FenceRecord{}, js.Undefined(), nil
+		}
+	}
+	v, err := r.get.outcome()
+	if err != nil {
+		return 0, false, FenceRecord{}, js.Undefined(), err
+	}
+	rec, err := decodeFenceKey(v, resource, key)
+	if err != nil {
+		return 0, false, FenceRecord{}, js.Undefined(), err
+	}
+	res, next := decide(rec, allocated)
+	return res, false, next, v, nil
+}
+
+// allocated is the epoch of the allocation record read in the transaction
+// (0 when there is none, or none was consulted). On applyJS's path the
+// epoch of a plain record is in tfEp; any other record is decoded here
+// from the request in tfEg, so a corrupt one gets the typed error.
+func (r *fenceRead) allocated(epochRes string) (uint64, error) {
+	if epochRes == "" {
+		return 0, nil
+	}
+	if r.fast {
+		if p := r.get.v.Get("tfEp"); p.Type() == js.TypeNumber && p.Float() >= 0 {
+			return uint64(p.Float()), nil
+		}
+		r.epoch = &Request{tx: r.tx, v: r.tx.v.Get("tfEg")}
+	}
+	v, err := r.epoch.Result()
+	if err != nil {
+		return 0, err
+	}
+	return epochOf(v, epochRes, jsString(epochRes))
 }
 
 // writesFailed aborts the transaction after the caller's writes failed and
@@ -649,8 +709,12 @@ const allocSrc = `let tx;try{tx=db.transaction("tf_epochs","readwrite")}catch{re
 
 // applyJS(db, scope, key, token, seq, id, limit) does the fence's part of
 // Apply's transaction in JavaScript: it opens the transaction, reads the
-// fence and, inside the read's success event, decides as Decide does and,
-// when accepted, prepares the advanced fence; then it calls Go's success
+// allocation record and the fence and, inside the fence read's success
+// event, judges the fence record as Decide does and, when accepted, prepares
+// the advanced fence; it only gathers the allocated epoch (tfEp: the epoch
+// of a plain record, 0 for none, -1 for a record Go must decode from the
+// request in the transaction's tfEg), and Go applies the allocation half of
+// the rule (Deposed) before anything is written; then it calls Go's success
 // handler, whose goroutine runs the caller's writes and then tfFin, which
 // writes the fence and commits. (The fence goes last, as on the Go path:
 // writes that break their rule and let the transaction commit early leave
@@ -687,9 +751,10 @@ func newApplyJS() js.Value {
 	return f
 }
 
-const applySrc = `return(db,s,k,t,q,i,l)=>{let x,f,g;try{x=db.transaction(s,"readwrite");f=x.objectStore("tf_fences");g=f.get(k)}catch{try{x&&x.abort()}catch{}return}` +
+const applySrc = `return(db,s,k,t,q,i,l)=>{let x,f,g,p;try{x=db.transaction(s,"readwrite");p=x.objectStore("tf_epochs").get(k);f=x.objectStore("tf_fences");g=f.get(k)}catch{try{x&&x.abort()}catch{}return}` +
 	`g.onsuccess=e=>{let r=-1;try{let v=g.result,h=0,n=0,c="";if(v!==undefined){if(typeof v!=="object"||v===null||v.resource!==k)throw 0;h=v.highest;n=v.highestSeq;c=v.recent;` +
 	`if(!Number.isSafeInteger(h)||h<0||!Number.isSafeInteger(n)||n<0||typeof c!=="string"||c.length>1048576||c!==""&&!/^[ -~]{1,255}(\n[ -~]{1,255})*$/.test(c))throw 0}` +
 	`const a=c===""?[]:c.split("\n");if(t<h)r=1;else if(a.includes(i)||t===h&&q!==0&&q<=n)r=2;else{if(a.length>=l)a.splice(0,a.length-l+1);a.push(i);` +
-	`if(v===undefined)v={resource:k};v.highest=t;v.highestSeq=t===h?Math.max(n,q):q;v.recent=a.join("\n");g.tfFin=()=>{f.put(v,k);try{x.commit&&x.commit()}catch{}};r=0}}catch{r=-1}g.tfRes=r;hs(e)};` +
-	`g.onerror=he;x.oncomplete=hc;x.onabort=ha;x.tfGet=g;return x}`
+	`if(v===undefined)v={resource:k};v.highest=t;v.highestSeq=t===h?Math.max(n,q):q;v.recent=a.join("\n");g.tfFin=()=>{f.put(v,k);try{x.commit&&x.commit()}catch{}};r=0}}catch{r=-1}g.tfRes=r;` +
+	`let m=-1;try{const w=p.result;if(w===undefined)m=0;else if(typeof w==="object"&&w!==null&&w.resource===k&&Number.isSafeInteger(w.epoch)&&w.epoch>=0&&typeof w.ownerId==="string"&&w.ownerId.length<=255&&Number.isSafeInteger(w.updatedAt)&&w.updatedAt>=0)m=w.epoch}catch{}g.tfEp=m;hs(e)};` +
+	`g.onerror=he;x.oncomplete=hc;x.onabort=ha;x.tfGet=g;x.tfEg=p;return x}`

@@ -161,7 +161,7 @@ func registerFence(api js.Value) {
 		if err != nil {
 			return nil, f.st.wrap(err)
 		}
-		ok, err = db.CompareAndSwap(context.Background(), store, key, token, a[3])
+		ok, err = db.CompareAndSwap(context.Background(), f.resource, store, key, token, a[3])
 		if err != nil {
 			return nil, f.st.wrap(err)
 		}
