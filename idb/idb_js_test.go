@@ -264,7 +264,9 @@ func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
 
 // A corrupt allocation record is a typed error for Apply (both paths),
 // never a silent "not allocated", and nothing is written.
-func TestApplyCorruptEpochIsTypedError(t *testing.T) { applyPaths(t, testApplyCorruptEpochIsTypedError) }
+func TestApplyCorruptEpochIsTypedError(t *testing.T) {
+	applyPaths(t, testApplyCorruptEpochIsTypedError)
+}
 
 func testApplyCorruptEpochIsTypedError(t *testing.T) {
 	name := dbName(t)
