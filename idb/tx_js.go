@@ -49,7 +49,7 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 	if resource == "" || len(resource) > MaxResourceLen || len(ownerID) > MaxOperationIDLen {
 		return 0, ErrInvalidOp
 	}
-	if err := ctx.Err(); err != nil {
+	if err := thawed(ctx); err != nil {
 		return 0, err
 	}
 	key := jsString(resource)
@@ -120,6 +120,38 @@ func (d *DB) Fence(ctx context.Context, resource string) (FenceRecord, error) {
 	return decodeFence(v, resource)
 }
 
+// Newest returns the highest token known for resource: the larger of its
+// allocated epoch and its fence's highest accepted token, read in one
+// readonly transaction. A token below it is deposed (see Deposed).
+func (d *DB) Newest(ctx context.Context, resource string) (uint64, error) {
+	if err := thawed(ctx); err != nil {
+		return 0, err
+	}
+	tx, err := d.begin(ReadOnly, scopeOf([]string{StoreEpochs, StoreFences}))
+	if err != nil {
+		return 0, err
+	}
+	key := jsString(resource)
+	eg := tx.Store(StoreEpochs).Get(key)
+	v, err := tx.Store(StoreFences).Get(key).await(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	rec, err := decodeFenceKey(v, resource, key)
+	if err != nil {
+		return 0, err
+	}
+	ev, err := eg.Result()
+	if err != nil {
+		return 0, err
+	}
+	epoch, err := epochOf(ev, resource, key)
+	if err != nil {
+		return 0, err
+	}
+	return max(epoch, rec.Highest), nil
+}
+
 // Get reads one value of any store (undefined when absent), in its own
 // readonly transaction: for loading state, not inside a fenced write.
 func (d *DB) Get(ctx context.Context, store string, key js.Value) (js.Value, error) {
@@ -127,7 +159,7 @@ func (d *DB) Get(ctx context.Context, store string, key js.Value) (js.Value, err
 }
 
 func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, error) {
-	if err := ctx.Err(); err != nil {
+	if err := thawed(ctx); err != nil {
 		return js.Undefined(), err
 	}
 	tx, err := d.begin(ReadOnly, jsString(store))
@@ -293,7 +325,7 @@ type fenceRead struct {
 // applyJS read and judge the fence and store it (see there).
 func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []string,
 	decide func(FenceRecord, uint64) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
-	if err := ctx.Err(); err != nil {
+	if err := thawed(ctx); err != nil {
 		return 0, err
 	}
 	scope, err := d.scope(stores)

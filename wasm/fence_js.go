@@ -129,6 +129,7 @@ func registerFence(api js.Value) {
 			return nil, err
 		}
 		if res == idb.Stale {
+			learnNewest(f.st, f.resource)
 			stepDownStale(f.resource, o.Token, staleApply(f.resource, o))
 		} else if res == idb.Accepted {
 			pageGuard.Advance(f.resource, o.Token)
@@ -166,6 +167,7 @@ func registerFence(api js.Value) {
 			return nil, f.st.wrap(err)
 		}
 		if !ok {
+			learnNewest(f.st, f.resource)
 			stepDownStale(f.resource, token, &StaleError{"tabfence: cas of " + store + "/" + key + " with token " +
 				strconv.FormatUint(token, 10) + " rejected: a newer token wrote it"})
 		}
@@ -263,6 +265,7 @@ func registerFence(api js.Value) {
 			return nil, err
 		}
 		if res == idb.Stale {
+			learnNewest(r.el.fx.st, r.l.Resource)
 			stepDownStale(r.l.Resource, o.Token, staleApply(r.l.Resource, o))
 		}
 		return res.String(), nil
@@ -518,6 +521,19 @@ func apply(st *storage, resource string, o opOptions, ws []write) (idb.Result, e
 func staleApply(resource string, o opOptions) error {
 	return &StaleError{"tabfence: operation " + o.OperationID + " with token " + strconv.FormatUint(o.Token, 10) +
 		" was rejected as stale by the fence of " + resource + ": a newer leader exists"}
+}
+
+// learnNewest advances the page's guard to the newest token of resource
+// (its allocation record or its fence) after a fence said stale, before the
+// caller hears it: from then on guard.isStale(thatToken) is true too.
+func learnNewest(st *storage, resource string) {
+	db, err := st.open(context.Background())
+	if err != nil {
+		return
+	}
+	if t, err := db.Newest(context.Background(), resource); err == nil {
+		pageGuard.Advance(resource, t)
+	}
 }
 
 // stepDownStale ends every leadership of this page on resource whose token
