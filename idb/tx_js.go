@@ -119,38 +119,6 @@ func (d *DB) Fence(ctx context.Context, resource string) (FenceRecord, error) {
 	return decodeFence(v, resource)
 }
 
-// Newest returns the highest token known for resource: the larger of its
-// allocated epoch and its fence's highest accepted token, read in one
-// readonly transaction. A token below it is deposed (see Deposed).
-func (d *DB) Newest(ctx context.Context, resource string) (uint64, error) {
-	if err := thawed(ctx); err != nil {
-		return 0, err
-	}
-	tx, err := d.begin(ReadOnly, scopeOf([]string{StoreEpochs, StoreFences}))
-	if err != nil {
-		return 0, err
-	}
-	key := jsString(resource)
-	eg := tx.Store(StoreEpochs).Get(key)
-	v, err := tx.Store(StoreFences).Get(key).await(ctx, true)
-	if err != nil {
-		return 0, err
-	}
-	rec, err := decodeFenceKey(v, resource, key)
-	if err != nil {
-		return 0, err
-	}
-	ev, err := eg.Result()
-	if err != nil {
-		return 0, err
-	}
-	epoch, err := epochOf(ev, resource, key)
-	if err != nil {
-		return 0, err
-	}
-	return max(epoch, rec.Highest), nil
-}
-
 // Get reads one value of any store (undefined when absent), in its own
 // readonly transaction: for loading state, not inside a fenced write.
 func (d *DB) Get(ctx context.Context, store string, key js.Value) (js.Value, error) {
@@ -308,14 +276,18 @@ func (d *DB) scope(stores []string) (js.Value, error) {
 	return scopeOf(append(append(all, StoreEpochs, StoreFences), stores...)), nil
 }
 
-// fenceRead is the first half of a fenced write: its transaction, and the
-// reads of the fence record and of the allocation record.
+// fenceRead is a fenced write under way: its transaction, the reads of the
+// fence record and of the allocation record, and then the verdict.
 type fenceRead struct {
 	tx     *Tx
 	get    *Request // the fence record
 	epoch  *Request // the allocation record; nil when none is consulted
 	fences Store    // zero on applyJS's path until Go reads the record itself
 	fast   bool     // applyJS opened the transaction and judged the fence record
+
+	prepared bool        // Accepted on applyJS's path: the advanced fence waits in tfFin
+	next     FenceRecord // Accepted on Go's path: the record to store,
+	stored   js.Value    // over the stored one
 }
 
 // fenced runs a fenced write: read the fence of resource and the allocation
@@ -337,16 +309,10 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 		return 0, err
 	}
 	tx := r.tx
-	fail := func(err error) (Result, error) {
+	res, err := r.verdict(ctx, resource, key, epochRes, decide, op)
+	if err != nil {
 		_ = tx.Abort()
 		return 0, err
-	}
-	if err := r.get.wait(ctx, true); err != nil {
-		return fail(err)
-	}
-	res, prepared, next, v, err := r.verdict(resource, key, epochRes, decide, op)
-	if err != nil {
-		return fail(err)
 	}
 	if res != Accepted {
 		_ = tx.Abort() // nothing to write; aborting skips a durable commit
@@ -363,21 +329,16 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 	// The fence is written last, after the caller's writes: if they broke
 	// the rule and the transaction committed early, the fence has not
 	// moved (the operation is not marked applied without its data).
-	if prepared {
-		if _, err := call(r.get.v, "tfFin"); err != nil { // put, then commit
-			if ended(err) {
-				return 0, errors.Join(ErrTransactionEnded, err)
-			}
-			return 0, err
-		}
-	} else {
-		if err := r.fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
-			if ended(err) {
-				return 0, errors.Join(ErrTransactionEnded, err)
-			}
-			return 0, err // the failed request aborted the transaction
-		}
+	if r.prepared {
+		_, err = call(r.get.v, "tfFin") // put, then commit
+	} else if err = r.fences.Put(key, encodeFence(r.next, key, r.stored)).Err(); err == nil {
 		_ = tx.Commit()
+	} // else the failed request aborted the transaction
+	if err != nil {
+		if ended(err) {
+			return 0, errors.Join(ErrTransactionEnded, err)
+		}
+		return 0, err
 	}
 	if err := tx.Await(ctx); err != nil {
 		return 0, err
@@ -410,14 +371,16 @@ func (d *DB) readFence(scope, key js.Value, epochRes string, op *Op) (*fenceRead
 	return r, nil
 }
 
-// verdict decides a fenced write once its reads settled. It returns the
-// result; prepared when applyJS holds the advanced fence (in tfFin); else,
-// for Accepted, the record to store and the stored one (v) to update.
-func (r *fenceRead) verdict(resource string, key js.Value, epochRes string,
-	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (Result, bool, FenceRecord, js.Value, error) {
+// verdict waits for the reads and decides. For Accepted it leaves in r
+// what to store: prepared (applyJS holds it), or next over stored.
+func (r *fenceRead) verdict(ctx context.Context, resource string, key js.Value, epochRes string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (Result, error) {
+	if err := r.get.wait(ctx, true); err != nil {
+		return 0, err
+	}
 	allocated, err := r.allocated(epochRes)
 	if err != nil {
-		return 0, false, FenceRecord{}, js.Undefined(), err
+		return 0, err
 	}
 	if r.fast { // applyJS judged the fence record; the allocation record is judged here
 		switch res := r.get.v.Get("tfRes"); {
@@ -426,23 +389,25 @@ func (r *fenceRead) verdict(resource string, key js.Value, epochRes string,
 			// same transaction.
 			r.fences = r.tx.Store(StoreFences)
 		case Deposed(0, allocated, op.Token), res.Float() == 1:
-			return Stale, false, FenceRecord{}, js.Undefined(), nil
+			return Stale, nil
 		case res.Float() == 0:
-			return Accepted, true, FenceRecord{}, js.Undefined(), nil // the advanced fence waits in tfFin
+			r.prepared = true
+			return Accepted, nil
 		default:
-			return Duplicate, false, FenceRecord{}, js.Undefined(), nil
+			return Duplicate, nil
 		}
 	}
 	v, err := r.get.outcome()
 	if err != nil {
-		return 0, false, FenceRecord{}, js.Undefined(), err
+		return 0, err
 	}
 	rec, err := decodeFenceKey(v, resource, key)
 	if err != nil {
-		return 0, false, FenceRecord{}, js.Undefined(), err
+		return 0, err
 	}
 	res, next := decide(rec, allocated)
-	return res, false, next, v, nil
+	r.next, r.stored = next, v
+	return res, nil
 }
 
 // allocated is the epoch of the allocation record read in the transaction

@@ -531,8 +531,11 @@ func learnNewest(st *storage, resource string) {
 	if err != nil {
 		return
 	}
-	if t, err := db.Newest(context.Background(), resource); err == nil {
-		pageGuard.Advance(resource, t)
+	if rec, err := db.Epoch(context.Background(), resource); err == nil {
+		pageGuard.Advance(resource, rec.Epoch)
+	}
+	if rec, err := db.Fence(context.Background(), resource); err == nil {
+		pageGuard.Advance(resource, rec.Highest)
 	}
 }
 
