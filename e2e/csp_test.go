@@ -10,8 +10,9 @@ import (
 // A page whose Content-Security-Policy allows WebAssembly but not eval
 // ('wasm-unsafe-eval' without 'unsafe-eval') runs the whole runtime: the
 // JavaScript halves the Go code builds with the Function constructor
-// (token allocation's transaction and the fence's part of an apply in
-// package idb, the outbox's transaction tracking and packed record reader)
+// (token allocation's transaction, the fence's part of an apply and the
+// freeze tracker of transactions in package idb, the outbox's packed record
+// reader)
 // are refused, as the violation reports show, and every call
 // takes its Go path instead, with the same results.
 func TestStrictCSPPage(t *testing.T) {
@@ -67,8 +68,8 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 		t.Errorf("allocated = %v, want [2 3]", got["allocated"])
 	}
 	// The runtime really tried the Function constructor and was refused:
-	// package idb twice at start (allocJS, applyJS), the outbox when it
-	// opened, and its packed record reader if it read a record by then
+	// package idb three times at start (allocJS, applyJS, the freeze
+	// tracker), and the outbox's packed record reader if it read a record by then
 	// (reports arrive as events, after the calls).
 	n := eval[int](t, tab, `new Promise((res) => {
 		const count = () => violations.filter((v) => v.startsWith("script-src") && v.endsWith(" eval")).length;

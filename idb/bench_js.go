@@ -41,18 +41,18 @@ type BenchResult struct {
 // epoch record, put it incremented, browser's default durability), and
 // returns both rates in transactions per second.
 func BenchAllocate(ctx context.Context, n int) (BenchResult, error) {
-	return bench(ctx, n, benchLoopJS(`"tf_epochs"`, `"tf_epochs"`, benchAllocateBody), func(d *DB, i int) error {
+	return bench(ctx, n, benchLoopJS(`"tf_epochs"`, `"tf_epochs"`, "", benchAllocateBody), func(d *DB, i int) error {
 		_, err := d.AllocateToken(ctx, "bench-go", "bench")
 		return err
 	})
 }
 
 // BenchApply is BenchAllocate for DB.Apply: per operation one readwrite
-// transaction over tf_fences and an app store that reads the fence, decides
-// (duplicate check over the remembered IDs), puts one app record and the
-// advanced fence.
+// transaction over tf_epochs, tf_fences and an app store that reads the
+// allocation record and the fence, decides (the epochs, the duplicate check
+// over the remembered IDs), puts one app record and the advanced fence.
 func BenchApply(ctx context.Context, n int) (BenchResult, error) {
-	return bench(ctx, n, benchLoopJS(`["tf_fences", "bench"]`, `"tf_fences"`, benchApplyBody), func(d *DB, i int) error {
+	return bench(ctx, n, benchLoopJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, benchApplyPre, benchApplyBody), func(d *DB, i int) error {
 		op := Op{Resource: "bench-go", Token: 1, OperationID: "op" + strconv.Itoa(i)}
 		res, err := d.Apply(ctx, op, func(tx *WriteTx) error {
 			return tx.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i))
@@ -71,12 +71,14 @@ var benchTrace func(round int, goTime, jsTime time.Duration)
 
 // The raw JavaScript side of each comparison: the body of the read's
 // success event (g the read, st its store, tx the transaction, k the key,
-// i the operation's number), shared by the bench's loop (benchLoopJS) and
-// the phases tests.
+// i the operation's number), and what is issued before the read (pre),
+// shared by the bench's loop (benchLoopJS) and the phases tests.
 const (
+	benchApplyPre     = `const e = tx.objectStore("tf_epochs").get(k);`
 	benchAllocateBody = `const cur = g.result ? g.result.epoch : 0;
 st.put({resource: k, epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, k);`
 	benchApplyBody = `const id = "op" + i;
+if (1 < (e.result ? e.result.epoch : 0) || 1 < (g.result ? g.result.highest : 0)) { tx.abort(); return; }
 let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
 if (ids.includes(id)) { tx.abort(); return; }
 tx.objectStore("bench").put(i, "j" + i);
@@ -87,16 +89,18 @@ st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
 
 // benchLoopJS is the script, taking (db, from, n) and resolving to the
 // elapsed milliseconds, of n transactions one after the other over
-// scope (a JavaScript expression), each reading key "bench-js" of store
-// and running body in the read's success event; each commits when the
-// event loop finds it idle, as a plain page's transaction does.
-func benchLoopJS(scope, store, body string) string {
+// scope (a JavaScript expression), each issuing pre, reading key
+// "bench-js" of store and running body in the read's success event; each
+// commits when the event loop finds it idle, as a plain page's transaction
+// does.
+func benchLoopJS(scope, store, pre, body string) string {
 	return `const k = "bench-js";
 return (async () => {
   const t0 = performance.now();
   for (let i = from; i < from + n; i++) {
     await new Promise((res, rej) => {
       const tx = db.transaction(` + scope + `, "readwrite");
+      ` + pre + `
       const st = tx.objectStore(` + store + `);
       const g = st.get(k);
       g.onsuccess = () => {

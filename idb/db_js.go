@@ -47,8 +47,7 @@ type DB struct {
 	// them, and it needs this connection closed first.
 	appStores   []string
 	scopeEpochs js.Value
-	scopeFences js.Value
-	scopeAll    js.Value // tf_fences and every app store
+	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
 	mu     sync.Mutex
 	err    error
@@ -113,8 +112,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 		}
 	}
 	d.scopeEpochs = jsString(StoreEpochs)
-	d.scopeFences = jsString(StoreFences)
-	d.scopeAll = scopeOf(append([]string{StoreFences}, d.appStores...))
+	d.scopeAll = scopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}

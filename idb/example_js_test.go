@@ -89,8 +89,8 @@ func ExampleDB_CompareAndSwap() {
 		return
 	}
 	defer db.Close()
-	newer, _ := db.CompareAndSwap(ctx, "cache", "catalog", 11, js.ValueOf("v11"))
-	older, _ := db.CompareAndSwap(ctx, "cache", "catalog", 10, js.ValueOf("v10"))
+	newer, _ := db.CompareAndSwap(ctx, "catalog", "cache", "catalog", 11, js.ValueOf("v11"))
+	older, _ := db.CompareAndSwap(ctx, "catalog", "cache", "catalog", 10, js.ValueOf("v10"))
 	fmt.Println(newer, older)
 	// Output: true false
 }

@@ -176,22 +176,25 @@ func (r FenceRecord) seen(id string) bool {
 }
 
 // Decide is the fence's decision, pure: given the stored record (the zero
-// record when none exists) and an operation, it returns the result and the
-// record to store when the result is Accepted. limit bounds Recent (<= 0
-// means DefaultRecentOps). op must be valid (see Op.Validate).
+// record when none exists), the resource's allocated epoch (the last token
+// tf_epochs handed out, read in the same transaction; 0 when none) and an
+// operation, it returns the result and the record to store when the result
+// is Accepted. limit bounds Recent (<= 0 means DefaultRecentOps). op must be
+// valid (see Op.Validate).
 //
 // Order of the checks, and why:
-//  1. token < highest -> Stale, even if the ID was applied before: the
-//     sender must learn it lost leadership (section 20), and an old ID may
-//     have left the window anyway, so answering by ID would be unreliable.
+//  1. deposed (token below the highest accepted or the highest allocated)
+//     -> Stale, even if the ID was applied before: the sender must learn it
+//     lost leadership (section 20), and an old ID may have left the window
+//     anyway, so answering by ID would be unreliable.
 //  2. ID remembered -> Duplicate, whatever the token: a new leader retrying
 //     what the old one applied must not apply it twice.
 //  3. token == highest and 0 < seq <= highest seq -> Duplicate: that
 //     position of the current leader's stream was already applied.
 //  4. otherwise Accepted: a higher token resets the sequence.
-func Decide(rec FenceRecord, op Op, limit int) (Result, FenceRecord) {
+func Decide(rec FenceRecord, allocated uint64, op Op, limit int) (Result, FenceRecord) {
 	limit = recentLimit(limit)
-	if op.Token < rec.Highest {
+	if Deposed(rec.Highest, allocated, op.Token) {
 		return Stale, rec
 	}
 	if rec.seen(op.OperationID) {
@@ -216,6 +219,18 @@ func Decide(rec FenceRecord, op Op, limit int) (Result, FenceRecord) {
 	return Accepted, next
 }
 
+// Deposed is the fencing rule: token is from a deposed owner when it is
+// below the highest token a fence accepted for the resource, or below the
+// highest token allocated for it (allocated, from tf_epochs). The second
+// half is what makes a steal effective at once: the thief's allocation
+// deposes the old owner before the thief writes anything. A token ABOVE the
+// allocated epoch is not refused: the allocator is not the only issuer (a
+// server hands out tokens of its own), and the fence's own highest covers
+// those.
+func Deposed(highest, allocated, token uint64) bool {
+	return token < highest || token < allocated
+}
+
 // recentLimit is the window of remembered operation IDs for a configured
 // limit (<= 0 means DefaultRecentOps), capped at MaxRecentOps.
 func recentLimit(limit int) int {
@@ -226,10 +241,12 @@ func recentLimit(limit int) int {
 }
 
 // DecideCAS is CompareAndSwap's rule: a write under token is allowed when
-// the token is valid and not older than the highest one that wrote the key.
-// An equal token may write again: the same leader updates its own value.
-func DecideCAS(highest, token uint64) bool {
-	return token != 0 && token <= MaxToken && token >= highest
+// the token is valid and its owner is not deposed: not older than the
+// highest one that wrote the key, nor than the highest allocated for the
+// token's resource (allocated; 0 when the caller names none). An equal
+// token may write again: the same leader updates its own value.
+func DecideCAS(highest, allocated, token uint64) bool {
+	return token != 0 && token <= MaxToken && !Deposed(highest, allocated, token)
 }
 
 // NextToken returns the token after current, or ErrTokenExhausted.

@@ -58,7 +58,7 @@ func TestDecideReferenceRows(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := c.rec
-			got, next := Decide(c.rec, c.op, 0)
+			got, next := Decide(c.rec, 0, c.op, 0)
 			if got != c.want {
 				t.Fatalf("result %v, want %v", got, c.want)
 			}
@@ -85,7 +85,7 @@ func TestDecideBoundsRecent(t *testing.T) {
 	r := FenceRecord{Resource: "r"}
 	for i := 1; i <= 100; i++ {
 		var res Result
-		res, r = Decide(r, op(1, "op"+strconv.Itoa(i), 0), 8)
+		res, r = Decide(r, 0, op(1, "op"+strconv.Itoa(i), 0), 8)
 		if res != Accepted {
 			t.Fatalf("op %d: %v", i, res)
 		}
@@ -96,25 +96,25 @@ func TestDecideBoundsRecent(t *testing.T) {
 	if r.Recent[0] != "op93" || r.Recent[7] != "op100" {
 		t.Fatalf("window %+v", r.Recent)
 	}
-	if res, _ := Decide(r, op(1, "op100", 0), 8); res != Duplicate {
+	if res, _ := Decide(r, 0, op(1, "op100", 0), 8); res != Duplicate {
 		t.Fatal("recent id not deduped")
 	}
 	// The documented limit: an unsequenced id that left the window is new again.
-	if res, _ := Decide(r, op(1, "op1", 0), 8); res != Accepted {
+	if res, _ := Decide(r, 0, op(1, "op1", 0), 8); res != Accepted {
 		t.Fatal("evicted id should be accepted (documented bound)")
 	}
 	// With sequences, a replay is caught regardless of the window.
 	s := FenceRecord{Resource: "r"}
 	for i := uint64(1); i <= 100; i++ {
-		_, s = Decide(s, op(3, "s"+strconv.FormatUint(i, 10), i), 4)
+		_, s = Decide(s, 0, op(3, "s"+strconv.FormatUint(i, 10), i), 4)
 	}
-	if res, _ := Decide(s, op(3, "s1", 1), 4); res != Duplicate {
+	if res, _ := Decide(s, 0, op(3, "s1", 1), 4); res != Duplicate {
 		t.Fatal("old sequence replay accepted")
 	}
 	// Default limit.
 	d := FenceRecord{Resource: "r"}
 	for i := 0; i < 200; i++ {
-		_, d = Decide(d, op(1, "d"+strconv.Itoa(i), 0), 0)
+		_, d = Decide(d, 0, op(1, "d"+strconv.Itoa(i), 0), 0)
 	}
 	if len(d.Recent) != DefaultRecentOps {
 		t.Fatalf("default window %d", len(d.Recent))
@@ -124,7 +124,7 @@ func TestDecideBoundsRecent(t *testing.T) {
 func TestDecideDoesNotAliasInput(t *testing.T) {
 	r := rec(1, 0, "a", "b")
 	r.Recent = r.Recent[:2:2]
-	_, n := Decide(r, op(1, "c", 0), 2)
+	_, n := Decide(r, 0, op(1, "c", 0), 2)
 	if r.Recent[0] != "a" || r.Recent[1] != "b" || n.Recent[0] != "b" || n.Recent[1] != "c" {
 		t.Fatalf("in %+v out %+v", r.Recent, n.Recent)
 	}
@@ -148,7 +148,7 @@ func TestDecideMonotonic(t *testing.T) {
 			applied := map[string]bool{}
 			for _, i := range idx {
 				o := ops[i]
-				res, n := Decide(r, o, 0)
+				res, n := Decide(r, 0, o, 0)
 				if res == Accepted {
 					if o.Token < r.Highest {
 						t.Fatalf("accepted token %d below %d", o.Token, r.Highest)
@@ -215,8 +215,53 @@ func TestDecideCAS(t *testing.T) {
 		want           bool
 	}{{0, 1, true}, {5, 4, false}, {5, 5, true}, {5, 6, true}, {0, 0, false}, {0, MaxToken + 1, false}, {MaxToken, MaxToken, true}}
 	for _, c := range cases {
-		if got := DecideCAS(c.highest, c.token); got != c.want {
+		if got := DecideCAS(c.highest, 0, c.token); got != c.want {
 			t.Errorf("DecideCAS(%d,%d)=%v", c.highest, c.token, got)
+		}
+	}
+}
+
+// A steal deposes the old owner the moment the thief's token is allocated,
+// before the thief writes anything: a token below the allocated epoch is
+// stale although the fence itself has not moved. A token above it (a
+// server-issued one) is not refused by the allocation record.
+func TestDecideAllocatedEpochDeposes(t *testing.T) {
+	cases := []struct {
+		name      string
+		rec       FenceRecord
+		allocated uint64
+		op        Op
+		want      Result
+	}{
+		{"old leader after a steal, before the thief writes", rec(3, 2, "a"), 4, op(3, "b", 3), Stale},
+		{"old leader's retry of an applied op is stale, not duplicate", rec(3, 2, "a"), 4, op(3, "a", 1), Stale},
+		{"fresh fence, token below allocated", FenceRecord{Resource: "r"}, 9, op(8, "x", 0), Stale},
+		{"the thief's own token", rec(3, 2, "a"), 4, op(4, "t", 1), Accepted},
+		{"the thief retries what the old leader applied", rec(3, 2, "a"), 4, op(4, "a", 1), Duplicate},
+		{"a token above the allocated epoch (server-issued)", rec(3, 0), 4, op(100, "s", 0), Accepted},
+		{"above the allocated epoch but below the fence", rec(100, 0), 4, op(50, "s", 0), Stale},
+		{"no allocation record", rec(3, 0), 0, op(3, "n", 0), Accepted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, next := Decide(c.rec, c.allocated, c.op, 0)
+			if got != c.want {
+				t.Fatalf("result %v, want %v", got, c.want)
+			}
+			if got != Accepted && next.Highest != c.rec.Highest {
+				t.Fatalf("a %v decision moved the fence to %d", got, next.Highest)
+			}
+			if got == Accepted && next.Highest != c.op.Token {
+				t.Fatalf("accepted, highest %d", next.Highest)
+			}
+		})
+	}
+	for _, c := range []struct {
+		highest, allocated, token uint64
+		want                      bool
+	}{{0, 4, 3, false}, {0, 4, 4, true}, {0, 4, 5, true}, {5, 4, 4, false}, {0, 0, 1, true}} {
+		if got := DecideCAS(c.highest, c.allocated, c.token); got != c.want {
+			t.Errorf("DecideCAS(%d,%d,%d)=%v", c.highest, c.allocated, c.token, got)
 		}
 	}
 }
@@ -305,7 +350,7 @@ func TestReservedNames(t *testing.T) {
 func TestDecideCapsWindow(t *testing.T) {
 	r := FenceRecord{Resource: "r"}
 	for i := 0; i < MaxRecentOps+10; i++ {
-		_, r = Decide(r, op(1, "x"+strconv.Itoa(i), 0), 1<<30)
+		_, r = Decide(r, 0, op(1, "x"+strconv.Itoa(i), 0), 1<<30)
 	}
 	if len(r.Recent) != MaxRecentOps {
 		t.Fatal(len(r.Recent))

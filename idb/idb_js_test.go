@@ -210,6 +210,79 @@ func testApplyAcceptedDuplicateStale(t *testing.T) {
 	}
 }
 
+// A steal deposes the old owner the moment the thief's token is
+// allocated: the old token's next apply is stale at once, before the new
+// owner wrote anything, and writes nothing. A token above every allocated
+// one (a server's) is still accepted.
+func TestApplyStaleOnceNewerTokenAllocated(t *testing.T) {
+	applyPaths(t, testApplyStaleOnceNewerTokenAllocated)
+}
+
+func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
+	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	ctx := ctx5(t)
+	old, err := d.AllocateToken(ctx, "r", "tab-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1}, putItem("k", "a")); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+	thief, err := d.AllocateToken(ctx, "r", "tab-b")
+	if err != nil || thief != old+1 {
+		t.Fatal(thief, err)
+	}
+	// The old owner again, at once: its next op, a retry of an op it
+	// applied, and a fence-only apply are all stale.
+	for _, op := range []Op{
+		{Resource: "r", Token: old, OperationID: "a-2", Sequence: 2},
+		{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1},
+		{Resource: "r", Token: old, OperationID: "a-3"},
+	} {
+		res, err := d.Apply(ctx, op, putItem("k", "stale"))
+		if err != nil || res != Stale {
+			t.Fatalf("%+v: %v %v, want stale", op, res, err)
+		}
+	}
+	if got := item(t, d, "k"); got != "a" {
+		t.Fatalf("store changed to %s", got)
+	}
+	if f, _ := d.Fence(ctx, "r"); f.Highest != old {
+		t.Fatalf("a stale apply moved the fence to %d", f.Highest)
+	}
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: thief, OperationID: "b-1", Sequence: 1}, putItem("k", "b")); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 1000, OperationID: "server"}, putItem("k", "s")); err != nil || res != Accepted {
+		t.Fatalf("token above the allocated epoch: %v %v", res, err)
+	}
+	// Another resource's allocations do not depose anyone here.
+	if res, err := d.Apply(ctx, Op{Resource: "other", Token: 1, OperationID: "o"}, nil); err != nil || res != Accepted {
+		t.Fatal(res, err)
+	}
+}
+
+// A corrupt allocation record is a typed error for Apply (both paths),
+// never a silent "not allocated", and nothing is written.
+func TestApplyCorruptEpochIsTypedError(t *testing.T) {
+	applyPaths(t, testApplyCorruptEpochIsTypedError)
+}
+
+func testApplyCorruptEpochIsTypedError(t *testing.T) {
+	name := dbName(t)
+	d := open(t, name, WithSchema(itemsSchema()))
+	for _, g := range []string{`null`, `"str"`, `({resource: "r", epoch: "3", ownerId: "o", updatedAt: 1})`,
+		`({resource: "other", epoch: 3, ownerId: "o", updatedAt: 1})`, `({resource: "r", epoch: 2**60, ownerId: "o", updatedAt: 1})`} {
+		runJS(t, name, `const store = "tf_epochs", key = "r", value = (`+g+`);`+rawPut)
+		if _, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 9, OperationID: "x"}, putItem("k", "v")); !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("epoch %s: got %v", g, err)
+		}
+	}
+	if item(t, d, "k") != "<none>" {
+		t.Fatal("a corrupt epoch let a write through")
+	}
+}
+
 func TestApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 	applyPaths(t, testApplyAbortLeavesFenceAndDataUnchanged)
 }
@@ -347,13 +420,28 @@ func TestCompareAndSwap(t *testing.T) {
 		after string
 	}{{2, "a", true, "a"}, {2, "b", true, "b"}, {1, "old", false, "b"}, {3, "c", true, "c"}, {2, "late", false, "c"}}
 	for i, s := range steps {
-		ok, err := d.CompareAndSwap(ctx, "items", "key", s.token, js.ValueOf(s.value))
+		ok, err := d.CompareAndSwap(ctx, "", "items", "key", s.token, js.ValueOf(s.value))
 		if err != nil || ok != s.want || item(t, d, "key") != s.after {
 			t.Fatalf("step %d: %v %v %s", i, ok, err, item(t, d, "key"))
 		}
 	}
-	if _, err := d.CompareAndSwap(ctx, StoreEpochs, "x", 1, js.ValueOf(1)); !errors.Is(err, ErrReservedStore) {
+	if _, err := d.CompareAndSwap(ctx, "", StoreEpochs, "x", 1, js.ValueOf(1)); !errors.Is(err, ErrReservedStore) {
 		t.Fatal(err)
+	}
+	// Named with its resource, a token below the resource's allocated
+	// epoch is refused before the newer owner wrote the key.
+	old, _ := d.AllocateToken(ctx, "res", "a")
+	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("a")); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := d.AllocateToken(ctx, "res", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("stale")); ok || err != nil || item(t, d, "k2") != "a" {
+		t.Fatalf("old token after a newer allocation: %v %v %s", ok, err, item(t, d, "k2"))
+	}
+	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old+1, js.ValueOf("b")); !ok || err != nil {
+		t.Fatal(ok, err)
 	}
 }
 
@@ -393,7 +481,7 @@ func testCorruptRecordsAreTypedErrors(t *testing.T) {
 		if _, err := d.Fence(ctx, "r"); !errors.Is(err, ErrCorruptRecord) {
 			t.Errorf("Fence read %s: got %v", g, err)
 		}
-		if _, err := d.CompareAndSwap(ctx, "items", "cask", 1, js.ValueOf(1)); err != nil {
+		if _, err := d.CompareAndSwap(ctx, "", "items", "cask", 1, js.ValueOf(1)); err != nil {
 			t.Errorf("CAS on another key must be unaffected: %v", err)
 		}
 	}
@@ -628,7 +716,7 @@ func TestUpgradeByNewerBuild(t *testing.T) {
 		t.Fatal(tok, err)
 	}
 	// A keyPath store works with CompareAndSwap.
-	if ok, err := nu.CompareAndSwap(ctx5(t), "more", "a", 1, js.ValueOf(map[string]any{"id": "a"})); !ok || err != nil {
+	if ok, err := nu.CompareAndSwap(ctx5(t), "", "more", "a", 1, js.ValueOf(map[string]any{"id": "a"})); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
 }

@@ -63,7 +63,7 @@ func TestAllocatePhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, benchAllocateBody)
+	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, "", benchAllocateBody)
 	const n = 200
 	key := jsString("phases-go")
 	for round := 0; round < 4; round++ {
@@ -108,7 +108,7 @@ func TestApplyPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	rawJS := rawPhasesJS(`["tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyBody)
+	rawJS := rawPhasesJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyPre, benchApplyBody)
 	const n = 200
 	resource := "bench-go"
 	key := jsString(resource)
@@ -123,6 +123,7 @@ func TestApplyPhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tx.Store(StoreEpochs).Get(key) // as fenced: the allocation record first
 			fences := tx.Store(StoreFences)
 			return tx, fences, fences.Get(key)
 		}, func(i int, tx *Tx, fences Store, v js.Value) {
@@ -132,7 +133,7 @@ func TestApplyPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 			ta := perfNow()
-			res, next := Decide(rec, Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}, 0)
+			res, next := Decide(rec, 0, Op{Resource: resource, Token: 1, OperationID: "op" + strconv.Itoa(round*n+i)}, 0)
 			if res != Accepted {
 				t.Fatal(res)
 			}
@@ -197,7 +198,7 @@ func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), wri
 // body (benchAllocateBody, benchApplyBody) with an explicit commit: a
 // function (db, from, n) resolving to the mean ms of issuing, the read,
 // decide+write and the commit.
-func rawPhasesJS(scope, store, key, body string) js.Value {
+func rawPhasesJS(scope, store, key, pre, body string) js.Value {
 	return js.Global().Get("Function").New("db", "from", "n", `const k = `+key+`;
 return (async () => {
   const s = [0, 0, 0, 0];
@@ -205,6 +206,7 @@ return (async () => {
     await new Promise((res, rej) => {
       const t0 = performance.now(); let t1, t2, t3;
       const tx = db.transaction(`+scope+`, "readwrite");
+      `+pre+`
       const st = tx.objectStore(`+store+`);
       const g = st.get(k);
       t1 = performance.now();

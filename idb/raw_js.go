@@ -485,6 +485,8 @@ func (t *Tx) abortCause() error {
 		cause = jsglue.FromJS(e)
 	} else if t.cause != nil {
 		cause = t.cause
+	} else if c := frozenCause(t.v); c != nil {
+		cause = c
 	} else {
 		cause = jsglue.NewJSError("AbortError", "the transaction was aborted")
 	}

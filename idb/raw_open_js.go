@@ -28,6 +28,12 @@ type OpenOptions struct {
 	// event can reach it: the place to install onversionchange and onclose
 	// without a window in which a versionchange could be missed.
 	Opened func(db js.Value)
+	// SpareWritesWithout: every transaction of the connection goes through
+	// the page's freeze tracker (freeze_js.go), which aborts the open ones
+	// when the page freezes. When non-nil, readwrite transactions whose
+	// scope holds none of these stores are spared: they carry the app's own
+	// writes (an outbox's enqueue), which finish on resume. Nil spares none.
+	SpareWritesWithout []string
 	// Factory is the IDBFactory to open with; zero means globalThis.indexedDB.
 	// A Storage Bucket's indexedDB (navigator.storageBuckets) is one: it has
 	// its own quota and eviction policy.
@@ -127,6 +133,7 @@ func OpenDatabase(ctx context.Context, name string, version uint64, o OpenOption
 				db.Call("close")
 				return nil
 			}
+			track(db, o.SpareWritesWithout)
 			if o.Opened != nil {
 				_ = runHook(func() error { o.Opened(db); return nil })
 			}

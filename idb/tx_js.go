@@ -5,7 +5,6 @@ package idb
 import (
 	"context"
 	"errors"
-	"math"
 	"syscall/js"
 	"time"
 
@@ -49,7 +48,7 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 	if resource == "" || len(resource) > MaxResourceLen || len(ownerID) > MaxOperationIDLen {
 		return 0, ErrInvalidOp
 	}
-	if err := ctx.Err(); err != nil {
+	if err := thawed(ctx); err != nil {
 		return 0, err
 	}
 	key := jsString(resource)
@@ -127,7 +126,7 @@ func (d *DB) Get(ctx context.Context, store string, key js.Value) (js.Value, err
 }
 
 func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, error) {
-	if err := ctx.Err(); err != nil {
+	if err := thawed(ctx); err != nil {
 		return js.Undefined(), err
 	}
 	tx, err := d.begin(ReadOnly, jsString(store))
@@ -212,34 +211,39 @@ func (w *WriteTx) Get(store string, key js.Value) (js.Value, error) {
 
 // Apply offers op to the receiver fence of op.Resource and, only if it is
 // Accepted, runs writes and stores the advanced fence — all in ONE
-// readwrite transaction over tf_fences and stores (every app store when
-// none are named). Stale and Duplicate write nothing and return a nil
-// error. If writes returns an error, a request fails, or ctx ends before
-// the commit, the transaction aborts: neither the fence nor the data change,
-// and the error is returned. writes may be nil (fence only).
+// readwrite transaction over tf_epochs, tf_fences and stores (every app
+// store when none are named). The decision (Decide) reads the resource's
+// allocation record in that transaction too, so a token below the last one
+// allocated is Stale from the moment the allocation committed, whether or
+// not its owner has written yet. Stale and Duplicate write nothing and
+// return a nil error. If writes returns an error, a request fails, or ctx
+// ends before the commit, the transaction aborts: neither the fence nor the
+// data change, and the error is returned. writes may be nil (fence only).
 func (d *DB) Apply(ctx context.Context, op Op, writes func(tx *WriteTx) error, stores ...string) (Result, error) {
 	if err := op.Validate(); err != nil {
 		return 0, err
 	}
-	return d.fenced(ctx, op.Resource, stores, func(rec FenceRecord) (Result, FenceRecord) {
-		return Decide(rec, op, d.cfg.recentOps)
+	return d.fenced(ctx, op.Resource, op.Resource, stores, func(rec FenceRecord, allocated uint64) (Result, FenceRecord) {
+		return Decide(rec, allocated, op, d.cfg.recentOps)
 	}, writes, &op)
 }
 
 // CompareAndSwap writes value at key of store only if token is not older
-// than the highest token that wrote that key ("write if token is fresh"),
-// and then records token as the key's highest, in one transaction. An equal
-// token may write again. It reports whether it wrote. The key's fence lives
-// in tf_fences, apart from the resources of Apply.
-func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64, value js.Value) (bool, error) {
+// than the highest token that wrote that key ("write if token is fresh")
+// nor than the last token allocated for resource (the token's resource;
+// "" consults no allocation record), and then records token as the key's
+// highest, in one transaction. An equal token may write again. It reports
+// whether it wrote. The key's fence lives in tf_fences, apart from the
+// resources of Apply.
+func (d *DB) CompareAndSwap(ctx context.Context, resource, store, key string, token uint64, value js.Value) (bool, error) {
 	if reserved(store) {
 		return false, ErrReservedStore
 	}
-	if token == 0 || token > MaxToken {
+	if token == 0 || token > MaxToken || len(resource) > MaxResourceLen {
 		return false, ErrInvalidOp
 	}
-	res, err := d.fenced(ctx, casResource(store, key), []string{store}, func(rec FenceRecord) (Result, FenceRecord) {
-		if !DecideCAS(rec.Highest, token) {
+	res, err := d.fenced(ctx, casResource(store, key), resource, []string{store}, func(rec FenceRecord, allocated uint64) (Result, FenceRecord) {
+		if !DecideCAS(rec.Highest, allocated, token) {
 			return Stale, rec
 		}
 		return Accepted, FenceRecord{Resource: rec.Resource, Highest: token}
@@ -257,8 +261,8 @@ func (d *DB) CompareAndSwap(ctx context.Context, store, key string, token uint64
 	return res == Accepted, err
 }
 
-// scope returns the transaction scope of a fenced write: tf_fences and
-// stores (every app store when nil).
+// scope returns the transaction scope of a fenced write: tf_epochs,
+// tf_fences and stores (every app store when nil).
 func (d *DB) scope(stores []string) (js.Value, error) {
 	if stores == nil {
 		return d.scopeAll, nil
@@ -268,16 +272,31 @@ func (d *DB) scope(stores []string) (js.Value, error) {
 			return js.Undefined(), ErrReservedStore
 		}
 	}
-	all := make([]string, 0, len(stores)+1)
-	return scopeOf(append(append(all, StoreFences), stores...)), nil
+	all := make([]string, 0, len(stores)+2)
+	return scopeOf(append(append(all, StoreEpochs, StoreFences), stores...)), nil
 }
 
-// fenced runs a fenced write: read the fence of resource, decide, and when
-// accepted run writes and store the advanced fence, in one transaction.
-// op, for Apply, lets applyJS read, decide and store the fence (see there).
-func (d *DB) fenced(ctx context.Context, resource string, stores []string,
-	decide func(FenceRecord) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
-	if err := ctx.Err(); err != nil {
+// fenceRead is a fenced write under way: its transaction, the reads of the
+// fence record and of the allocation record, and then the verdict.
+type fenceRead struct {
+	tx     *Tx
+	get    *Request // the fence record
+	epoch  *Request // the allocation record; nil when none is consulted
+	fences Store    // zero on applyJS's path until Go reads the record itself
+	fast   bool     // applyJS opened the transaction and judged the fence record
+
+	prepared bool        // Accepted on applyJS's path: the advanced fence waits in tfFin
+	next     FenceRecord // Accepted on Go's path: the record to store,
+	stored   js.Value    // over the stored one
+}
+
+// fenced runs a fenced write: read the fence of resource and the allocation
+// record of epochRes ("" for none), decide, and when accepted run writes
+// and store the advanced fence, in one transaction. op, for Apply, lets
+// applyJS read and judge the fence and store it (see there).
+func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
+	if err := thawed(ctx); err != nil {
 		return 0, err
 	}
 	scope, err := d.scope(stores)
@@ -285,58 +304,15 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 		return 0, err
 	}
 	key := jsString(resource)
-	var (
-		tx     *Tx
-		get    *Request
-		fences Store
-	)
-	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
-		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
-			tx = registered(v)
-			get = tx.adopted(v.Get("tfGet"))
-		}
-		// Undefined: db.transaction threw, and begin below says why.
-	}
-	if tx == nil {
-		if tx, err = d.begin(ReadWrite, scope); err != nil {
-			return 0, err
-		}
-		fences = tx.Store(StoreFences)
-		get = fences.Get(key)
-	}
-	fail := func(err error) (Result, error) {
-		_ = tx.Abort()
+	r, err := d.readFence(scope, key, epochRes, op)
+	if err != nil {
 		return 0, err
 	}
-	if err := get.wait(ctx, true); err != nil {
-		return fail(err)
-	}
-	res, prepared := Result(0), false
-	if fences.tx == nil { // applyJS's transaction: what did it decide?
-		switch r := get.v.Get("tfRes"); {
-		case r.Type() != js.TypeNumber || r.Float() < 0:
-			// A record it does not judge: Go reads it below, in the
-			// same transaction.
-			fences = tx.Store(StoreFences)
-		case r.Float() == 0:
-			res, prepared = Accepted, true // the advanced fence waits in tfFin
-		case r.Float() == 1:
-			res = Stale
-		default:
-			res = Duplicate
-		}
-	}
-	var v js.Value
-	var next FenceRecord
-	if res == 0 {
-		if v, err = get.outcome(); err != nil {
-			return fail(err)
-		}
-		rec, err := decodeFenceKey(v, resource, key)
-		if err != nil {
-			return fail(err)
-		}
-		res, next = decide(rec)
+	tx := r.tx
+	res, err := r.verdict(ctx, resource, key, epochRes, decide, op)
+	if err != nil {
+		_ = tx.Abort()
+		return 0, err
 	}
 	if res != Accepted {
 		_ = tx.Abort() // nothing to write; aborting skips a durable commit
@@ -353,26 +329,106 @@ func (d *DB) fenced(ctx context.Context, resource string, stores []string,
 	// The fence is written last, after the caller's writes: if they broke
 	// the rule and the transaction committed early, the fence has not
 	// moved (the operation is not marked applied without its data).
-	if prepared {
-		if _, err := call(get.v, "tfFin"); err != nil { // put, then commit
-			if ended(err) {
-				return 0, errors.Join(ErrTransactionEnded, err)
-			}
-			return 0, err
-		}
-	} else {
-		if err := fences.Put(key, encodeFence(next, key, v)).Err(); err != nil {
-			if ended(err) {
-				return 0, errors.Join(ErrTransactionEnded, err)
-			}
-			return 0, err // the failed request aborted the transaction
-		}
+	if r.prepared {
+		_, err = call(r.get.v, "tfFin") // put, then commit
+	} else if err = r.fences.Put(key, encodeFence(r.next, key, r.stored)).Err(); err == nil {
 		_ = tx.Commit()
+	} // else the failed request aborted the transaction
+	if err != nil {
+		if ended(err) {
+			return 0, errors.Join(ErrTransactionEnded, err)
+		}
+		return 0, err
 	}
 	if err := tx.Await(ctx); err != nil {
 		return 0, err
 	}
 	return Accepted, nil
+}
+
+// readFence opens a fenced write's transaction and issues its two reads:
+// through applyJS for Apply when it can, else from Go.
+func (d *DB) readFence(scope, key js.Value, epochRes string, op *Op) (*fenceRead, error) {
+	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
+		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
+			tx := registered(v)
+			return &fenceRead{tx: tx, get: tx.adopted(v.Get("tfGet")), fast: true}, nil
+		}
+		// Undefined: db.transaction threw, and begin below says why.
+	}
+	tx, err := d.begin(ReadWrite, scope)
+	if err != nil {
+		return nil, err
+	}
+	r := &fenceRead{tx: tx}
+	// The allocation record first: requests complete in the order they
+	// were issued, so once the fence's read settled, this one has too.
+	if epochRes != "" {
+		r.epoch = tx.Store(StoreEpochs).Get(jsString(epochRes))
+	}
+	r.fences = tx.Store(StoreFences)
+	r.get = r.fences.Get(key)
+	return r, nil
+}
+
+// verdict waits for the reads and decides. For Accepted it leaves in r
+// what to store: prepared (applyJS holds it), or next over stored.
+func (r *fenceRead) verdict(ctx context.Context, resource string, key js.Value, epochRes string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (Result, error) {
+	if err := r.get.wait(ctx, true); err != nil {
+		return 0, err
+	}
+	allocated, err := r.allocated(epochRes)
+	if err != nil {
+		return 0, err
+	}
+	if r.fast { // applyJS judged the fence record; the allocation record is judged here
+		switch res := r.get.v.Get("tfRes"); {
+		case res.Type() != js.TypeNumber || res.Float() < 0:
+			// A record it does not judge: Go reads it below, in the
+			// same transaction.
+			r.fences = r.tx.Store(StoreFences)
+		case Deposed(0, allocated, op.Token), res.Float() == 1:
+			return Stale, nil
+		case res.Float() == 0:
+			r.prepared = true
+			return Accepted, nil
+		default:
+			return Duplicate, nil
+		}
+	}
+	v, err := r.get.outcome()
+	if err != nil {
+		return 0, err
+	}
+	rec, err := decodeFenceKey(v, resource, key)
+	if err != nil {
+		return 0, err
+	}
+	res, next := decide(rec, allocated)
+	r.next, r.stored = next, v
+	return res, nil
+}
+
+// allocated is the epoch of the allocation record read in the transaction
+// (0 when there is none, or none was consulted). On applyJS's path the
+// epoch of a plain record is in tfEp; any other record is decoded here
+// from the request in tfEg, so a corrupt one gets the typed error.
+func (r *fenceRead) allocated(epochRes string) (uint64, error) {
+	if epochRes == "" {
+		return 0, nil
+	}
+	if r.fast {
+		if p := r.get.v.Get("tfEp"); p.Type() == js.TypeNumber && p.Float() >= 0 {
+			return uint64(p.Float()), nil
+		}
+		r.epoch = &Request{tx: r.tx, v: r.tx.v.Get("tfEg")}
+	}
+	v, err := r.epoch.Result()
+	if err != nil {
+		return 0, err
+	}
+	return epochOf(v, epochRes, jsString(epochRes))
 }
 
 // writesFailed aborts the transaction after the caller's writes failed and
@@ -407,222 +463,6 @@ func callWrites(writes func(*WriteTx) error, w *WriteTx) (err error) {
 	return writes(w)
 }
 
-// ---- records ----
-//
-// Records are plain objects under out-of-line keys, so anything a foreign
-// script stores under our keys can be read back — and is checked field by
-// field: a wrong type is a CorruptError, never a panic (a decode recovers
-// from a throwing getter too).
-//
-// Every property read or write is a call across the wasm boundary, the main
-// cost of a transaction besides IndexedDB itself, so the hot paths avoid the
-// ones they can: the resource field is compared with the key already in
-// JavaScript (Equal is ===, decided in Go), and AllocateToken validates the
-// owner ID without copying it.
-
-// encodeEpoch returns the record to store for r. prev is the record read in
-// the same transaction: when it is one (it passed validation, so its
-// resource is r's), its fields are updated in place, which saves creating
-// an object and setting the resource — calls into JavaScript, the main cost
-// here. key is r.Resource as a JavaScript string.
-func (d *DB) encodeEpoch(r EpochRecord, key, prev js.Value) js.Value {
-	o := prev
-	if o.Type() != js.TypeObject {
-		o = jsObject.New()
-		o.Set("resource", key)
-	}
-	o.Set("epoch", float64(r.Epoch))
-	o.Set("ownerId", d.ownerJS(r.OwnerID))
-	o.Set("updatedAt", float64(r.UpdatedAt))
-	return o
-}
-
-// ownerJS converts an owner ID, remembering the last one: a tab allocates
-// under the same ID again and again.
-func (d *DB) ownerJS(id string) js.Value {
-	d.mu.Lock()
-	if !d.ownerSet || d.owner != id {
-		d.owner, d.ownerV, d.ownerSet = id, js.ValueOf(id), true
-	}
-	v := d.ownerV
-	d.mu.Unlock()
-	return v
-}
-
-// encodeFence is encodeEpoch for a fence record.
-func encodeFence(r FenceRecord, key, prev js.Value) js.Value {
-	o := prev
-	if o.Type() != js.TypeObject {
-		o = jsObject.New()
-		o.Set("resource", key)
-	}
-	o.Set("highest", float64(r.Highest))
-	o.Set("highestSeq", float64(r.HighestSeq))
-	o.Set("recent", joinSep(r.Recent, '\n'))
-	return o
-}
-
-type decoder struct {
-	store, key string
-}
-
-func (d decoder) corrupt(reason string) error {
-	return &CorruptError{Store: d.store, Key: d.key, Reason: reason}
-}
-
-// guard turns a panic of a decode (a throwing getter on a foreign object)
-// into a CorruptError.
-func (d decoder) guard(err *error) {
-	if r := recover(); r != nil {
-		*err = d.corrupt("unreadable")
-	}
-}
-
-func (d decoder) uint(v js.Value, name string) (uint64, error) {
-	f := v.Get(name)
-	if f.Type() != js.TypeNumber {
-		return 0, d.corrupt(name + ": not a number")
-	}
-	x := f.Float()
-	if math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
-		return 0, d.corrupt(name + ": not an integer in 0..2^53-1")
-	}
-	return uint64(x), nil
-}
-
-// checkStr checks that field name is a string of at most maxLen UTF-16
-// units, without copying it: a foreign record may hold a huge string.
-func (d decoder) checkStr(v js.Value, name string, maxLen int) (js.Value, error) {
-	f := v.Get(name)
-	if f.Type() != js.TypeString {
-		return f, d.corrupt(name + ": not a string")
-	}
-	if n := jsLengthOf.Invoke(f, jsEmpty); n.Type() != js.TypeNumber || n.Float() > float64(maxLen) {
-		return f, d.corrupt(name + ": too long")
-	}
-	return f, nil
-}
-
-func (d decoder) str(v js.Value, name string, maxLen int) (string, error) {
-	f, err := d.checkStr(v, name, maxLen)
-	if err != nil {
-		return "", err
-	}
-	return f.String(), nil
-}
-
-// resource checks that the record's resource field is its key (jsKey is
-// the key as a JavaScript string).
-func (d decoder) resource(v, jsKey js.Value) error {
-	f := v.Get("resource")
-	if f.Type() != js.TypeString {
-		return d.corrupt("resource: not a string")
-	}
-	if !f.Equal(jsKey) {
-		return d.corrupt("resource: does not match its key")
-	}
-	return nil
-}
-
-// jsLengthOf(s, "") is s.length: lastIndexOf("") is the length of the
-// string, and this bound form reads it in one call without wrapping the
-// string in an object (Value.Length refuses primitives).
-var (
-	jsLengthOf = js.Global().Get("Function").Get("prototype").Get("call").Call("bind",
-		js.Global().Get("String").Get("prototype").Get("lastIndexOf"))
-	jsEmpty = js.ValueOf("")
-)
-
-// epochOf validates an epoch record and returns its epoch (0 when absent).
-func epochOf(v js.Value, resource string, jsKey js.Value) (epoch uint64, err error) {
-	if v.IsUndefined() {
-		return 0, nil
-	}
-	d := decoder{StoreEpochs, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject { // null has its own type
-		return 0, d.corrupt("not an object")
-	}
-	if err = d.resource(v, jsKey); err != nil {
-		return 0, err
-	}
-	if epoch, err = d.uint(v, "epoch"); err != nil {
-		return 0, err
-	}
-	if _, err = d.checkStr(v, "ownerId", MaxOperationIDLen); err != nil {
-		return 0, err
-	}
-	if _, err = d.uint(v, "updatedAt"); err != nil {
-		return 0, err
-	}
-	return epoch, nil
-}
-
-func decodeEpoch(v js.Value, resource string) (r EpochRecord, err error) {
-	if v.IsUndefined() {
-		return EpochRecord{Resource: resource}, nil
-	}
-	d := decoder{StoreEpochs, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject {
-		return EpochRecord{}, d.corrupt("not an object")
-	}
-	if err = d.resource(v, js.ValueOf(resource)); err != nil {
-		return EpochRecord{}, err
-	}
-	r.Resource = resource
-	if r.Epoch, err = d.uint(v, "epoch"); err != nil {
-		return EpochRecord{}, err
-	}
-	if r.OwnerID, err = d.str(v, "ownerId", MaxOperationIDLen); err != nil {
-		return EpochRecord{}, err
-	}
-	ts, err := d.uint(v, "updatedAt")
-	if err != nil {
-		return EpochRecord{}, err
-	}
-	r.UpdatedAt = int64(ts)
-	return r, nil
-}
-
-func decodeFence(v js.Value, resource string) (FenceRecord, error) {
-	return decodeFenceKey(v, resource, js.ValueOf(resource))
-}
-
-func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (r FenceRecord, err error) {
-	if v.IsUndefined() {
-		return FenceRecord{Resource: resource}, nil
-	}
-	d := decoder{StoreFences, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject {
-		return FenceRecord{}, d.corrupt("not an object")
-	}
-	if err = d.resource(v, jsKey); err != nil {
-		return FenceRecord{}, err
-	}
-	r.Resource = resource
-	if r.Highest, err = d.uint(v, "highest"); err != nil {
-		return FenceRecord{}, err
-	}
-	if r.HighestSeq, err = d.uint(v, "highestSeq"); err != nil {
-		return FenceRecord{}, err
-	}
-	recent, err := d.str(v, "recent", maxRecentLen)
-	if err != nil {
-		return FenceRecord{}, err
-	}
-	if recent != "" {
-		r.Recent = splitSep(recent, '\n')
-		for _, id := range r.Recent {
-			if id == "" || len(id) > MaxOperationIDLen || hasControl(id) {
-				return FenceRecord{}, d.corrupt("recent: not a list of operation IDs")
-			}
-		}
-	}
-	return r, nil
-}
-
 // allocJS(db, key, owner) is AllocateToken's transaction with the read, the
 // decision and the write done in JavaScript, inside the read's success
 // event; Go only waits for the commit. Each IndexedDB event that reaches a
@@ -649,8 +489,12 @@ const allocSrc = `let tx;try{tx=db.transaction("tf_epochs","readwrite")}catch{re
 
 // applyJS(db, scope, key, token, seq, id, limit) does the fence's part of
 // Apply's transaction in JavaScript: it opens the transaction, reads the
-// fence and, inside the read's success event, decides as Decide does and,
-// when accepted, prepares the advanced fence; then it calls Go's success
+// allocation record and the fence and, inside the fence read's success
+// event, judges the fence record as Decide does and, when accepted, prepares
+// the advanced fence; it only gathers the allocated epoch (tfEp: the epoch
+// of a plain record, 0 for none, -1 for a record Go must decode from the
+// request in the transaction's tfEg), and Go applies the allocation half of
+// the rule (Deposed) before anything is written; then it calls Go's success
 // handler, whose goroutine runs the caller's writes and then tfFin, which
 // writes the fence and commits. (The fence goes last, as on the Go path:
 // writes that break their rule and let the transaction commit early leave
@@ -687,9 +531,10 @@ func newApplyJS() js.Value {
 	return f
 }
 
-const applySrc = `return(db,s,k,t,q,i,l)=>{let x,f,g;try{x=db.transaction(s,"readwrite");f=x.objectStore("tf_fences");g=f.get(k)}catch{try{x&&x.abort()}catch{}return}` +
+const applySrc = `return(db,s,k,t,q,i,l)=>{let x,f,g,p;try{x=db.transaction(s,"readwrite");p=x.objectStore("tf_epochs").get(k);f=x.objectStore("tf_fences");g=f.get(k)}catch{try{x&&x.abort()}catch{}return}` +
 	`g.onsuccess=e=>{let r=-1;try{let v=g.result,h=0,n=0,c="";if(v!==undefined){if(typeof v!=="object"||v===null||v.resource!==k)throw 0;h=v.highest;n=v.highestSeq;c=v.recent;` +
 	`if(!Number.isSafeInteger(h)||h<0||!Number.isSafeInteger(n)||n<0||typeof c!=="string"||c.length>1048576||c!==""&&!/^[ -~]{1,255}(\n[ -~]{1,255})*$/.test(c))throw 0}` +
 	`const a=c===""?[]:c.split("\n");if(t<h)r=1;else if(a.includes(i)||t===h&&q!==0&&q<=n)r=2;else{if(a.length>=l)a.splice(0,a.length-l+1);a.push(i);` +
-	`if(v===undefined)v={resource:k};v.highest=t;v.highestSeq=t===h?Math.max(n,q):q;v.recent=a.join("\n");g.tfFin=()=>{f.put(v,k);try{x.commit&&x.commit()}catch{}};r=0}}catch{r=-1}g.tfRes=r;hs(e)};` +
-	`g.onerror=he;x.oncomplete=hc;x.onabort=ha;x.tfGet=g;return x}`
+	`if(v===undefined)v={resource:k};v.highest=t;v.highestSeq=t===h?Math.max(n,q):q;v.recent=a.join("\n");g.tfFin=()=>{f.put(v,k);try{x.commit&&x.commit()}catch{}};r=0}}catch{r=-1}g.tfRes=r;` +
+	`let m=-1;try{const w=p.result;if(w===undefined)m=0;else if(typeof w==="object"&&w!==null&&w.resource===k&&Number.isSafeInteger(w.epoch)&&w.epoch>=0&&typeof w.ownerId==="string"&&w.ownerId.length<=255&&Number.isSafeInteger(w.updatedAt)&&w.updatedAt>=0)m=w.epoch}catch{}g.tfEp=m;hs(e)};` +
+	`g.onerror=he;x.oncomplete=hc;x.onabort=ha;x.tfGet=g;x.tfEg=p;return x}`

@@ -147,6 +147,12 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 		// error aborts the versionchange transaction: nothing of a
 		// half-made schema remains.
 		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, idbVersion) },
+		// The page's freeze event aborts the flush path's transactions
+		// (those over the leases or the metadata store, and every
+		// readonly one: a frozen tab's would block every tab's claim and
+		// status read) and spares the ones that hold the app's writes
+		// (enqueue, amend, delete).
+		SpareWritesWithout: []string{storeLeases, storeMeta},
 	})
 	if err != nil {
 		if ctx.Err() != nil {

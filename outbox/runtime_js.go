@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/internal/randid"
 	"github.com/tabfence/tabfence/jsglue"
@@ -96,7 +97,6 @@ type Runtime struct {
 	stealCh chan struct{}
 	dirtyCh chan struct{}
 	wdWake  chan struct{}
-	txns    js.Value // this runtime's open IndexedDB transactions (a Set), when tracked
 	dueT    *time.Timer
 	evCh    chan Event
 
@@ -237,7 +237,6 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.dueT = time.NewTimer(time.Hour)
 	r.dueT.Stop()
-	r.trackTxns()
 	r.installLater()
 	r.installTriggers()
 	go r.flushLoop()
@@ -643,7 +642,7 @@ func (r *Runtime) installTriggers() {
 	// queue's database for every tab. So on freeze: abort the open
 	// flush-path transactions and start no IndexedDB work until resume.
 	add(doc, "freeze", "freeze", func() bool {
-		r.frozen.Store(true) // the transactions: see trackTxns
+		r.frozen.Store(true) // the transactions: idb's freeze tracker aborts them
 		return false
 	})
 	add(doc, "resume", "resume", func() bool {
@@ -980,67 +979,14 @@ func (r *Runtime) watchAct(act WatchAction) {
 	}
 }
 
-// trackTxns keeps a Set of this runtime's open IndexedDB transactions (an
-// own "transaction" property on its connection that records what the
-// prototype's returns), so abortTxns can release them. The Page Lifecycle
-// part is plain JavaScript, so nothing re-enters Go at the wrong moment:
-// on the page's freeze event the open flush-path transactions are aborted
-// (again in a microtask, after Go ran whatever the event woke), and until
-// resume every new one is aborted as soon as it is created (Go then sees
-// an aborted transaction: an error, never a hang). The flush path includes
-// the metadata transactions (readwrite on the meta store alone: Flush reads
-// the pause state and records its end there, and a frozen tab's one would
-// block every tab's status read and flush). Enqueue's transactions
-// (readwrite on the records, without the leases store) are left alone: they
-// hold the app's writes. Skipped where the Function constructor is forbidden (CSP
-// without unsafe-eval).
-func (r *Runtime) trackTxns() {
-	st, ok := r.store.(*IDBStore)
-	if !ok || !r.ownStore {
-		return
-	}
-	set, err := jsglue.Try(func() js.Value {
-		f := js.Global().Get("Function").New("db", "leases", "meta", `const open = new Set(), orig = db.transaction;
-const metaOnly = (t) => t.objectStoreNames.length === 1 && t.objectStoreNames.contains(meta);
-const flushPath = (t) => !(t.mode === "readwrite" && !t.objectStoreNames.contains(leases) && !metaOnly(t));
-const abort = (t) => { try { t.abort(); } catch (e) {} };
-open.abortAll = () => { for (const t of open) if (flushPath(t)) abort(t); };
-db.transaction = function (...args) {
-  const t = orig.apply(this, args);
-  open.add(t);
-  const done = () => open.delete(t);
-  t.addEventListener("complete", done);
-  t.addEventListener("abort", done);
-  if (open.frozen && flushPath(t)) abort(t);
-  return t;
-};
-if (typeof document === "object" && document && typeof document.addEventListener === "function") {
-  const onFreeze = () => { open.frozen = true; open.abortAll(); queueMicrotask(open.abortAll); };
-  const onResume = () => { open.frozen = false; };
-  document.addEventListener("freeze", onFreeze);
-  document.addEventListener("resume", onResume);
-  open.stop = () => { document.removeEventListener("freeze", onFreeze); document.removeEventListener("resume", onResume); };
-}
-return open;`)
-		return f.Invoke(st.db, storeLeases, storeMeta)
-	})
-	if err == nil && set.Type() == js.TypeObject {
-		r.txns = set
-		r.listeners = append(r.listeners, func() {
-			if stop := r.txns.Get("stop"); stop.Type() == js.TypeFunction {
-				stop.Invoke()
-			}
-		})
-	}
-}
-
 // abortTxns aborts this runtime's open transactions of the flush path (the
-// ones that read the lease row, the metadata ones and every readonly one).
+// ones over the lease or the metadata store, and every readonly one): what
+// the page's freeze event aborts too (idb's freeze tracker, see
+// OpenIDBStore).
 func (r *Runtime) abortTxns() {
-	if r.txns.Type() != js.TypeObject {
-		return
+	if st, ok := r.store.(*IDBStore); ok {
+		idb.AbortOpen(st.db)
 	}
-	_, _ = jsglue.Call(r.txns, "abortAll")
 }
 
 // ---- flushing ----

@@ -129,6 +129,7 @@ func registerFence(api js.Value) {
 			return nil, err
 		}
 		if res == idb.Stale {
+			learnNewest(f.st, f.resource)
 			stepDownStale(f.resource, o.Token, staleApply(f.resource, o))
 		} else if res == idb.Accepted {
 			pageGuard.Advance(f.resource, o.Token)
@@ -161,11 +162,12 @@ func registerFence(api js.Value) {
 		if err != nil {
 			return nil, f.st.wrap(err)
 		}
-		ok, err = db.CompareAndSwap(context.Background(), store, key, token, a[3])
+		ok, err = db.CompareAndSwap(context.Background(), f.resource, store, key, token, a[3])
 		if err != nil {
 			return nil, f.st.wrap(err)
 		}
 		if !ok {
+			learnNewest(f.st, f.resource)
 			stepDownStale(f.resource, token, &StaleError{"tabfence: cas of " + store + "/" + key + " with token " +
 				strconv.FormatUint(token, 10) + " rejected: a newer token wrote it"})
 		}
@@ -263,6 +265,7 @@ func registerFence(api js.Value) {
 			return nil, err
 		}
 		if res == idb.Stale {
+			learnNewest(r.el.fx.st, r.l.Resource)
 			stepDownStale(r.l.Resource, o.Token, staleApply(r.l.Resource, o))
 		}
 		return res.String(), nil
@@ -518,6 +521,22 @@ func apply(st *storage, resource string, o opOptions, ws []write) (idb.Result, e
 func staleApply(resource string, o opOptions) error {
 	return &StaleError{"tabfence: operation " + o.OperationID + " with token " + strconv.FormatUint(o.Token, 10) +
 		" was rejected as stale by the fence of " + resource + ": a newer leader exists"}
+}
+
+// learnNewest advances the page's guard to the newest token of resource
+// (its allocation record or its fence) after a fence said stale, before the
+// caller hears it: from then on guard.isStale(thatToken) is true too.
+func learnNewest(st *storage, resource string) {
+	db, err := st.open(context.Background())
+	if err != nil {
+		return
+	}
+	if rec, err := db.Epoch(context.Background(), resource); err == nil {
+		pageGuard.Advance(resource, rec.Epoch)
+	}
+	if rec, err := db.Fence(context.Background(), resource); err == nil {
+		pageGuard.Advance(resource, rec.Highest)
+	}
 }
 
 // stepDownStale ends every leadership of this page on resource whose token

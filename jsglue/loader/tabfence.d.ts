@@ -20,9 +20,16 @@ export interface LoadOptions {
  * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
  * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's four
  * small JavaScript helpers are refused (reported as CSP violations) and it
- * takes its Go paths: the same tokens and verdicts, a little slower, and a flush owner
- * frozen with an open transaction keeps it open until its tab resumes or is
- * discarded.
+ * takes its Go paths: the same tokens and verdicts, a little slower, and a tab
+ * frozen with an open transaction keeps it open until it resumes or is
+ * discarded, blocking the other tabs' transactions on the same stores.
+ *
+ * Page Lifecycle: when the browser freezes this page, the runtime aborts its
+ * open IndexedDB transactions (a fenced apply, a token allocation, an outbox
+ * flush step; not an outbox enqueue), so a frozen leader never blocks the tab
+ * that steals its leadership. A call in flight then rejects with an
+ * AbortError ("the page was frozen…") and wrote nothing; fence and election
+ * calls made while frozen wait for the resume.
  */
 export function load(options: LoadOptions): Promise<Tabfence>;
 
@@ -199,7 +206,8 @@ export interface LeaderContext {
    * leadership's token (`op.token` may be left out; another token is a
    * TypeError). A "stale" result makes this leadership step down: the
    * signal aborts, the lock is released, onLost gets "fenced". It still
-   * works after the leadership ended: the fence decides.
+   * works after the leadership ended: the fence decides, and says "stale"
+   * as soon as a newer token is allocated (a steal), before its owner writes.
    */
   apply?(op: Omit<FencedOp, "token"> & { token?: number }, writes?: Write[]): Promise<ApplyResult>;
   /**
@@ -354,8 +362,12 @@ export interface Write {
 /**
  * - `"accepted"`: fresh; the writes and the advanced fence committed together;
  * - `"duplicate"`: this operation ID (or this token's sequence) was already applied: nothing written;
- * - `"stale"`: the token is older than the highest accepted for the resource: nothing written,
- *   and this page's leaderships of the resource with that token or older step down ("fenced").
+ * - `"stale"`: the token is older than the highest accepted for the resource, or than the last
+ *   token allocated for it (in the same database, read in the apply's own transaction): a newer
+ *   leader exists from the moment its token is allocated, whether or not it has written yet.
+ *   Nothing written; this page's leaderships of the resource with that token or older step down
+ *   ("fenced"), and the page's guard learns the newer token. A token above every allocated one
+ *   (e.g. one a server issued) is judged by the accepted tokens alone.
  */
 export type ApplyResult = "accepted" | "duplicate" | "stale";
 
@@ -372,16 +384,18 @@ export interface Fence {
   /**
    * Offers `op` to the fence and, only if accepted, issues `writes` — all in
    * one readwrite transaction. The invariant: a side effect from a token
-   * older than the highest accepted for the resource is never applied.
+   * older than the highest accepted or allocated for the resource is never
+   * applied.
    * Rejects (with nothing written) when a write fails: ConstraintError,
    * DataError, NotFoundError, DatabaseDeletedError…
    */
   apply(op: FencedOp, writes?: Write[]): Promise<ApplyResult>;
   /**
    * "Write if the token is fresh": puts `value` at `key` of `store` only if
-   * `token` is not older than the highest token that wrote that key (an
-   * equal token may write again); resolves to whether it wrote. A false
-   * makes this page's leaderships of the resource with that token step down.
+   * `token` is not older than the highest token that wrote that key, nor
+   * than the last token allocated for this fence's resource (an equal token
+   * may write again); resolves to whether it wrote. A false makes this
+   * page's leaderships of the resource with that token step down.
    */
   cas(store: string, key: string, token: number, value: unknown): Promise<boolean>;
   /** The highest token the fence accepted (0 when none). */
@@ -393,10 +407,15 @@ export interface Fence {
 /**
  * A local epoch guard for results that only touch memory or UI (a late
  * fetch, a worker result). Shared by the page per resource, and advanced
- * automatically by this page's leaderships, allocations, accepted applies
- * and fresh channel messages. It never goes back. It does not replace the
- * fence for stored state. Caveat: channel messages advance it unverified,
- * so a forged token on the channel can make it report "stale".
+ * automatically to the highest token this page knows of: its leaderships,
+ * allocations and accepted applies, fresh channel messages, and the newest
+ * allocated or accepted token that a stale apply or cas found. It never goes
+ * back. It is memory, not storage: a token allocated in another tab is not
+ * known here until one of those brings it, so right after a steal the old
+ * leader's guard may still call its token current (its `ctx.signal` has
+ * aborted, and the fence already rejects its writes). It does not replace
+ * the fence for stored state. Caveat: channel messages advance it
+ * unverified, so a forged token on the channel can make it report "stale".
  */
 export interface EpochGuard {
   readonly resource: string;
@@ -487,7 +506,11 @@ export interface ChannelStats {
  * service. What it cannot do: it cannot depose the leader (a leader checks
  * a newer token against the allocation record in IndexedDB before stepping
  * down, and ignores a forged one with a console warning), and it cannot
- * pass a fence (applies check the stored fence, not the channel). A script
+ * pass a fence (applies check the stored fence, not the channel). A
+ * receiver judges a message by the tokens it has seen on the channel, so a
+ * deposed leader's message posted before the new leader's first one (a
+ * frozen tab that resumes mid-post) is still delivered: keep state behind
+ * the fence and treat messages as hints to reload. A script
  * that can run on your origin can also write IndexedDB directly: fencing
  * protects against stale tabs, not against code you serve.
  */

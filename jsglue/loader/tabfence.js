@@ -366,8 +366,8 @@ const FAST = (() => {
       if (key !== "") rec._opKey = [user, key];
       if (payload.length > 0) rec.payload = payload; // none is left out, as Go does
       // The prototype's transaction, not the connection's own property:
-      // the outbox tracks its flush transactions there (to abort them when
-      // the page freezes), and an enqueue is not one of them.
+      // the runtime tracks its transactions there (to abort them when the
+      // page freezes), and an enqueue is not one to abort.
       tx = idbTransaction.call(t.db, t.names, "readwrite", t.opts);
     } catch {
       return null; // a throwing getter or toJSON, a closed connection: Go's path says what

@@ -26,8 +26,9 @@ import (
 //     other, against the same readwrite transaction (get the epoch record,
 //     put it incremented) written in plain JavaScript;
 //   - fenced applies/s: fence.apply(op, [one put]) against the same
-//     transaction in JavaScript (get the fence, check the remembered IDs,
-//     put the record, put the advanced fence);
+//     transaction in JavaScript (get the allocation record and the fence,
+//     check the tokens and the remembered IDs, put the record, put the
+//     advanced fence);
 //   - channel round trip between two tabs: a fenced post, a fenced reply
 //     from the other tab's leader, against two raw BroadcastChannels.
 //
@@ -77,13 +78,14 @@ const fenceBenchJS = `(async (kind, n, rounds, warm) => {
 		await done(tx);
 	};
 	const rawApply = async (i) => {
-		const tx = db.transaction(["fences", "bench"], "readwrite");
+		const tx = db.transaction(["epochs", "fences", "bench"], "readwrite");
+		const e = tx.objectStore("epochs").get(res);
 		const fences = tx.objectStore("fences");
 		const g = fences.get(res);
 		const id = "op" + i;
 		g.onsuccess = () => {
 			const cur = g.result || { resource: res, highest: 0, highestSeq: 0, recent: "" };
-			if (1 < cur.highest) { tx.abort(); return; }
+			if (1 < cur.highest || 1 < (e.result ? e.result.epoch : 0)) { tx.abort(); return; }
 			const recent = cur.recent ? cur.recent.split("\n") : [];
 			if (recent.includes(id)) { tx.abort(); return; }
 			recent.push(id);
