@@ -146,7 +146,7 @@ func newElection(cfg Config, be backend) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validStallAfter(cfg.StallAfter, cfg.Fencer != nil); err != nil {
+	if err := ValidStallAfter(cfg.StallAfter, cfg.Fencer != nil); err != nil {
 		return nil, err
 	}
 	e := &Election{cfg: cfg, name: name, resource: cfg.Resource, owner: cfg.OwnerID, be: be,

@@ -45,20 +45,25 @@ const (
 	maxJitter = 250 * time.Millisecond
 )
 
-// validStallAfter checks Config.StallAfter: 0 (off) or MinStallAfter to
+// ValidStallAfter checks Config.StallAfter: 0 (off) or MinStallAfter to
 // MaxStallAfter, and only with a Fencer, because the watchdog steals and a
-// steal is safe only when the old leader's late writes are fenced.
-func validStallAfter(d time.Duration, fenced bool) error {
+// steal is safe only when the old leader's late writes are fenced. The
+// JavaScript API's elect() reports its error as a TypeError, so the rule is
+// this one function. errStallAfterRange spells the bounds out (a constant
+// message costs the download less than a formatted one; a test checks it).
+func ValidStallAfter(d time.Duration, fenced bool) error {
 	switch {
 	case d == 0:
 		return nil
 	case d < MinStallAfter || d > MaxStallAfter:
-		return wrap(ErrInvalidOptions, "stallAfter must be 0 (no watchdog) or from MinStallAfter to MaxStallAfter")
+		return wrap(ErrInvalidOptions, errStallAfterRange)
 	case !fenced:
-		return wrap(ErrInvalidOptions, "stallAfter needs a fenced election: the watchdog steals, and only fencing makes the stolen-from leader's late writes harmless")
+		return wrap(ErrInvalidOptions, "stallAfter needs a fenced election (give a resource, or fenced: true): the watchdog steals, and only fencing makes the old leader's late writes harmless")
 	}
 	return nil
 }
+
+const errStallAfterRange = "stallAfter must be 0 (no watchdog) or a whole number of milliseconds from 3000 to 3600000 (5000 by default)"
 
 // HeartbeatChannel is the BroadcastChannel an election's heartbeats go on:
 // its lock name plus "#heartbeat" (never a lock name, which ends in

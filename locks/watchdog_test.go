@@ -3,6 +3,8 @@ package locks
 import (
 	"errors"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -161,10 +163,15 @@ func TestValidStallAfter(t *testing.T) {
 		{-time.Second, true, false},
 		{DefaultStallAfter, false, false}, // unfenced: a steal would not be safe
 	} {
-		err := validStallAfter(c.d, c.fenced)
+		err := ValidStallAfter(c.d, c.fenced)
 		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalidOptions)) {
-			t.Errorf("validStallAfter(%v, fenced %v) = %v", c.d, c.fenced, err)
+			t.Errorf("ValidStallAfter(%v, fenced %v) = %v", c.d, c.fenced, err)
 		}
+	}
+	want := "from " + strconv.Itoa(int(MinStallAfter/time.Millisecond)) + " to " + strconv.Itoa(int(MaxStallAfter/time.Millisecond)) +
+		" (" + strconv.Itoa(int(DefaultStallAfter/time.Millisecond)) + " by default)"
+	if !strings.Contains(errStallAfterRange, want) {
+		t.Fatalf("%q does not say %q", errStallAfterRange, want)
 	}
 	// Through NewElection.
 	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter}); !errors.Is(err, ErrInvalidOptions) {

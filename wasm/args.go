@@ -198,40 +198,30 @@ func quote(s string) string {
 	return string(append(b, '"'))
 }
 
-// stallAfterArg validates elect()'s stallAfter, the watchdog: absent, null
-// or false (none), true (locks.DefaultStallAfter), or a whole number of
-// milliseconds from locks.MinStallAfter to locks.MaxStallAfter (0: none).
-// The watchdog steals, so it needs a fenced election (boolean true arrives
-// with Num 1, see boolArg).
-// errStallAfterRange spells out locks.MinStallAfter, MaxStallAfter and
-// DefaultStallAfter (TestStallAfterArg checks they agree): a constant
-// message costs the download less than one formatted.
-const errStallAfterRange = "stallAfter must be a whole number of milliseconds from 3000 to 3600000 (or true for 5000)"
-
+// stallAfterArg reads elect()'s stallAfter, the watchdog: absent, null or
+// false (none), true (locks.DefaultStallAfter), or a whole number of
+// milliseconds (0: none), which locks.ValidStallAfter judges (boolean true
+// arrives with Num 1, see boolArg).
 func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
 	var d time.Duration
 	switch a.Kind {
 	case kindUndefined, kindNull:
 		return 0, nil
 	case kindBoolean:
-		if a.Num == 0 {
-			return 0, nil
+		if a.Num != 0 {
+			d = locks.DefaultStallAfter
 		}
-		d = locks.DefaultStallAfter
 	case kindNumber:
 		n := a.Num
-		if n == 0 {
-			return 0, nil
-		}
-		if n != n || n < float64(locks.MinStallAfter/time.Millisecond) || n > float64(locks.MaxStallAfter/time.Millisecond) || n != float64(int64(n)) {
-			return 0, typeErr(where, errStallAfterRange)
+		if n != n || n < 0 || n > float64(2*locks.MaxStallAfter/time.Millisecond) || n != float64(int64(n)) {
+			return 0, typeErr(where, "stallAfter must be a whole number of milliseconds")
 		}
 		d = time.Duration(n) * time.Millisecond
 	default:
 		return 0, typeErr(where, "stallAfter must be a number of milliseconds or a boolean, got "+a.Kind.String())
 	}
-	if !fenced {
-		return 0, typeErr(where, "stallAfter needs a fenced election (give a resource, or fenced: true): the watchdog steals, and only fencing makes the old leader's late writes harmless")
+	if err := locks.ValidStallAfter(d, fenced); err != nil {
+		return 0, typeErr(where, err.Error())
 	}
 	return d, nil
 }

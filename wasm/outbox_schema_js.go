@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"syscall/js"
+	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
@@ -82,22 +83,36 @@ func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
 	return nil
 }
 
-var errMigrationResult = errors.New("migration returned no payload (undefined, or not JSON-serializable)")
+var (
+	errMigrationResult  = errors.New("migration returned no payload (undefined, or not JSON-serializable)")
+	errMigrationPromise = errors.New("migration returned a promise: migrations must be synchronous")
+)
 
 // migrationFunc calls fn with the parsed JSON payload (the string when it
-// is not JSON) and takes its result as enqueue takes a payload: a string
-// or bytes as is, anything else as JSON.stringify. A throw is the
-// migration's failure: the record stays as stored (outbox.SchemaRefused).
+// is not JSON; a Uint8Array when it is not UTF-8, so bytes reach it intact)
+// and takes its result as enqueue takes a payload: a string or bytes as
+// is, anything else as JSON.stringify. A throw, or a promise (an async
+// function: JSON.stringify would send "{}"), is the migration's failure:
+// the record stays as stored (outbox.SchemaRefused).
 func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 	return func(p []byte) ([]byte, error) {
-		s := string(p)
-		in, err := jsglue.Call(jsJSON, "parse", s)
-		if err != nil {
-			in = js.ValueOf(s)
+		var in js.Value
+		if utf8.Valid(p) {
+			s := string(p)
+			var err error
+			if in, err = jsglue.Call(jsJSON, "parse", s); err != nil {
+				in = js.ValueOf(s)
+			}
+		} else {
+			in = jsUint8Array.New(len(p))
+			js.CopyBytesToJS(in, p)
 		}
 		out, err := jsglue.Invoke(fn, in)
 		if err != nil {
 			return nil, err
+		}
+		if out.Type() == js.TypeObject && out.Get("then").Type() == js.TypeFunction {
+			return nil, errMigrationPromise
 		}
 		b, ok := payloadBytes(out)
 		if !ok {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"syscall/js"
@@ -12,11 +13,13 @@ import (
 
 // obSchemaMock is a receiver that keeps every body it stored, in order.
 const obSchemaMock = `(() => {
-  const rx = globalThis.__obsx = {issued: 0, bodies: []};
+  const rx = globalThis.__obsx = {issued: 0, bodies: [], hex: []};
   globalThis.fetch = async (url, init) => {
     const u = new URL(url, location.href);
     if (u.pathname.startsWith("/fence/")) return new Response(JSON.stringify({resource: u.pathname.slice(7), token: ++rx.issued}), {status: 200});
-    rx.bodies.push(new TextDecoder().decode(init.body));
+    const bytes = new Uint8Array(await new Response(init.body).arrayBuffer());
+    rx.bodies.push(new TextDecoder().decode(bytes));
+    rx.hex.push([...bytes].map((b) => b.toString(16).padStart(2, "0")).join(""));
     return new Response("{}", {status: 201});
   };
 })()`
@@ -106,4 +109,41 @@ func TestOutboxSchemaVersions(t *testing.T) {
 	wantName(t, err, "TypeError")
 	_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "append"}}, protocol: "4"})`)))
 	wantName(t, err, "TypeError")
+}
+
+// A migration is synchronous and gets bytes as bytes: an async one (its
+// promise would be sent as "{}") leaves its records unsent and
+// unsupported; a payload that is not UTF-8 reaches the migration as a
+// Uint8Array and is sent intact.
+func TestOutboxMigrationAsyncAndBytes(t *testing.T) {
+	eval(obSchemaMock)
+	name := "schema-async-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	open := func(version int, migration string) js.Value {
+		extra := map[string]any{"name": name, "schemaVersion": version}
+		if migration != "" {
+			extra["migrations"] = eval(`({1: ` + migration + `})`)
+		}
+		return openOb(t, extra)
+	}
+	v1 := open(1, "")
+	mustAwait(t, v1.Call("pause"))
+	mustAwait(t, v1.Call("enqueue", eval(`({operationType: "put-note", entityId: "j1", payload: {id: "j1"}})`)))
+	mustAwait(t, v1.Call("enqueue", eval(`({operationType: "put-note", entityId: "b1", payload: new Uint8Array([0xff, 0x00, 0xfe])})`)))
+	mustAwait(t, v1.Call("close"))
+
+	async := open(2, `async (p) => p`)
+	mustAwait(t, async.Call("resume"))
+	waitStatus(t, async, "both records unsupported", func(s js.Value) bool { return s.Get("unsupported").Int() == 2 })
+	if got := sentBodies(); got != "" {
+		t.Fatalf("an async migration's records were sent: %q", got)
+	}
+	mustAwait(t, async.Call("close"))
+
+	fixed := open(2, `(p) => p instanceof Uint8Array ? p : ({...p, v: 2})`)
+	waitStatus(t, fixed, "both sent", func(s js.Value) bool { return s.Get("acked").Int() == 2 && s.Get("unsupported").Int() == 0 })
+	hex := js.Global().Get("__obsx").Get("hex")
+	got := []string{hex.Index(0).String(), hex.Index(1).String()}
+	if !slices.Contains(got, "ff00fe") || !strings.Contains(sentBodies(), `{"id":"j1","v":2}`) {
+		t.Fatalf("sent %v (%s): want the bytes ff00fe intact and j1 migrated", got, sentBodies())
+	}
 }

@@ -137,7 +137,9 @@ export interface ElectOptions {
    * not apply): 3000 tolerates one missed wake-up, 5000 three. A hidden
    * leader whose own timers use more than Chromium's 1 % CPU budget for
    * hidden pages can be late by more: give it a longer `stallAfter`. Give
-   * every tab of an election the same value.
+   * every tab of an election the same value, and bump `protocol` when you
+   * turn it on: a leader of a build without it sends no heartbeats, so a
+   * visible tab of the new build would steal from a healthy old leader.
    */
   stallAfter?: number | boolean;
   /**
@@ -602,10 +604,11 @@ export interface OutboxOptions {
    * `migrations[v](payload)` upgrades a payload of schema v to v + 1, run in
    * order at every send (never stored: the record keeps its schema and
    * payload). It gets the parsed JSON payload (the string when it is not
-   * JSON) and returns the new payload (a string or bytes as is, anything else
-   * JSON.stringify'd); synchronous, pure. A migration that throws leaves its
-   * record unsent and unsupported in this tab (error code
-   * "schema_unsupported"); a tab loaded later tries it again.
+   * JSON, a Uint8Array when the payload is not UTF-8 text) and returns the
+   * new payload (a string or bytes as is, anything else JSON.stringify'd);
+   * synchronous, pure. A migration that throws, or returns a promise (an
+   * async function), leaves its record unsent and unsupported in this tab
+   * (error code "schema_unsupported"); a tab loaded later tries it again.
    */
   migrations?: Record<number, (payload: unknown) => unknown>;
   /** Where records are POSTed (path or URL), e.g. "/api/notes". */
