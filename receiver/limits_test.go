@@ -145,7 +145,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 }
 
-// Uploads held open are charged their Content-Length; past MaxBodyMemory
+// Uploads held open are charged the bytes they hold; past MaxBodyMemory
 // further requests get 503 with Retry-After, nothing stored, and the memory
 // comes back when the held uploads end.
 func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
