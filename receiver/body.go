@@ -77,6 +77,21 @@ func disarmBodyDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }
 
+// discardBody reads a body the handler has no use for to its end, within
+// MaxBody and the armed deadline but holding no memory, and then lifts the
+// deadline. Left armed, the deadline would fire in net/http's read of the
+// idle connection during the database work and cancel r.Context().
+func (rc *Receiver) discardBody(w http.ResponseWriter, r *http.Request) *Problem {
+	if r.ContentLength > rc.opts.MaxBody {
+		return tooLarge(rc.opts.MaxBody)
+	}
+	if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, rc.opts.MaxBody)); err != nil {
+		return rc.bodyProblem(err)
+	}
+	disarmBodyDeadline(w)
+	return nil
+}
+
 // readBody reads the request body within MaxBody, MaxBodyMemory and the
 // armed deadline. On success the caller must call release once the body is
 // no longer needed; on failure p is the answer and nothing is held.
