@@ -46,8 +46,10 @@ func (b *budget) inUse() int64 {
 	return b.used
 }
 
-// firstChunk is what a body of unknown length (chunked) is charged before
-// its first byte is read; it is charged more as it grows.
+// firstChunk is what a body is charged before its first byte is read; it
+// is charged more, in doubling steps, only as its bytes arrive. Charging a
+// declared Content-Length up front would let a few clients that declare
+// large bodies and trickle them hold the whole budget.
 const firstChunk = 16 << 10
 
 // armBodyDeadline bounds the rest of the request's reading, including the
@@ -75,6 +77,21 @@ func disarmBodyDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }
 
+// discardBody reads a body the handler has no use for to its end, within
+// MaxBody and the armed deadline but holding no memory, and then lifts the
+// deadline. Left armed, the deadline would fire in net/http's read of the
+// idle connection during the database work and cancel r.Context().
+func (rc *Receiver) discardBody(w http.ResponseWriter, r *http.Request) *Problem {
+	if r.ContentLength > rc.opts.MaxBody {
+		return tooLarge(rc.opts.MaxBody)
+	}
+	if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, rc.opts.MaxBody)); err != nil {
+		return rc.bodyProblem(err)
+	}
+	disarmBodyDeadline(w)
+	return nil
+}
+
 // readBody reads the request body within MaxBody, MaxBodyMemory and the
 // armed deadline. On success the caller must call release once the body is
 // no longer needed; on failure p is the answer and nothing is held.
@@ -85,10 +102,14 @@ func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 		// gets no 100 and never sends the body.
 		return nil, nil, tooLarge(limit)
 	}
-	charge := r.ContentLength
-	if charge < 0 {
-		charge = min(firstChunk, limit)
+	// A body never needs more than its declared length; one of unknown
+	// length may need one byte past the limit to tell its end from an
+	// oversized body.
+	want := limit
+	if r.ContentLength >= 0 {
+		want = r.ContentLength
 	}
+	charge := min(want, firstChunk)
 	if !rc.bodies.take(charge) {
 		return nil, nil, &probBusy
 	}
@@ -97,10 +118,7 @@ func (rc *Receiver) readBody(w http.ResponseWriter, r *http.Request) (body []byt
 	src := http.MaxBytesReader(w, r.Body, limit)
 	for r.ContentLength < 0 || int64(len(buf)) < r.ContentLength {
 		if len(buf) == cap(buf) {
-			grow := min(2*int64(cap(buf)), limit) - int64(cap(buf))
-			if grow == 0 {
-				grow = 1 // one more byte tells the end from an oversized body
-			}
+			grow := max(min(2*int64(cap(buf)), want)-int64(cap(buf)), 1)
 			if !rc.bodies.take(grow) {
 				release()
 				return nil, nil, &probBusy

@@ -75,3 +75,62 @@ func TestBodyBudgetNeverExceedsCap(t *testing.T) {
 		t.Fatalf("%d bytes still charged", used)
 	}
 }
+
+// Clients that declare large bodies and trickle them hold only about what
+// they have sent, so they cannot keep a small honest body out; the cap
+// still refuses once the bytes that really arrived fill it, and every
+// charge comes back when the uploads end.
+func TestTrickledBodiesAreChargedWhatArrived(t *testing.T) {
+	const limit, slow = 256 << 10, 4
+	rc := New(nil, Options{MaxBody: limit, MaxBodyMemory: slow * limit})
+	honest := func() *Problem {
+		_, release, p := rc.readBody(httptest.NewRecorder(), httptest.NewRequest("POST", "/x", strings.NewReader("small")))
+		if p == nil {
+			release()
+		}
+		return p
+	}
+	writers := make([]*io.PipeWriter, slow)
+	done := make(chan *Problem, slow)
+	for i := range writers {
+		pr, pw := io.Pipe()
+		writers[i] = pw
+		r := httptest.NewRequest("POST", "/x", pr)
+		r.ContentLength = limit
+		go func() {
+			_, _, p := rc.readBody(httptest.NewRecorder(), r)
+			done <- p
+		}()
+		// A pipe's write returns once the reader has the byte: the body is
+		// being read and charged.
+		if _, err := pw.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := honest(); p != nil {
+		t.Fatalf("%d uploads that sent 1 byte each keep out a 5-byte body: %+v (charged %d)", slow, p, rc.bodies.inUse())
+	}
+	if used := rc.bodies.inUse(); used > slow*firstChunk {
+		t.Fatalf("%d uploads of 1 byte charged %d", slow, used)
+	}
+	// Now the uploads really hold the memory: all but their last byte.
+	for _, pw := range writers {
+		if _, err := pw.Write(bytes.Repeat([]byte("x"), limit-2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := honest(); p == nil || p.Status != 503 {
+		t.Fatalf("with %d bytes held: %+v, want 503 (charged %d)", slow*(limit-1), p, rc.bodies.inUse())
+	}
+	for _, pw := range writers {
+		_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range writers {
+		if p := <-done; p == nil || p.Status != 400 {
+			t.Fatalf("cut upload: %+v, want 400", p)
+		}
+	}
+	if used := rc.bodies.inUse(); used != 0 {
+		t.Fatalf("%d bytes still charged", used)
+	}
+}

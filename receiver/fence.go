@@ -104,7 +104,7 @@ func (rc *Receiver) IssueToken(ctx context.Context, scope, resource string) (uin
 // pattern with a {resource...} wildcard, or on the "/fence/" prefix.
 func (rc *Receiver) FenceHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc.armBodyDeadline(w, r) // the body is not read, but net/http discards it after
+		rc.armBodyDeadline(w, r) // bounds net/http's discard of a body left unread
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
 			writeProblem(w, probMethod)
@@ -119,7 +119,13 @@ func (rc *Receiver) FenceHandler() http.Handler {
 		if res == "" {
 			res = strings.TrimPrefix(r.URL.Path, "/fence/")
 		}
-		tok, err := rc.IssueToken(r.Context(), scope, res)
+		if p := rc.discardBody(w, r); p != nil {
+			writeBodyProblem(w, *p)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), rc.opts.Timeout)
+		defer cancel()
+		tok, err := rc.IssueToken(ctx, scope, res)
 		switch {
 		case errors.Is(err, ErrBadResource):
 			p := probMalformedToken

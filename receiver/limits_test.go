@@ -33,9 +33,20 @@ type limitServer struct {
 
 func newLimitServer(t *testing.T, opts receiver.Options) *limitServer {
 	t.Helper()
-	store, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
+	return newLimitServerOn(t, opts, 0)
+}
+
+// newLimitServerOn is newLimitServer over a store whose transactions and
+// reads each start delay late.
+func newLimitServerOn(t *testing.T, opts receiver.Options, delay time.Duration) *limitServer {
+	t.Helper()
+	sqlite, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var store receiver.Store = sqlite
+	if delay > 0 {
+		store = slowStore{sqlite, delay}
 	}
 	ls := &limitServer{}
 	opts.Scope = func(*http.Request) (string, error) { return "alice", nil }
@@ -145,7 +156,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 }
 
-// Uploads held open are charged their Content-Length; past MaxBodyMemory
+// Uploads held open are charged the bytes they hold; past MaxBodyMemory
 // further requests get 503 with Retry-After, nothing stored, and the memory
 // comes back when the held uploads end.
 func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
@@ -255,5 +266,62 @@ func TestStricterServerReadTimeoutKept(t *testing.T) {
 	resp, p := readProblem(t, conn, 5*time.Second)
 	if resp.StatusCode != http.StatusRequestTimeout || p.Type != wire.ProblemBodyTimeout {
 		t.Fatalf("got %d %+v, want 408 body-timeout after the server's ReadTimeout", resp.StatusCode, p)
+	}
+}
+
+// slowStore is a store whose every transaction and read starts delay late,
+// as a loaded database does; a canceled context ends the wait.
+type slowStore struct {
+	receiver.Store
+	delay time.Duration
+}
+
+func (s slowStore) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.delay):
+		return nil
+	}
+}
+
+func (s slowStore) Begin(ctx context.Context) (receiver.WriteTx, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.Begin(ctx)
+}
+
+func (s slowStore) View(ctx context.Context, fn func(q receiver.Tx) error) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// Database work slower than BodyTimeout still succeeds: the deadline bounds
+// the reading of the body only, for a fence request with a body or without
+// one, as for a mutation.
+func TestSlowStoreOutlastsBodyTimeout(t *testing.T) {
+	const bodyTimeout = 200 * time.Millisecond
+	ls := newLimitServerOn(t, receiver.Options{BodyTimeout: bodyTimeout}, 3*bodyTimeout)
+	for i, c := range []struct{ path, body string }{
+		{"/fence/doc:1", ""}, {"/fence/doc:1", "{}"}, {"/things", "x"},
+	} {
+		req, _ := http.NewRequest("POST", ls.srv.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set(wire.HeaderIdempotencyKey, fmt.Sprint("k", i))
+		start := time.Now()
+		resp, err := ls.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s with body %q after %s: %d %s, want success", c.path, c.body, time.Since(start), resp.StatusCode, b)
+		}
+		if d := time.Since(start); d < 3*bodyTimeout {
+			t.Fatalf("%s: answered after %s, before the store's delay", c.path, d)
+		}
 	}
 }

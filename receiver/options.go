@@ -44,8 +44,9 @@ type Options struct {
 	BodyTimeout time.Duration
 	// MaxBodyMemory caps the bytes of request bodies held in memory at
 	// once, across all requests (default 64 MiB, never below MaxBody). A
-	// body is charged its Content-Length before it is read (a chunked one
-	// as it grows) until its request is answered; past the cap the answer
+	// body is charged as its bytes arrive (16 KiB first, then in doubling
+	// steps, never past its Content-Length) until its request is answered,
+	// so a slow upload holds about what it has sent; past the cap the answer
 	// is 503 with Retry-After and nothing is stored, so memory stays
 	// bounded however many slow uploads are open.
 	MaxBodyMemory int64

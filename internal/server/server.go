@@ -208,14 +208,20 @@ func staticHandler(root http.FileSystem) http.Handler {
 	})
 }
 
-// readDeadline bounds the reading of every request, routes outside the
-// receiver included: net/http discards up to 256 KiB of a body a handler
-// leaves unread, and without a deadline a client trickling that body holds
-// the connection for as long as it likes. The receiver re-arms the deadline
-// for its own routes and lifts it once it has the body.
+// readDeadline bounds the reading of every request that has a body, routes
+// outside the receiver included: net/http discards up to 256 KiB of a body a
+// handler leaves unread, and without a deadline a client trickling that body
+// holds the connection for as long as it likes. The receiver re-arms the
+// deadline for its own routes and lifts it once it has the body. A request
+// without a body gets none: there is nothing to bound, and an armed deadline
+// would fire in net/http's read of the idle connection and cancel
+// r.Context() under a slow query. (A body the handler leaves unread delays
+// that read until after the handler.)
 func readDeadline(next http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
 		next.ServeHTTP(w, r)
 	})
 }

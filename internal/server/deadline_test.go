@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/receiver"
+)
+
+// slowStore is a store whose every read starts delay late, as a loaded
+// database does; a canceled context ends the wait.
+type slowStore struct {
+	receiver.Store
+	delay time.Duration
+}
+
+func (s slowStore) View(ctx context.Context, fn func(q receiver.Tx) error) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.delay):
+	}
+	return s.Store.View(ctx, fn)
+}
+
+// The demo's reads slower than BodyTimeout still succeed: the read deadline
+// bounds bodies only, and must not cancel a query's context.
+func TestSlowQueryOutlastsBodyTimeout(t *testing.T) {
+	const bodyTimeout = 200 * time.Millisecond
+	srv, err := New(Config{DB: filepath.Join(t.TempDir(), "s.db"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Receiver: receiver.Options{BodyTimeout: bodyTimeout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.store = slowStore{srv.store, 3 * bodyTimeout}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
+	for _, c := range []struct{ path, body string }{
+		{"/api/notes", ""}, {"/api/effects", ""}, {"/api/notes", "{}"},
+	} {
+		req, _ := http.NewRequest("GET", hs.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set(DemoUserHeader, "ann")
+		start := time.Now()
+		resp, err := hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s with body %q after %s: %d %s, want 200", c.path, c.body, time.Since(start), resp.StatusCode, b)
+		}
+		if d := time.Since(start); d < 3*bodyTimeout {
+			t.Fatalf("GET %s: answered after %s, before the store's delay", c.path, d)
+		}
+	}
+}
