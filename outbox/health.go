@@ -116,6 +116,11 @@ func (h *flushHealth) observe(e *ErrorInfo, n *Record) {
 		}
 		return
 	}
+	if n.Status.Settled() {
+		// Dead-lettered: nothing retries it, so it says nothing about
+		// sending from now on.
+		return
+	}
 	f := SendFailure{Kind: k, Error: *e}
 	if n.Status == StatusFailed && k != FailureOffline && k != FailurePausedAuth {
 		if h.next.IsZero() || n.NextAttemptAt.Before(h.next) {
@@ -134,6 +139,17 @@ func (h *flushHealth) apply(m *Meta, now time.Time) {
 		m.noteFailure(h.failure.Kind, h.failure.Error, now, h.failure.NextAttemptAt)
 	case h.reached:
 		m.noteReached()
+	}
+}
+
+// hideIdleFailure is the one rule of when the status shows the stored
+// failure: only while something is left to send (pending, in flight or
+// waiting to be retried, and not left alone for its schema). With nothing
+// to send no flush runs to clear it, and nothing fails: the server's
+// recovery, a dead letter or a discard would otherwise leave it showing.
+func (p *Projection) hideIdleFailure() {
+	if p.Pending+p.Sending+p.Failed-p.Unsupported <= 0 {
+		p.Failure = SendFailure{}
 	}
 }
 

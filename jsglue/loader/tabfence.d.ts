@@ -685,7 +685,7 @@ export interface OutboxStatus {
   /**
    * Sending fails: the flush owner's last attempt (its fencing token
    * request or its sends) failed, the same in every tab. It clears once the
-   * server answers again.
+   * server answers again, or while nothing is left to send.
    */
   failing: boolean;
   /**
