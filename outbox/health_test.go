@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
 )
 
 func TestFailureOf(t *testing.T) {
@@ -32,6 +35,19 @@ func TestFailureOf(t *testing.T) {
 	require.Equal(t, ErrorInfo{Code: CodeOffline, Message: "fence: x"}, FenceError(0, errors.New("x"), true))
 	require.Equal(t, ErrorInfo{Code: CodeNetwork, Message: "fence: x"}, FenceError(0, errors.New("x"), false))
 	require.Equal(t, ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, FenceError(502, nil, false))
+}
+
+// FailureOf follows wire.Classify for every status: a send failure exactly
+// when the answer is retried or pauses for auth, so the status never says
+// failing for an answer the flusher settles, nor the reverse.
+func TestFailureOfFollowsClassify(t *testing.T) {
+	for st := 100; st < 600; st++ {
+		k, ok := FailureOf(ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
+		out := wire.Classify(st, false)
+		want := out == wire.OutcomeRetry || out == wire.OutcomeAuth
+		require.Equal(t, want, ok, strconv.Itoa(st))
+		require.Equal(t, out == wire.OutcomeAuth, k == FailurePausedAuth, strconv.Itoa(st))
+	}
 }
 
 // The status says that sending fails, why and when it is tried next, and
