@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
 )
 
 // FailureKind says why sending fails (SendFailure.Kind).
@@ -40,18 +42,26 @@ type SendFailure struct {
 func (f SendFailure) Failing() bool { return f.Kind != "" }
 
 // FailureOf is the kind of failure a send's error is, false for one that
-// concerns its record only (a terminal 4xx, a conflict, a stale owner).
+// concerns its record only (a terminal 4xx, a conflict, a stale owner). The
+// policy is wire.Classify's (the single table): its auth outcome pauses,
+// its retried answers are server errors, 429 being told apart as a rate
+// limit for the status only.
 func FailureOf(e ErrorInfo) (FailureKind, bool) {
 	switch {
 	case e.Code == CodeOffline:
 		return FailureOffline, true
 	case e.Code == CodeNetwork:
 		return FailureUnreachable, true
-	case e.Status == 401:
+	case e.Status == 0: // no answer's status: a local error about the record
+		return "", false
+	}
+	switch wire.Classify(e.Status, false) {
+	case wire.OutcomeAuth:
 		return FailurePausedAuth, true
-	case e.Status == 429:
-		return FailureRateLimited, true
-	case e.Status == 408 || e.Status == 425 || e.Status >= 500:
+	case wire.OutcomeRetry:
+		if e.Status == 429 {
+			return FailureRateLimited, true
+		}
 		return FailureServerError, true
 	}
 	return "", false
@@ -116,6 +126,11 @@ func (h *flushHealth) observe(e *ErrorInfo, n *Record) {
 		}
 		return
 	}
+	if n.Status.Settled() {
+		// Dead-lettered: nothing retries it, so it says nothing about
+		// sending from now on.
+		return
+	}
 	f := SendFailure{Kind: k, Error: *e}
 	if n.Status == StatusFailed && k != FailureOffline && k != FailurePausedAuth {
 		if h.next.IsZero() || n.NextAttemptAt.Before(h.next) {
@@ -134,6 +149,17 @@ func (h *flushHealth) apply(m *Meta, now time.Time) {
 		m.noteFailure(h.failure.Kind, h.failure.Error, now, h.failure.NextAttemptAt)
 	case h.reached:
 		m.noteReached()
+	}
+}
+
+// hideIdleFailure is the one rule of when the status shows the stored
+// failure: only while something is left to send (pending, in flight or
+// waiting to be retried, and not left alone for its schema). With nothing
+// to send no flush runs to clear it, and nothing fails: the server's
+// recovery, a dead letter or a discard would otherwise leave it showing.
+func (p *Projection) hideIdleFailure() {
+	if p.Pending+p.Sending+p.Failed-p.Unsupported <= 0 {
+		p.Failure = SendFailure{}
 	}
 }
 

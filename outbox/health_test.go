@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tabfence/tabfence/internal/wire"
 )
 
 func TestFailureOf(t *testing.T) {
@@ -32,6 +35,19 @@ func TestFailureOf(t *testing.T) {
 	require.Equal(t, ErrorInfo{Code: CodeOffline, Message: "fence: x"}, FenceError(0, errors.New("x"), true))
 	require.Equal(t, ErrorInfo{Code: CodeNetwork, Message: "fence: x"}, FenceError(0, errors.New("x"), false))
 	require.Equal(t, ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, FenceError(502, nil, false))
+}
+
+// FailureOf follows wire.Classify for every status: a send failure exactly
+// when the answer is retried or pauses for auth, so the status never says
+// failing for an answer the flusher settles, nor the reverse.
+func TestFailureOfFollowsClassify(t *testing.T) {
+	for st := 100; st < 600; st++ {
+		k, ok := FailureOf(ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
+		out := wire.Classify(st, false)
+		want := out == wire.OutcomeRetry || out == wire.OutcomeAuth
+		require.Equal(t, want, ok, strconv.Itoa(st))
+		require.Equal(t, out == wire.OutcomeAuth, k == FailurePausedAuth, strconv.Itoa(st))
+	}
 }
 
 // The status says that sending fails, why and when it is tried next, and
@@ -108,11 +124,15 @@ func TestStatusPausedAuth(t *testing.T) {
 }
 
 // A failed fencing token request is recorded for every tab; an answer of
-// the server (the next token, NoteReached) ends it even with nothing to
-// send, a flush that sent nothing does not.
+// the server (the next token, NoteReached) ends it even when nothing is
+// due, a flush that sent nothing does not.
 func TestFenceFailureStatus(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
+	// A record waiting for its retry: something to send, nothing due.
+	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	_, _ = h.flush("A")
 	next := h.clock.Now().Add(4 * time.Second)
 	require.NoError(t, h.ob.NoteFenceFailure(ctx, FenceError(0, errors.New("TypeError: Failed to fetch"), false), next))
 	p, _ := h.ob.Status(ctx)
@@ -144,4 +164,36 @@ func TestRecordAnswerEndsFailure(t *testing.T) {
 	p, _ := h.ob.Status(ctx)
 	require.False(t, p.Failure.Failing())
 	require.Equal(t, "http_422", p.LastError.Code)
+}
+
+// A record that dead-letters settles: nothing retries it, so the status
+// does not say that sending fails, and keeps not saying it with the server
+// back and no flush to run. Nor once a discard empties the queue.
+func TestStatusNotFailingWhenNothingRetries(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxAttempts = 2 })
+	ctx := context.Background()
+	a := h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	_, _ = h.flush("A")
+	p, _ := h.ob.Status(ctx)
+	require.Equal(t, FailureServerError, p.Failure.Kind) // one attempt left: retried
+	h.clock.Add(time.Hour)
+	_, _ = h.flush("A")
+	require.Equal(t, StatusDeadLetter, h.get(a.ID).Status)
+	p, _ = h.ob.Status(ctx)
+	require.False(t, p.Failure.Failing())
+	require.True(t, p.Failure.NextAttemptAt.IsZero())
+
+	// A failure kept from an earlier flush: hidden once nothing is left to
+	// send (a purge empties the queue).
+	h.enqueue(Op{OperationType: "comment", Payload: []byte("q")})
+	h.clock.Add(time.Hour)
+	_, _ = h.flush("A")
+	p, _ = h.ob.Status(ctx)
+	require.Equal(t, FailureServerError, p.Failure.Kind)
+	_, err := h.ob.Logout(ctx, true)
+	require.NoError(t, err)
+	p, _ = h.ob.Status(ctx)
+	require.Equal(t, 0, p.Pending+p.Failed+p.Sending)
+	require.False(t, p.Failure.Failing())
 }

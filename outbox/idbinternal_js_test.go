@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
@@ -221,4 +222,65 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].ID != "ra" || got[1].ID != "rc" {
 		t.Fatalf("claim after upgrade: %+v %v", got, err)
 	}
+}
+
+// After a schema bump the old schema's acked history stays in the store:
+// the status read counts the unsettled records it leaves alone without
+// reading that history (an odd acked record breaks no status read), and
+// counts them right whichever set it reads.
+func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, "tabfence-outbox:status-old-history")
+	at := time.UnixMilli(1_700_000_000_000)
+	add := func(id string, ver int, st Status) Record {
+		t.Helper()
+		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: StatusPending, CreatedAt: at, UpdatedAt: at}
+		if _, err := s.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: Policy{Dedupe: Append}}); err != nil {
+			t.Fatal(err)
+		}
+		if st != StatusPending {
+			var err error
+			if rec, err = s.Amend(ctx, id, func(r *Record) error { r.Status = st; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec
+	}
+	var acked Record
+	for i := 0; i < 6; i++ {
+		acked = add("acked"+strconv.Itoa(i), 1, StatusAcked)
+	}
+	add("old-pending", 1, StatusPending) // no migration path: unsupported
+	add("newer-failed", 3, StatusFailed) // newer: unsupported
+	add("old-dead", 1, StatusDeadLetter) // settled: not counted
+	add("current", 2, StatusPending)     // sent as stored
+	// An acked record of the old schema whose last error no reader takes.
+	v := encodeRecord(&acked, js.Undefined())
+	v.Set("lastError", 42)
+	tx := s.db.Call("transaction", storeRecords, "readwrite")
+	tx.Call("objectStore", storeRecords).Call("put", v)
+	if _, err := jsglue.Await(ctx, js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, a []js.Value) any {
+		tx.Set("oncomplete", a[0])
+		tx.Set("onabort", a[1])
+		return nil
+	}))); err != nil {
+		t.Fatal(err)
+	}
+	gate := SchemaGate{Version: 2}
+	check := func(pending int) {
+		t.Helper()
+		p, err := s.StatusSchema(ctx, gate)
+		if err != nil {
+			t.Fatalf("status read: %v", err)
+		}
+		if p.Unsupported != 2 || p.Pending != pending || p.Acked != 6 || s.corrupt.Load() != 0 {
+			t.Fatalf("status %+v, corrupt %d", p, s.corrupt.Load())
+		}
+	}
+	check(2) // the unsettled records are the fewer: read by status
+	for i := 0; i < 12; i++ {
+		add("current"+strconv.Itoa(i), 2, StatusPending)
+	}
+	check(14) // the other schemas' records are the fewer: read by schema
 }

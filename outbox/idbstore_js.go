@@ -1133,11 +1133,11 @@ func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
 var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFailed, StatusDeadLetter, StatusConflict, StatusTerminalFailed, StatusAcked}
 
 // StatusSchema is Status that also counts the unsettled records gate leaves
-// alone (Projection.Unsupported; none when gate.Version <= 0), from the
-// schema index: a count of the records of another schema than gate's, then
-// (only when there are such records, which is rare: a newer or an older
-// build's) what gate decides from their status, schema and last error.
-// Outbox.Status uses it instead of a scan.
+// alone (Projection.Unsupported; none when gate.Version <= 0): a count of
+// the records of another schema than gate's from the schema index, then
+// (only when there are such records and unsettled ones) what gate decides
+// of the fewer of the two sets (countUnsupported). Outbox.Status uses it
+// instead of a scan.
 func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projection, error) {
 	const op = "status"
 	t, err := s.beginCtx(ctx, op, "readonly", storeRecords, storeMeta)
@@ -1149,9 +1149,9 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 	// count, and for an unsettled status its first record, per status),
 	// await the last.
 	var counts, firsts [8]js.Value
-	var mr, schemaIx, newer, older, lastAck js.Value
+	var recs, mr, newer, older, lastAck js.Value
 	last, err := jsglue.Try(func() js.Value {
-		recs := t.v.Call("objectStore", storeRecords)
+		recs = t.v.Call("objectStore", storeRecords)
 		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
 		sx := recs.Call("index", indexStatus)
 		// The acked record of the highest seq (LastAckAt).
@@ -1166,7 +1166,7 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 			}
 		}
 		if gate.Version > 0 {
-			schemaIx = recs.Call("index", indexSchema)
+			schemaIx := recs.Call("index", indexSchema)
 			newer = schemaIx.Call("count", keyRange().Call("lowerBound", gate.Version, true))
 			older = schemaIx.Call("count", keyRange().Call("upperBound", gate.Version, true))
 			last = older
@@ -1218,8 +1218,12 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 	}
 	p.Pending, p.Sending, p.Failed = n[0], n[1]+n[2], n[3]
 	p.DeadLetter, p.Conflict, p.Terminal, p.Acked = n[4], n[5], n[6], n[7]
-	if gate.Version > 0 && (resultInt(newer) > 0 || resultInt(older) > 0) {
-		if p.Unsupported, err = s.countUnsupported(t, schemaIx, gate); err != nil {
+	if gate.Version <= 0 {
+		return p, nil
+	}
+	unsettled := n[0] + n[1] + n[2] + n[3]
+	if other := resultInt(newer) + resultInt(older); other > 0 && unsettled > 0 {
+		if p.Unsupported, err = s.countUnsupported(t, recs, gate, unsettled, other); err != nil {
 			return Projection{}, err
 		}
 	}
@@ -1233,28 +1237,49 @@ func resultInt(req js.Value) int {
 	return 0
 }
 
-// countUnsupported reads the records of another schema than gate's (both
-// sides of gate.Version in the schema index) within t and counts those gate
-// leaves alone.
-func (s *IDBStore) countUnsupported(t *txn, schemaIx js.Value, gate SchemaGate) (int, error) {
+// countUnsupported counts, within t, the unsettled records gate leaves
+// alone, reading whichever is fewer: the unsettled records (by the status
+// index), or the records of another schema than gate's (both sides of
+// gate.Version in the schema index, acked history included). After a
+// schema bump the old schema's acked history only grows, the backlog is
+// usually short; during a long offline spell the reverse.
+func (s *IDBStore) countUnsupported(t *txn, recs js.Value, gate SchemaGate, unsettled, other int) (int, error) {
 	const op = "status"
-	above, err := t.call(schemaIx, "getAll", keyRange().Call("lowerBound", gate.Version, true))
-	if err != nil {
-		return 0, wrapIDB(op, err)
-	}
-	below, err := t.call(schemaIx, "getAll", keyRange().Call("upperBound", gate.Version, true))
+	var reqs []js.Value
+	var last js.Value
+	_, err := jsglue.Try(func() js.Value {
+		if unsettled <= other {
+			sx := recs.Call("index", indexStatus)
+			for _, st := range projected {
+				if !st.Settled() {
+					last = sx.Call("getAll", string(st))
+					reqs = append(reqs, last)
+				}
+			}
+		} else {
+			ix := recs.Call("index", indexSchema)
+			reqs = append(reqs, ix.Call("getAll", keyRange().Call("lowerBound", gate.Version, true)))
+			last = ix.Call("getAll", keyRange().Call("upperBound", gate.Version, true))
+			reqs = append(reqs, last)
+		}
+		return last
+	})
 	if err == nil {
-		err = t.wait(below)
+		err = t.wait(last)
 	}
 	if err != nil {
 		return 0, wrapIDB(op, err)
 	}
 	n := 0
-	for _, res := range []js.Value{above, below} {
+	for _, res := range reqs {
 		arr := res.Get("result")
 		for i, k := 0, arr.Length(); i < k; i++ {
 			rd := newReader(storeRecords, arr.Index(i))
-			rec := Record{Status: Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion"), LastError: rd.errorInfo("lastError")}
+			rec := Record{Status: Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion")}
+			if rd.err == nil && !rec.Status.Settled() && gate.Action(&rec) == SchemaMigrate {
+				// Only a failed migration's error can leave it alone.
+				rec.LastError = rd.errorInfo("lastError")
+			}
 			if rd.err != nil {
 				s.sawCorrupt(rd.err)
 				return 0, rd.err

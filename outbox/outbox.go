@@ -268,6 +268,7 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 		}
 		p.Unsupported = len(unsup)
 	}
+	p.hideIdleFailure()
 	if !p.OldestPendingAt.IsZero() {
 		p.OldestPendingAge = o.cfg.Clock.Now().Sub(p.OldestPendingAt)
 	}

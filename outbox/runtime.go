@@ -238,7 +238,13 @@ func HasDueWork(p Projection) bool {
 // user: "outbox:<queue>:<user>", with characters the receiver does not
 // accept in a resource ([A-Za-z0-9-_.:/@]) replaced by '_' and cut to 200.
 func FenceResource(queue, user string) string {
-	b := []byte("outbox:" + queue + ":" + user)
+	return sanitizeResource("outbox:" + queue + ":" + user)
+}
+
+// sanitizeResource replaces the characters the receiver does not accept
+// in a resource by '_' and cuts it to 200 bytes.
+func sanitizeResource(s string) string {
+	b := []byte(s)
 	for i, c := range b {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@'

@@ -1110,7 +1110,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		return rep, false, err
 	}
 	user := r.ob.QueueSession().UserID
-	res := FenceResource(fenceQueue(r.cfg.Name, r.cfg.Protocol), user)
+	res := fenceResource(r.cfg.Name, r.cfg.Protocol, user)
 	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
 		r.fenceFailed(ctx, lease, ferr, err)

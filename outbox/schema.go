@@ -49,14 +49,17 @@ func Names(name string, protocol int) (QueueNames, error) {
 
 func protocol1DB(name string) string { return "tabfence-outbox:" + name }
 
-// fenceQueue is the queue part of the server fencing resource
-// (FenceResource): the name at protocol 1 (as before protocols), else
-// "<name>:v<protocol>", so owners of two protocols never fence each other.
-func fenceQueue(name string, protocol int) string {
+// fenceResource is the server fencing resource of queue name's flush owner
+// for user at protocol: FenceResource's at protocol 1 (as before
+// protocols), else "outbox-v<protocol>:<name>:<user>". Only protocol 1's
+// starts "outbox:" and the prefix up to the first ':' names the protocol,
+// so no (name, protocol) pair takes another protocol's resource, whatever
+// the name holds (a suffix ":v<digits>" of the name would, at the end).
+func fenceResource(name string, protocol int, user string) string {
 	if protocol <= 1 {
-		return name
+		return FenceResource(name, user)
 	}
-	return name + ":v" + strconv.Itoa(protocol)
+	return sanitizeResource("outbox-v" + strconv.Itoa(protocol) + ":" + name + ":" + user)
 }
 
 func leaseName(name string, protocol int) string {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -19,6 +20,26 @@ func TestNames(t *testing.T) {
 	require.Error(t, err)
 	_, err = Names("", 2)
 	require.Error(t, err)
+}
+
+// Owners of two protocols never share a fencing resource, whatever the
+// queue names hold; protocol 1's is the one existing users have.
+func TestFenceResourceAcrossProtocols(t *testing.T) {
+	require.Equal(t, "outbox:notes:alice", fenceResource("notes", 1, "alice"))
+	require.Equal(t, FenceResource("x:v2", "alice"), fenceResource("x:v2", 1, "alice"))
+	names := []string{"x", "x:v2", "x:v3", "x:v2:v3", "x:v12", "x:v1", "outbox-v2:x", "x:v2:alice", "v2", ":v2", "x/v2"}
+	protocols := []int{1, 2, 3, 12}
+	seen := map[string]string{}
+	for _, n := range names {
+		for _, p := range protocols {
+			res := fenceResource(n, p, "alice")
+			who := n + " @" + strconv.Itoa(p)
+			if prev, ok := seen[res]; ok {
+				t.Fatalf("%s and %s share resource %q", prev, who, res)
+			}
+			seen[res] = who
+		}
+	}
 }
 
 func TestSchemaGate(t *testing.T) {

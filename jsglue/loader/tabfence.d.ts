@@ -553,7 +553,7 @@ export interface Tabfence {
    * time (the Web Lock `"tabfence:outbox-<name>:v<protocol>"` with
    * ifAvailable; an IndexedDB lease where Web Locks are missing), server
    * fencing tokens from `POST /fence/outbox:<name>:<user>` (at protocol 1;
-   * `outbox:<name>:v<protocol>:<user>` at others), and a frozen-owner watchdog. Flushes
+   * `outbox-v<protocol>:<name>:<user>` at others), and a frozen-owner watchdog. Flushes
    * are triggered by `online`, the tab becoming visible, `focus`, enqueues in
    * any tab, the timer of the next due record, and {@link Outbox.flush}.
    * @throws TypeError (rejection) for bad options.
@@ -688,7 +688,7 @@ export interface OutboxStatus {
   /**
    * Sending fails: the flush owner's last attempt (its fencing token
    * request or its sends) failed, the same in every tab. It clears once the
-   * server answers again.
+   * server answers again, or while nothing is left to send.
    */
   failing: boolean;
   /**
