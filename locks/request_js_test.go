@@ -171,9 +171,13 @@ func TestRequestCancelWhileWaitingWithdraws(t *testing.T) {
 
 func TestRequestCtxEndWhileHoldingCancelsFn(t *testing.T) {
 	name := lockName(t)
+	// Cancel once fn holds the lock, as the name says. (A cancel on a timer
+	// raced the grant when the page's first request was slow: the abort
+	// rejected the request while the browser was granting it, and the
+	// browser released that grant a moment after Request returned.)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
 	err := Request(ctx, name, Options{}, func(fctx context.Context) error {
+		go cancel()
 		<-fctx.Done()
 		return fctx.Err()
 	})
