@@ -34,18 +34,26 @@ func putDoc(ctx, id, value string) string {
 	return ctx + `.apply({ operationID: ` + jsStr(id) + ` }, [{ store: "notes", op: "put", key: "doc", value: ` + jsStr(value) + ` }])`
 }
 
-// The thief steals and writes nothing; the old leader's context writes at
-// once: stale, the store unchanged, and the old page's guard knows.
-func TestFenceStealThenOldLeaderWritesAtOnce(t *testing.T) {
+// leaderAndFollower opens a fenced leader that has written notes/doc =
+// "old-1" and a follower of the same election, on a resource of its own.
+func leaderAndFollower(t *testing.T, prefix string) (old, thief *harness.Tab, t1 float64) {
+	t.Helper()
 	e := setupFence(t)
-	s, r := scope(t), "steal-"+scope(t)
-	old := e.fencedTab(s, r)
-	t1 := waitF(t, old, "leader", 1).Token
+	s, r := scope(t), prefix+"-"+scope(t)
+	old = e.fencedTab(s, r)
+	t1 = waitF(t, old, "leader", 1).Token
 	if got := eval[string](t, old, putDoc("T.ctx", "old-1", "old-1")); got != "accepted" {
 		t.Fatalf("old leader's first write: %s", got)
 	}
-	thief := e.fencedTab(s, r)
+	thief = e.fencedTab(s, r)
 	waitF(t, thief, "follower", 1)
+	return old, thief, t1
+}
+
+// The thief steals and writes nothing; the old leader's context writes at
+// once: stale, the store unchanged, and the old page's guard knows.
+func TestFenceStealThenOldLeaderWritesAtOnce(t *testing.T) {
+	old, thief, t1 := leaderAndFollower(t, "steal")
 
 	t2 := eval[float64](t, thief, `T.el.steal().then((c) => c.token)`)
 	if t2 <= t1 {
@@ -75,15 +83,7 @@ func TestFenceStealThenOldLeaderWritesAtOnce(t *testing.T) {
 // The frozen variant: the leader is frozen, the thief steals (and writes
 // nothing), the leader resumes and writes at once: stale.
 func TestFenceFrozenStealThenResumedLeaderWritesAtOnce(t *testing.T) {
-	e := setupFence(t)
-	s, r := scope(t), "fsteal-"+scope(t)
-	old := e.fencedTab(s, r)
-	t1 := waitF(t, old, "leader", 1).Token
-	if got := eval[string](t, old, putDoc("T.ctx", "old-1", "old-1")); got != "accepted" {
-		t.Fatalf("old leader's first write: %s", got)
-	}
-	thief := e.fencedTab(s, r)
-	waitF(t, thief, "follower", 1)
+	old, thief, t1 := leaderAndFollower(t, "fsteal")
 
 	setLifecycle(t, old, page.SetWebLifecycleStateStateFrozen)
 	t2 := eval[float64](t, thief, `T.el.steal().then((c) => c.token)`)
