@@ -27,6 +27,7 @@ import (
 // handler counts its runs and answers 201.
 type limitServer struct {
 	srv  *httptest.Server
+	rc   *receiver.Receiver
 	runs atomic.Int64
 	seen atomic.Value // the last body the handler saw
 }
@@ -52,6 +53,7 @@ func newLimitServerOn(t *testing.T, opts receiver.Options, delay time.Duration) 
 	opts.Scope = func(*http.Request) (string, error) { return "alice", nil }
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	rc := receiver.New(store, opts)
+	ls.rc = rc
 	mux := http.NewServeMux()
 	mux.Handle("POST /things", rc.Handle(func(ctx context.Context, tx receiver.Tx, r *receiver.Request) (receiver.Response, error) {
 		ls.runs.Add(1)
@@ -169,9 +171,17 @@ func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A 1-byte probe that gets in is answered and gives its byte back; it
-	// is refused only once all the held uploads are charged.
+	// Probe only once every held upload is charged: a probe in flight while
+	// the last one arrived would have it refused, and the cap never fill.
 	deadline := time.Now().Add(10 * time.Second)
+	for ls.rc.BodiesInUse() < held*maxBody {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held uploads were not charged: %d of %d bytes", ls.rc.BodiesInUse(), held*maxBody)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A 1-byte probe that gets in is answered and gives its byte back; it
+	// is refused once all the held uploads are charged.
 	for i := 0; ; i++ {
 		resp, _ := ls.post(t, fmt.Sprint("probe", i), "z")
 		if resp.StatusCode == http.StatusServiceUnavailable {
