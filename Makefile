@@ -66,7 +66,7 @@ $(DIST)/tabfence-core.wasm: wasmpack | $(DIST)
 
 # Cheap when nothing changed: go install's cache.
 wasmpack:
-	GOBIN=$(BIN) $(GO) install ./internal/wasmpack/cmd/wasmpack
+	GOBIN=$(BIN) $(GO) install ./cmd/wasmpack
 
 $(DIST)/wasm_exec.js: | $(DIST)
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $@
@@ -125,7 +125,7 @@ test-e2e: build chromium
 
 ## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
 bench: deps brotli build
-	bash internal/testenv/with-postgres.sh $(GO) run ./internal/bench $(BENCHFLAGS)
+	bash internal/testenv/with-postgres.sh $(GO) run ./cmd/bench $(BENCHFLAGS)
 
 ## demo: build and serve the demo on http://$(ADDR)/
 demo: build

@@ -1,6 +1,6 @@
 // Package e2e holds tabfence's end-to-end tests: several real Chromium tabs
 // in one browser context, driven with chromedp, against the runtime built
-// by `make build` and the server of internal/server.
+// by `make build` and the server of cmd/tabfence/server.
 //
 // They are behind the e2e build tag so `go test ./...` stays fast and
 // browser-free:

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 )
 
 // obHealth is the part of the outbox status that says whether sending works.

@@ -22,11 +22,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 )
 
 // The outbox end to end: real tabs of one browser, the demo's notes list
-// (internal/server/demo/notes.js, tf.outbox) and the real server in-process
+// (cmd/tabfence/server/demo/notes.js, tf.outbox) and the real server in-process
 // on loopback with a throwaway SQLite database. A middleware in front of
 // POST /api/notes observes every request and injects faults.
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 )
 
 // notesOf lists what the server stored as user's (the demo's GET /api/notes).

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Verdict is what the flusher does with one send's result.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // TestFetchTransportInChromium starts a loopback receiver and runs this

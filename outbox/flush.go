@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/internal/deadline"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // FlushReport summarises one Flush.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 func TestFlushHeadersAndIdempotencyKeyStableAcrossRetries(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // FailureKind says why sending fails (SendFailure.Kind).

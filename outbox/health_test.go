@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 func TestFailureOf(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/internal/randid"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Config configures an Outbox. Store, Transport and Policies are required.

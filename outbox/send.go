@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // errSkipped: a record change of a batch that was not made because the one

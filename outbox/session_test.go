@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // cookieServer models a receiver behind cookie credentials: the browser's

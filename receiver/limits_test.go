@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
 )

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Handler is a business handler. It runs inside the transaction that stores

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Request is what a business handler sees: the original HTTP request (its

@@ -3,7 +3,7 @@ package receiver
 import (
 	"net/http"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // checkClientUser refuses a mutation whose X-Client-User (the user the

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/receiver"
 )
 

@@ -7,7 +7,7 @@ import (
 )
 
 // Event is one entry of window.tabfenceDemo.events, recorded by the demo
-// page (internal/server/demo) and the raw Web Locks page alike.
+// page (cmd/tabfence/server/demo) and the raw Web Locks page alike.
 type Event struct {
 	Type       string  `json:"type"` // joined, follower, leader, lost, signal-abort, ready, error, waiting
 	At         float64 `json:"at"`   // ms since the epoch, page clock

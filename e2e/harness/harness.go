@@ -1,5 +1,5 @@
 // Package harness drives real Chromium tabs for tabfence's end-to-end tests
-// (package e2e) and browser benchmarks (internal/bench/browserbench): one
+// (package e2e) and browser benchmarks (cmd/bench/browserbench): one
 // headless browser, several tabs in one browser context (so they share Web
 // Locks, BroadcastChannel, IndexedDB and localStorage like a user's tabs),
 // and the tabfence server in-process.

@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 )
 
-// Server is the tabfence server (internal/server: the demo at /, the
+// Server is the tabfence server (cmd/tabfence/server: the demo at /, the
 // runtime at /dist/) on a local port, with a throwaway SQLite database.
 type Server struct {
 	URL string

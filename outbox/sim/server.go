@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -25,7 +25,7 @@ type stored struct {
 	body   string
 }
 
-// Server is the simulated receiver, following the contract of internal/wire:
+// Server is the simulated receiver, following the contract of wire:
 // 401 before anything; storms answer 503/429 before processing; a malformed
 // key or token is 400, an unissued token 400; a token below the highest
 // accepted is 409 with X-Fencing-Highest; a known key with the same payload

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 )
 

@@ -3,7 +3,7 @@ package conformance
 import (
 	"testing"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // testSessionMismatch: a mutation whose X-Client-User is not the

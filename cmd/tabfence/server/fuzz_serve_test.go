@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tabfence/tabfence/internal/server"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // FuzzServe sends hostile requests through the whole server (receiver,

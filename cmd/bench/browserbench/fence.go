@@ -485,7 +485,7 @@ func idbLayer(ctx context.Context, b *harness.Browser, base string) ([2]rates, e
 	}
 	defer os.RemoveAll(dir)
 	wasm := filepath.Join(dir, "idbbench.wasm")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/tabfence/tabfence/internal/bench/browserbench/idbbench")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, "github.com/tabfence/tabfence/cmd/bench/browserbench/idbbench")
 	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return out, fmt.Errorf("building idbbench: %v: %s", err, msg)

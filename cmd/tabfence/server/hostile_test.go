@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/server"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
 )

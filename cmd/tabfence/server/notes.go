@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 )
 

@@ -33,7 +33,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/outbox"
 )
 

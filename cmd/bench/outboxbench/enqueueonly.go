@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/internal/server"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 )
 
 // profile starts Chromium's CPU profiler in tab, sampling every interval µs;

@@ -26,8 +26,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tabfence/tabfence/internal/server"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver/pgstore"
 )
 

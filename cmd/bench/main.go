@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tabfence/tabfence/internal/bench/browserbench"
-	"github.com/tabfence/tabfence/internal/bench/outboxbench"
-	"github.com/tabfence/tabfence/internal/bench/serverbench"
-	"github.com/tabfence/tabfence/internal/bench/wasmsize"
+	"github.com/tabfence/tabfence/cmd/bench/browserbench"
+	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
+	"github.com/tabfence/tabfence/cmd/bench/serverbench"
+	"github.com/tabfence/tabfence/cmd/bench/wasmsize"
 )
 
 func main() {

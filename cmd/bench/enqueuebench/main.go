@@ -8,7 +8,7 @@ import (
 	"log"
 	"os"
 
-	"github.com/tabfence/tabfence/internal/bench/outboxbench"
+	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
 )
 
 func main() {

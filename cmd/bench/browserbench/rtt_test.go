@@ -11,7 +11,7 @@ import (
 )
 
 // TABFENCE_RTT_N=500 TABFENCE_RTT_ROUNDS=3 TABFENCE_RTT_DIAG=1 \
-// go test -tags e2e -run TestChannelRTT -v ./internal/bench/browserbench
+// go test -tags e2e -run TestChannelRTT -v ./cmd/bench/browserbench
 // measures the channel round trip alone (make build first; TABFENCE_DIST
 // overrides the dist directory).
 func TestChannelRTT(t *testing.T) {

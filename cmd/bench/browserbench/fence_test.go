@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// go test -tags e2e -run TestFenceFigures -v ./internal/bench/browserbench
+// go test -tags e2e -run TestFenceFigures -v ./cmd/bench/browserbench
 // prints issue 3's figures alone (make build first).
 func TestFenceFigures(t *testing.T) {
 	dist := filepath.Join("..", "..", "..", "dist")

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tabfence/tabfence/internal/server"
-	"github.com/tabfence/tabfence/internal/wire"
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
 )
 
