@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // obHealth is the part of the outbox status that says whether sending works.

@@ -21,8 +21,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // The outbox end to end: real tabs of one browser, the demo's notes list

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // notesOf lists what the server stored as user's (the demo's GET /api/notes).

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -29,7 +30,7 @@ const (
 type env struct {
 	t   *testing.T
 	b   *harness.Browser
-	srv *harness.Server
+	srv *server.Local
 }
 
 // setup starts the server and a browser for one test. throttle keeps
@@ -37,7 +38,7 @@ type env struct {
 // so all but the newest are hidden, as a user's background tabs are.
 func setup(t *testing.T, throttle bool) *env {
 	t.Helper()
-	srv, err := harness.Serve(distDir)
+	srv, err := startServer(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func setup(t *testing.T, throttle bool) *env {
 // the server: test routes, delays, headers.
 func setupServing(t *testing.T, mw func(http.Handler) http.Handler) *env {
 	t.Helper()
-	srv, err := harness.ServeWith(distDir, mw)
+	srv, err := startServer(mw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +142,13 @@ func eval[T any](t *testing.T, tab *harness.Tab, js string) T {
 		t.Fatalf("eval %q: %v", js, err)
 	}
 	return v
+}
+
+// startServer serves the runtime built in distDir (see server.StartLocal),
+// failing clearly when it was not built.
+func startServer(mw func(http.Handler) http.Handler) (*server.Local, error) {
+	if err := harness.CheckDist(distDir); err != nil {
+		return nil, err
+	}
+	return server.StartLocal(distDir, mw)
 }

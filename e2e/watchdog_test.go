@@ -165,7 +165,7 @@ func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
 // leader's heartbeats, each set from a MessageChannel task, keep coming
 // about once a second, and nobody steals.
 func TestWatchdogIntensivelyThrottledLeaderKeepsLock(t *testing.T) {
-	srv, err := harness.Serve(distDir)
+	srv, err := startServer(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

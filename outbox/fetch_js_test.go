@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // realFetch is the browser's fetch, captured before any test can replace

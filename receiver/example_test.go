@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // A business handler that records a payment. It writes through tx, so the

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // limitServer is a receiver over SQLite on a real loopback listener whose

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Run runs every conformance case against stores made by newDB. Cases run

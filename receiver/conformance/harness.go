@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Opener opens the store of one fresh database. It may be called again after

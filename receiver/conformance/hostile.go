@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // hostileCases are what clients that are hostile or unlucky must not break:

@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -37,7 +39,7 @@ const (
 // Run measures and prints a table to w. distDir holds the built runtime
 // (make build).
 func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
-	srv, err := harness.Serve(distDir)
+	srv, err := serve(distDir, nil)
 	if err != nil {
 		return err
 	}
@@ -274,4 +276,13 @@ func loadOnce(t *harness.Tab, pageURL string) (float64, error) {
 		err = errors.New("page reported no load timing")
 	}
 	return ms, err
+}
+
+// serve serves the runtime built in distDir (see server.StartLocal),
+// failing clearly when it was not built.
+func serve(distDir string, mw func(http.Handler) http.Handler) (*server.Local, error) {
+	if err := harness.CheckDist(distDir); err != nil {
+		return nil, err
+	}
+	return server.StartLocal(distDir, mw)
 }

@@ -234,7 +234,7 @@ type rtts struct {
 // fenceFigures measures and prints the figures of issue 3. The round trip
 // runs on a cross-origin isolated copy of the server (see isolated).
 func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, distDir string) error {
-	iso, err := harness.ServeWith(distDir, isolated)
+	iso, err := serve(distDir, isolated)
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds i
 	// performance.now instead of 100 µs: at 100 µs a p50 of about a
 	// millisecond is read in steps of a tenth of one, which is the size of
 	// the difference the target judges.
-	srv, err := harness.ServeWith(distDir, isolated)
+	srv, err := serve(distDir, isolated)
 	if err != nil {
 		return err
 	}
@@ -454,7 +454,7 @@ func evalCtx[T any](ctx context.Context, expr string) (T, error) {
 
 // RunFence measures and prints only the figures of issue 3.
 func RunFence(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := harness.Serve(distDir)
+	srv, err := serve(distDir, nil)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ const (
 // RunWatchdog measures and prints the watchdog's figure in a browser of
 // its own.
 func RunWatchdog(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := harness.Serve(distDir)
+	srv, err := serve(distDir, nil)
 	if err != nil {
 		return err
 	}

@@ -32,8 +32,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/outbox"
 )
 

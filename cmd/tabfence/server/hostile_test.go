@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Ids that encoding/json would map to one string must not overwrite each

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
+	"github.com/tabfence/tabfence/wire"
 )
 
 func newServer(t *testing.T, db string) (*httptest.Server, string) {

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+)
+
+// Local is a Server on a loopback port with a throwaway SQLite database:
+// what the end-to-end tests and the bench run in-process. 127.0.0.1 over
+// http is a secure context, which Web Locks require.
+type Local struct {
+	URL string
+	ts  *httptest.Server
+	srv *Server
+	dir string
+}
+
+// StartLocal serves the runtime built in dist (Config.Dist) with mw, when
+// set, in front of the real server (Config.Middleware): tests add routes,
+// latency or failures with it.
+func StartLocal(dist string, mw func(http.Handler) http.Handler) (*Local, error) {
+	dir, err := os.MkdirTemp("", "tabfence-local-")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := New(Config{
+		DB:         filepath.Join(dir, "local.db"),
+		Dist:       dist,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Middleware: mw,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	ts := httptest.NewServer(srv)
+	return &Local{URL: ts.URL, ts: ts, srv: srv, dir: dir}, nil
+}
+
+// Close stops the server and removes its database.
+func (l *Local) Close() {
+	l.ts.Close()
+	_ = l.srv.Close()
+	os.RemoveAll(l.dir)
+}
