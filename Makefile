@@ -43,7 +43,7 @@ WASMPACK     := $(BIN)/wasmpack
 # module whose traces keep their lines: make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build test test-native test-wasm test-e2e bench demo clean deps chromium postgres wasmexec wasmpack brotli
+.PHONY: all build test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
 
 all: build
 
@@ -126,6 +126,10 @@ test-e2e: build chromium
 ## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
 bench: deps brotli build
 	bash internal/testenv/with-postgres.sh $(GO) run ./cmd/bench $(BENCHFLAGS)
+
+## shape: package, file and function sizes against their limits, and the import layering (exits 1 on a violation)
+shape:
+	$(GO) run ./cmd/shape
 
 ## demo: build and serve the demo on http://$(ADDR)/
 demo: build
