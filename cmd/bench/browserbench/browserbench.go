@@ -27,10 +27,10 @@ const (
 	ColdStartRuns = 20
 )
 
-// Targets from issue 2.
+// Targets of the browser runtime.
 const (
 	targetFailoverOverRawMs = 10  // tabfence failover p95 at most this much above raw
-	targetBrotliKB          = 700 // the whole runtime's budget (issue 2 set 600 for its stage: 562 KB then)
+	targetBrotliKB          = 700 // the whole runtime's download budget
 	targetColdStartMs       = 150 // p50
 )
 
@@ -76,11 +76,10 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 		if err != nil {
 			return
 		}
-		// Issue 3's figures (fence.go) in a browser of their own, as the
+		// The fencing figures (fence.go) in a browser of their own, as the
 		// outbox's have: the failover and cold-start runs above leave
 		// dozens of closed tabs' processes and databases behind in this
-		// one. (It did not settle the round trip: 0.51 ms over raw in the
-		// first make bench after the change, against 0.49 and 0.55 before.)
+		// one.
 		err = fenceInOwnBrowser(ctx, w, srv.URL, distDir)
 	}()
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")

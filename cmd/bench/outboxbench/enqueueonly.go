@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/cdproto/profiler"
 	"github.com/chromedp/chromedp"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // profile starts Chromium's CPU profiler in tab, sampling every interval µs;

@@ -2,7 +2,7 @@
 // headless Chromium beside raw-JavaScript baselines measured the same way in
 // the same run, against the real server in-process on loopback.
 //
-// Figures (issue 5): durable enqueues per second beside a raw IndexedDB put
+// Figures: durable enqueues per second beside a raw IndexedDB put
 // loop (one readwrite transaction per put, same durability); flush
 // throughput for one ordered entity beside a raw sequential fetch loop to
 // the same receiver, and for eight independent entities beside its ceiling,
@@ -32,8 +32,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
+	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -59,7 +59,7 @@ const (
 	FrozenRuns = 10
 )
 
-// Targets from issue 5.
+// Targets of the outbox.
 const (
 	targetEnqueue     = 0.8 // x raw IndexedDB put loop
 	targetFlushOne    = 0.9 // x raw sequential fetch loop
@@ -130,106 +130,119 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 		return err
 	}
 	defer stop()
+	res, err := bn.measure(b)
+	if err != nil {
+		return err
+	}
+	return res.print(w)
+}
 
-	// inPage evaluates one comparison in a fresh demo tab (fresh queue).
-	inPage := func(name, js string) (rates, error) {
-		tab, err := bn.open(b, url.Values{})
-		if err != nil {
-			return rates{}, err
-		}
-		defer tab.Close()
-		ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
-		defer cancel()
-		r, err := chromedp.Run(ctx, chromedp.Evaluate[rates](js, chromedp.EvalAwaitPromise))
-		if err == nil && len(r.Ratios) == 0 {
-			err = errors.New("no rounds")
-		}
-		if err != nil {
-			return r, fmt.Errorf("%s: %w", name, err)
-		}
-		return r, nil
-	}
-	enq, err := inPage("enqueue", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, false))
-	if err != nil {
-		return err
-	}
-	// The ceiling of an enqueue that writes the outbox's record.
-	enqModel, err := inPage("enqueue model", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, true))
-	if err != nil {
-		return err
-	}
-	one, err := inPage("flush one entity", flushVsRawJS(FlushN, FlushRounds, 1, false))
-	if err != nil {
-		return err
-	}
-	eight, err := inPage("flush eight entities", flushVsRawJS(FlushN, FlushRounds, 8, false))
-	if err != nil {
-		return err
-	}
+// results are Run's figures.
+type results struct {
+	enq, enqModel, one, eight, model rates
+	oneFar, eightFar                 rates // with the receiver FarDelay away
+	backlog                          float64
+	frozen                           []float64
+}
 
-	// The ceiling of a flush that makes the outbox's durable steps: the
-	// same steps in raw JavaScript (flushModelJS).
-	model, err := inPage("flush model", flushVsRawJS(FlushN, FlushRounds, 1, true))
-	if err != nil {
-		return err
-	}
-	// The flush figures again with a receiver FarDelay away: every POST
-	// waits that long in the server, as on a network rather than loopback.
-	oneFar, eightFar, err := func() (one, eight rates, err error) {
-		bn.delay.Store(int64(FarDelay))
-		defer bn.delay.Store(0)
-		if one, err = inPage("flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false)); err != nil {
-			return one, eight, err
+// measure takes Run's figures, one after the other.
+func (bn *bench) measure(b *harness.Browser) (r results, err error) {
+	for _, c := range []struct {
+		to       *rates
+		name, js string
+	}{
+		{&r.enq, "enqueue", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, false)},
+		// The ceiling of an enqueue that writes the outbox's record.
+		{&r.enqModel, "enqueue model", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, true)},
+		{&r.one, "flush one entity", flushVsRawJS(FlushN, FlushRounds, 1, false)},
+		{&r.eight, "flush eight entities", flushVsRawJS(FlushN, FlushRounds, 8, false)},
+		// The ceiling of a flush that makes the outbox's durable steps: the
+		// same steps in raw JavaScript (flushModelJS).
+		{&r.model, "flush model", flushVsRawJS(FlushN, FlushRounds, 1, true)},
+	} {
+		if *c.to, err = bn.inPage(b, c.name, c.js); err != nil {
+			return r, err
 		}
-		eight, err = inPage("flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
+	}
+	if r.oneFar, r.eightFar, err = bn.farFlush(b); err != nil {
+		return r, err
+	}
+	if r.backlog, err = bn.backlog(b); err != nil {
+		return r, fmt.Errorf("backlog: %w", err)
+	}
+	if r.frozen, err = bn.frozen(b); err != nil {
+		return r, fmt.Errorf("frozen owner: %w", err)
+	}
+	return r, nil
+}
+
+// inPage evaluates one comparison in a fresh demo tab (fresh queue).
+func (bn *bench) inPage(b *harness.Browser, name, js string) (rates, error) {
+	tab, err := bn.open(b, url.Values{})
+	if err != nil {
+		return rates{}, err
+	}
+	defer tab.Close()
+	ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
+	defer cancel()
+	r, err := chromedp.Run(ctx, chromedp.Evaluate[rates](js, chromedp.EvalAwaitPromise))
+	if err == nil && len(r.Ratios) == 0 {
+		err = errors.New("no rounds")
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// farFlush is the flush figures again with a receiver FarDelay away: every
+// POST waits that long in the server, as on a network rather than loopback.
+func (bn *bench) farFlush(b *harness.Browser) (one, eight rates, err error) {
+	bn.delay.Store(int64(FarDelay))
+	defer bn.delay.Store(0)
+	if one, err = bn.inPage(b, "flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false)); err != nil {
 		return one, eight, err
-	}()
-	if err != nil {
-		return err
 	}
+	eight, err = bn.inPage(b, "flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
+	return one, eight, err
+}
 
-	backlog, err := func() (float64, error) {
-		tab, err := bn.open(b, url.Values{})
-		if err != nil {
-			return 0, err
-		}
-		defer tab.Close()
-		// Minutes, not EvalTimeout: 2000 enqueues and their flush.
-		ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
-		defer cancel()
-		return chromedp.Run(ctx, chromedp.Evaluate[float64](backlogJS(BacklogN, BacklogEntities), chromedp.EvalAwaitPromise))
-	}()
+// backlog is the rate at which a long queue drains (backlogJS).
+func (bn *bench) backlog(b *harness.Browser) (float64, error) {
+	tab, err := bn.open(b, url.Values{})
 	if err != nil {
-		return fmt.Errorf("backlog: %w", err)
+		return 0, err
 	}
+	defer tab.Close()
+	// Minutes, not EvalTimeout: 2000 enqueues and their flush.
+	ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[float64](backlogJS(BacklogN, BacklogEntities), chromedp.EvalAwaitPromise))
+}
 
-	frozen, err := bn.frozen(b)
-	if err != nil {
-		return fmt.Errorf("frozen owner: %w", err)
-	}
-
+func (r results) print(w io.Writer) error {
 	fmt.Fprintf(w, "outbox: enqueue: %d per side (strict durability, queue paused) after %d untimed, alternating with the raw put loop in %d rounds in one page; ratio: median of the per-round ratios (pooled and per-round range beside)\n", EnqueueOps, EnqueueWarm, EnqueueRounds)
 	fmt.Fprintf(w, "  flush: %d records per round to POST /api/notes (SQLite, loopback) against as many raw fetches (the same headers), after one untimed round of each, alternating in %d rounds in one page; same statistics\n", FlushN, FlushRounds)
 	fmt.Fprintf(w, "  models (the ceilings of the figures above them): the enqueue's write of the outbox's record into its database, and the flush's IndexedDB and fetch steps, in raw JavaScript (no Go, no events, no status), against the same baselines, same statistics; far: the flush figures with the server holding each POST %v (%d records per round)\n", FarDelay, FarN)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
-	ratioOf := func(r rates) (float64, string) {
-		return r.Ratio(), fmt.Sprintf("%.2fx (%s)", r.Ratio(), r.Spread())
+	ratioOf := func(x rates) (float64, string) {
+		return x.Ratio(), fmt.Sprintf("%.2fx (%s)", x.Ratio(), x.Spread())
 	}
-	er, es := ratioOf(enq)
-	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", enq.Go, enq.Raw, es, targetEnqueue, yes(er >= targetEnqueue))
-	fmt.Fprintf(tw, "raw JS model of the enqueue's write\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", enqModel.Go, enqModel.Raw, enqModel.Ratio(), enqModel.Spread())
-	fr, fs := ratioOf(one)
-	fmt.Fprintf(tw, "flush 1 entity (records/s)\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", one.Go, one.Raw, fs, targetFlushOne, yes(fr >= targetFlushOne))
-	fmt.Fprintf(tw, "flush 8 entities (records/s)\t%.0f\t\t%.2fx of 1\t>= %.1fx\t%s\t\n", eight.Go, eight.Go/one.Go, targetFlushEight, yes(eight.Go/one.Go >= targetFlushEight))
+	er, es := ratioOf(r.enq)
+	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", r.enq.Go, r.enq.Raw, es, targetEnqueue, yes(er >= targetEnqueue))
+	fmt.Fprintf(tw, "raw JS model of the enqueue's write\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", r.enqModel.Go, r.enqModel.Raw, r.enqModel.Ratio(), r.enqModel.Spread())
+	fr, fs := ratioOf(r.one)
+	fmt.Fprintf(tw, "flush 1 entity (records/s)\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", r.one.Go, r.one.Raw, fs, targetFlushOne, yes(fr >= targetFlushOne))
+	fmt.Fprintf(tw, "flush 8 entities (records/s)\t%.0f\t\t%.2fx of 1\t>= %.1fx\t%s\t\n", r.eight.Go, r.eight.Go/r.one.Go, targetFlushEight, yes(r.eight.Go/r.one.Go >= targetFlushEight))
 	// The ceiling of the eight-entity figure: eight raw sequential fetch
 	// loops at once to the same receiver (Chromium, loopback, this machine).
-	fmt.Fprintf(tw, "raw fetch, 8 parallel loops (records/s)\t\t%.0f\t%.2fx of 1 loop\t\t\t\n", eight.Raw, eight.Raw/one.Raw)
-	fmt.Fprintf(tw, "raw JS model of the flush's steps, 1 entity\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", model.Go, model.Raw, model.Ratio(), model.Spread())
-	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, oneFar.Go, oneFar.Raw, oneFar.Ratio(), oneFar.Spread())
-	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, eightFar.Go, eightFar.Raw, eightFar.Go/oneFar.Go, eightFar.Raw/oneFar.Raw)
-	fmt.Fprintf(tw, "flush backlog of %d, %d entities (records/s)\t%.0f\t\t%.2fx of 8 entities\t\t\t\n", BacklogN, BacklogEntities, backlog, backlog/eight.Go)
-	p50, p95 := harness.Percentile(frozen, 50), harness.Percentile(frozen, 95)
+	fmt.Fprintf(tw, "raw fetch, 8 parallel loops (records/s)\t\t%.0f\t%.2fx of 1 loop\t\t\t\n", r.eight.Raw, r.eight.Raw/r.one.Raw)
+	fmt.Fprintf(tw, "raw JS model of the flush's steps, 1 entity\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", r.model.Go, r.model.Raw, r.model.Ratio(), r.model.Spread())
+	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, r.oneFar.Go, r.oneFar.Raw, r.oneFar.Ratio(), r.oneFar.Spread())
+	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, r.eightFar.Go, r.eightFar.Raw, r.eightFar.Go/r.oneFar.Go, r.eightFar.Raw/r.oneFar.Raw)
+	fmt.Fprintf(tw, "flush backlog of %d, %d entities (records/s)\t%.0f\t\t%.2fx of 8 entities\t\t\t\n", BacklogN, BacklogEntities, r.backlog, r.backlog/r.eight.Go)
+	p50, p95 := harness.Percentile(r.frozen, 50), harness.Percentile(r.frozen, 95)
 	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
 	fmt.Fprintf(tw, "frozen owner -> moving p50 (ms)\t%.0f\t\t\t\t\t\n", p50)
 	fmt.Fprintf(tw, "frozen owner -> moving p95 (ms)\t%.0f\t\t\t<= %.0f\t%s\t\n", p95, limit, yes(p95 <= limit))
@@ -237,7 +250,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 		return err
 	}
 	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect from a newer owner (a higher server fencing token)\n",
-		len(frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
+		len(r.frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
 	return nil
 }
 

@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver/pgstore"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Limits of one scenario.
