@@ -2,6 +2,7 @@ package main
 
 import (
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -57,12 +58,7 @@ func (l *layer) allows(other *layer, test bool) bool {
 	if l == other || test && l.tier != "" && l.tier == other.tier {
 		return true
 	}
-	for _, m := range l.may {
-		if m == other.name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(l.may, other.name)
 }
 
 // checkLayers lists every import between the module's packages that the
@@ -103,7 +99,7 @@ func checkNative(native map[string][]string) []string {
 	var bad []string
 	for pkg := range native {
 		l := layerOf(pkg)
-		if l == nil || !contains(nativeOnly, l.name) {
+		if l == nil || !slices.Contains(nativeOnly, l.name) {
 			continue
 		}
 		if via := reaches(native, pkg, "syscall/js", map[string]bool{}); via != nil {
@@ -131,15 +127,6 @@ func reaches(graph map[string][]string, pkg, target string, seen map[string]bool
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // rel is a module import path relative to the module ("" for its root), and

@@ -377,21 +377,7 @@ func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds i
 		return err
 	}
 	defer b.Close()
-	open := func(scope string) (*harness.Tab, error) {
-		t, err := b.NewTab()
-		if err != nil {
-			return nil, err
-		}
-		if err := t.Navigate(srv.URL + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
-			t.Close()
-			return nil, err
-		}
-		if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
-			t.Close()
-			return nil, err
-		}
-		return t, nil
-	}
+	open := func(scope string) (*harness.Tab, error) { return openScope(b, srv.URL, scope) }
 	for r := 0; r < rounds; r++ {
 		stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 		x, err := open("bench-rtt-x-" + stamp)

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Note is one demo note as the API returns it.
