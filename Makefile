@@ -8,7 +8,7 @@ BIN       := $(CURDIR)/.bin
 CHROMIUM  := /usr/bin/chromium
 WASMEXEC  := $(BIN)/go_js_wasm_exec
 GOROOT    := $(shell $(GO) env GOROOT)
-WASM_PKGS := ./jsglue/... ./locks/... ./channel/... ./idb/... ./outbox/... ./wasm/...
+WASM_PKGS := ./jsglue/... ./locks/... ./channel/... ./idb/... ./outbox/... ./wasm/... ./cmd/bench/browserbench/idbbench/
 ADDR      ?= 127.0.0.1:8080
 
 export PATH := $(BIN):$(PATH)
