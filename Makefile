@@ -8,42 +8,28 @@ BIN       := $(CURDIR)/.bin
 CHROMIUM  := /usr/bin/chromium
 WASMEXEC  := $(BIN)/go_js_wasm_exec
 GOROOT    := $(shell $(GO) env GOROOT)
-WASM_PKGS := ./jsglue/... ./locks/... ./channel/... ./idb/... ./outbox/... ./wasm/...
+WASM_PKGS := ./jsglue/... ./locks/... ./channel/... ./idb/... ./outbox/... ./wasm/... ./cmd/bench/browserbench/idbbench/
 ADDR      ?= 127.0.0.1:8080
 
 export PATH := $(BIN):$(PATH)
 
 # How the runtime is compiled, shared by `make build`, `make test-wasm` and
-# the bench's size report (which reads the WASM_GCFLAGS line below). Issue
-# 2's budget is 700 KB brotli for the whole runtime. Until 2026-11-30
-# inlining was off except in the runtime, syscall/js and jsglue: an inlined
-# body added code and, more, position tables (pcfile/pcline) that compress
-# badly (737,736 -> 696,488 bytes brotli then). Since wasmpack -strip-lines
-# drops those tables, the Go compiler's default inlining costs 29 KB:
-# tabfence.wasm 661,661 -> 690,321 bytes brotli, and buys speed where Go's
-# own code is the cost. Measured (2026-11-30), the channel round trip's
-# p50 over raw BroadcastChannel, alternating builds, 3 x 2 rounds of 400:
-# 0.44-0.60 ms (mean 0.54) with inlining off, 0.43-0.50 ms (mean 0.46)
-# with it; outbox/sim's 1500 seeds under Node (2026-11-29): 6.7 -> 5.4 s.
-# Enqueue and flush, bound by IndexedDB and fetch, did not move (A/B, 6
-# rounds each). (Brotli's window is 4 MiB and the file 4.4 MB, so a small
-# change can move the compressed size by a kilobyte either way: judge
-# flags by several builds.)
+# the bench's size report (which reads the WASM_GCFLAGS line below). The Go
+# compiler's default inlining: it buys speed where Go's own code is the cost,
+# at some download size (docs/build-notes.md has the measurements).
 WASM_GCFLAGS :=
 WASM_BUILD   := -trimpath -ldflags='-s -w' $(WASM_GCFLAGS)
-# wasmpack rewrites each module's data section into a few segments (the same
-# initial memory; see internal/wasmpack): 793,471 -> 737,736 bytes brotli;
-# and folds Go's 64-bit address arithmetic into load/store offsets (the same
-# code, shorter): 719,068 -> 709,438.
+# wasmpack rewrites each module's data and code sections so that they
+# compress better, initializing the same memory and running the same code
+# (internal/wasmpack).
 WASMPACK     := $(BIN)/wasmpack
-# What the shipped modules also lose: the file and line tables of Go's
-# pclntab (internal/wasmpack/lines.go). A panic's stack trace then names
-# every function but gives "?:0" for its file and line. Measured
-# (2026-11-30): tabfence.wasm 717,885 -> 660,928 bytes brotli. For a
-# module whose traces keep their lines: make build WASMPACK_FLAGS=
+# -strip-lines also drops the file and line tables of Go's pclntab: a
+# panic's stack trace then names every function but gives "?:0" for its
+# file and line. For a module whose traces keep their lines:
+# make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build test test-native test-wasm test-e2e bench demo clean deps chromium postgres wasmexec wasmpack brotli
+.PHONY: all build test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
 
 all: build
 
@@ -126,6 +112,10 @@ test-e2e: build chromium
 ## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
 bench: deps brotli build
 	bash internal/testenv/with-postgres.sh $(GO) run ./cmd/bench $(BENCHFLAGS)
+
+## shape: package, file and function sizes against their limits, and the import layering (exits 1 on a violation)
+shape:
+	$(GO) run ./cmd/shape
 
 ## demo: build and serve the demo on http://$(ADDR)/
 demo: build

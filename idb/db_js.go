@@ -337,6 +337,11 @@ func (d *DB) Err() error {
 func (d *DB) Name() string    { return d.name }
 func (d *DB) Version() uint64 { return d.version }
 
+// JS is the connection (an IDBDatabase), for transactions of one's own on it
+// (Begin, or plain JavaScript) beside this package's: one connection, so one
+// version-change handling, for both.
+func (d *DB) JS() js.Value { return d.raw }
+
 // Delete deletes the database name. Every tabfence connection to it closes
 // itself and reports Deleted; onBlocked (may be nil) hears a connection that
 // does not close (an old build), while Delete keeps waiting until ctx ends.

@@ -10,7 +10,9 @@
 // it is stale; the receiver does.
 //
 // The decision logic (this file) is pure Go, tested natively and
-// exhaustively; the IndexedDB plumbing lives in *_js.go files.
+// exhaustively; the IndexedDB plumbing lives in *_js.go files, on a raw
+// request and transaction layer (Begin, OpenDatabase: raw_*.go) that the
+// outbox's store uses too.
 //
 // Content-Security-Policy: the package builds two small JavaScript
 // functions with the Function constructor at start (token allocation's

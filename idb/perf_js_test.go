@@ -5,7 +5,6 @@ package idb
 import (
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"syscall/js"
 	"testing"
@@ -14,36 +13,25 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 )
 
-// TestAllocateRateVersusRawJS logs token allocations and fenced applies per
-// second beside the same transactions in raw JavaScript in the same page,
-// interleaved (figures only; the bench target is 0.8x raw).
-func TestAllocateRateVersusRawJS(t *testing.T) {
-	if os.Getenv("TABFENCE_PERF") == "" {
-		t.Skip("set TABFENCE_PERF=1")
-	}
-	ctx := context.Background()
-	n := 600
-	if s := os.Getenv("TABFENCE_PERF_N"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	var prevGo, prevJS time.Duration
-	benchTrace = func(r int, goT, jsT time.Duration) {
-		t.Logf("  round %d: Go %v/op, JS %v/op", r, (goT-prevGo)/time.Duration(n/benchRounds), (jsT-prevJS)/time.Duration(n/benchRounds))
-		prevGo, prevJS = goT, jsT
-	}
-	defer func() { benchTrace = nil }()
-	a, err := BenchAllocate(ctx, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("allocate: Go %.0f/s, raw JS %.0f/s (%.2fx; median %.2f)", a.GoPerSec, a.JSPerSec, a.GoPerSec/a.JSPerSec, med(a.Ratios))
-	prevGo, prevJS = 0, 0
-	p, err := BenchApply(ctx, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("apply:    Go %.0f/s, raw JS %.0f/s (%.2fx; median %.2f)", p.GoPerSec, p.JSPerSec, p.GoPerSec/p.JSPerSec, med(p.Ratios))
-}
+// The raw JavaScript side of the phases tests: the transaction bodies of
+// the bench's idb comparison (cmd/bench/browserbench/idbbench, whose test
+// fails if these copies drift from its own): the body of the read's success
+// event (g the read, st its store, tx the transaction, k the key, i the
+// operation's number), and what is issued before the read (pre).
+const (
+	benchStore        = "bench"
+	benchApplyPre     = `const e = tx.objectStore("tf_epochs").get(k);`
+	benchAllocateBody = `const cur = g.result ? g.result.epoch : 0;
+st.put({resource: k, epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, k);`
+	benchApplyBody = `const id = "op" + i;
+if (1 < (e.result ? e.result.epoch : 0) || 1 < (g.result ? g.result.highest : 0)) { tx.abort(); return; }
+let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
+if (ids.includes(id)) { tx.abort(); return; }
+tx.objectStore("bench").put(i, "j" + i);
+ids.push(id);
+if (ids.length > 64) ids = ids.slice(ids.length - 64);
+st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
+)
 
 // TestAllocatePhases splits one token allocation's transaction into its
 // phases, in Go (this package's layer) and in raw JavaScript, alternating:
@@ -222,14 +210,4 @@ return (async () => {
   }
   return s.map((x) => x / n);
 })()`)
-}
-
-// med is the bench's figure: the median of the per-round ratios.
-func med(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
 }

@@ -2,62 +2,19 @@
 
 package idb
 
-// This file and the other raw_*.go files are tabfence's low-level IndexedDB
-// layer: thin, allocation-light wrappers over syscall/js that the fenced
-// database (db_js.go, tx_js.go) and the outbox's store are built on.
+// This file and the other raw_*.go files are the low-level IndexedDB layer
+// that the fenced database (db_js.go, tx_js.go) and the outbox's store are
+// built on: thin wrappers over syscall/js, because each call and each event
+// crossing into Go is costly (docs/idb-notes.md has the design and its
+// measurements). Four callbacks created at init serve every transaction and
+// request; no goroutine per request. Rules for code on this layer:
 //
-// Why not a general IndexedDB library: the one used before (go-indexeddb
-// with safejs) pulled fmt and reflect into every build (+98 KB brotli), and
-// set up two js.Funcs, two goroutines and a listener per awaited request,
-// which made a token allocation run at 0.3-0.6x the same transaction in
-// JavaScript. Here:
-//
-//   - Four jsglue callbacks (one per event kind) serve every transaction
-//     and request of the program; they are created at init and never
-//     released. The handler finds the Go side of an event by identity in
-//     two short lists (transactions in flight, requests being awaited), and
-//     an entry leaves its list when its final event arrives — every request
-//     and transaction of IndexedDB does get one.
-//   - No goroutine per request or transaction. A request's handlers are
-//     installed only when someone awaits it: requests issued and never
-//     awaited ("fire and check") cost one JavaScript call and surface their
-//     errors at Tx.Await, because a failed request aborts its transaction.
-//   - Awaiting keeps the transaction alive: the success handler wakes the
-//     waiting goroutine, and the Go scheduler runs it (and every other
-//     runnable goroutine) before control returns to JavaScript, so its next
-//     request is issued in the same event dispatch. What kills a transaction
-//     is waiting on anything else between two requests (a timer, a lock,
-//     fetch, a channel fed by something that waits): never do that.
-//   - Cursors never leave the event dispatch: the per-record function runs
-//     inside the cursor request's success handler and continues the cursor
-//     synchronously.
-//
-// Failure rule, the same for every request: a request that fails — at once
-// (DataError, DataCloneError, TransactionInactiveError, NotFoundError) or
-// later (ConstraintError, QuotaExceededError) — aborts its whole transaction,
-// and Tx.Await reports that first error. IndexedDB does the asynchronous half
-// itself (an unhandled error event aborts the transaction); this layer does
-// the synchronous half, so a transaction with a failed request never commits
-// the others.
-//
-// Cost model, for code built on this layer: a call into JavaScript that
-// returns an object or a string (a request, a store, a property holding a
-// record) costs a few microseconds — syscall/js makes a reference with a
-// finalizer — and one that passes a Go string converts it each time; calls
-// returning numbers or nothing are cheap. So convert recurring strings once
-// (store names are cached here), read only the properties you need, and
-// prefer fire-and-check over awaiting each request.
-//
-// Typical use (a read-modify-write):
-//
-//	tx, err := idb.Begin(db, []string{"counters"}, idb.ReadWrite)
-//	if err != nil { ... }
-//	st := tx.Store("counters")
-//	v, err := st.Get(key).Await(ctx)   // keeps tx alive: nothing else waits here
-//	if err != nil { tx.Abort(); ... }
-//	st.Put(key, js.ValueOf(v.Int()+1)) // fire and check
-//	_ = tx.Commit()                    // optional: saves a round trip
-//	err = tx.Await(ctx)                // nil = committed; else *AbortedError
+//   - Awaiting a request keeps its transaction alive; waiting on anything
+//     else between two requests (a timer, a lock, fetch) lets it commit.
+//   - A request that fails, at once or later, aborts its whole transaction,
+//     and Tx.Await reports that first error.
+//   - Calls returning objects or strings cost microseconds: convert
+//     recurring strings once, prefer fire-and-check to awaiting each request.
 
 import (
 	"context"
@@ -377,8 +334,7 @@ func target(args []js.Value) (js.Value, bool) {
 
 // onTx handles complete (aborted false) and abort events. Runs on the
 // JavaScript event loop and returns at once. Not inlined: init calls it
-// twice, and inlining would compile the closure body twice (~1.3 KB of wasm
-// each).
+// twice, and inlining would compile the closure body twice.
 //
 //go:noinline
 func onTx(aborted bool) func(js.Value, []js.Value) any {

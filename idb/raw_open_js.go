@@ -73,20 +73,34 @@ func OpenDatabase(ctx context.Context, name string, version uint64, o OpenOption
 	if err != nil {
 		return js.Undefined(), err
 	}
-	type result struct {
-		db  js.Value
-		err error
-	}
-	var (
-		mu        sync.Mutex
-		abandoned bool // ctx ended: the caller is gone
-		delivered bool // a result is in ch
-		upErr     error
-		upTx      *Tx
-	)
-	ch := make(chan result, 1)
-	var cb *jsglue.Callback
-	cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+	op := &opening{req: req, o: o, ch: make(chan openResult, 1)}
+	op.listen()
+	return op.wait(ctx)
+}
+
+type openResult struct {
+	db  js.Value
+	err error
+}
+
+// opening is one open request under way: its events, on the event loop,
+// and the caller, who may give up when its ctx ends.
+type opening struct {
+	req js.Value // the IDBOpenDBRequest
+	o   OpenOptions
+	ch  chan openResult
+	cb  *jsglue.Callback
+
+	mu        sync.Mutex
+	abandoned bool // ctx ended: the caller is gone
+	delivered bool // a result is in ch
+	upErr     error
+	upTx      *Tx
+}
+
+// listen installs one callback for the request's four events.
+func (op *opening) listen() {
+	op.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		if len(args) == 0 {
 			return nil
 		}
@@ -95,88 +109,115 @@ func OpenDatabase(ctx context.Context, name string, version uint64, o OpenOption
 			ev = args[1]
 		}
 		switch args[0].Int() {
-		case 0: // upgradeneeded
-			tx := wrapTx(req.Get("transaction"))
-			mu.Lock()
-			a := abandoned
-			upTx = tx
-			mu.Unlock()
-			var err error
-			if a {
-				err = context.Canceled
-			} else if o.Upgrade != nil {
-				err = runHook(func() error {
-					return o.Upgrade(req.Get("result"), tx, uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
-				})
-			}
-			if err != nil {
-				mu.Lock()
-				upErr = err
-				mu.Unlock()
-				_ = tx.AbortWith(err)
-			}
-		case 1: // blocked
-			if o.Blocked != nil {
-				_ = runHook(func() error {
-					o.Blocked(uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
-					return nil
-				})
-			}
-		case 2: // success
-			cb.Release()
-			db := req.Get("result")
-			mu.Lock()
-			a := abandoned
-			delivered = !a
-			mu.Unlock()
-			if a {
-				db.Call("close")
-				return nil
-			}
-			track(db, o.SpareWritesWithout)
-			if o.Opened != nil {
-				_ = runHook(func() error { o.Opened(db); return nil })
-			}
-			ch <- result{db: db}
-		case 3: // error
-			cb.Release()
-			if ev.Type() == js.TypeObject {
-				ev.Call("preventDefault")
-			}
-			mu.Lock()
-			err := upErr
-			if err == nil && upTx != nil && upTx.firstErr != nil {
-				err = upTx.firstErr // a request of the upgrade failed at once
-			}
-			delivered = true
-			mu.Unlock()
-			if err == nil {
-				err = requestError(req)
-			}
-			ch <- result{err: err}
+		case 0:
+			op.onUpgradeNeeded(ev)
+		case 1:
+			op.onBlocked(ev)
+		case 2:
+			op.onSuccess()
+		case 3:
+			op.onError(ev)
 		}
 		return nil
 	})
-	req.Set("onupgradeneeded", cb.Value.Call("bind", nil, 0))
-	req.Set("onblocked", cb.Value.Call("bind", nil, 1))
-	req.Set("onsuccess", cb.Value.Call("bind", nil, 2))
-	req.Set("onerror", cb.Value.Call("bind", nil, 3))
+	op.req.Set("onupgradeneeded", op.cb.Value.Call("bind", nil, 0))
+	op.req.Set("onblocked", op.cb.Value.Call("bind", nil, 1))
+	op.req.Set("onsuccess", op.cb.Value.Call("bind", nil, 2))
+	op.req.Set("onerror", op.cb.Value.Call("bind", nil, 3))
+}
+
+// onUpgradeNeeded runs the Upgrade hook in the versionchange transaction,
+// or aborts it when the caller is gone or the hook fails.
+func (op *opening) onUpgradeNeeded(ev js.Value) {
+	tx := wrapTx(op.req.Get("transaction"))
+	op.mu.Lock()
+	a := op.abandoned
+	op.upTx = tx
+	op.mu.Unlock()
+	var err error
+	if a {
+		err = context.Canceled
+	} else if op.o.Upgrade != nil {
+		err = runHook(func() error {
+			return op.o.Upgrade(op.req.Get("result"), tx, uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
+		})
+	}
+	if err != nil {
+		op.mu.Lock()
+		op.upErr = err
+		op.mu.Unlock()
+		_ = tx.AbortWith(err)
+	}
+}
+
+func (op *opening) onBlocked(ev js.Value) {
+	if op.o.Blocked != nil {
+		_ = runHook(func() error {
+			op.o.Blocked(uint64(numOr(ev.Get("oldVersion"), 0)), uint64(numOr(ev.Get("newVersion"), 0)))
+			return nil
+		})
+	}
+}
+
+// onSuccess hands the connection to the caller, or closes it when the
+// caller is gone.
+func (op *opening) onSuccess() {
+	op.cb.Release()
+	db := op.req.Get("result")
+	op.mu.Lock()
+	a := op.abandoned
+	op.delivered = !a
+	op.mu.Unlock()
+	if a {
+		db.Call("close")
+		return
+	}
+	track(db, op.o.SpareWritesWithout)
+	if op.o.Opened != nil {
+		_ = runHook(func() error { op.o.Opened(db); return nil })
+	}
+	op.ch <- openResult{db: db}
+}
+
+// onError delivers the open's failure: the upgrade's own error when it
+// had one, else the request's.
+func (op *opening) onError(ev js.Value) {
+	op.cb.Release()
+	if ev.Type() == js.TypeObject {
+		ev.Call("preventDefault")
+	}
+	op.mu.Lock()
+	err := op.upErr
+	if err == nil && op.upTx != nil && op.upTx.firstErr != nil {
+		err = op.upTx.firstErr // a request of the upgrade failed at once
+	}
+	op.delivered = true
+	op.mu.Unlock()
+	if err == nil {
+		err = requestError(op.req)
+	}
+	op.ch <- openResult{err: err}
+}
+
+// wait returns the open's result, or ctx.Err() when ctx ends before one
+// was delivered.
+func (op *opening) wait(ctx context.Context) (js.Value, error) {
 	select {
-	case r := <-ch:
+	case r := <-op.ch:
 		return r.db, r.err
 	case <-ctx.Done():
 	}
-	mu.Lock()
-	if delivered {
-		mu.Unlock()
-		r := <-ch
+	op.mu.Lock()
+	if op.delivered {
+		op.mu.Unlock()
+		r := <-op.ch
 		if r.err == nil {
 			return r.db, nil // opened before we gave up: hand it over
 		}
 		return js.Undefined(), r.err
 	}
-	abandoned = true
-	mu.Unlock()
+	op.abandoned = true
+	op.mu.Unlock()
 	return js.Undefined(), ctx.Err()
 }
 

@@ -293,6 +293,9 @@ func Bound(lower, upper js.Value, lowerOpen, upperOpen bool) (js.Value, error) {
 
 // ---- stores and indexes ----
 
+// src is what an object store and an index share: the reads and cursors
+// below are the same calls on an IDBObjectStore and an IDBIndex (keys are
+// the index's keys on an index, its records' primary keys on a store).
 type src struct {
 	v   js.Value
 	tx  *Tx
@@ -305,12 +308,59 @@ type Store struct{ src }
 // Index is an index of an object store of a transaction.
 type Index struct{ src }
 
-// JS returns the IDBObjectStore.
-func (s Store) JS() js.Value { return s.v }
+// JS returns the IDBObjectStore or IDBIndex.
+func (s src) JS() js.Value { return s.v }
 
 // Err is the failure of getting the store (NotFoundError: not in the
-// transaction's scope); requests on it fail with it.
-func (s Store) Err() error { return s.err }
+// transaction's scope) or the index; requests on it fail with it.
+func (s src) Err() error { return s.err }
+
+// Get reads the value of the first record matching query (undefined when
+// absent).
+func (s src) Get(query js.Value) *Request { return s.tx.issue(s.v, s.err, "get", query) }
+
+// GetKey reads the primary key of the first record matching query.
+func (s src) GetKey(query js.Value) *Request { return s.tx.issue(s.v, s.err, "getKey", query) }
+
+// Count counts the records matching query.
+func (s src) Count(query js.Value) *Request { return s.tx.issue(s.v, s.err, "count", query) }
+
+// GetAll reads the values matching query, at most count (0: all), in key
+// order, as a JavaScript array.
+func (s src) GetAll(query js.Value, count int) *Request { return s.getAll("getAll", query, count) }
+
+// GetAllKeys is GetAll for the primary keys.
+func (s src) GetAllKeys(query js.Value, count int) *Request {
+	return s.getAll("getAllKeys", query, count)
+}
+
+func (s src) getAll(method string, query js.Value, count int) *Request {
+	if count > 0 {
+		return s.tx.issue(s.v, s.err, method, query, count)
+	}
+	return s.tx.issue(s.v, s.err, method, query)
+}
+
+// OpenCursor calls fn with the key and value of each record matching query,
+// in direction dir, until fn returns false or the records run out; Await the
+// request for the end of the iteration. fn runs on the JavaScript event loop
+// inside the cursor's success event: it must return at once and may issue
+// requests of the same transaction, but never await anything.
+func (s src) OpenCursor(query js.Value, dir Direction, fn func(key, value js.Value) bool) *Request {
+	return s.tx.iterate(s.v, s.err, "openCursor", query, dir, func(c Cursor) bool { return fn(c.Key(), c.Value()) })
+}
+
+// Iterate is OpenCursor handing fn the Cursor itself: for the primary key,
+// Update and Delete.
+func (s src) Iterate(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
+	return s.tx.iterate(s.v, s.err, "openCursor", query, dir, fn)
+}
+
+// IterateKeys is Iterate over keys only (a key cursor: values are not read;
+// PrimaryKey gives the record's key).
+func (s src) IterateKeys(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
+	return s.tx.iterate(s.v, s.err, "openKeyCursor", query, dir, fn)
+}
 
 // KeyPath is the store's key path: null for out-of-line keys.
 func (s Store) KeyPath() js.Value {
@@ -319,12 +369,6 @@ func (s Store) KeyPath() js.Value {
 	}
 	return s.v.Get("keyPath")
 }
-
-// Get reads the value at query (undefined when absent).
-func (s Store) Get(query js.Value) *Request { return s.tx.issue(s.v, s.err, "get", query) }
-
-// GetKey reads the first key matching query.
-func (s Store) GetKey(query js.Value) *Request { return s.tx.issue(s.v, s.err, "getKey", query) }
 
 // Put writes value at key. Pass js.Undefined() as key for a store with a key
 // path or a key generator.
@@ -350,40 +394,6 @@ func (s Store) Delete(query js.Value) *Request { return s.tx.issue(s.v, s.err, "
 // Clear deletes every record of the store.
 func (s Store) Clear() *Request { return s.tx.issue(s.v, s.err, "clear") }
 
-// Count counts the records matching query.
-func (s Store) Count(query js.Value) *Request { return s.tx.issue(s.v, s.err, "count", query) }
-
-// GetAll reads the values matching query, at most count (0: all), in key
-// order, as a JavaScript array.
-func (s Store) GetAll(query js.Value, count int) *Request {
-	return s.tx.getAll(s.src, "getAll", query, count)
-}
-
-// GetAllKeys is GetAll for the keys.
-func (s Store) GetAllKeys(query js.Value, count int) *Request {
-	return s.tx.getAll(s.src, "getAllKeys", query, count)
-}
-
-// OpenCursor calls fn with the key and value of each record matching query,
-// in direction dir, until fn returns false or the records run out; Await the
-// request for the end of the iteration. fn runs on the JavaScript event loop
-// inside the cursor's success event: it must return at once and may issue
-// requests of the same transaction, but never await anything.
-func (s Store) OpenCursor(query js.Value, dir Direction, fn func(key, value js.Value) bool) *Request {
-	return s.tx.iterate(s.v, s.err, "openCursor", query, dir, func(c Cursor) bool { return fn(c.Key(), c.Value()) })
-}
-
-// Iterate is OpenCursor handing fn the Cursor itself: for the primary key,
-// Update and Delete.
-func (s Store) Iterate(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
-	return s.tx.iterate(s.v, s.err, "openCursor", query, dir, fn)
-}
-
-// IterateKeys is Iterate over keys only (a key cursor: values are not read).
-func (s Store) IterateKeys(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
-	return s.tx.iterate(s.v, s.err, "openKeyCursor", query, dir, fn)
-}
-
 // Index returns the index name of the store.
 func (s Store) Index(name string) Index {
 	if s.err != nil {
@@ -391,52 +401,4 @@ func (s Store) Index(name string) Index {
 	}
 	v, err := call(s.v, "index", jsString(name))
 	return Index{src{v: v, tx: s.tx, err: err}}
-}
-
-// JS returns the IDBIndex.
-func (x Index) JS() js.Value { return x.v }
-
-// Err is the failure of getting the index (NotFoundError).
-func (x Index) Err() error { return x.err }
-
-// Get reads the value of the first record whose index key matches query.
-func (x Index) Get(query js.Value) *Request { return x.tx.issue(x.v, x.err, "get", query) }
-
-// GetKey reads the primary key of the first record matching query.
-func (x Index) GetKey(query js.Value) *Request { return x.tx.issue(x.v, x.err, "getKey", query) }
-
-// Count counts the records matching query.
-func (x Index) Count(query js.Value) *Request { return x.tx.issue(x.v, x.err, "count", query) }
-
-// GetAll reads the values matching query in index order, at most count (0:
-// all).
-func (x Index) GetAll(query js.Value, count int) *Request {
-	return x.tx.getAll(x.src, "getAll", query, count)
-}
-
-// GetAllKeys reads the primary keys matching query in index order.
-func (x Index) GetAllKeys(query js.Value, count int) *Request {
-	return x.tx.getAll(x.src, "getAllKeys", query, count)
-}
-
-// OpenCursor: see Store.OpenCursor; key is the index key.
-func (x Index) OpenCursor(query js.Value, dir Direction, fn func(key, value js.Value) bool) *Request {
-	return x.tx.iterate(x.v, x.err, "openCursor", query, dir, func(c Cursor) bool { return fn(c.Key(), c.Value()) })
-}
-
-// Iterate: see Store.Iterate.
-func (x Index) Iterate(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
-	return x.tx.iterate(x.v, x.err, "openCursor", query, dir, fn)
-}
-
-// IterateKeys: see Store.IterateKeys (PrimaryKey gives the record's key).
-func (x Index) IterateKeys(query js.Value, dir Direction, fn func(Cursor) bool) *Request {
-	return x.tx.iterate(x.v, x.err, "openKeyCursor", query, dir, fn)
-}
-
-func (t *Tx) getAll(s src, method string, query js.Value, count int) *Request {
-	if count > 0 {
-		return t.issue(s.v, s.err, method, query, count)
-	}
-	return t.issue(s.v, s.err, method, query)
 }

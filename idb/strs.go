@@ -2,8 +2,7 @@ package idb
 
 // joinSep is strings.Join with a one-byte separator, and splitSep (for a
 // non-empty s) strings.Split: hand-written because nothing else in the
-// runtime links strings.Join/Split (genSplit, explode), so these few lines
-// replace about 6 KB of wasm code.
+// runtime links strings.Join/Split, whose code these few lines replace.
 func joinSep(list []string, sep byte) string {
 	n := len(list)
 	for _, s := range list {

@@ -465,12 +465,9 @@ func callWrites(writes func(*WriteTx) error, w *WriteTx) (err error) {
 
 // allocJS(db, key, owner) is AllocateToken's transaction with the read, the
 // decision and the write done in JavaScript, inside the read's success
-// event; Go only waits for the commit. Each IndexedDB event that reaches a
-// goroutine costs Go wasm 60-100 µs (syscall/js's event path: a js.Func
-// call, four references with finalizers, a goroutine switch), and issuing
-// the three calls from Go about as much again: done this way, an allocation
-// costs one crossing each way instead of three: 0.84-0.89x -> 0.93-1.02x of
-// raw JavaScript's rate (make bench; the README has other conditions).
+// event; Go only waits for the commit: one crossing each way instead of
+// three, where each IndexedDB event that reaches a goroutine is costly
+// (docs/idb-notes.md).
 //
 // It only takes the plain case: no record yet, or a record that epochOf
 // accepts and whose epoch is below MaxToken (a subset of what Go accepts,
@@ -488,35 +485,29 @@ var allocJS, _ = call(js.Global(), "Function", "db,k,o", allocSrc)
 const allocSrc = `let tx;try{tx=db.transaction("tf_epochs","readwrite")}catch{return}try{const s=tx.objectStore("tf_epochs"),g=s.get(k);g.onsuccess=()=>{try{let v=g.result;if(v===undefined)v={resource:k,epoch:0};else if(!(typeof v==="object"&&v!==null&&v.resource===k&&Number.isSafeInteger(v.epoch)&&v.epoch>=0&&v.epoch<9007199254740991&&typeof v.ownerId==="string"&&v.ownerId.length<=255&&Number.isSafeInteger(v.updatedAt)&&v.updatedAt>=0))throw 0;tx.tfNext=++v.epoch;v.ownerId=o;v.updatedAt=Date.now();s.put(v,k);if(tx.commit)tx.commit()}catch{tx.tfNext=-1;try{tx.abort()}catch{}}}}catch{tx.tfNext=-1;try{tx.abort()}catch{}}return tx`
 
 // applyJS(db, scope, key, token, seq, id, limit) does the fence's part of
-// Apply's transaction in JavaScript: it opens the transaction, reads the
-// allocation record and the fence and, inside the fence read's success
-// event, judges the fence record as Decide does and, when accepted, prepares
-// the advanced fence; it only gathers the allocated epoch (tfEp: the epoch
-// of a plain record, 0 for none, -1 for a record Go must decode from the
-// request in the transaction's tfEg), and Go applies the allocation half of
-// the rule (Deposed) before anything is written; then it calls Go's success
-// handler, whose goroutine runs the caller's writes and then tfFin, which
-// writes the fence and commits. (The fence goes last, as on the Go path:
-// writes that break their rule and let the transaction commit early leave
-// the fence where it was.)
-// Against the Go path that saves about fifteen calls across the wasm
-// boundary per apply (issuing the read, decoding and encoding the fence,
-// splitting and joining its remembered IDs), where each costs Go 2-5 µs.
+// Apply's transaction in JavaScript, saving about fifteen calls across the
+// wasm boundary (docs/idb-notes.md). It opens the transaction, reads the
+// allocation record and the fence and, in the fence read's success event,
+// judges the fence as Decide does and, when accepted, prepares the advanced
+// fence. Of the allocation record it only gathers the epoch (tfEp: that of
+// a plain record, 0 for none, -1 for one Go must decode from the request in
+// tfEg): Go applies Deposed before anything is written. Then Go's success
+// handler runs the caller's writes and then tfFin, which writes the fence
+// and commits (the fence last, as on the Go path: writes that let the
+// transaction commit early leave the fence where it was).
 //
-// It returns the transaction, its handlers set to Go's, with the read
-// request in tfGet; the request's tfRes is the verdict: 0 accepted (tfFin
-// set), 1 stale, 2 duplicate, -1 a record it does not judge, nothing
-// prepared: Go then decodes that record itself, in the same
-// transaction, and decides (a corrupt one gets the typed error). It only
-// judges plain records: no record yet, or one whose highest and highestSeq
-// are safe non-negative integers and whose remembered IDs are printable
-// ASCII of 1..255 bytes (a subset of what Go accepts). Foreign fields are
-// kept, as encodeFence keeps them. undefined: db.transaction threw, nothing
-// was opened. Nothing calls a Go handler for a transaction that was not
-// returned.
+// It returns the transaction, its handlers set to Go's, with the read in
+// tfGet, whose tfRes is the verdict: 0 accepted (tfFin set), 1 stale, 2
+// duplicate, -1 a record it does not judge: Go then decodes and decides it
+// itself, in the same transaction. It judges only plain records (none yet,
+// or highest and highestSeq safe non-negative integers and remembered IDs
+// printable ASCII of 1..255 bytes: a subset of what Go accepts), keeping
+// foreign fields as encodeFence does. undefined: db.transaction threw and
+// nothing was opened; no Go handler hears of it.
 //
 // Without Function (a CSP without 'unsafe-eval'), applyJS is undefined and
-// Apply takes the Go path, with the same results. It is made by init (raw_js.go), once Go's handlers exist.
+// Apply takes the Go path, with the same results. init (raw_js.go) makes
+// it, once Go's handlers exist.
 var applyJS js.Value
 
 func newApplyJS() js.Value {

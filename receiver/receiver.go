@@ -70,23 +70,8 @@ func isMutation(method string) bool {
 
 func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 	rc.armBodyDeadline(w, r)
-	if !isMutation(r.Method) {
-		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
-		writeProblem(w, probMethod)
-		return
-	}
-	scope, err := rc.opts.Scope(r)
-	if err != nil || scope == "" || !ValidText(scope) {
-		writeProblem(w, probUnauthenticated)
-		return
-	}
-	if p := checkClientUser(r.Header, scope); p != nil {
-		writeProblem(w, *p)
-		return
-	}
-	hd, err := parseHeaders(r.Header)
-	if err != nil {
-		writeProblem(w, headerProblem(err))
+	scope, hd, ok := rc.admit(w, r)
+	if !ok {
 		return
 	}
 	body, release, bp := rc.readBody(w, r)
@@ -119,22 +104,7 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 		writeProblem(w, probInternal)
 		return
 	}
-	switch outcome {
-	case claimReplay:
-		resp := rec.response()
-		if resp.Header == nil {
-			resp.Header = http.Header{}
-		}
-		resp.Header.Set(wire.HeaderReplayed, "true")
-		log.Debug("replayed", "status", resp.Status)
-		writeResponse(w, resp)
-		return
-	case claimReuse:
-		writeProblem(w, probKeyReuse)
-		return
-	case claimInFlight:
-		w.Header().Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
-		writeProblem(w, probInFlight)
+	if rc.answerWithoutRunning(w, log, outcome, rec) {
 		return
 	}
 	req := &Request{HTTP: r, Scope: scope, Key: hd.key, Body: body, Resource: hd.resource, Token: hd.token, OperationID: hd.opID}
@@ -148,6 +118,57 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 	}
 	log.Debug("ran", "status", resp.Status, "stored", stored)
 	writeResponse(w, resp)
+}
+
+// admit checks what needs no body: a mutating method, an authenticated
+// scope matching any client user header, well-formed idempotency and
+// fencing headers. It has answered the request when ok is false.
+func (rc *Receiver) admit(w http.ResponseWriter, r *http.Request) (scope string, hd headers, ok bool) {
+	if !isMutation(r.Method) {
+		w.Header().Set("Allow", "POST, PUT, PATCH, DELETE")
+		writeProblem(w, probMethod)
+		return "", hd, false
+	}
+	scope, err := rc.opts.Scope(r)
+	if err != nil || scope == "" || !ValidText(scope) {
+		writeProblem(w, probUnauthenticated)
+		return "", hd, false
+	}
+	if p := checkClientUser(r.Header, scope); p != nil {
+		writeProblem(w, *p)
+		return "", hd, false
+	}
+	hd, err = parseHeaders(r.Header)
+	if err != nil {
+		writeProblem(w, headerProblem(err))
+		return "", hd, false
+	}
+	return scope, hd, true
+}
+
+// answerWithoutRunning answers a claim that does not run the handler: a
+// replay of the stored answer, a key reused for another request, a key
+// whose first attempt is still running. It reports whether it answered.
+func (rc *Receiver) answerWithoutRunning(w http.ResponseWriter, log *slog.Logger, outcome claimOutcome, rec record) bool {
+	switch outcome {
+	case claimReplay:
+		resp := rec.response()
+		if resp.Header == nil {
+			resp.Header = http.Header{}
+		}
+		resp.Header.Set(wire.HeaderReplayed, "true")
+		log.Debug("replayed", "status", resp.Status)
+		writeResponse(w, resp)
+		return true
+	case claimReuse:
+		writeProblem(w, probKeyReuse)
+		return true
+	case claimInFlight:
+		w.Header().Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
+		writeProblem(w, probInFlight)
+		return true
+	}
+	return false
 }
 
 // writeRunError answers an attempt that failed in run. Only a fence

@@ -1,15 +1,15 @@
-// Command wasmpack repacks the data section of Go-built wasm modules in
-// place, so that they compress better (see package wasmpack). `make build`
+// Command wasmpack repacks the data and code sections of Go-built wasm
+// modules in place, so that they compress better (see package wasmpack). `make build`
 // runs it on everything in dist/, and the wasm test runner on every test
 // binary, so the tests run what ships.
 //
 // With -strip-lines it also drops the file and line tables of Go's pclntab
-// (wasmpack.StripLines): about 57 KB brotli of tabfence.wasm, at the price
+// (wasmpack.StripLines): tens of KB of brotli download, at the price
 // of "?:0" for the file and line of every frame of a panic's stack trace
 // (the functions are still named). `make build` strips what it ships; the
 // test binaries keep their lines, which test failures print.
 //
-//	go run ./internal/wasmpack/cmd/wasmpack [-strip-lines] file.wasm...
+//	go run ./cmd/wasmpack [-strip-lines] file.wasm...
 package main
 
 import (

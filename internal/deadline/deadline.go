@@ -1,10 +1,9 @@
 // Package deadline is context.WithTimeout without context's timerCtx.
 //
-// Why: tabfence.wasm has a download budget (700 KiB brotli), and
-// context.WithTimeout links timerCtx, whose String method reaches
-// time.Time's formatting; measured, the four timeouts of the wasm runtime
-// cost 11 KB of wasm (2.3 KB brotli) through it, and nothing else there
-// formats a time. This context ends the same way, with the same errors:
+// Why: the wasm runtime's download has a budget, and context.WithTimeout
+// links timerCtx, whose String method reaches time.Time's formatting, which
+// nothing else there needs (docs/build-notes.md has the figure). This
+// context ends the same way, with the same errors:
 //
 //   - when the timeout passes, Err is context.DeadlineExceeded (and Cause
 //     too);

@@ -1,8 +1,8 @@
 // Package digest computes SHA-256 for the outbox's payload hashes.
 //
 // It is a compact, portable implementation of FIPS 180-4 because
-// crypto/sha256 links Go's FIPS 140 module into the wasm binary (about
-// 59 KB brotli measured), a download every user would pay for hashing a few
+// crypto/sha256 links Go's FIPS 140 module into the wasm binary
+// (docs/build-notes.md), a download every user would pay for hashing a few
 // small payloads. Native tests and a fuzzer check it against crypto/sha256;
 // it is not used for anything secret (no timing concerns apply).
 package digest

@@ -14,7 +14,7 @@ import (
 //
 //	local.get $sp; i64.load offset=312
 //
-// (4 bytes). tabfence.wasm has about 44,000 such loads and stores. foldCode
+// (4 bytes), in tens of thousands of loads and stores. foldCode
 // moves the constant into the instruction's offset immediate and, when the
 // base is an extended 32-bit local, drops the extend/wrap pair.
 //

@@ -104,13 +104,41 @@ type LineStats struct {
 // error, having changed nothing, when it does not find exactly one pclntab
 // whose every table it can decode.
 func stripLines(mem []byte) (LineStats, error) {
-	var st LineStats
+	p, err := findPclntab(mem)
+	if err != nil {
+		return LineStats{}, err
+	}
+	funcs, keep, drop, err := p.tables()
+	if err != nil {
+		return LineStats{}, err
+	}
+	// Every check passed: now change the memory.
+	st := p.zero(keep, drop)
+	for _, f := range funcs {
+		binary.LittleEndian.PutUint32(mem[f+funcPCFile:], 0)
+		binary.LittleEndian.PutUint32(mem[f+funcPCLn:], 0)
+	}
+	st.Funcs = len(funcs)
+	return st, nil
+}
+
+// pclntab is the one pclntab of a module's memory: where its pc tables
+// (pctab) and its function table (functab) start.
+type pclntab struct {
+	mem                   []byte
+	nfunc, pctab, functab int
+}
+
+// span is a pc table: at its offset in memory, n bytes.
+type span struct{ at, n int }
+
+func findPclntab(mem []byte) (*pclntab, error) {
 	hdr := bytes.Index(mem, pclnMagic)
 	if hdr < 0 {
-		return st, errors.New("wasmpack: no pclntab found")
+		return nil, errors.New("wasmpack: no pclntab found")
 	}
 	if bytes.Index(mem[hdr+1:], pclnMagic) >= 0 {
-		return st, errors.New("wasmpack: two pclntab candidates")
+		return nil, errors.New("wasmpack: two pclntab candidates")
 	}
 	u64 := func(at int) (int, bool) {
 		if at < 0 || at+8 > len(mem) {
@@ -126,85 +154,95 @@ func stripLines(mem []byte) (LineStats, error) {
 	pctabOff, ok2 := u64(hdr + 56)
 	pclnOff, ok3 := u64(hdr + 64)
 	if !ok1 || !ok2 || !ok3 || nfunc == 0 {
-		return st, errors.New("wasmpack: pclntab header out of range")
+		return nil, errors.New("wasmpack: pclntab header out of range")
 	}
-	pctab, functab := hdr+pctabOff, hdr+pclnOff
-	if functab+8*(nfunc+1) > len(mem) || pctab >= len(mem) {
-		return st, errors.New("wasmpack: pclntab out of range")
+	p := &pclntab{mem: mem, nfunc: nfunc, pctab: hdr + pctabOff, functab: hdr + pclnOff}
+	if p.functab+8*(nfunc+1) > len(mem) || p.pctab >= len(mem) {
+		return nil, errors.New("wasmpack: pclntab out of range")
 	}
-	u32 := func(at int) uint32 { return binary.LittleEndian.Uint32(mem[at:]) }
-	// A table's length, decoded as runtime.step does: pairs of a zigzag
-	// value delta and a pc delta (varints), ended by a zero value delta
-	// after the first pair.
-	tableLen := func(off uint32) (int, error) {
-		p := pctab + int(off)
-		i, first := p, true
-		for {
-			if i >= len(mem) {
-				return 0, fmt.Errorf("wasmpack: pc table at %d runs off memory", off)
-			}
-			if mem[i] == 0 && !first {
-				return i + 1 - p, nil
-			}
-			for n := 0; ; n++ { // value delta, then pc delta
-				if n == 2 {
-					break
-				}
-				for {
-					if i >= len(mem) || i-p > 1<<20 {
-						return 0, fmt.Errorf("wasmpack: bad pc table at %d", off)
-					}
-					c := mem[i]
-					i++
-					if c&0x80 == 0 {
-						break
-					}
-				}
-			}
-			first = false
-		}
-	}
-	type span struct{ at, n int }
-	var keep, drop []span
-	funcs := make([]int, 0, nfunc)
-	for k := 0; k < nfunc; k++ {
-		f := functab + int(u32(functab+8*k+4))
-		if f+funcPCData > len(mem) {
-			return st, errors.New("wasmpack: pclntab function out of range")
-		}
-		npc := int(u32(f + funcNPCData))
-		if npc > 16 || f+funcPCData+4*npc > len(mem) || mem[f+funcNFuncData] > 16 {
-			return st, fmt.Errorf("wasmpack: pclntab function %d does not look like a _func", k)
-		}
-		funcs = append(funcs, f)
-		add := func(to *[]span, off uint32) error {
-			if off == 0 {
-				return nil
-			}
-			n, err := tableLen(off)
-			if err != nil {
-				return err
-			}
-			*to = append(*to, span{pctab + int(off), n})
+	return p, nil
+}
+
+func (p *pclntab) u32(at int) uint32 { return binary.LittleEndian.Uint32(p.mem[at:]) }
+
+// tables decodes every function's entry: the _func offsets (funcs), the
+// tables to keep (pcsp, pcdata) and those to drop (pcfile, pcln).
+func (p *pclntab) tables() (funcs []int, keep, drop []span, err error) {
+	mem := p.mem
+	funcs = make([]int, 0, p.nfunc)
+	add := func(to *[]span, off uint32) error {
+		if off == 0 {
 			return nil
 		}
-		if err := add(&keep, u32(f+funcPCSP)); err != nil {
-			return st, err
+		n, err := p.tableLen(off)
+		if err != nil {
+			return err
+		}
+		*to = append(*to, span{p.pctab + int(off), n})
+		return nil
+	}
+	for k := 0; k < p.nfunc; k++ {
+		f := p.functab + int(p.u32(p.functab+8*k+4))
+		if f+funcPCData > len(mem) {
+			return nil, nil, nil, errors.New("wasmpack: pclntab function out of range")
+		}
+		npc := int(p.u32(f + funcNPCData))
+		if npc > 16 || f+funcPCData+4*npc > len(mem) || mem[f+funcNFuncData] > 16 {
+			return nil, nil, nil, fmt.Errorf("wasmpack: pclntab function %d does not look like a _func", k)
+		}
+		funcs = append(funcs, f)
+		if err := add(&keep, p.u32(f+funcPCSP)); err != nil {
+			return nil, nil, nil, err
 		}
 		for j := 0; j < npc; j++ {
-			if err := add(&keep, u32(f+funcPCData+4*j)); err != nil {
-				return st, err
+			if err := add(&keep, p.u32(f+funcPCData+4*j)); err != nil {
+				return nil, nil, nil, err
 			}
 		}
-		if err := add(&drop, u32(f+funcPCFile)); err != nil {
-			return st, err
+		if err := add(&drop, p.u32(f+funcPCFile)); err != nil {
+			return nil, nil, nil, err
 		}
-		if err := add(&drop, u32(f+funcPCLn)); err != nil {
-			return st, err
+		if err := add(&drop, p.u32(f+funcPCLn)); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	// Every check passed: now change the memory. mark: 1 for a byte of a
-	// kept table, 2 for a byte zeroed.
+	return funcs, keep, drop, nil
+}
+
+// tableLen is the length of the pc table at off, decoded as runtime.step
+// does: pairs of a zigzag value delta and a pc delta (varints), ended by a
+// zero value delta after the first pair.
+func (p *pclntab) tableLen(off uint32) (int, error) {
+	mem := p.mem
+	start := p.pctab + int(off)
+	i, first := start, true
+	for {
+		if i >= len(mem) {
+			return 0, fmt.Errorf("wasmpack: pc table at %d runs off memory", off)
+		}
+		if mem[i] == 0 && !first {
+			return i + 1 - start, nil
+		}
+		for n := 0; n < 2; n++ { // value delta, then pc delta
+			for {
+				if i >= len(mem) || i-start > 1<<20 {
+					return 0, fmt.Errorf("wasmpack: bad pc table at %d", off)
+				}
+				c := mem[i]
+				i++
+				if c&0x80 == 0 {
+					break
+				}
+			}
+		}
+		first = false
+	}
+}
+
+// zero zeroes the bytes of the dropped tables that no kept table shares.
+func (p *pclntab) zero(keep, drop []span) (st LineStats) {
+	mem := p.mem
+	// mark: 1 for a byte of a kept table, 2 for a byte zeroed.
 	mark := make([]byte, len(mem))
 	for _, s := range keep {
 		for i := s.at; i < s.at+s.n; i++ {
@@ -224,10 +262,5 @@ func stripLines(mem []byte) (LineStats, error) {
 			}
 		}
 	}
-	for _, f := range funcs {
-		binary.LittleEndian.PutUint32(mem[f+funcPCFile:], 0)
-		binary.LittleEndian.PutUint32(mem[f+funcPCLn:], 0)
-	}
-	st.Funcs = len(funcs)
-	return st, nil
+	return st
 }

@@ -6,17 +6,16 @@
 //
 // Why: Go's linker splits the data section into one segment per run of
 // non-zero bytes whenever it finds 8 or more zeros, which minimizes the raw
-// file. tabfence.wasm had about 46,000 segments. Each segment header carries
+// file: tens of thousands of segments. Each segment header carries
 // an absolute offset, and those offsets compress badly, while the zero runs
 // they skip would compress to almost nothing. Users download the module with
 // brotli, so the raw size is the wrong thing to minimize: writing the zeros
-// back as a few segments took tabfence.wasm from 793,471 to 737,736 bytes
-// brotli (-7%) for about 0.46 MB more raw bytes, which only the browser's
-// memory copy at instantiation sees.
+// back as a few segments compresses better for more raw bytes, which only
+// the browser's memory copy at instantiation sees (docs/build-notes.md has
+// the figures).
 //
 // Pack also shortens Go's address arithmetic in the code section (see
-// foldCode: about 44,000 loads and stores; tabfence.wasm 719,068 -> 709,438
-// bytes brotli) and keeps every other section byte for byte. It sorts the
+// foldCode) and keeps every other section byte for byte. It sorts the
 // active data segments by offset (they never overlap, so their order does
 // not matter), then merges neighbours whose gap is at most MaxGap zero
 // bytes. It refuses

@@ -206,21 +206,12 @@ func (w *World) advance(d time.Duration) {
 	}
 }
 
+// chaosStep makes one random move of the world: the order of the random
+// draws is part of what a seed reproduces.
 func (w *World) chaosStep() {
-	ctx := context.Background()
 	switch r := w.rng.IntN(100); {
-	case r < 40: // run a flushing tab to its next yield point
-		var active []*Tab
-		for _, t := range w.tabs {
-			if t.flushing && !t.frozen {
-				active = append(active, t)
-			}
-		}
-		if len(active) > 0 {
-			w.resume(active[w.rng.IntN(len(active))])
-		} else {
-			w.advance(time.Duration(w.rng.IntN(200)) * time.Millisecond)
-		}
+	case r < 40:
+		w.runFlushingTab()
 	case r < 52:
 		w.advance(time.Duration(w.rng.IntN(300)) * time.Millisecond)
 	case r < 54:
@@ -230,53 +221,15 @@ func (w *World) chaosStep() {
 	case r < 78:
 		w.trigger(w.pick(), "trigger")
 	case r < 82:
-		if w.chance(w.pCrash * 10) {
-			t := w.pick()
-			for _, f := range w.tabs { // prefer a tab that is mid-flush
-				if f.flushing && w.rng.IntN(2) == 0 {
-					t = f
-				}
-			}
-			w.crash(t)
-		}
+		w.maybeCrash()
 	case r < 85:
-		if t := w.pick(); t.flushing && w.chance(w.pFreeze*10) {
-			t.frozen = true
-			t.thawAt = w.now.Sub(epoch).Milliseconds() + int64(300+w.rng.IntN(6000))
-			w.stats.Freezes++
-			w.tracef("%s frozen", t.owner)
-		}
+		w.maybeFreeze()
 	case r < 88:
-		for _, t := range w.tabs {
-			if !t.alive && w.chance(0.5) {
-				w.start(t)
-				w.tracef("%s reopened", t.owner)
-			}
-		}
+		w.reopenClosed()
 	case r < 90:
-		if w.chance(0.3) {
-			w.srv.StormUntil = w.now.Add(time.Duration(1+w.rng.IntN(8)) * time.Second)
-			w.srv.StormStatus, w.srv.StormRetryAfter = 503, ""
-			switch w.rng.IntN(3) {
-			case 1:
-				w.srv.StormStatus, w.srv.StormRetryAfter = 429, strconv.Itoa(1+w.rng.IntN(3))
-			case 2:
-				w.srv.StormStatus = 429
-				w.srv.StormRetryAfter = w.now.Add(2 * time.Second).Format("Mon, 02 Jan 2006 15:04:05 GMT")
-			}
-			w.tracef("storm %d until +%v", w.srv.StormStatus, w.srv.StormUntil.Sub(w.now))
-		}
+		w.maybeStorm()
 	case r < 92:
-		if w.chance(0.3) {
-			w.srv.AuthExpired[w.user] = true
-			w.tracef("auth of %s expired", w.user)
-		} else if w.srv.AuthExpired[w.user] && w.chance(0.5) {
-			delete(w.srv.AuthExpired, w.user)
-			if t := w.pick(); t.alive {
-				_ = t.ob.Resume(ctx)
-			}
-			w.tracef("%s re-authenticated", w.user)
-		}
+		w.flipAuth()
 	case r < 96:
 		w.appResolve(w.pick())
 	case r < 97:
@@ -284,11 +237,93 @@ func (w *World) chaosStep() {
 			w.switchUser(w.chance(0.5))
 		}
 	case r < 99:
-		if !w.offline && w.chance(0.3) {
-			w.offline = true
-			w.offlineUntil = w.now.Add(time.Duration(1+w.rng.IntN(20)) * time.Second)
-			w.tracef("offline until +%v", w.offlineUntil.Sub(w.now))
+		w.maybeOffline()
+	}
+}
+
+// runFlushingTab runs a flushing tab to its next yield point, or lets time
+// pass when none is flushing.
+func (w *World) runFlushingTab() {
+	var active []*Tab
+	for _, t := range w.tabs {
+		if t.flushing && !t.frozen {
+			active = append(active, t)
 		}
+	}
+	if len(active) > 0 {
+		w.resume(active[w.rng.IntN(len(active))])
+	} else {
+		w.advance(time.Duration(w.rng.IntN(200)) * time.Millisecond)
+	}
+}
+
+func (w *World) maybeCrash() {
+	if w.chance(w.pCrash * 10) {
+		t := w.pick()
+		for _, f := range w.tabs { // prefer a tab that is mid-flush
+			if f.flushing && w.rng.IntN(2) == 0 {
+				t = f
+			}
+		}
+		w.crash(t)
+	}
+}
+
+func (w *World) maybeFreeze() {
+	if t := w.pick(); t.flushing && w.chance(w.pFreeze*10) {
+		t.frozen = true
+		t.thawAt = w.now.Sub(epoch).Milliseconds() + int64(300+w.rng.IntN(6000))
+		w.stats.Freezes++
+		w.tracef("%s frozen", t.owner)
+	}
+}
+
+func (w *World) reopenClosed() {
+	for _, t := range w.tabs {
+		if !t.alive && w.chance(0.5) {
+			w.start(t)
+			w.tracef("%s reopened", t.owner)
+		}
+	}
+}
+
+// maybeStorm makes the server answer 503, or 429 with or without a
+// Retry-After, for a few seconds.
+func (w *World) maybeStorm() {
+	if w.chance(0.3) {
+		w.srv.StormUntil = w.now.Add(time.Duration(1+w.rng.IntN(8)) * time.Second)
+		w.srv.StormStatus, w.srv.StormRetryAfter = 503, ""
+		switch w.rng.IntN(3) {
+		case 1:
+			w.srv.StormStatus, w.srv.StormRetryAfter = 429, strconv.Itoa(1+w.rng.IntN(3))
+		case 2:
+			w.srv.StormStatus = 429
+			w.srv.StormRetryAfter = w.now.Add(2 * time.Second).Format("Mon, 02 Jan 2006 15:04:05 GMT")
+		}
+		w.tracef("storm %d until +%v", w.srv.StormStatus, w.srv.StormUntil.Sub(w.now))
+	}
+}
+
+// flipAuth expires the user's authentication, or restores it and resumes
+// a tab's queue.
+func (w *World) flipAuth() {
+	if w.chance(0.3) {
+		w.srv.AuthExpired[w.user] = true
+		w.tracef("auth of %s expired", w.user)
+	} else if w.srv.AuthExpired[w.user] && w.chance(0.5) {
+		delete(w.srv.AuthExpired, w.user)
+		if t := w.pick(); t.alive {
+			_ = t.ob.Resume(context.Background())
+		}
+		w.tracef("%s re-authenticated", w.user)
+	}
+}
+
+func (w *World) maybeOffline() {
+	if !w.offline && w.chance(0.3) {
+		w.offline = true
+		w.offlineUntil = w.now.Add(time.Duration(1+w.rng.IntN(20)) * time.Second)
+		w.tracef("offline until +%v", w.offlineUntil.Sub(w.now))
 	}
 }
 

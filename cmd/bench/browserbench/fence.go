@@ -20,7 +20,7 @@ import (
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
-// Figures of issue 3, each beside raw JavaScript measured in the same run:
+// The fencing figures, each beside raw JavaScript measured in the same run:
 //
 //   - token allocations/s: tf.fence(r).allocate() awaited one after the
 //     other, against the same readwrite transaction (get the epoch record,
@@ -42,7 +42,7 @@ import (
 // in the background, so Go's first ~100 transactions or round trips in a
 // page run at up to 2-3x their later cost, while the JavaScript baselines
 // warm up within a few. The warm-ups are those of the idb layer's bench
-// (idb.BenchAllocate) and of the dedicated round-trip bench (RunChannelRTT),
+// (./idbbench) and of the dedicated round-trip bench (RunChannelRTT),
 // so all of them follow one protocol.
 const (
 	FenceOps       = 600 // per side, for allocations and applies
@@ -231,7 +231,7 @@ type rtts struct {
 	Handler []float64 `json:"handler"`
 }
 
-// fenceFigures measures and prints the figures of issue 3. The round trip
+// fenceFigures measures and prints the fencing figures. The round trip
 // runs on a cross-origin isolated copy of the server (see isolated).
 func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, distDir string) error {
 	iso, err := serve(distDir, isolated)
@@ -239,56 +239,71 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, di
 		return err
 	}
 	defer iso.Close()
-	openAt := func(base, scope string) (*harness.Tab, error) {
-		t, err := b.NewTab()
-		if err != nil {
-			return nil, err
-		}
-		if err := t.Navigate(base + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
-			t.Close()
-			return nil, err
-		}
-		if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
-			t.Close()
-			return nil, err
-		}
-		return t, nil
-	}
+	var f fenceResults
 	// The idb layer first, with no other tab open: the runtime tabs below
 	// keep timers and elections going, on a machine of two cores.
-	layer, lerr := idbLayer(ctx, b, base)
+	f.layer, f.layerErr = idbLayer(ctx, b, base)
 
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
-	x, err := openAt(base, "bench-fence-x-"+stamp)
+	x, err := openScope(b, base, "bench-fence-x-"+stamp)
 	if err != nil {
 		return err
 	}
 	defer x.Close()
-
-	alloc, err := evalLong[rates](x, fenceBenchJS+`("allocate", `+strconv.Itoa(FenceOps)+`, `+strconv.Itoa(fenceRounds)+`, `+strconv.Itoa(fenceWarm)+`)`)
-	if err != nil {
+	if f.alloc, err = evalLong[rates](x, fenceBenchCall("allocate")); err != nil {
 		return fmt.Errorf("allocate: %w", err)
 	}
-	app, err := evalLong[rates](x, fenceBenchJS+`("apply", `+strconv.Itoa(FenceOps)+`, `+strconv.Itoa(fenceRounds)+`, `+strconv.Itoa(fenceWarm)+`)`)
-	if err != nil {
+	if f.apply, err = evalLong[rates](x, fenceBenchCall("apply")); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
 
-	rx, err := openAt(iso.URL, "bench-rtt-x-"+stamp)
+	rx, err := openScope(b, iso.URL, "bench-rtt-x-"+stamp)
 	if err != nil {
 		return err
 	}
 	defer rx.Close()
-	ry, err := openAt(iso.URL, "bench-rtt-y-"+stamp)
+	ry, err := openScope(b, iso.URL, "bench-rtt-y-"+stamp)
 	if err != nil {
 		return err
 	}
 	defer ry.Close()
-	rt, _, err := channelRTT(rx, ry, stamp, RoundTrips, rttWarm, false)
-	if err != nil {
+	if f.rtt, _, err = channelRTT(rx, ry, stamp, RoundTrips, rttWarm, false); err != nil {
 		return err
 	}
+	return f.print(w)
+}
 
+// fenceBenchCall is the expression running fenceBenchJS for kind.
+func fenceBenchCall(kind string) string {
+	return fenceBenchJS + `(` + strconv.Quote(kind) + `, ` + strconv.Itoa(FenceOps) + `, ` + strconv.Itoa(fenceRounds) + `, ` + strconv.Itoa(fenceWarm) + `)`
+}
+
+// openScope opens a demo tab at base for scope and waits for its runtime.
+func openScope(b *harness.Browser, base, scope string) (*harness.Tab, error) {
+	t, err := b.NewTab()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Navigate(base + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
+		t.Close()
+		return nil, err
+	}
+	if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// fenceResults are fenceFigures' measurements.
+type fenceResults struct {
+	layer        [2]rates // the idb layer's allocations and applies
+	layerErr     error    // why layer was not measured
+	alloc, apply rates    // through the JS API
+	rtt          rtts
+}
+
+func (f fenceResults) print(w io.Writer) error {
 	fmt.Fprintf(w, "fencing: %d token allocations and %d fenced applies per side (one readwrite transaction each, awaited one by one) after %d untimed per side,\n", FenceOps, FenceOps, fenceWarm)
 	fmt.Fprintf(w, "  Go wasm (the idb layer: DB.AllocateToken, DB.Apply) and the JS API (tf.fence) each against the same transactions in raw JS, alternating in %d rounds;\n", fenceRounds)
 	fmt.Fprintf(w, "  ratio: median of the per-round ratios (pooled: all rounds' rates; per-round range in brackets)\n")
@@ -302,20 +317,20 @@ func fenceFigures(ctx context.Context, w io.Writer, b *harness.Browser, base, di
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%s\t%s\t%s\t\n", name, r.Go, r.Raw, r.Ratio(), r.Spread(), t, met)
 	}
-	if lerr == nil {
-		row("token allocations/s, Go wasm", layer[0], true)
-		row("fenced applies/s, Go wasm", layer[1], true)
+	if f.layerErr == nil {
+		row("token allocations/s, Go wasm", f.layer[0], true)
+		row("fenced applies/s, Go wasm", f.layer[1], true)
 	} else {
-		fmt.Fprintf(tw, "Go wasm (idb layer)\tnot measured: %s\t\t\t\t\t\t\n", lerr)
+		fmt.Fprintf(tw, "Go wasm (idb layer)\tnot measured: %s\t\t\t\t\t\t\n", f.layerErr)
 	}
 	// The JavaScript API adds a page's call into Go and its promise to
 	// the same transaction: shown beside the raw transaction, without
 	// the target, which is about Go wasm's transactions.
-	row("  through the JS API: allocations/s", alloc, false)
-	row("  through the JS API: applies/s", app, false)
-	tp50, rp50 := percentile(rt.TF, 50), percentile(rt.Raw, 50)
+	row("  through the JS API: allocations/s", f.alloc, false)
+	row("  through the JS API: applies/s", f.apply, false)
+	tp50, rp50 := percentile(f.rtt.TF, 50), percentile(f.rtt.Raw, 50)
 	fmt.Fprintf(tw, "channel round trip p50 (ms)\t%.2f\t%.2f\t\t\t<= raw+%.1f\t%s\t\n", tp50, rp50, targetRTTOverM, yes(tp50 <= rp50+targetRTTOverM))
-	fmt.Fprintf(tw, "channel round trip p95 (ms)\t%.2f\t%.2f\t\t\t\t\t\n", percentile(rt.TF, 95), percentile(rt.Raw, 95))
+	fmt.Fprintf(tw, "channel round trip p95 (ms)\t%.2f\t%.2f\t\t\t\t\t\n", percentile(f.rtt.TF, 95), percentile(f.rtt.Raw, 95))
 	return tw.Flush()
 }
 
@@ -362,21 +377,7 @@ func RunChannelRTT(ctx context.Context, w io.Writer, distDir string, n, rounds i
 		return err
 	}
 	defer b.Close()
-	open := func(scope string) (*harness.Tab, error) {
-		t, err := b.NewTab()
-		if err != nil {
-			return nil, err
-		}
-		if err := t.Navigate(srv.URL + "/?" + url.Values{"scope": {scope}}.Encode()); err != nil {
-			t.Close()
-			return nil, err
-		}
-		if _, err := t.WaitEvent("ready", 1, 30*time.Second); err != nil {
-			t.Close()
-			return nil, err
-		}
-		return t, nil
-	}
+	open := func(scope string) (*harness.Tab, error) { return openScope(b, srv.URL, scope) }
 	for r := 0; r < rounds; r++ {
 		stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 		x, err := open("bench-rtt-x-" + stamp)
@@ -452,7 +453,7 @@ func evalCtx[T any](ctx context.Context, expr string) (T, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 }
 
-// RunFence measures and prints only the figures of issue 3.
+// RunFence measures and prints only the fencing figures.
 func RunFence(ctx context.Context, w io.Writer, distDir string) error {
 	srv, err := serve(distDir, nil)
 	if err != nil {
@@ -462,7 +463,7 @@ func RunFence(ctx context.Context, w io.Writer, distDir string) error {
 	return fenceInOwnBrowser(ctx, w, srv.URL, distDir)
 }
 
-// fenceInOwnBrowser measures issue 3's figures (fenceFigures) in a
+// fenceInOwnBrowser measures the fencing figures (fenceFigures) in a
 // browser started for them, against the server at base.
 func fenceInOwnBrowser(ctx context.Context, w io.Writer, base, distDir string) error {
 	b, err := harness.Start(ctx, harness.Options{Bare: true})
@@ -473,7 +474,7 @@ func fenceInOwnBrowser(ctx context.Context, w io.Writer, base, distDir string) e
 	return fenceFigures(ctx, w, b, base, distDir)
 }
 
-// idbLayer runs idb.BenchAllocate and idb.BenchApply (Go calls from Go,
+// idbLayer runs the idb layer's bench (Go calls from Go,
 // without the JavaScript API in between) in a page: the wasm program
 // ./idbbench, built here, loaded beside the runtime. It tells the idb
 // layer's cost apart from the API's.

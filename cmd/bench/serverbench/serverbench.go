@@ -93,6 +93,8 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// measure runs the scenarios against a fresh server on db: new keys,
+// replays, stale tokens.
 func measure(ctx context.Context, name, db string) ([]Result, error) {
 	srv, err := server.New(server.Config{DB: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -106,93 +108,105 @@ func measure(ctx context.Context, name, db string) ([]Result, error) {
 	hs := &http.Server{Handler: srv}
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
-	base := "http://" + ln.Addr().String()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: Workers * 2}, Timeout: 30 * time.Second}
-	defer client.CloseIdleConnections()
-
-	post := func(user, key, resource string, token uint64, id string) (int, http.Header, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/notes",
-			strings.NewReader(`{"id":"`+id+`","text":"bench"}`))
-		req.Header.Set(server.DemoUserHeader, user)
-		req.Header.Set(wire.HeaderIdempotencyKey, key)
-		if resource != "" {
-			req.Header.Set(wire.HeaderResource, resource)
-			req.Header.Set(wire.HeaderFencingToken, wire.FormatToken(token))
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header, nil
-	}
-	issue := func(user, resource string) (uint64, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/fence/"+resource, nil)
-		req.Header.Set(server.DemoUserHeader, user)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		var out struct{ Token uint64 }
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return 0, err
-		}
-		return out.Token, nil
-	}
+	c := &client{ctx: ctx, base: "http://" + ln.Addr().String(), http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: Workers * 2}, Timeout: 30 * time.Second}}
+	defer c.http.CloseIdleConnections()
 
 	var results []Result
-	// New keys: every request runs the handler and commits.
-	r, err := load(ctx, name, "new key", func(worker, i int) error {
-		st, _, err := post("bench", "new-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i), "", 0, "w"+strconv.Itoa(worker))
+	for _, scenario := range []func(context.Context, string) (Result, error){c.newKeys, c.replays, c.staleTokens} {
+		r, err := scenario(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// client sends the scenarios' requests to the server at base.
+type client struct {
+	ctx  context.Context
+	base string
+	http *http.Client
+}
+
+func (c *client) post(user, key, resource string, token uint64, id string) (int, http.Header, error) {
+	req, _ := http.NewRequestWithContext(c.ctx, "POST", c.base+"/api/notes",
+		strings.NewReader(`{"id":"`+id+`","text":"bench"}`))
+	req.Header.Set(server.DemoUserHeader, user)
+	req.Header.Set(wire.HeaderIdempotencyKey, key)
+	if resource != "" {
+		req.Header.Set(wire.HeaderResource, resource)
+		req.Header.Set(wire.HeaderFencingToken, wire.FormatToken(token))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header, nil
+}
+
+func (c *client) issue(user, resource string) (uint64, error) {
+	req, _ := http.NewRequestWithContext(c.ctx, "POST", c.base+"/fence/"+resource, nil)
+	req.Header.Set(server.DemoUserHeader, user)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct{ Token uint64 }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, err
+	}
+	return out.Token, nil
+}
+
+// newKeys: every request runs the handler and commits.
+func (c *client) newKeys(ctx context.Context, name string) (Result, error) {
+	return load(ctx, name, "new key", func(worker, i int) error {
+		st, _, err := c.post("bench", "new-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i), "", 0, "w"+strconv.Itoa(worker))
 		return expect(st, err, http.StatusCreated, http.StatusOK)
 	})
-	if err != nil {
-		return nil, err
-	}
-	results = append(results, r)
-	// Replays: a set of finished keys, answered from the store.
+}
+
+// replays: a set of finished keys, answered from the store.
+func (c *client) replays(ctx context.Context, name string) (Result, error) {
 	const replayKeys = 20
 	for w := 0; w < Workers; w++ {
 		for j := 0; j < replayKeys; j++ {
-			st, _, err := post("bench", "replay-"+strconv.Itoa(w)+"-"+strconv.Itoa(j), "", 0, "r"+strconv.Itoa(w))
+			st, _, err := c.post("bench", "replay-"+strconv.Itoa(w)+"-"+strconv.Itoa(j), "", 0, "r"+strconv.Itoa(w))
 			if err := expect(st, err, http.StatusCreated, http.StatusOK); err != nil {
-				return nil, err
+				return Result{}, err
 			}
 		}
 	}
-	r, err = load(ctx, name, "replay", func(worker, i int) error {
-		st, h, err := post("bench", "replay-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i%replayKeys), "", 0, "r"+strconv.Itoa(worker))
+	return load(ctx, name, "replay", func(worker, i int) error {
+		st, h, err := c.post("bench", "replay-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i%replayKeys), "", 0, "r"+strconv.Itoa(worker))
 		if err == nil && h.Get(wire.HeaderReplayed) != "true" {
 			return errors.New("not replayed")
 		}
 		return expect(st, err, http.StatusCreated, http.StatusOK)
 	})
+}
+
+// staleTokens: a deposed leader keeps sending its old token.
+func (c *client) staleTokens(ctx context.Context, name string) (Result, error) {
+	t1, err := c.issue("bench", "doc:1")
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
-	results = append(results, r)
-	// Stale rejections: a deposed leader keeps sending its old token.
-	t1, err := issue("bench", "doc:1")
+	t2, err := c.issue("bench", "doc:1")
 	if err != nil {
-		return nil, err
+		return Result{}, err
 	}
-	t2, err := issue("bench", "doc:1")
-	if err != nil {
-		return nil, err
+	if st, _, err := c.post("bench", "leader-2", "doc:1", t2, "doc1"); expect(st, err, 201, 200) != nil {
+		return Result{}, fmt.Errorf("new leader write: %d %v", st, err)
 	}
-	if st, _, err := post("bench", "leader-2", "doc:1", t2, "doc1"); expect(st, err, 201, 200) != nil {
-		return nil, fmt.Errorf("new leader write: %d %v", st, err)
-	}
-	r, err = load(ctx, name, "stale token", func(worker, i int) error {
-		st, _, err := post("bench", "stale-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i), "doc:1", t1, "doc1")
+	return load(ctx, name, "stale token", func(worker, i int) error {
+		st, _, err := c.post("bench", "stale-"+strconv.Itoa(worker)+"-"+strconv.Itoa(i), "doc:1", t1, "doc1")
 		return expect(st, err, http.StatusConflict)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return append(results, r), nil
 }
 
 func expect(status int, err error, ok ...int) error {

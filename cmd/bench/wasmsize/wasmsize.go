@@ -54,15 +54,15 @@ func Analyze(path string) (Report, error) {
 	return analyze(b)
 }
 
+// analyze reads the module's sections, then attributes each function body
+// to its package by the name section's names.
 func analyze(b []byte) (Report, error) {
 	if len(b) < 8 || !bytes.Equal(b[:4], []byte("\x00asm")) {
 		return Report{}, errors.New("wasmsize: not a wasm module")
 	}
 	rep := Report{Total: len(b)}
+	m := module{names: map[int]string{}}
 	r := &wasmpack.Reader{B: b, I: 8}
-	var bodies []int
-	imported := 0
-	names := map[int]string{}
 	for r.I < len(b) {
 		id := r.Byte()
 		size := int(r.ULEB())
@@ -74,49 +74,14 @@ func analyze(b []byte) (Report, error) {
 		sec := &wasmpack.Reader{B: b[:end], I: start}
 		switch id {
 		case 2: // imports: functions among them shift the index space
-			n := int(sec.ULEB())
-			for k := 0; k < n && sec.Err == nil; k++ {
-				sec.Name()
-				sec.Name()
-				kind := sec.Byte()
-				switch kind {
-				case 0:
-					sec.ULEB()
-					imported++
-				case 1:
-					sec.Byte()
-					sec.Limits()
-				case 2:
-					sec.Limits()
-				case 3:
-					sec.Byte()
-					sec.Byte()
-				}
-			}
+			m.imports(sec)
 		case 10: // code
-			n := int(sec.ULEB())
-			for k := 0; k < n && sec.Err == nil; k++ {
-				sz := int(sec.ULEB())
-				bodies = append(bodies, sz)
-				sec.I += sz
-			}
+			m.code(sec)
 		case 11:
 			rep.Data = size
 		case 0:
 			if sec.Name() == "name" {
-				for sec.I < end && sec.Err == nil {
-					sub := sec.Byte()
-					ssz := int(sec.ULEB())
-					next := sec.I + ssz
-					if sub == 1 {
-						n := int(sec.ULEB())
-						for k := 0; k < n && sec.Err == nil; k++ {
-							idx := int(sec.ULEB())
-							names[idx] = sec.Name()
-						}
-					}
-					sec.I = next
-				}
+				m.funcNames(sec, end)
 			}
 		}
 		if sec.Err != nil {
@@ -124,12 +89,73 @@ func analyze(b []byte) (Report, error) {
 		}
 		r.I = end
 	}
-	if len(names) == 0 {
+	if len(m.names) == 0 {
 		return rep, errors.New("wasmsize: no name section (build without -s -w)")
 	}
+	m.attribute(&rep)
+	return rep, nil
+}
+
+// module is what analyze gathers from the sections.
+type module struct {
+	imported int            // imported functions: the code's indexes start after them
+	bodies   []int          // the size of each function body, in order
+	names    map[int]string // function index -> name
+}
+
+func (m *module) imports(sec *wasmpack.Reader) {
+	n := int(sec.ULEB())
+	for k := 0; k < n && sec.Err == nil; k++ {
+		sec.Name()
+		sec.Name()
+		switch sec.Byte() {
+		case 0:
+			sec.ULEB()
+			m.imported++
+		case 1:
+			sec.Byte()
+			sec.Limits()
+		case 2:
+			sec.Limits()
+		case 3:
+			sec.Byte()
+			sec.Byte()
+		}
+	}
+}
+
+func (m *module) code(sec *wasmpack.Reader) {
+	n := int(sec.ULEB())
+	for k := 0; k < n && sec.Err == nil; k++ {
+		sz := int(sec.ULEB())
+		m.bodies = append(m.bodies, sz)
+		sec.I += sz
+	}
+}
+
+// funcNames reads the function names (subsection 1) of the name section,
+// which ends at end.
+func (m *module) funcNames(sec *wasmpack.Reader, end int) {
+	for sec.I < end && sec.Err == nil {
+		sub := sec.Byte()
+		ssz := int(sec.ULEB())
+		next := sec.I + ssz
+		if sub == 1 {
+			n := int(sec.ULEB())
+			for k := 0; k < n && sec.Err == nil; k++ {
+				idx := int(sec.ULEB())
+				m.names[idx] = sec.Name()
+			}
+		}
+		sec.I = next
+	}
+}
+
+// attribute fills rep's functions and packages, largest first.
+func (m *module) attribute(rep *Report) {
 	by := map[string]*Package{}
-	for k, sz := range bodies {
-		name := names[imported+k]
+	for k, sz := range m.bodies {
+		name := m.names[m.imported+k]
 		rep.Funcs = append(rep.Funcs, Func{Name: name, Bytes: sz})
 		p := pkgOf(name)
 		if by[p] == nil {
@@ -144,7 +170,6 @@ func analyze(b []byte) (Report, error) {
 	}
 	sort.Slice(rep.Packages, func(i, j int) bool { return rep.Packages[i].Bytes > rep.Packages[j].Bytes })
 	sort.SliceStable(rep.Funcs, func(i, j int) bool { return rep.Funcs[i].Bytes > rep.Funcs[j].Bytes })
-	return rep, nil
 }
 
 // pkgOf returns the package path of a function name from the wasm name

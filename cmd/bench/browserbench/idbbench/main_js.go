@@ -1,8 +1,8 @@
 //go:build js && wasm
 
 // Command idbbench is a wasm program the browser bench builds and loads
-// beside the runtime: it exposes idb.BenchAllocate and idb.BenchApply (the
-// idb layer's own Go-versus-raw-JavaScript comparison, on one connection)
+// beside the runtime: it exposes benchAllocate and benchApply (the idb
+// layer's Go-versus-raw-JavaScript comparison, on one connection)
 // as globalThis.__tabfenceIDBBench(kind, n) -> Promise<{go, raw, ratios}>
 // (harness.Rates' JSON). It is not
 // part of tabfence.wasm, so the bench code costs users nothing.
@@ -13,7 +13,6 @@ import (
 	"errors"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -23,9 +22,9 @@ func main() {
 			if len(args) < 2 || args[0].Type() != js.TypeString || args[1].Type() != js.TypeNumber {
 				return nil, errors.New("idbbench: (kind, n)")
 			}
-			run := idb.BenchAllocate
+			run := benchAllocate
 			if args[0].String() == "apply" {
-				run = idb.BenchApply
+				run = benchApply
 			}
 			r, err := run(context.Background(), args[1].Int())
 			if err != nil {
