@@ -201,7 +201,7 @@ func quote(s string) string {
 // stallAfterArg reads elect()'s stallAfter, the watchdog: absent, null or
 // false (none), true (locks.DefaultStallAfter), or a whole number of
 // milliseconds (0: none), which locks.ValidStallAfter judges (boolean true
-// arrives with Num 1, see boolArg).
+// arrives with Num 1, see argOf).
 func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
 	var d time.Duration
 	switch a.Kind {
@@ -224,4 +224,20 @@ func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
 		return 0, typeErr(where, err.Error())
 	}
 	return d, nil
+}
+
+// orList renders names as "a, b, c or d", each in quote marks q.
+func orList(names []string, q string) string {
+	s := ""
+	for i, n := range names {
+		switch {
+		case i == 0:
+		case i == len(names)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += q + n + q
+	}
+	return s
 }

@@ -16,93 +16,76 @@ import (
 // browser on a Web Lock (package locks), with its events and leader
 // contexts handed to JavaScript.
 
-// election is the Go state behind one object returned by elect().
+// election is the Go state behind one object returned by elect(); its
+// methods below are the object's (electMethods).
 type election struct {
+	id                           float64 // its handle in elections
 	e                            *locks.Election
 	onLeader, onFollower, onLost js.Value
-	fx                           *electFence // nil when unfenced (fence_js.go)
+	fx                           *electFence // nil when unfenced (leader_js.go)
 
 	mu    sync.Mutex
 	cur   *locks.Leadership // the leadership curJS describes
 	curJS js.Value
 }
 
-var (
-	elections handles[*election]
+// elections are the page's election objects (see objects).
+var elections objects[*election]
 
-	// The methods of every election object: one callback each, bound to
-	// the election's handle (see jsapi_js.go).
-	electIsLeader, electLeadership, electResign, electSteal, electClose, electHasLeader *jsglue.Callback
-)
+func init() {
+	elections.define(locks.ErrClosed,
+		method[*election]{name: "isLeader", call: getterCall, fn: (*election).isLeader, idle: false},
+		method[*election]{name: "leadership", call: getterCall, fn: (*election).leadership, idle: js.Null()},
+		method[*election]{name: "resign", call: asyncCall, fn: (*election).resign},
+		method[*election]{name: "steal", call: asyncCall, fn: (*election).steal},
+		method[*election]{name: "hasLeader", call: asyncCall, fn: (*election).hasLeader},
+		method[*election]{name: "close", call: asyncCall, fn: (*election).close, idle: js.Undefined()},
+		method[*election]{name: "fence", call: syncCall, fn: (*election).fence},     // leader_js.go
+		method[*election]{name: "channel", call: syncCall, fn: (*election).channel}, // leader_js.go
+	)
+}
 
-func registerElect(api js.Value) {
-	electIsLeader = syncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		return ok && el.e.IsLeader(), nil
-	})
-	electLeadership = syncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return js.Null(), nil
-		}
-		l := el.e.Leadership()
-		if l == nil || l.Ctx.Err() != nil {
-			return js.Null(), nil
-		}
-		return el.ctxFor(l), nil
-	})
-	electResign = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		return nil, el.e.Resign()
-	})
-	electSteal = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		l, err := el.e.Steal(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		return el.ctxFor(l), nil
-	})
-	electHasLeader = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		return el.e.HasLeader(context.Background())
-	})
-	electClose = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, nil // closing twice is fine
-		}
-		elections.remove(args[0].Float())
-		if err := el.e.Close(); err != nil {
-			return nil, err
-		}
-		// Resolve once the lock is released and onLost("closed") was
-		// delivered, so `await close()` means the next tab can lead.
-		<-el.e.Done()
-		el.releaseFenced()
-		return nil, nil
-	})
-	api.Set("elect", syncFunc(elect).Value)
-	api.Set("lockName", syncFunc(lockName).Value)
+func (el *election) isLeader([]js.Value) (any, error) { return el.e.IsLeader(), nil }
+
+func (el *election) leadership([]js.Value) (any, error) {
+	l := el.e.Leadership()
+	if l == nil || l.Ctx.Err() != nil {
+		return js.Null(), nil
+	}
+	return el.ctxFor(l), nil
+}
+
+func (el *election) resign([]js.Value) (any, error) { return nil, el.e.Resign() }
+
+func (el *election) steal([]js.Value) (any, error) {
+	l, err := el.e.Steal(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return el.ctxFor(l), nil
+}
+
+func (el *election) hasLeader([]js.Value) (any, error) {
+	return el.e.HasLeader(context.Background())
+}
+
+// close resolves once the lock is released and onLost("closed") was
+// delivered, so `await close()` means the next tab can lead.
+func (el *election) close([]js.Value) (any, error) {
+	elections.remove(el.id)
+	if err := el.e.Close(); err != nil {
+		return nil, err
+	}
+	<-el.e.Done()
+	el.releaseFenced()
+	return nil, nil
 }
 
 // elect validates its options, starts an election and returns its object.
 // It never waits: the tab joins the lock's queue and the callbacks report
 // what happens.
 func elect(args []js.Value) (any, error) {
-	opts := js.Undefined()
-	if len(args) > 0 {
-		opts = args[0]
-	}
+	opts := at(args, 0)
 	o, err := validateElect(electArgs{
 		Options:    argOf(opts),
 		Scope:      argOf(field(opts, "scope")),
@@ -125,7 +108,7 @@ func elect(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	stall, err := stallAfterArg("elect", boolArg(field(opts, "stallAfter")), el.fx != nil)
+	stall, err := stallAfterArg("elect", argOf(field(opts, "stallAfter")), el.fx != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -144,27 +127,18 @@ func elect(args []js.Value) (any, error) {
 		return nil, err
 	}
 	el.e = e
-	id := elections.add(el)
+	el.id = elections.add(el)
 
 	obj := newObject()
 	defineConst(obj, "scope", o.Scope)
 	defineConst(obj, "protocol", o.Protocol)
 	defineConst(obj, "lockName", e.LockName())
-	defineGetter(obj, "isLeader", bound(electIsLeader, id))
-	defineGetter(obj, "leadership", bound(electLeadership, id))
-	defineConst(obj, "resign", bound(electResign, id))
-	defineConst(obj, "steal", bound(electSteal, id))
-	defineConst(obj, "hasLeader", bound(electHasLeader, id))
-	defineConst(obj, "close", bound(electClose, id))
 	defineConst(obj, "fenced", el.fx != nil)
 	defineConst(obj, "stallAfter", float64(stall/time.Millisecond))
-	if electFenceCB != nil { // fence_js.go registered (not in elect-only tests)
-		defineConst(obj, "fence", bound(electFenceCB, id))
-		defineConst(obj, "channel", bound(electChannelCB, id))
-	}
+	elections.install(obj, el.id)
 
 	if err := e.Start(); err != nil {
-		elections.remove(id)
+		elections.remove(el.id)
 		return nil, err
 	}
 	el.startFenced()
@@ -175,13 +149,11 @@ func elect(args []js.Value) (any, error) {
 // pages and tests can inspect navigator.locks.query() or hold it by hand.
 func lockName(args []js.Value) (any, error) {
 	const where = "lockName"
-	a := make([]js.Value, 2)
-	copy(a, args)
-	scope, err := requiredString(where, "scope", argOf(a[0]))
+	scope, err := requiredString(where, "scope", argOf(at(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	protocol, err := protocolArg(where, argOf(a[1]))
+	protocol, err := protocolArg(where, argOf(at(args, 1)))
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +201,7 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		o.Set("token", float64(l.Token)) // tokens stay below 2^53 (wire.MaxToken)
 		o.Set("generation", l.Generation)
 		o.Set("startedAt", float64(l.StartedAt.UnixNano())/1e6)
-		el.fx.decorate(o, el, l) // apply, post (fence_js.go)
+		el.fx.decorate(o, el, l) // apply, post (leader_js.go)
 		jsObject.Call("freeze", o)
 		el.cur, el.curJS = l, o
 	}

@@ -16,11 +16,7 @@ import (
 // objects elect() returns are exercised here without a second tab; the
 // multi-tab behaviour is covered by e2e/.
 
-var api = func() js.Value {
-	o := newObject()
-	registerElect(o)
-	return o
-}()
+var api = newAPI()
 
 func eval(src string) js.Value { return js.Global().Call("eval", src) }
 

@@ -14,6 +14,9 @@ const maxTokenArg = 1<<53 - 1
 // maxWrites bounds the writes of one apply: one transaction, kept short.
 const maxWrites = 1000
 
+// maxStores bounds the stores option: a page declares a handful.
+const maxStores = 256
+
 // defaultDatabase is the IndexedDB database of the runtime unless an
 // option names another.
 const defaultDatabase = "tabfence"
@@ -167,6 +170,13 @@ const (
 	writeDelete
 )
 
+// writeOps are the ops of a declarative write, in the order the TypeError
+// lists them; the d.ts's Write.op lists the same (TestDTSMatchesGo).
+var writeOps = [...]struct {
+	name string
+	kind writeKind
+}{{"put", writePut}, {"add", writeAdd}, {"delete", writeDelete}}
+
 // validateWrite checks one element of apply()'s writes array:
 // {store, op: "put"|"add"|"delete", key, value?}. Keys are required: the
 // stores fence() declares use out-of-line keys.
@@ -183,15 +193,15 @@ func validateWrite(where string, i int, item, store, op, key, value arg) (string
 		return "", 0, typeErr(where, at+".store: tf_ stores are tabfence's own")
 	}
 	var k writeKind
-	switch {
-	case op.Kind == kindString && op.Str == "put":
-		k = writePut
-	case op.Kind == kindString && op.Str == "add":
-		k = writeAdd
-	case op.Kind == kindString && op.Str == "delete":
-		k = writeDelete
-	default:
-		return "", 0, typeErr(where, at+".op must be \"put\", \"add\" or \"delete\"")
+	names := make([]string, len(writeOps))
+	for i, w := range writeOps {
+		names[i] = w.name
+		if op.Kind == kindString && op.Str == w.name {
+			k = w.kind
+		}
+	}
+	if k == 0 {
+		return "", 0, typeErr(where, at+".op must be "+orList(names, `"`))
 	}
 	if key.Kind == kindUndefined {
 		return "", 0, typeErr(where, at+".key is required")

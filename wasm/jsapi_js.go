@@ -21,16 +21,23 @@ import (
 //   - Getters are plain accessor properties.
 //
 // Objects handed out per instance (one per elect() call) do not allocate a
-// Go callback each: every method is a shared callback bound to the
-// instance's handle number (Function.prototype.bind prepends it), and a
-// handle that is gone behaves as closed. So the count of live callbacks does
-// not grow with the number of elections.
+// Go callback each: each kind of object has a method table (objects), every
+// method is one shared callback bound to the instance's handle number
+// (Function.prototype.bind prepends it), and a handle that is gone behaves
+// as closed. So the count of live callbacks does not grow with the number
+// of elections.
 
 var (
 	symAsync  = js.Global().Get("Symbol").Call("for", "tabfence.async")
 	symThrow  = js.Global().Get("Symbol").Call("for", "tabfence.throw")
 	jsObject  = js.Global().Get("Object")
 	jsReflect = js.Global().Get("Reflect")
+	jsConsole = js.Global().Get("console")
+	jsArray   = js.Global().Get("Array")
+	jsPromise = js.Global().Get("Promise")
+	// Promise.resolve bound to Promise, called with Invoke: no method name
+	// decoded per post.
+	jsPromiseResolve = jsPromise.Get("resolve").Call("bind", jsPromise)
 )
 
 func newObject() js.Value { return jsObject.New() }
@@ -38,8 +45,38 @@ func newObject() js.Value { return jsObject.New() }
 // errInternal is what a panic in a synchronous method becomes.
 var errInternal = errors.New("tabfence: internal error (see the console)")
 
-// syncFunc exports fn; its error is thrown by the loader.
-func syncFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
+// callKind is how JavaScript calls a method (see the conventions above).
+type callKind uint8
+
+const (
+	syncCall    callKind = iota // returns its result; its error is thrown by the loader
+	getterCall                  // an accessor property, called like syncCall
+	asyncCall                   // runs on its own goroutine (it may block), returns a Promise
+	promiseCall                 // never blocks: runs in the call, returns a settled Promise
+)
+
+// export makes fn a callback called as k says.
+func (k callKind) export(fn func(args []js.Value) (any, error)) *jsglue.Callback {
+	switch k {
+	case asyncCall:
+		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
+			return jsglue.Async(func() (any, error) { return fn(args) })
+		})
+		jsReflect.Call("set", cb.Value, symAsync, true)
+		return cb
+	case promiseCall:
+		// asyncFunc's goroutine costs a later turn of the event loop (about
+		// 0.3 ms), which a channel round trip would pay twice.
+		cb := syncCall.export(func(args []js.Value) (any, error) {
+			v, err := fn(args)
+			if err != nil {
+				return jsPromise.Call("reject", jsglue.ToJS(err)), nil
+			}
+			return jsPromiseResolve.Invoke(v), nil
+		})
+		jsReflect.Call("set", cb.Value, symAsync, true)
+		return cb
+	}
 	return jsglue.NewCallback(func(_ js.Value, args []js.Value) (ret any) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -55,16 +92,7 @@ func syncFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
 	})
 }
 
-// asyncFunc exports fn as a function returning a Promise; fn runs on its own
-// goroutine, so it may block (await a lock, a fetch) without freezing the
-// JavaScript event loop.
-func asyncFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
-	cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		return jsglue.Async(func() (any, error) { return fn(args) })
-	})
-	jsReflect.Call("set", cb.Value, symAsync, true)
-	return cb
-}
+func (k callKind) async() bool { return k == asyncCall || k == promiseCall }
 
 // throwable is err as a JavaScript Error the loader will throw.
 func throwable(err error) js.Value {
@@ -83,14 +111,94 @@ func defineConst(obj js.Value, name string, v any) {
 	jsObject.Call("defineProperty", obj, name, map[string]any{"value": v, "enumerable": true})
 }
 
-// bound returns cb bound to a handle: JavaScript calls it with its own
-// arguments and Go receives the handle first.
-func bound(cb *jsglue.Callback, handle float64) js.Value {
-	f := cb.Value.Call("bind", nil, handle)
-	if jsReflect.Call("get", cb.Value, symAsync).Truthy() {
+// apiFunc is one function of the API object itself (tf.elect, tf.fence…).
+type apiFunc struct {
+	name string
+	call callKind
+	fn   func(args []js.Value) (any, error)
+}
+
+// method is one row of a method table: JavaScript calls obj.name(...args),
+// Go runs fn with the object's state and args.
+type method[T any] struct {
+	name string
+	call callKind
+	fn   func(T, []js.Value) (any, error)
+	// idle, when set, is what a method of a released object returns
+	// (closing twice is fine, a closed election leads nothing); else the
+	// call fails with the table's error.
+	idle any
+	// wrap, when set, makes the installed function from the bound one: the
+	// loader's fast paths (post, enqueue) wrap the js.Func.
+	wrap func(id float64, bound js.Value) js.Value
+	// detached: not installed on the object; bound by hand (unsubscribe).
+	detached bool
+}
+
+// objects is one kind of API object: the Go state of each object handed to
+// the page, by handle, and its method table, one callback per row.
+type objects[T any] struct {
+	handles[T]
+	gone error // what a method of a released object fails with
+	rows []method[T]
+	cbs  []*jsglue.Callback
+}
+
+// define makes the callbacks of the method table rows.
+func (o *objects[T]) define(gone error, rows ...method[T]) {
+	o.gone, o.rows = gone, rows
+	o.cbs = make([]*jsglue.Callback, len(rows))
+	for i := range rows {
+		r := &o.rows[i]
+		o.cbs[i] = r.call.export(func(args []js.Value) (any, error) {
+			v, ok := o.get(args)
+			switch {
+			case ok:
+				return r.fn(v, args[1:])
+			case r.idle != nil:
+				return r.idle, nil
+			}
+			return nil, o.gone
+		})
+	}
+}
+
+// install puts the methods of the object with handle id on obj.
+func (o *objects[T]) install(obj js.Value, id float64) {
+	for i, r := range o.rows {
+		if r.detached {
+			continue
+		}
+		f := o.bind(i, id)
+		if r.wrap != nil {
+			f = r.wrap(id, f)
+		}
+		if r.call == getterCall {
+			defineGetter(obj, r.name, f)
+		} else {
+			defineConst(obj, r.name, f)
+		}
+	}
+}
+
+// bind returns row i's callback bound to handle id (and extra arguments):
+// JavaScript calls it with its own arguments, Go receives these first.
+func (o *objects[T]) bind(i int, id float64, extra ...any) js.Value {
+	f := o.cbs[i].Value.Call("bind", append([]any{nil, id}, extra...)...)
+	if o.rows[i].call.async() {
 		jsReflect.Call("set", f, symAsync, true) // bind drops own properties
 	}
 	return f
+}
+
+// row returns the index of the row named name.
+func (o *objects[T]) row(name string) int {
+	for i, r := range o.rows {
+		if r.name == name {
+			return i
+		}
+	}
+	panic("tabfence: no method " + name)
 }
 
 // handles maps the numbers bound into instance methods to Go state.
@@ -133,20 +241,17 @@ func (h *handles[T]) remove(id float64) {
 	h.mu.Unlock()
 }
 
-// typeOf is v.Type() without its panic: syscall/js has no BigInt type and
-// panics on one ("bad type flag"), and a page can pass anything.
-func typeOf(v js.Value) (t js.Type, ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	return v.Type(), true
+// at is args[i], undefined past the end.
+func at(args []js.Value, i int) js.Value {
+	if i < len(args) {
+		return args[i]
+	}
+	return js.Undefined()
 }
 
 // argOf reads a JavaScript value for the native validators in args.go.
 func argOf(v js.Value) arg {
-	t, ok := typeOf(v)
+	t, ok := jsglue.TypeOf(v)
 	if !ok {
 		return arg{Kind: kindBigInt} // the only value syscall/js cannot type
 	}
@@ -156,6 +261,9 @@ func argOf(v js.Value) arg {
 	case js.TypeNull:
 		return arg{Kind: kindNull}
 	case js.TypeBoolean:
+		if v.Bool() {
+			return arg{Kind: kindBoolean, Num: 1}
+		}
 		return arg{Kind: kindBoolean}
 	case js.TypeNumber:
 		return arg{Kind: kindNumber, Num: v.Float()}
@@ -169,21 +277,14 @@ func argOf(v js.Value) arg {
 	return arg{Kind: kindObject}
 }
 
-// field reads obj[name] without killing the runtime: a getter or Proxy
-// trap that throws reads as undefined. It goes through Reflect.get with
-// Call, not obj.Get: wasm_exec.js's valueGet has no try/catch, so an
-// exception there unwinds through the Go stack and ends the program, while
-// valueCall turns it into a panic that jsglue.Try recovers.
-func field(obj js.Value, name string) js.Value {
-	if t, ok := typeOf(obj); !ok || (t != js.TypeObject && t != js.TypeFunction) {
-		return js.Undefined()
-	}
-	v, err := jsglue.Call(jsReflect, "get", obj, name)
-	if err != nil {
-		return js.Undefined()
-	}
-	return v
+// isType reports whether v has type t (false for a BigInt).
+func isType(v js.Value, t js.Type) bool {
+	vt, ok := jsglue.TypeOf(v)
+	return ok && vt == t
 }
+
+// field is jsglue.Field: obj[name], undefined when it cannot be read.
+func field(obj js.Value, name string) js.Value { return jsglue.Field(obj, name) }
 
 // callLater calls a user callback in a microtask, never from Go directly:
 // an exception it throws is reported like any uncaught error instead of
@@ -201,53 +302,6 @@ func callLater(fn js.Value, args ...any) {
 // operations of the global scope accept): no method name to decode.
 var jsQueueMicrotask = js.Global().Get("queueMicrotask")
 
-// recurring maps the strings that recur in message after message (kinds,
-// resources, owner IDs) to JavaScript strings made once: each js.ValueOf
-// of a Go string decodes it in JavaScript and registers a new reference
-// (with a Go finalizer), which the message path would otherwise pay per
-// field per message.
-var recurring strCache
-
-type strCache struct {
-	mu   sync.Mutex
-	ents [16]struct {
-		s string
-		v js.Value
-	}
-	next int
-}
-
-// lookup returns the Go string of v when v is a JavaScript string in the
-// cache: wasm_exec.js gives equal strings the same reference while one is
-// held, so the comparison is Go-side only — no copy of v into Go.
-func (c *strCache) lookup(v js.Value) (string, bool) {
-	s, ok := "", false
-	c.mu.Lock()
-	for i := range c.ents {
-		if e := &c.ents[i]; e.v.Type() == js.TypeString && e.v.Equal(v) {
-			s, ok = e.s, true
-			break
-		}
-	}
-	c.mu.Unlock()
-	return s, ok
-}
-
-// get returns s as a JavaScript string. Strings over 256 bytes are not
-// kept.
-func (c *strCache) get(s string) js.Value {
-	c.mu.Lock()
-	for i := range c.ents {
-		if e := &c.ents[i]; e.s == s && e.v.Type() == js.TypeString {
-			c.mu.Unlock()
-			return e.v
-		}
-	}
-	v := js.ValueOf(s)
-	if len(s) <= 256 {
-		c.ents[c.next].s, c.ents[c.next].v = s, v
-		c.next = (c.next + 1) % len(c.ents)
-	}
-	c.mu.Unlock()
-	return v
+func reportError(msg string, err error) {
+	jsConsole.Call("error", msg, jsglue.ToJS(err))
 }

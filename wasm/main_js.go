@@ -16,13 +16,7 @@ const apiVersion = "1"
 
 func main() {
 	jsglue.PanicHandler = reportPanic
-	api := newObject()
-	api.Set("version", apiVersion)
-	registerElect(api)
-	registerOutbox(api)
-	registerFence(api)
-	registerChannel(api)
-
+	api := newAPI()
 	name := globalName()
 	g := js.Global()
 	g.Set(name, api)
@@ -31,6 +25,27 @@ func main() {
 	}
 	go warmUp()
 	select {}
+}
+
+// apiFuncs are the functions of the API object; the objects they return
+// have their own method tables (objects).
+var apiFuncs = [...]apiFunc{
+	{"elect", syncCall, elect},
+	{"lockName", syncCall, lockName},
+	{"outbox", asyncCall, openOutbox},
+	{"fence", syncCall, fenceFn},
+	{"deleteDatabase", asyncCall, deleteDatabase},
+	{"channel", syncCall, channelFn},
+}
+
+// newAPI builds the API object main hands the loader.
+func newAPI() js.Value {
+	api := newObject()
+	api.Set("version", apiVersion)
+	for _, f := range apiFuncs {
+		api.Set(f.name, f.call.export(f.fn).Value)
+	}
+	return api
 }
 
 // globalName is where the API object goes: the loader picks it so that a

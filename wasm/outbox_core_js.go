@@ -19,8 +19,4 @@ type notSupported struct{ error }
 
 func (notSupported) JSName() string { return "NotSupportedError" }
 
-func registerOutbox(api js.Value) {
-	api.Set("outbox", asyncFunc(func([]js.Value) (any, error) {
-		return nil, notSupported{errNoOutbox}
-	}).Value)
-}
+func openOutbox([]js.Value) (any, error) { return nil, notSupported{errNoOutbox} }

@@ -19,11 +19,7 @@ import (
 // (fencing tokens, idempotency keys); the multi-tab behaviour against the
 // real server is in e2e/outbox_test.go.
 
-var obAPI = func() js.Value {
-	o := newObject()
-	registerOutbox(o)
-	return o
-}()
+var obAPI = api
 
 const obMock = `(() => {
   const rx = globalThis.__obrx = {issued: 0, keys: {}, effects: 0, status: 0};
@@ -399,12 +395,12 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 func lastOutbox(t *testing.T) *outbox.Runtime {
 	t.Helper()
 	outboxes.mu.Lock()
-	r, ok := outboxes.m[outboxes.next]
+	o, ok := outboxes.m[outboxes.next]
 	outboxes.mu.Unlock()
 	if !ok {
 		t.Fatal("no open outbox")
 	}
-	return r
+	return o.rt
 }
 
 // storedPair reads the stored objects of records a and b from outbox name's

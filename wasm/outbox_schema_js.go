@@ -3,9 +3,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"strconv"
 	"syscall/js"
 	"unicode/utf8"
 
@@ -14,33 +12,9 @@ import (
 )
 
 // The versions of an outbox (outbox.Names, outbox.SchemaGate): protocol,
-// schemaVersion and migrations of tf.outbox, and the unsupported() listing.
+// schemaVersion and migrations of tf.outbox.
 // What a runtime sends, migrates or leaves alone is decided in Go; the app's
 // migrations are plain functions Go calls one step at a time.
-
-var obUnsupported *jsglue.Callback
-
-// maxSchemaVersion keeps a schema version an exact int and its migrations
-// a short list.
-const maxSchemaVersion = 1 << 20
-
-func registerOutboxSchema(get func(args []js.Value) (*outbox.Runtime, error)) {
-	obUnsupported = asyncFunc(func(args []js.Value) (any, error) {
-		r, err := get(args)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := r.Outbox().Unsupported(context.Background())
-		if err != nil {
-			return nil, obErr(err)
-		}
-		arr := js.Global().Get("Array").New()
-		for i := range recs {
-			arr.Call("push", recordJS(&recs[i]))
-		}
-		return arr, nil
-	})
-}
 
 // outboxVersions reads the protocol, schemaVersion and migrations options
 // into cfg. migrations[v] upgrades a payload of schema v to v+1.
@@ -52,12 +26,9 @@ func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
 		}
 		cfg.Protocol = n
 	}
-	schema := 1
-	if v := field(opts, "schemaVersion"); !v.IsUndefined() && !v.IsNull() {
-		if !isType(v, js.TypeNumber) || !(v.Float() >= 1) || v.Float() > maxSchemaVersion || v.Float() != float64(int(v.Float())) {
-			return typeErr("outbox", "schemaVersion must be an integer from 1 to "+strconv.Itoa(maxSchemaVersion))
-		}
-		schema = v.Int()
+	schema, err := schemaVersionArg(argOf(field(opts, "schemaVersion")))
+	if err != nil {
+		return err
 	}
 	cfg.Outbox.SchemaVersion = schema
 	migs := field(opts, "migrations")
@@ -70,9 +41,9 @@ func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
 	keys := jsObject.Call("keys", migs)
 	for i := 0; i < keys.Length() && i < maxSchemaVersion; i++ {
 		k := keys.Index(i).String()
-		from, ok := smallInt(k)
-		if !ok || from >= schema {
-			return typeErr("outbox", "migrations."+k+": the key must be a schema version below schemaVersion ("+strconv.Itoa(schema)+")")
+		from, err := migrationFrom(k, schema)
+		if err != nil {
+			return err
 		}
 		fn := field(migs, k)
 		if !isType(fn, js.TypeFunction) {
@@ -120,21 +91,4 @@ func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 		}
 		return b, nil
 	}
-}
-
-// smallInt parses a canonical decimal integer of at most 7 digits (no sign,
-// no leading zero), by hand: strconv.Atoi's *NumError would link
-// strconv.Quote and its Unicode tables into the download.
-func smallInt(s string) (int, bool) {
-	if s == "" || len(s) > 7 || (s[0] == '0' && len(s) > 1) {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, true
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/deadline"
-	"github.com/tabfence/tabfence/jsglue"
 )
 
 // The runtime's IndexedDB databases, one connection per database name per
@@ -31,25 +30,6 @@ import (
 // The dead entry leaves the registry, so the next elect() or fence() in the
 // page (typically after a reload) opens a fresh database.
 
-// StorageError: the database a fence or election was bound to is gone. Its
-// JavaScript name says why.
-type StorageError struct {
-	Name, Msg string
-}
-
-func (e *StorageError) Error() string  { return e.Msg }
-func (e *StorageError) JSName() string { return e.Name }
-
-func storageErr(db string, err error) error {
-	switch {
-	case errors.Is(err, idb.ErrDeleted):
-		return &StorageError{"DatabaseDeletedError", "tabfence: database " + db + " was deleted by another tab (sign-out?); reload and call fence()/elect() again"}
-	case errors.Is(err, idb.ErrUpgraded):
-		return &StorageError{"DatabaseUpgradedError", "tabfence: database " + db + " was upgraded by a newer build in another tab; reload the page"}
-	}
-	return &StorageError{"InvalidStateError", "tabfence: database " + db + " was closed (" + err.Error() + ")"}
-}
-
 // storage is one database of the page.
 type storage struct {
 	name    string
@@ -64,6 +44,8 @@ type storage struct {
 	watchers electionSet
 }
 
+// storages are the page's databases: the API promises one connection per
+// database name per page.
 var (
 	storagesMu sync.Mutex
 	storages   = map[string]*storage{}
@@ -225,31 +207,6 @@ func (s *storage) unwatch(el *election) {
 	s.mu.Unlock()
 }
 
-// electionSet is a set of elections. A page runs a handful, so a slice
-// serves as well as a map, and a map keyed by pointers linked the runtime's
-// pointer-key map code (about 6 KB) for these two sets alone.
-type electionSet []*election
-
-func (s *electionSet) add(el *election) {
-	for _, x := range *s {
-		if x == el {
-			return
-		}
-	}
-	*s = append(*s, el)
-}
-
-func (s *electionSet) remove(el *election) {
-	for i, x := range *s {
-		if x == el {
-			last := len(*s) - 1
-			(*s)[i], (*s)[last] = (*s)[last], nil
-			*s = (*s)[:last]
-			return
-		}
-	}
-}
-
 // warm opens the database one task later (see the file comment).
 func (s *storage) warm() {
 	time.AfterFunc(0, func() {
@@ -280,8 +237,4 @@ func (s *storage) wrap(err error) error {
 		return storageErr(s.name, err)
 	}
 	return err
-}
-
-func reportError(msg string, err error) {
-	jsConsole.Call("error", msg, jsglue.ToJS(err))
 }
