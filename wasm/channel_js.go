@@ -12,6 +12,7 @@ import (
 	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The channel() area of the API: fenced messages between the tabs of one
@@ -49,45 +50,45 @@ var chans objects[*chanState]
 const chanUnsubscribe = 0
 
 func init() {
-	chans.define(channel.ErrClosed,
-		method[*chanState]{name: "unsubscribe", call: syncCall, fn: (*chanState).unsubscribe, idle: js.Undefined(), detached: true},
-		method[*chanState]{name: "post", call: promiseCall, fn: (*chanState).postMethod, wrap: func(id float64, m js.Value) js.Value {
+	chans.Define(channel.ErrClosed,
+		jsapi.Method[*chanState]{Name: "unsubscribe", Call: jsapi.Sync, Fn: (*chanState).unsubscribe, Idle: js.Undefined(), Detached: true},
+		jsapi.Method[*chanState]{Name: "post", Call: jsapi.Promise, Fn: (*chanState).postMethod, Wrap: func(id float64, m js.Value) js.Value {
 			return postMethod(opChanPost, id, m)
 		}},
-		method[*chanState]{name: "subscribe", call: syncCall, fn: (*chanState).subscribe},
-		method[*chanState]{name: "stats", call: syncCall, fn: (*chanState).stats},
-		method[*chanState]{name: "replay", call: syncCall, fn: (*chanState).replay},
-		method[*chanState]{name: "seed", call: syncCall, fn: (*chanState).seed},
-		method[*chanState]{name: "close", call: syncCall, fn: (*chanState).closeMethod, idle: js.Undefined()},
+		jsapi.Method[*chanState]{Name: "subscribe", Call: jsapi.Sync, Fn: (*chanState).subscribe},
+		jsapi.Method[*chanState]{Name: "stats", Call: jsapi.Sync, Fn: (*chanState).stats},
+		jsapi.Method[*chanState]{Name: "replay", Call: jsapi.Sync, Fn: (*chanState).replay},
+		jsapi.Method[*chanState]{Name: "seed", Call: jsapi.Sync, Fn: (*chanState).seed},
+		jsapi.Method[*chanState]{Name: "close", Call: jsapi.Sync, Fn: (*chanState).closeMethod, Idle: js.Undefined()},
 	)
 }
 
 // channelFn is channel(name, {buffer}).
 func channelFn(args []js.Value) (any, error) {
-	name, err := requiredString("channel", "name", argOf(at(args, 0)))
+	name, err := jsapi.RequiredString("channel", "name", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	return openChannel("channel", name, at(args, 1), nil)
+	return openChannel("channel", name, jsapi.At(args, 1), nil)
 }
 
 // openChannel opens a channel object; opts may hold {buffer: true}.
 func openChannel(where, name string, opts js.Value, el *election) (any, error) {
-	if a := argOf(opts); !a.absent() && a.Kind != kindObject {
-		return nil, typeErr(where, "options must be an object when given")
+	if a := jsapi.ArgOf(opts); !a.Absent() && a.Kind != jsapi.KindObject {
+		return nil, jsapi.TypeErr(where, "options must be an object when given")
 	}
-	buf := argOf(field(opts, "buffer"))
-	if !buf.absent() && buf.Kind != kindBoolean {
-		return nil, typeErr(where, "buffer must be a boolean when given")
+	buf := jsapi.ArgOf(jsapi.Field(opts, "buffer"))
+	if !buf.Absent() && buf.Kind != jsapi.KindBoolean {
+		return nil, jsapi.TypeErr(where, "buffer must be a boolean when given")
 	}
 	cs, err := newChanState(name, buf.Num != 0, el)
 	if err != nil {
 		return nil, err
 	}
-	cs.id = chans.add(cs)
-	obj := newObject()
-	defineConst(obj, "name", name)
-	chans.install(obj, cs.id)
+	cs.id = chans.Add(cs)
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "name", name)
+	chans.Install(obj, cs.id)
 	return obj, nil
 }
 
@@ -112,13 +113,13 @@ func (cs *chanState) postMethod(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cs.post("channel.post", el, l, at(args, 0), at(args, 1))
+	return cs.post("channel.post", el, l, jsapi.At(args, 0), jsapi.At(args, 1))
 }
 
 func (cs *chanState) subscribe(args []js.Value) (any, error) {
-	fn := at(args, 0)
-	if !isType(fn, js.TypeFunction) {
-		return nil, typeErr("channel.subscribe", "expects a function")
+	fn := jsapi.At(args, 0)
+	if !jsapi.IsType(fn, js.TypeFunction) {
+		return nil, jsapi.TypeErr("channel.subscribe", "expects a function")
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -128,33 +129,33 @@ func (cs *chanState) subscribe(args []js.Value) (any, error) {
 	cs.nextSub++
 	id := cs.nextSub
 	cs.subs[id] = cs.c.SubscribeNow(func(m channel.Message) { cs.deliverTo(fn, m) })
-	return chans.bind(chanUnsubscribe, cs.id, id), nil
+	return chans.Bind(chanUnsubscribe, cs.id, id), nil
 }
 
 // deliverTo hands m to the subscriber fn. It never blocks (the call is a
 // microtask): the message handler calls it directly.
 func (cs *chanState) deliverTo(fn js.Value, m channel.Message) {
 	if cs.deliver.IsUndefined() {
-		callLater(fn, messageJS(m))
+		jsapi.CallLater(fn, messageJS(m))
 		return
 	}
 	// The envelope the loader is handing over: it builds the message
 	// itself, nothing of m crosses again.
 	if !cs.held.IsUndefined() && cs.c.Held(m) {
 		if _, err := jsglue.Invoke(cs.held, fn, m.Gap); err != nil {
-			reportError("tabfence: channel delivery:", err)
+			jsapi.ReportError("tabfence: channel delivery:", err)
 		}
 		return
 	}
 	// The loader's FAST.deliver: one call, no object or string made from Go.
 	var b [256]byte
 	if err := channel.CallFast(cs.deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
-		reportError("tabfence: channel delivery:", err)
+		jsapi.ReportError("tabfence: channel delivery:", err)
 	}
 }
 
 func (cs *chanState) unsubscribe(args []js.Value) (any, error) {
-	sub := at(args, 0)
+	sub := jsapi.At(args, 0)
 	if sub.Type() != js.TypeNumber {
 		return nil, nil
 	}
@@ -177,15 +178,15 @@ func (cs *chanState) replay([]js.Value) (any, error) {
 
 func (cs *chanState) seed(args []js.Value) (any, error) {
 	const where = "channel.seed"
-	res, err := requiredString(where, "resource", argOf(at(args, 0)))
+	res, err := jsapi.RequiredString(where, "resource", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	tok, err := intArg(where, "token", argOf(at(args, 1)), 0, false)
+	tok, err := jsapi.IntArg(where, "token", jsapi.ArgOf(jsapi.At(args, 1)), 0, false)
 	if err != nil {
 		return nil, err
 	}
-	seq, err := intArg(where, "seq", argOf(at(args, 2)), 0, true)
+	seq, err := jsapi.IntArg(where, "seq", jsapi.ArgOf(jsapi.At(args, 2)), 0, true)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func (cs *chanState) seed(args []js.Value) (any, error) {
 }
 
 func (cs *chanState) closeMethod([]js.Value) (any, error) {
-	chans.remove(cs.id)
+	chans.Remove(cs.id)
 	cs.close()
 	return nil, nil
 }
@@ -239,15 +240,15 @@ func (cs *chanState) leader() (*election, *locks.Leadership, error) {
 func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV, payload js.Value) (any, error) {
 	// A kind is usually one of a few recurring strings: a cached one is
 	// known valid and needs no copy.
-	kind, known := recurring.lookup(kindV)
+	kind, known := jsapi.Recurring.Lookup(kindV)
 	if !known {
 		var err error
-		if kind, err = requiredString(where, "kind", argOf(kindV)); err != nil {
+		if kind, err = jsapi.RequiredString(where, "kind", jsapi.ArgOf(kindV)); err != nil {
 			return nil, err
 		}
 	}
 	if !known && len(kind) <= channel.DefaultLimits.MaxKind {
-		recurring.get(kind) // remember it for the next post
+		jsapi.Recurring.Get(kind) // remember it for the next post
 	}
 	e, err := cs.send(where, el, l, kind, payload)
 	if err != nil {
@@ -259,7 +260,7 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 // send posts kind (a string already) and payload under leadership l.
 func (cs *chanState) send(where string, el *election, l *locks.Leadership, kind string, payload js.Value) (channel.Envelope, error) {
 	if len(kind) > channel.DefaultLimits.MaxKind {
-		return channel.Envelope{}, typeErr(where, "kind is longer than "+itoa(channel.DefaultLimits.MaxKind)+" bytes")
+		return channel.Envelope{}, jsapi.TypeErr(where, "kind is longer than "+jsapi.Itoa(channel.DefaultLimits.MaxKind)+" bytes")
 	}
 	if el == nil || l == nil || l.Ctx.Err() != nil {
 		return channel.Envelope{}, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}
@@ -296,7 +297,7 @@ func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
 	}
 	tok := strconv.FormatUint(e.Token, 10)
 	if rec.Epoch < e.Token {
-		jsConsole.Call("warn", "tabfence: ignored a message claiming token "+tok+" for "+l.Resource+
+		jsapi.JSConsole.Call("warn", "tabfence: ignored a message claiming token "+tok+" for "+l.Resource+
 			" (owner "+e.Owner+"): no such token was allocated; a script on this origin forged it")
 		return
 	}
@@ -318,11 +319,11 @@ func messageJS(m channel.Message) js.Value {
 var jsJSONParse = js.Global().Get("JSON").Get("parse")
 
 func statsJS(s channel.Stats) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("received", float64(s.Received))
 	o.Set("delivered", float64(s.Delivered))
 	o.Set("gaps", float64(s.Gaps))
-	d := newObject()
+	d := jsapi.NewObject()
 	var total uint64
 	for _, r := range channel.Reasons() {
 		n := s.DroppedBy(r)

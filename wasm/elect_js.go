@@ -10,6 +10,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The elect() area of the API: leader election among the tabs of one
@@ -33,15 +34,15 @@ type election struct {
 var elections objects[*election]
 
 func init() {
-	elections.define(locks.ErrClosed,
-		method[*election]{name: "isLeader", call: getterCall, fn: (*election).isLeader, idle: false},
-		method[*election]{name: "leadership", call: getterCall, fn: (*election).leadership, idle: js.Null()},
-		method[*election]{name: "resign", call: asyncCall, fn: (*election).resign},
-		method[*election]{name: "steal", call: asyncCall, fn: (*election).steal},
-		method[*election]{name: "hasLeader", call: asyncCall, fn: (*election).hasLeader},
-		method[*election]{name: "close", call: asyncCall, fn: (*election).close, idle: js.Undefined()},
-		method[*election]{name: "fence", call: syncCall, fn: (*election).fence},     // leader_js.go
-		method[*election]{name: "channel", call: syncCall, fn: (*election).channel}, // leader_js.go
+	elections.Define(locks.ErrClosed,
+		jsapi.Method[*election]{Name: "isLeader", Call: jsapi.Getter, Fn: (*election).isLeader, Idle: false},
+		jsapi.Method[*election]{Name: "leadership", Call: jsapi.Getter, Fn: (*election).leadership, Idle: js.Null()},
+		jsapi.Method[*election]{Name: "resign", Call: jsapi.Async, Fn: (*election).resign},
+		jsapi.Method[*election]{Name: "steal", Call: jsapi.Async, Fn: (*election).steal},
+		jsapi.Method[*election]{Name: "hasLeader", Call: jsapi.Async, Fn: (*election).hasLeader},
+		jsapi.Method[*election]{Name: "close", Call: jsapi.Async, Fn: (*election).close, Idle: js.Undefined()},
+		jsapi.Method[*election]{Name: "fence", Call: jsapi.Sync, Fn: (*election).fence},     // leader_js.go
+		jsapi.Method[*election]{Name: "channel", Call: jsapi.Sync, Fn: (*election).channel}, // leader_js.go
 	)
 }
 
@@ -72,7 +73,7 @@ func (el *election) hasLeader([]js.Value) (any, error) {
 // close resolves once the lock is released and onLost("closed") was
 // delivered, so `await close()` means the next tab can lead.
 func (el *election) close([]js.Value) (any, error) {
-	elections.remove(el.id)
+	elections.Remove(el.id)
 	if err := el.e.Close(); err != nil {
 		return nil, err
 	}
@@ -85,30 +86,30 @@ func (el *election) close([]js.Value) (any, error) {
 // It never waits: the tab joins the lock's queue and the callbacks report
 // what happens.
 func elect(args []js.Value) (any, error) {
-	opts := at(args, 0)
-	o, err := validateElect(electArgs{
-		Options:    argOf(opts),
-		Scope:      argOf(field(opts, "scope")),
-		Protocol:   argOf(field(opts, "protocol")),
-		Resource:   argOf(field(opts, "resource")),
-		OwnerID:    argOf(field(opts, "ownerID")),
-		OnLeader:   argOf(field(opts, "onLeader")),
-		OnFollower: argOf(field(opts, "onFollower")),
-		OnLost:     argOf(field(opts, "onLost")),
+	opts := jsapi.At(args, 0)
+	o, err := jsapi.ValidateElect(jsapi.ElectArgs{
+		Options:    jsapi.ArgOf(opts),
+		Scope:      jsapi.ArgOf(jsapi.Field(opts, "scope")),
+		Protocol:   jsapi.ArgOf(jsapi.Field(opts, "protocol")),
+		Resource:   jsapi.ArgOf(jsapi.Field(opts, "resource")),
+		OwnerID:    jsapi.ArgOf(jsapi.Field(opts, "ownerID")),
+		OnLeader:   jsapi.ArgOf(jsapi.Field(opts, "onLeader")),
+		OnFollower: jsapi.ArgOf(jsapi.Field(opts, "onFollower")),
+		OnLost:     jsapi.ArgOf(jsapi.Field(opts, "onLost")),
 	})
 	if err != nil {
 		return nil, err
 	}
 	el := &election{
-		onLeader:   field(opts, "onLeader"),
-		onFollower: field(opts, "onFollower"),
-		onLost:     field(opts, "onLost"),
+		onLeader:   jsapi.Field(opts, "onLeader"),
+		onFollower: jsapi.Field(opts, "onFollower"),
+		onLost:     jsapi.Field(opts, "onLost"),
 	}
 	fencer, err := setupFenced(el, opts)
 	if err != nil {
 		return nil, err
 	}
-	stall, err := stallAfterArg("elect", argOf(field(opts, "stallAfter")), el.fx != nil)
+	stall, err := jsapi.StallAfterArg("elect", jsapi.ArgOf(jsapi.Field(opts, "stallAfter")), el.fx != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -127,18 +128,18 @@ func elect(args []js.Value) (any, error) {
 		return nil, err
 	}
 	el.e = e
-	el.id = elections.add(el)
+	el.id = elections.Add(el)
 
-	obj := newObject()
-	defineConst(obj, "scope", o.Scope)
-	defineConst(obj, "protocol", o.Protocol)
-	defineConst(obj, "lockName", e.LockName())
-	defineConst(obj, "fenced", el.fx != nil)
-	defineConst(obj, "stallAfter", float64(stall/time.Millisecond))
-	elections.install(obj, el.id)
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "scope", o.Scope)
+	jsapi.DefineConst(obj, "protocol", o.Protocol)
+	jsapi.DefineConst(obj, "lockName", e.LockName())
+	jsapi.DefineConst(obj, "fenced", el.fx != nil)
+	jsapi.DefineConst(obj, "stallAfter", float64(stall/time.Millisecond))
+	elections.Install(obj, el.id)
 
 	if err := e.Start(); err != nil {
-		elections.remove(el.id)
+		elections.Remove(el.id)
 		return nil, err
 	}
 	el.startFenced()
@@ -149,33 +150,33 @@ func elect(args []js.Value) (any, error) {
 // pages and tests can inspect navigator.locks.query() or hold it by hand.
 func lockName(args []js.Value) (any, error) {
 	const where = "lockName"
-	scope, err := requiredString(where, "scope", argOf(at(args, 0)))
+	scope, err := jsapi.RequiredString(where, "scope", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	protocol, err := protocolArg(where, argOf(at(args, 1)))
+	protocol, err := jsapi.ProtocolArg(where, jsapi.ArgOf(jsapi.At(args, 1)))
 	if err != nil {
 		return nil, err
 	}
 	name, err := locks.Name(scope, protocol)
 	if err != nil {
-		return nil, typeErr(where, err.Error())
+		return nil, jsapi.TypeErr(where, err.Error())
 	}
 	return name, nil
 }
 
 // leader, follower and lost are the locks callbacks; each hands the event to
 // the page's callback in a microtask (see callLater).
-func (el *election) leader(l *locks.Leadership) { callLater(el.onLeader, el.ctxFor(l)) }
+func (el *election) leader(l *locks.Leadership) { jsapi.CallLater(el.onLeader, el.ctxFor(l)) }
 
-func (el *election) follower() { callLater(el.onFollower) }
+func (el *election) follower() { jsapi.CallLater(el.onFollower) }
 
 func (el *election) lost(reason locks.Reason, err error) {
 	if err == nil { // locks always gives a *LostError; keep the promise of the d.ts anyway
 		err = &locks.LostError{Reason: reason}
 	}
 	name, err := el.fx.lostReason(reason.String(), err) // "deleted"/"upgraded" when the database went away
-	callLater(el.onLost, name, jsglue.ToJS(err))
+	jsapi.CallLater(el.onLost, name, jsglue.ToJS(err))
 }
 
 // ctxFor returns the JavaScript leader context of l, the same object for the
@@ -193,7 +194,7 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		// No stop: the leadership context always ends (at the latest on
 		// close), and that ends the watch.
 		signal, _ := jsglue.Signal(l.Ctx)
-		o := newObject()
+		o := jsapi.NewObject()
 		o.Set("signal", signal)
 		o.Set("lockName", l.LockName)
 		o.Set("resource", l.Resource)
@@ -202,7 +203,7 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		o.Set("generation", l.Generation)
 		o.Set("startedAt", float64(l.StartedAt.UnixNano())/1e6)
 		el.fx.decorate(o, el, l) // apply, post (leader_js.go)
-		jsObject.Call("freeze", o)
+		jsapi.JSObject.Call("freeze", o)
 		el.cur, el.curJS = l, o
 	}
 	return el.curJS

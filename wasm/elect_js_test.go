@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // These run in Chromium through wasmbrowsertest (make test-wasm). Two
@@ -20,36 +21,12 @@ var api = newAPI()
 
 func eval(src string) js.Value { return js.Global().Call("eval", src) }
 
-func TestArgOfReadsEveryKind(t *testing.T) {
-	cases := map[string]kind{
-		"undefined": kindUndefined, "null": kindNull, "true": kindBoolean, "1.5": kindNumber,
-		"'s'": kindString, "Symbol()": kindSymbol, "({})": kindObject, "[]": kindObject,
-		"(() => 1)": kindFunction, "1n": kindBigInt,
-	}
-	for src, want := range cases {
-		if got := argOf(eval(src)).Kind; got != want {
-			t.Errorf("%s: kind %v, want %v", src, got, want)
-		}
-	}
-	if a := argOf(eval("'x'")); a.Str != "x" {
-		t.Errorf("string value %q", a.Str)
-	}
-}
-
-func TestFieldNeverPanics(t *testing.T) {
-	for _, src := range []string{"undefined", "null", "1n", "'s'", "({get scope() { throw new Error('no') }})"} {
-		if v := field(eval(src), "scope"); !v.IsUndefined() {
-			t.Errorf("%s.scope = %v, want undefined", src, v)
-		}
-	}
-}
-
 func TestElectThrowsMarkedTypeError(t *testing.T) {
 	v := api.Get("elect").Invoke(map[string]any{"scope": "x", "protocol": "2"})
 	if !v.InstanceOf(js.Global().Get("Error")) || v.Get("name").String() != "TypeError" {
 		t.Fatalf("got %v", v)
 	}
-	if !jsReflect.Call("get", v, symThrow).Truthy() {
+	if !jsapi.JSReflect.Call("get", v, jsapi.SymThrow).Truthy() {
 		t.Fatal("returned error is not marked to be thrown")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/randid"
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The fence() area of the API: fencing tokens from IndexedDB (package
@@ -55,18 +56,18 @@ type fence struct {
 var fences, guards objects[*fence]
 
 func init() {
-	fences.define(errFenceReleased,
-		method[*fence]{name: "allocate", call: asyncCall, fn: (*fence).allocate},
-		method[*fence]{name: "apply", call: asyncCall, fn: (*fence).apply},
-		method[*fence]{name: "cas", call: asyncCall, fn: (*fence).cas},
-		method[*fence]{name: "highest", call: asyncCall, fn: (*fence).highest},
-		method[*fence]{name: "guard", call: syncCall, fn: (*fence).guardObj},
+	fences.Define(errFenceReleased,
+		jsapi.Method[*fence]{Name: "allocate", Call: jsapi.Async, Fn: (*fence).allocate},
+		jsapi.Method[*fence]{Name: "apply", Call: jsapi.Async, Fn: (*fence).apply},
+		jsapi.Method[*fence]{Name: "cas", Call: jsapi.Async, Fn: (*fence).cas},
+		jsapi.Method[*fence]{Name: "highest", Call: jsapi.Async, Fn: (*fence).highest},
+		jsapi.Method[*fence]{Name: "guard", Call: jsapi.Sync, Fn: (*fence).guardObj},
 	)
-	guards.define(errFenceReleased,
-		method[*fence]{name: "advance", call: syncCall, fn: (*fence).advance},
-		method[*fence]{name: "isCurrent", call: syncCall, fn: (*fence).isCurrent},
-		method[*fence]{name: "isStale", call: syncCall, fn: (*fence).isStale},
-		method[*fence]{name: "current", call: getterCall, fn: (*fence).current, idle: float64(0)},
+	guards.Define(errFenceReleased,
+		jsapi.Method[*fence]{Name: "advance", Call: jsapi.Sync, Fn: (*fence).advance},
+		jsapi.Method[*fence]{Name: "isCurrent", Call: jsapi.Sync, Fn: (*fence).isCurrent},
+		jsapi.Method[*fence]{Name: "isStale", Call: jsapi.Sync, Fn: (*fence).isStale},
+		jsapi.Method[*fence]{Name: "current", Call: jsapi.Getter, Fn: (*fence).current, Idle: float64(0)},
 	)
 }
 
@@ -74,16 +75,16 @@ func init() {
 // the database opens on first use.
 func fenceFn(args []js.Value) (any, error) {
 	const where = "fence"
-	resource, err := requiredString(where, "resource", argOf(at(args, 0)))
+	resource, err := jsapi.RequiredString(where, "resource", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
 	if len(resource) > idb.MaxResourceLen {
-		return nil, typeErr(where, "resource is longer than "+itoa(idb.MaxResourceLen)+" bytes")
+		return nil, jsapi.TypeErr(where, "resource is longer than "+jsapi.Itoa(idb.MaxResourceLen)+" bytes")
 	}
-	opts := at(args, 1)
-	if a := argOf(opts); !a.absent() && a.Kind != kindObject {
-		return nil, typeErr(where, "options must be an object when given")
+	opts := jsapi.At(args, 1)
+	if a := jsapi.ArgOf(opts); !a.Absent() && a.Kind != jsapi.KindObject {
+		return nil, jsapi.TypeErr(where, "options must be an object when given")
 	}
 	o, err := readStorage(where, opts, false)
 	if err != nil {
@@ -97,11 +98,11 @@ func fenceFn(args []js.Value) (any, error) {
 }
 
 func newFence(resource string, st *storage) js.Value {
-	id := fences.add(&fence{resource: resource, st: st})
-	obj := newObject()
-	defineConst(obj, "resource", resource)
-	defineConst(obj, "database", st.name)
-	fences.install(obj, id)
+	id := fences.Add(&fence{resource: resource, st: st})
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "resource", resource)
+	jsapi.DefineConst(obj, "database", st.name)
+	fences.Install(obj, id)
 	return obj
 }
 
@@ -115,11 +116,11 @@ func (f *fence) allocate([]js.Value) (any, error) {
 }
 
 func (f *fence) apply(args []js.Value) (any, error) {
-	o, err := readOp("fence.apply", at(args, 0), 0)
+	o, err := readOp("fence.apply", jsapi.At(args, 0), 0)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := readWrites("fence.apply", at(args, 1))
+	ws, err := readWrites("fence.apply", jsapi.At(args, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -138,21 +139,21 @@ func (f *fence) apply(args []js.Value) (any, error) {
 
 func (f *fence) cas(args []js.Value) (any, error) {
 	const where = "fence.cas"
-	store, err := requiredString(where, "store", argOf(at(args, 0)))
+	store, err := jsapi.RequiredString(where, "store", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	key, err := requiredString(where, "key", argOf(at(args, 1)))
+	key, err := jsapi.RequiredString(where, "key", jsapi.ArgOf(jsapi.At(args, 1)))
 	if err != nil {
 		return nil, err
 	}
-	token, err := intArg(where, "token", argOf(at(args, 2)), 1, false)
+	token, err := jsapi.IntArg(where, "token", jsapi.ArgOf(jsapi.At(args, 2)), 1, false)
 	if err != nil {
 		return nil, err
 	}
-	value := at(args, 3)
+	value := jsapi.At(args, 3)
 	if value.IsUndefined() {
-		return nil, typeErr(where, "value is required")
+		return nil, jsapi.TypeErr(where, "value is required")
 	}
 	db, err := f.st.open(context.Background())
 	if err != nil {
@@ -187,16 +188,16 @@ func (f *fence) guardObj([]js.Value) (any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.guard.IsUndefined() {
-		g := newObject()
-		defineConst(g, "resource", f.resource)
-		guards.install(g, guards.add(f))
+		g := jsapi.NewObject()
+		jsapi.DefineConst(g, "resource", f.resource)
+		guards.Install(g, guards.Add(f))
 		f.guard = g
 	}
 	return f.guard, nil
 }
 
 func (f *fence) advance(args []js.Value) (any, error) {
-	t, err := intArg("guard.advance", "token", argOf(at(args, 0)), 0, false)
+	t, err := jsapi.IntArg("guard.advance", "token", jsapi.ArgOf(jsapi.At(args, 0)), 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +206,12 @@ func (f *fence) advance(args []js.Value) (any, error) {
 }
 
 func (f *fence) isCurrent(args []js.Value) (any, error) {
-	t, err := intArg("guard.isCurrent", "token", argOf(at(args, 0)), 0, false)
+	t, err := jsapi.IntArg("guard.isCurrent", "token", jsapi.ArgOf(jsapi.At(args, 0)), 0, false)
 	return err == nil && pageGuard.IsCurrent(f.resource, t), err
 }
 
 func (f *fence) isStale(args []js.Value) (any, error) {
-	t, err := intArg("guard.isStale", "token", argOf(at(args, 0)), 0, false)
+	t, err := jsapi.IntArg("guard.isStale", "token", jsapi.ArgOf(jsapi.At(args, 0)), 0, false)
 	return err == nil && pageGuard.IsStale(f.resource, t), err
 }
 
@@ -222,12 +223,12 @@ func (f *fence) current([]js.Value) (any, error) {
 // tab's connection closes itself, and their fenced elections end with
 // "deleted". Resolves once deleted.
 func deleteDatabase(args []js.Value) (any, error) {
-	name, err := optionalString("deleteDatabase", "name", argOf(at(args, 0)))
+	name, err := jsapi.OptionalString("deleteDatabase", "name", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
 	if name == "" {
-		name = defaultDatabase
+		name = jsapi.DefaultDatabase
 	}
 	return nil, idb.Delete(context.Background(), name, nil)
 }
@@ -235,19 +236,19 @@ func deleteDatabase(args []js.Value) (any, error) {
 // write is one validated declarative write.
 type write struct {
 	store      string
-	kind       writeKind
+	kind       jsapi.WriteKind
 	key, value js.Value
 }
 
-func readOp(where string, v js.Value, defaultToken uint64) (opOptions, error) {
+func readOp(where string, v js.Value, defaultToken uint64) (jsapi.OpOptions, error) {
 	if defaultToken == 0 && where == "ctx.apply" {
-		return opOptions{}, typeErr(where, "this leadership is not fenced (token 0): elect with fenced: true")
+		return jsapi.OpOptions{}, jsapi.TypeErr(where, "this leadership is not fenced (token 0): elect with fenced: true")
 	}
-	return validateOp(where, opArgs{
-		Op:          argOf(v),
-		Token:       argOf(field(v, "token")),
-		OperationID: argOf(field(v, "operationID")),
-		Seqnce:      argOf(field(v, "sequence")),
+	return jsapi.ValidateOp(where, jsapi.OpArgs{
+		Op:          jsapi.ArgOf(v),
+		Token:       jsapi.ArgOf(jsapi.Field(v, "token")),
+		OperationID: jsapi.ArgOf(jsapi.Field(v, "operationID")),
+		Seqnce:      jsapi.ArgOf(jsapi.Field(v, "sequence")),
 	}, defaultToken)
 }
 
@@ -258,17 +259,17 @@ func readWrites(where string, v js.Value) ([]write, error) {
 		return nil, nil
 	}
 	if !jsglue.IsArray(v) {
-		return nil, typeErr(where, "writes must be an array of {store, op, key, value}")
+		return nil, jsapi.TypeErr(where, "writes must be an array of {store, op, key, value}")
 	}
 	n := jsglue.Len(v)
-	if n > maxWrites {
-		return nil, typeErr(where, "at most "+itoa(maxWrites)+" writes per apply")
+	if n > jsapi.MaxWrites {
+		return nil, jsapi.TypeErr(where, "at most "+jsapi.Itoa(jsapi.MaxWrites)+" writes per apply")
 	}
 	out := make([]write, 0, n)
 	for i := 0; i < n; i++ {
 		it := jsglue.Index(v, i)
-		key, value := field(it, "key"), field(it, "value")
-		store, k, err := validateWrite(where, i, argOf(it), argOf(field(it, "store")), argOf(field(it, "op")), argOf(key), argOf(value))
+		key, value := jsapi.Field(it, "key"), jsapi.Field(it, "value")
+		store, k, err := jsapi.ValidateWrite(where, i, jsapi.ArgOf(it), jsapi.ArgOf(jsapi.Field(it, "store")), jsapi.ArgOf(jsapi.Field(it, "op")), jsapi.ArgOf(key), jsapi.ArgOf(value))
 		if err != nil {
 			return nil, err
 		}
@@ -278,40 +279,40 @@ func readWrites(where string, v js.Value) ([]write, error) {
 }
 
 // readStorage reads the storage options of elect() or fence().
-func readStorage(where string, opts js.Value, forElect bool) (storageOptions, error) {
-	a := storageArgs{
-		Database: argOf(field(opts, "database")),
-		Version:  argOf(field(opts, "version")),
+func readStorage(where string, opts js.Value, forElect bool) (jsapi.StorageOptions, error) {
+	a := jsapi.StorageArgs{
+		Database: jsapi.ArgOf(jsapi.Field(opts, "database")),
+		Version:  jsapi.ArgOf(jsapi.Field(opts, "version")),
 	}
 	if forElect {
-		a.Fenced = argOf(field(opts, "fenced"))
-		a.Resource = argOf(field(opts, "resource"))
+		a.Fenced = jsapi.ArgOf(jsapi.Field(opts, "fenced"))
+		a.Resource = jsapi.ArgOf(jsapi.Field(opts, "resource"))
 	}
-	stores := field(opts, "stores")
-	a.Stores = argOf(stores)
-	if !a.Stores.absent() && jsglue.IsArray(stores) {
+	stores := jsapi.Field(opts, "stores")
+	a.Stores = jsapi.ArgOf(stores)
+	if !a.Stores.Absent() && jsglue.IsArray(stores) {
 		a.StoresArray = true
 		n := jsglue.Len(stores)
-		if n > maxStores {
-			return storageOptions{}, typeErr(where, "at most "+itoa(maxStores)+" stores")
+		if n > jsapi.MaxStores {
+			return jsapi.StorageOptions{}, jsapi.TypeErr(where, "at most "+jsapi.Itoa(jsapi.MaxStores)+" stores")
 		}
 		for i := 0; i < n; i++ {
-			a.StoreItems = append(a.StoreItems, argOf(jsglue.Index(stores, i)))
+			a.StoreItems = append(a.StoreItems, jsapi.ArgOf(jsglue.Index(stores, i)))
 		}
 	}
-	return validateStorage(where, a, forElect)
+	return jsapi.ValidateStorage(where, a, forElect)
 }
 
 // apply runs one fenced apply: the fence check, the writes and the fence
 // update in one readwrite transaction over tf_fences and the written stores.
-func apply(st *storage, resource string, o opOptions, ws []write) (idb.Result, error) {
+func apply(st *storage, resource string, o jsapi.OpOptions, ws []write) (idb.Result, error) {
 	db, err := st.open(context.Background())
 	if err != nil {
 		return 0, st.wrap(err)
 	}
 	stores := []string{} // fence only: no app store in the transaction
 	for _, w := range ws {
-		if !contains(stores, w.store) {
+		if !jsapi.Contains(stores, w.store) {
 			stores = append(stores, w.store)
 		}
 	}
@@ -327,11 +328,11 @@ func issueWrites(tx *idb.WriteTx, ws []write) error {
 	for _, w := range ws {
 		var err error
 		switch w.kind {
-		case writePut:
+		case jsapi.WritePut:
 			err = tx.Put(w.store, w.key, w.value)
-		case writeAdd:
+		case jsapi.WriteAdd:
 			err = tx.Add(w.store, w.key, w.value)
-		case writeDelete:
+		case jsapi.WriteDelete:
 			err = tx.Delete(w.store, w.key)
 		}
 		if err != nil {

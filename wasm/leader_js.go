@@ -13,6 +13,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // Fenced leadership: the fenced part of an election (its database, its
@@ -22,7 +23,7 @@ import (
 // electFence is the fenced part of an election (nil when unfenced).
 type electFence struct {
 	st   *storage
-	opts storageOptions
+	opts jsapi.StorageOptions
 
 	mu       sync.Mutex
 	goneWhy  string // a storage lost reason (storageLostReason): why the election was closed
@@ -52,21 +53,21 @@ var (
 )
 
 func init() {
-	leaderRefs.define(errLeaderReleased, // export_js.go's
+	leaderRefs.Define(errLeaderReleased, // export_js.go's
 
-		method[*leaderRef]{name: "apply", call: asyncCall, fn: (*leaderRef).apply},
-		method[*leaderRef]{name: "post", call: promiseCall, fn: (*leaderRef).post, wrap: func(id float64, m js.Value) js.Value {
+		jsapi.Method[*leaderRef]{Name: "apply", Call: jsapi.Async, Fn: (*leaderRef).apply},
+		jsapi.Method[*leaderRef]{Name: "post", Call: jsapi.Promise, Fn: (*leaderRef).post, Wrap: func(id float64, m js.Value) js.Value {
 			return postMethod(opCtxPost, id, m)
 		}},
 	)
 }
 
 func (r *leaderRef) apply(args []js.Value) (any, error) {
-	o, err := readOp("ctx.apply", at(args, 0), r.l.Token)
+	o, err := readOp("ctx.apply", jsapi.At(args, 0), r.l.Token)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := readWrites("ctx.apply", at(args, 1))
+	ws, err := readWrites("ctx.apply", jsapi.At(args, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +87,13 @@ func (r *leaderRef) post(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cs.post("ctx.post", r.el, r.l, at(args, 0), at(args, 1))
+	return cs.post("ctx.post", r.el, r.l, jsapi.At(args, 0), jsapi.At(args, 1))
 }
 
 // fence is election.fence(): the fence of its resource in its database.
 func (el *election) fence([]js.Value) (any, error) {
 	if el.fx == nil {
-		return nil, typeErr("election.fence", "this election is not fenced (fenced: false)")
+		return nil, jsapi.TypeErr("election.fence", "this election is not fenced (fenced: false)")
 	}
 	return newFence(el.e.Resource(), el.fx.st), nil
 }
@@ -100,10 +101,10 @@ func (el *election) fence([]js.Value) (any, error) {
 // channel is election.channel(opts): its lock name's channel, posting for
 // its leadership.
 func (el *election) channel(args []js.Value) (any, error) {
-	return openChannel("election.channel", el.e.LockName(), at(args, 0), el)
+	return openChannel("election.channel", el.e.LockName(), jsapi.At(args, 0), el)
 }
 
-func staleApply(resource string, o opOptions) error {
+func staleApply(resource string, o jsapi.OpOptions) error {
 	return &StaleError{"tabfence: operation " + o.OperationID + " with token " + strconv.FormatUint(o.Token, 10) +
 		" was rejected as stale by the fence of " + resource + ": a newer leader exists"}
 }
@@ -173,10 +174,10 @@ func (el *election) startFenced() {
 		return
 	}
 	if r := el.e.Resource(); len(r) > idb.MaxResourceLen {
-		reportError("tabfence: resource too long for a fencing token:", errors.New(r))
+		jsapi.ReportError("tabfence: resource too long for a fencing token:", errors.New(r))
 	}
 	fencedMu.Lock()
-	fencedElections.add(el)
+	fencedElections.Add(el)
 	fencedMu.Unlock()
 	el.fx.st.watch(el)
 	el.fx.st.warm()
@@ -188,7 +189,7 @@ func (el *election) releaseFenced() {
 		return
 	}
 	fencedMu.Lock()
-	fencedElections.remove(el)
+	fencedElections.Remove(el)
 	fencedMu.Unlock()
 	el.fx.st.unwatch(el)
 	el.fx.mu.Lock()
@@ -222,7 +223,7 @@ func (el *election) storageLost(kind idb.EventKind, err error) {
 		fx.reported = true
 		fx.mu.Unlock()
 		if !reported {
-			callLater(el.onLost, why, jsglue.ToJS(err))
+			jsapi.CallLater(el.onLost, why, jsglue.ToJS(err))
 		}
 	}()
 }
@@ -259,7 +260,7 @@ func (fx *electFence) decorate(o js.Value, el *election, l *locks.Leadership) {
 	// The handle stays: an old context's apply still goes to the fence,
 	// which decides (stale, or accepted if no newer leader wrote); post
 	// refuses once the leadership is over.
-	leaderRefs.install(o, leaderRefs.add(&leaderRef{el: el, l: l}))
+	leaderRefs.Install(o, leaderRefs.Add(&leaderRef{el: el, l: l}))
 }
 
 // sequencer returns the sequencer of leadership l on channel name: one
@@ -297,7 +298,7 @@ func (fx *electFence) channel(el *election) (*chanState, error) {
 // pointer-key map code (about 6 KB) for these two sets alone.
 type electionSet []*election
 
-func (s *electionSet) add(el *election) {
+func (s *electionSet) Add(el *election) {
 	for _, x := range *s {
 		if x == el {
 			return
@@ -306,7 +307,7 @@ func (s *electionSet) add(el *election) {
 	*s = append(*s, el)
 }
 
-func (s *electionSet) remove(el *election) {
+func (s *electionSet) Remove(el *election) {
 	for i, x := range *s {
 		if x == el {
 			last := len(*s) - 1

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The outbox() area of the API: a durable, fenced outbox shared by the tabs
@@ -26,22 +27,22 @@ type outboxHandle struct {
 var outboxes objects[*outboxHandle]
 
 func init() {
-	type m = method[*outboxHandle]
-	outboxes.define(errOutboxClosed,
-		m{name: "enqueue", call: promiseCall, fn: (*outboxHandle).enqueue, wrap: enqueueMethod},
-		m{name: "flush", call: asyncCall, fn: (*outboxHandle).flush},
-		m{name: "status", call: asyncCall, fn: (*outboxHandle).status},
-		m{name: "onStatus", call: syncCall, fn: (*outboxHandle).onStatus},
-		m{name: "onEvent", call: syncCall, fn: (*outboxHandle).onEvent},
-		m{name: "deadLetters", call: asyncCall, fn: (*outboxHandle).deadLetters},
-		m{name: "retry", call: asyncCall, fn: (*outboxHandle).retry},
-		m{name: "discard", call: asyncCall, fn: (*outboxHandle).discard},
-		m{name: "pause", call: asyncCall, fn: (*outboxHandle).pause},
-		m{name: "resume", call: asyncCall, fn: (*outboxHandle).resume},
-		m{name: "login", call: asyncCall, fn: (*outboxHandle).login},
-		m{name: "logout", call: asyncCall, fn: (*outboxHandle).logout},
-		m{name: "close", call: asyncCall, fn: (*outboxHandle).close, idle: js.Undefined()},
-		m{name: "unsupported", call: asyncCall, fn: (*outboxHandle).unsupported},
+	type m = jsapi.Method[*outboxHandle]
+	outboxes.Define(errOutboxClosed,
+		m{Name: "enqueue", Call: jsapi.Promise, Fn: (*outboxHandle).enqueue, Wrap: enqueueMethod},
+		m{Name: "flush", Call: jsapi.Async, Fn: (*outboxHandle).flush},
+		m{Name: "status", Call: jsapi.Async, Fn: (*outboxHandle).status},
+		m{Name: "onStatus", Call: jsapi.Sync, Fn: (*outboxHandle).onStatus},
+		m{Name: "onEvent", Call: jsapi.Sync, Fn: (*outboxHandle).onEvent},
+		m{Name: "deadLetters", Call: jsapi.Async, Fn: (*outboxHandle).deadLetters},
+		m{Name: "retry", Call: jsapi.Async, Fn: (*outboxHandle).retry},
+		m{Name: "discard", Call: jsapi.Async, Fn: (*outboxHandle).discard},
+		m{Name: "pause", Call: jsapi.Async, Fn: (*outboxHandle).pause},
+		m{Name: "resume", Call: jsapi.Async, Fn: (*outboxHandle).resume},
+		m{Name: "login", Call: jsapi.Async, Fn: (*outboxHandle).login},
+		m{Name: "logout", Call: jsapi.Async, Fn: (*outboxHandle).logout},
+		m{Name: "close", Call: jsapi.Async, Fn: (*outboxHandle).close, Idle: js.Undefined()},
+		m{Name: "unsupported", Call: jsapi.Async, Fn: (*outboxHandle).unsupported},
 	)
 }
 
@@ -53,9 +54,6 @@ var runtimeErrorNames = [...]errorName{
 	{outbox.ErrFenceUnavailable, "NetworkError"},
 	{outbox.ErrRuntimeClosed, "InvalidStateError"},
 }
-
-// nameAbort is the name of an IndexedDB abort without a cause of its own.
-const nameAbort = "AbortError"
 
 // obErr names the errors of the outbox API.
 func obErr(err error) error {
@@ -95,7 +93,7 @@ func (o *outboxHandle) flush([]js.Value) (any, error) {
 	if err != nil && !errors.Is(err, outbox.ErrPaused) {
 		return nil, obErr(err)
 	}
-	r := newObject()
+	r := jsapi.NewObject()
 	r.Set("skipped", skipped)
 	r.Set("paused", errors.Is(err, outbox.ErrPaused))
 	r.Set("claimed", rep.Claimed)
@@ -120,7 +118,7 @@ func (o *outboxHandle) onStatus(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(o.rt.OnStatus(func(st outbox.RuntimeStatus) { callLater(fn, statusJS(st)) })), nil
+	return unsubscriber(o.rt.OnStatus(func(st outbox.RuntimeStatus) { jsapi.CallLater(fn, statusJS(st)) })), nil
 }
 
 func (o *outboxHandle) onEvent(args []js.Value) (any, error) {
@@ -128,13 +126,13 @@ func (o *outboxHandle) onEvent(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(o.rt.OnEvent(func(e outbox.Event) { callLater(fn, eventJS(e)) })), nil
+	return unsubscriber(o.rt.OnEvent(func(e outbox.Event) { jsapi.CallLater(fn, eventJS(e)) })), nil
 }
 
 func callbackArg(where string, args []js.Value) (js.Value, error) {
-	fn := at(args, 0)
-	if !isType(fn, js.TypeFunction) {
-		return fn, typeErr(where, "fn must be a function")
+	fn := jsapi.At(args, 0)
+	if !jsapi.IsType(fn, js.TypeFunction) {
+		return fn, jsapi.TypeErr(where, "fn must be a function")
 	}
 	return fn, nil
 }
@@ -163,7 +161,7 @@ func recordsJS(recs []outbox.Record, err error) (any, error) {
 	if err != nil {
 		return nil, obErr(err)
 	}
-	arr := jsArray.New()
+	arr := jsapi.JSArray.New()
 	for i := range recs {
 		arr.Call("push", recordJS(&recs[i]))
 	}
@@ -172,9 +170,9 @@ func recordsJS(recs []outbox.Record, err error) (any, error) {
 
 // idArg reads the id (or user) argument of retry, discard and login.
 func idArg(where string, args []js.Value) (string, error) {
-	id := at(args, 0)
-	if !isType(id, js.TypeString) || id.String() == "" {
-		return "", typeErr("outbox."+where, "id must be a non-empty string")
+	id := jsapi.At(args, 0)
+	if !jsapi.IsType(id, js.TypeString) || id.String() == "" {
+		return "", jsapi.TypeErr("outbox."+where, "id must be a non-empty string")
 	}
 	return id.String(), nil
 }
@@ -204,7 +202,7 @@ func (o *outboxHandle) login(args []js.Value) (any, error) {
 }
 
 func (o *outboxHandle) logout(args []js.Value) (any, error) {
-	n, err := o.rt.Logout(bg, field(at(args, 0), "purge").Truthy())
+	n, err := o.rt.Logout(bg, jsapi.Field(jsapi.At(args, 0), "purge").Truthy())
 	return n, obErr(err)
 }
 
@@ -213,6 +211,6 @@ func (o *outboxHandle) pause([]js.Value) (any, error) { return nil, obErr(o.rt.P
 func (o *outboxHandle) resume([]js.Value) (any, error) { return nil, obErr(o.rt.Resume(bg)) }
 
 func (o *outboxHandle) close([]js.Value) (any, error) {
-	outboxes.remove(o.id)
+	outboxes.Remove(o.id)
 	return nil, o.rt.Close()
 }

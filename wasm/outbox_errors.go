@@ -40,3 +40,6 @@ var outboxErrorNames = [...]errorName{
 	{outbox.ErrStoreClosed, "InvalidStateError"},
 	{outbox.ErrSchemaUnsupported, "NotSupportedError"},
 }
+
+// nameAbort is the name of an IndexedDB abort without a cause of its own.
+const nameAbort = "AbortError"

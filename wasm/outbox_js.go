@@ -11,6 +11,7 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The enqueue path of the outbox() area (outbox_api_js.go has the rest).
@@ -30,7 +31,7 @@ var (
 // store, an invalid one gets its typed error), and every operation on a
 // page without the loader: a goroutine that waits for the commit.
 func (o *outboxHandle) enqueue(args []js.Value) (any, error) {
-	op, err := opArg(at(args, 0))
+	op, err := opArg(jsapi.At(args, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -66,15 +67,15 @@ func useLoaderAppends(o *outboxHandle) {
 var obAppended = jsglue.NewCallback(appended)
 
 func appended(_ js.Value, args []js.Value) any {
-	b := at(args, 0)
+	b := jsapi.At(args, 0)
 	if b.Type() != js.TypeString {
-		return jsglue.ToJS(obErr(outbox.EnqueueAborted(at(args, 1))))
+		return jsglue.ToJS(obErr(outbox.EnqueueAborted(jsapi.At(args, 1))))
 	}
 	appendedBatches.Add(1)
 	var recs []outbox.AppendedRecord
 	last := -1
 	done := func() {
-		if o, ok := outboxes.lookup(float64(last)); ok {
+		if o, ok := outboxes.Lookup(float64(last)); ok {
 			o.rt.Appended(recs)
 		}
 		recs = recs[:0]
@@ -103,7 +104,7 @@ func enqueueMethod(id float64, slow js.Value) js.Value {
 		return slow
 	}
 	m := enq.Invoke(id, slow)
-	jsReflect.Call("set", m, symAsync, true)
+	jsapi.JSReflect.Call("set", m, jsapi.SymAsync, true)
 	return m
 }
 
@@ -114,9 +115,9 @@ var appendedBatches, appendedRecords, malformedAppends atomic.Int64
 
 // enqueueResult is enqueue's result object.
 func enqueueResult(res outbox.EnqueueResult) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("id", res.ID)
-	o.Set("action", recurring.get(string(res.Action)))
+	o.Set("action", jsapi.Recurring.Get(string(res.Action)))
 	return o
 }
 
@@ -130,7 +131,7 @@ var loaderOpFields js.Value
 func opArg(v js.Value) (outbox.Op, error) {
 	if op, ok := opArgFast(v); ok {
 		if op.OperationType == "" {
-			return op, typeErr("outbox.enqueue", "operationType must be a string")
+			return op, jsapi.TypeErr("outbox.enqueue", "operationType must be a string")
 		}
 		return op, nil
 	}
@@ -223,11 +224,11 @@ func payloadBytes(p js.Value) (b []byte, ok bool) {
 // opArgSlow reads enqueue's operation field by field.
 func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := jsglue.TypeOf(v); t != js.TypeObject {
-		return outbox.Op{}, typeErr("outbox.enqueue", "op must be an object")
+		return outbox.Op{}, jsapi.TypeErr("outbox.enqueue", "op must be an object")
 	}
 	var op outbox.Op
 	str := func(name string, required bool) (string, error) {
-		f := field(v, name)
+		f := jsapi.Field(v, name)
 		ft, _ := jsglue.TypeOf(f) // a BigInt is neither
 		switch {
 		case ft == js.TypeString && (f.String() != "" || !required):
@@ -235,7 +236,7 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		case (ft == js.TypeUndefined || ft == js.TypeNull) && !required:
 			return "", nil
 		}
-		return "", typeErr("outbox.enqueue", name+" must be a string")
+		return "", jsapi.TypeErr("outbox.enqueue", name+" must be a string")
 	}
 	var err error
 	if op.OperationType, err = str("operationType", true); err != nil {
@@ -250,24 +251,24 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 	if op.OperationKey, err = str("operationKey", false); err != nil {
 		return op, err
 	}
-	p := field(v, "payload")
-	if isType(p, js.TypeUndefined) {
-		return op, typeErr("outbox.enqueue", "payload is required")
+	p := jsapi.Field(v, "payload")
+	if jsapi.IsType(p, js.TypeUndefined) {
+		return op, jsapi.TypeErr("outbox.enqueue", "payload is required")
 	}
 	var ok bool
 	if op.Payload, ok = payloadBytes(p); !ok {
-		return op, typeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
+		return op, jsapi.TypeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
 	}
-	if deps := field(v, "dependencyIds"); isType(deps, js.TypeObject) {
+	if deps := jsapi.Field(v, "dependencyIds"); jsapi.IsType(deps, js.TypeObject) {
 		// Read by index through Reflect.get (a throwing getter or proxy
 		// trap is an absent element, as for the fields above), bounded: a
 		// forged length must not keep the tab in this loop.
-		l := field(deps, "length")
-		if !isType(l, js.TypeNumber) || !(l.Float() >= 0) || l.Float() > maxDependencyIDs {
-			return op, typeErr("outbox.enqueue", "dependencyIds must be an array of at most 1000 ids")
+		l := jsapi.Field(deps, "length")
+		if !jsapi.IsType(l, js.TypeNumber) || !(l.Float() >= 0) || l.Float() > maxDependencyIDs {
+			return op, jsapi.TypeErr("outbox.enqueue", "dependencyIds must be an array of at most 1000 ids")
 		}
 		for i := range int(l.Float()) {
-			if d := field(deps, strconv.Itoa(i)); isType(d, js.TypeString) {
+			if d := jsapi.Field(deps, strconv.Itoa(i)); jsapi.IsType(d, js.TypeString) {
 				op.DependencyIDs = append(op.DependencyIDs, d.String())
 			}
 		}

@@ -394,9 +394,7 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 // lastOutbox is the runtime of the outbox opened last.
 func lastOutbox(t *testing.T) *outbox.Runtime {
 	t.Helper()
-	outboxes.mu.Lock()
-	o, ok := outboxes.m[outboxes.next]
-	outboxes.mu.Unlock()
+	o, ok := outboxes.Last()
 	if !ok {
 		t.Fatal("no open outbox")
 	}

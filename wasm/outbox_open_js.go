@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // tf.outbox(options): reading the options into an outbox.RuntimeConfig
@@ -16,7 +17,7 @@ import (
 
 // openOutbox implements tf.outbox(options).
 func openOutbox(args []js.Value) (any, error) {
-	opts := at(args, 0)
+	opts := jsapi.At(args, 0)
 	cfg, err := readOutboxOptions(opts)
 	if err != nil {
 		return nil, err
@@ -26,23 +27,23 @@ func openOutbox(args []js.Value) (any, error) {
 		return nil, obErr(err)
 	}
 	o := &outboxHandle{rt: rt}
-	o.id = outboxes.add(o)
+	o.id = outboxes.Add(o)
 	useLoaderAppends(o)
-	obj := newObject()
-	defineConst(obj, "name", cfg.Name)
-	defineConst(obj, "id", rt.ID())
-	defineConst(obj, "lockName", rt.LockName())
-	defineConst(obj, "protocol", rt.Protocol())
-	defineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
-	outboxes.install(obj, o.id)
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "name", cfg.Name)
+	jsapi.DefineConst(obj, "id", rt.ID())
+	jsapi.DefineConst(obj, "lockName", rt.LockName())
+	jsapi.DefineConst(obj, "protocol", rt.Protocol())
+	jsapi.DefineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
+	outboxes.Install(obj, o.id)
 	return obj, nil
 }
 
 // readOutboxOptions reads and validates tf.outbox's options.
 func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
 	var cfg outbox.RuntimeConfig
-	if !isType(opts, js.TypeObject) {
-		return cfg, typeErr("outbox", "options must be an object")
+	if !jsapi.IsType(opts, js.TypeObject) {
+		return cfg, jsapi.TypeErr("outbox", "options must be an object")
 	}
 	var err error
 	for _, o := range []struct {
@@ -50,11 +51,11 @@ func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
 		to       *string
 		required bool
 	}{{"name", &cfg.Name, true}, {"endpoint", &cfg.Outbox.Endpoint, true}, {"user", &cfg.Session.UserID, false}, {"fencePath", &cfg.FencePath, false}} {
-		if *o.to, err = outboxString(o.name, argOf(field(opts, o.name)), o.required); err != nil {
+		if *o.to, err = jsapi.OutboxString(o.name, jsapi.ArgOf(jsapi.Field(opts, o.name)), o.required); err != nil {
 			return cfg, err
 		}
 	}
-	if cfg.Outbox.Policies, err = readPolicies(field(opts, "policies")); err != nil {
+	if cfg.Outbox.Policies, err = readPolicies(jsapi.Field(opts, "policies")); err != nil {
 		return cfg, err
 	}
 	if err := readLimits(opts, &cfg); err != nil {
@@ -63,8 +64,8 @@ func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
 	if err := outboxVersions(opts, &cfg); err != nil {
 		return cfg, err
 	}
-	cfg.NoWebLocks = field(opts, "noWebLocks").Truthy()
-	if h := field(opts, "headers"); isType(h, js.TypeObject) || isType(h, js.TypeFunction) {
+	cfg.NoWebLocks = jsapi.Field(opts, "noWebLocks").Truthy()
+	if h := jsapi.Field(opts, "headers"); jsapi.IsType(h, js.TypeObject) || jsapi.IsType(h, js.TypeFunction) {
 		cfg.Authorize = authorize(h)
 	}
 	return cfg, nil
@@ -72,32 +73,32 @@ func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
 
 // readPolicies reads policies: {operationType: {dedupe, merge?, maxAttempts?, endpoint?}}.
 func readPolicies(pols js.Value) (map[string]outbox.Policy, error) {
-	if !isType(pols, js.TypeObject) {
-		return nil, typeErr("outbox", "policies must be an object {operationType: {dedupe}}")
+	if !jsapi.IsType(pols, js.TypeObject) {
+		return nil, jsapi.TypeErr("outbox", "policies must be an object {operationType: {dedupe}}")
 	}
 	out := map[string]outbox.Policy{}
-	keys := jsObject.Call("keys", pols)
+	keys := jsapi.JSObject.Call("keys", pols)
 	for i := 0; i < keys.Length(); i++ {
 		k := keys.Index(i).String()
-		p := field(pols, k)
-		d, err := dedupeArg(k, argOf(field(p, "dedupe")))
+		p := jsapi.Field(pols, k)
+		d, err := jsapi.DedupeArg(k, jsapi.ArgOf(jsapi.Field(p, "dedupe")))
 		if err != nil {
 			return nil, err
 		}
 		pol := outbox.Policy{Dedupe: d}
 		if d == outbox.Merge {
-			pol.Merge = mergeFunc(field(p, "merge"))
+			pol.Merge = mergeFunc(jsapi.Field(p, "merge"))
 		}
-		if ma := field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
+		if ma := jsapi.Field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
 			pol.MaxAttempts = ma.Int()
 		}
-		if ep := field(p, "endpoint"); ep.Type() == js.TypeString {
+		if ep := jsapi.Field(p, "endpoint"); ep.Type() == js.TypeString {
 			pol.Endpoint = ep.String()
 		}
 		out[k] = pol
 	}
 	if len(out) == 0 {
-		return nil, typeErr("outbox", "policies must configure at least one operation type")
+		return nil, jsapi.TypeErr("outbox", "policies must configure at least one operation type")
 	}
 	return out, nil
 }
@@ -108,16 +109,16 @@ func readLimits(opts js.Value, cfg *outbox.RuntimeConfig) error {
 		name string
 		to   *int
 	}{{"maxAttempts", &cfg.Outbox.MaxAttempts}, {"concurrency", &cfg.Outbox.Concurrency}, {"batchSize", &cfg.Outbox.BatchSize}, {"chargeAhead", &cfg.Outbox.ChargeAhead}} {
-		if v := field(opts, o.name); v.Type() == js.TypeNumber && v.Int() > 0 {
+		if v := jsapi.Field(opts, o.name); v.Type() == js.TypeNumber && v.Int() > 0 {
 			*o.to = v.Int()
 		}
 	}
-	if b := field(opts, "backoff"); b.Type() == js.TypeObject {
-		base, err := msArg("base", argOf(field(b, "base")))
+	if b := jsapi.Field(opts, "backoff"); b.Type() == js.TypeObject {
+		base, err := jsapi.MsArg("base", jsapi.ArgOf(jsapi.Field(b, "base")))
 		if err != nil {
 			return err
 		}
-		cp, err := msArg("cap", argOf(field(b, "cap")))
+		cp, err := jsapi.MsArg("cap", jsapi.ArgOf(jsapi.Field(b, "cap")))
 		if err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func readLimits(opts js.Value, cfg *outbox.RuntimeConfig) error {
 		to   *time.Duration
 	}{{"statusTimeoutMs", &cfg.Watch.StatusTimeout}, {"stallAfterMs", &cfg.Watch.StallAfter}, {"sendTimeoutMs", &cfg.SendTimeout}, {"leaseTTLMs", &cfg.Outbox.LeaseTTL}} {
 		var err error
-		if *o.to, err = msArg(o.name, argOf(field(opts, o.name))); err != nil {
+		if *o.to, err = jsapi.MsArg(o.name, jsapi.ArgOf(jsapi.Field(opts, o.name))); err != nil {
 			return err
 		}
 	}
@@ -147,13 +148,13 @@ func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.He
 			}
 			hv = v
 		}
-		if !isType(hv, js.TypeObject) {
+		if !jsapi.IsType(hv, js.TypeObject) {
 			return nil
 		}
-		ks := jsObject.Call("keys", hv)
+		ks := jsapi.JSObject.Call("keys", hv)
 		for i := 0; i < ks.Length(); i++ {
 			k := ks.Index(i).String()
-			if v := field(hv, k); v.Type() == js.TypeString {
+			if v := jsapi.Field(hv, k); v.Type() == js.TypeString {
 				h[k] = v.String()
 			}
 		}
@@ -173,7 +174,7 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 			if fn.Type() == js.TypeFunction {
 				m = fn.Invoke(a, b)
 			} else {
-				m = jsObject.Call("assign", jsObject.New(), a, b)
+				m = jsapi.JSObject.Call("assign", jsapi.JSObject.New(), a, b)
 			}
 			return []byte(jsJSON.Call("stringify", m).String())
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The versions of an outbox (outbox.Names, outbox.SchemaGate): protocol,
@@ -19,35 +20,35 @@ import (
 // outboxVersions reads the protocol, schemaVersion and migrations options
 // into cfg. migrations[v] upgrades a payload of schema v to v+1.
 func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
-	if p := argOf(field(opts, "protocol")); !p.absent() {
-		n, err := protocolArg("outbox", p)
+	if p := jsapi.ArgOf(jsapi.Field(opts, "protocol")); !p.Absent() {
+		n, err := jsapi.ProtocolArg("outbox", p)
 		if err != nil {
 			return err
 		}
 		cfg.Protocol = n
 	}
-	schema, err := schemaVersionArg(argOf(field(opts, "schemaVersion")))
+	schema, err := jsapi.SchemaVersionArg(jsapi.ArgOf(jsapi.Field(opts, "schemaVersion")))
 	if err != nil {
 		return err
 	}
 	cfg.Outbox.SchemaVersion = schema
-	migs := field(opts, "migrations")
+	migs := jsapi.Field(opts, "migrations")
 	if migs.IsUndefined() || migs.IsNull() {
 		return nil
 	}
-	if !isType(migs, js.TypeObject) {
-		return typeErr("outbox", "migrations must be an object {fromVersion: payload => payload}")
+	if !jsapi.IsType(migs, js.TypeObject) {
+		return jsapi.TypeErr("outbox", "migrations must be an object {fromVersion: payload => payload}")
 	}
-	keys := jsObject.Call("keys", migs)
-	for i := 0; i < keys.Length() && i < maxSchemaVersion; i++ {
+	keys := jsapi.JSObject.Call("keys", migs)
+	for i := 0; i < keys.Length() && i < jsapi.MaxSchemaVersion; i++ {
 		k := keys.Index(i).String()
-		from, err := migrationFrom(k, schema)
+		from, err := jsapi.MigrationFrom(k, schema)
 		if err != nil {
 			return err
 		}
-		fn := field(migs, k)
-		if !isType(fn, js.TypeFunction) {
-			return typeErr("outbox", "migrations."+k+" must be a function")
+		fn := jsapi.Field(migs, k)
+		if !jsapi.IsType(fn, js.TypeFunction) {
+			return jsapi.TypeErr("outbox", "migrations."+k+" must be a function")
 		}
 		cfg.Outbox.Migrations = append(cfg.Outbox.Migrations, outbox.Migration{From: from, To: from + 1, Migrate: migrationFunc(fn)})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The outbox's status, events and records as JavaScript objects.
@@ -17,7 +18,7 @@ import (
 func setFailureJS(o js.Value, f outbox.SendFailure) {
 	o.Set("failing", f.Failing())
 	if f.Failing() {
-		o.Set("failure", recurring.get(string(f.Kind)))
+		o.Set("failure", jsapi.Recurring.Get(string(f.Kind)))
 	} else {
 		o.Set("failure", js.Null())
 	}
@@ -36,7 +37,7 @@ func errorInfoJS(e *outbox.ErrorInfo) any {
 	if e == nil {
 		return js.Null()
 	}
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("code", e.Code)
 	o.Set("message", e.Message)
 	o.Set("status", e.Status)
@@ -45,7 +46,7 @@ func errorInfoJS(e *outbox.ErrorInfo) any {
 }
 
 func statusJS(st outbox.RuntimeStatus) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("pending", st.Pending)
 	o.Set("sending", st.Sending)
 	o.Set("failed", st.Failed)
@@ -69,10 +70,10 @@ func statusJS(st outbox.RuntimeStatus) js.Value {
 }
 
 func eventJS(e outbox.Event) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	// Kinds, owners, reasons and error codes recur from event to event:
 	// their JavaScript strings come from the cache (see recurring).
-	o.Set("kind", recurring.get(string(e.Kind)))
+	o.Set("kind", jsapi.Recurring.Get(string(e.Kind)))
 	o.Set("at", ms(e.At))
 	if e.RecordID != "" {
 		o.Set("recordId", e.RecordID)
@@ -81,13 +82,13 @@ func eventJS(e outbox.Event) js.Value {
 		o.Set("operationKeyHash", e.OperationKeyHash)
 	}
 	if e.Owner != "" {
-		o.Set("ownerId", recurring.get(e.Owner))
+		o.Set("ownerId", jsapi.Recurring.Get(e.Owner))
 	}
 	if e.Reason != "" {
-		o.Set("reason", recurring.get(e.Reason))
+		o.Set("reason", jsapi.Recurring.Get(e.Reason))
 	}
 	if e.ErrorCode != "" {
-		o.Set("errorCode", recurring.get(e.ErrorCode))
+		o.Set("errorCode", jsapi.Recurring.Get(e.ErrorCode))
 	}
 	if e.LeaseToken != 0 {
 		o.Set("leaseToken", float64(e.LeaseToken))
@@ -102,7 +103,7 @@ func eventJS(e outbox.Event) js.Value {
 }
 
 func recordJS(r *outbox.Record) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("id", r.ID)
 	o.Set("status", string(r.Status))
 	o.Set("operationType", r.OperationType)

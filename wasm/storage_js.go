@@ -10,6 +10,7 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/deadline"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The runtime's IndexedDB databases, one connection per database name per
@@ -63,16 +64,16 @@ func storageFor(where, name string, version uint64, stores []string) (*storage, 
 		storages[name] = s
 	}
 	if s.version != version {
-		return nil, typeErr(where, "database "+name+" is already open in this page at version "+itoa(int(s.version))+", not "+itoa(int(version)))
+		return nil, jsapi.TypeErr(where, "database "+name+" is already open in this page at version "+jsapi.Itoa(int(s.version))+", not "+jsapi.Itoa(int(version)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range stores {
-		if contains(s.stores, st) {
+		if jsapi.Contains(s.stores, st) {
 			continue
 		}
 		if s.started {
-			return nil, typeErr(where, "store "+st+" was not declared before database "+name+
+			return nil, jsapi.TypeErr(where, "store "+st+" was not declared before database "+name+
 				" was opened: declare every store (option stores) on the first elect() or fence() of the page, and bump version when adding one")
 		}
 		s.stores = append(s.stores, st)
@@ -197,13 +198,13 @@ func (s *storage) err() error {
 
 func (s *storage) watch(el *election) {
 	s.mu.Lock()
-	s.watchers.add(el)
+	s.watchers.Add(el)
 	s.mu.Unlock()
 }
 
 func (s *storage) unwatch(el *election) {
 	s.mu.Lock()
-	s.watchers.remove(el)
+	s.watchers.Remove(el)
 	s.mu.Unlock()
 }
 
@@ -213,7 +214,7 @@ func (s *storage) warm() {
 		ctx, cancel := deadline.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := s.open(ctx); err != nil && s.err() == nil {
-			reportError("tabfence: opening database "+s.name+" failed:", err)
+			jsapi.ReportError("tabfence: opening database "+s.name+" failed:", err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package main
+package jsapi
 
 import (
 	"strconv"
@@ -12,39 +12,39 @@ import (
 // and hand it here; every bad argument becomes a TypeError that JavaScript
 // sees as thrown or as a rejected promise, never a Go panic.
 
-// kind mirrors js.Type (plus "array" and "integer" are not separate: the
+// Kind mirrors js.Type (plus "array" and "integer" are not separate: the
 // number check is done on the value).
-type kind int
+type Kind int
 
 const (
-	kindUndefined kind = iota
-	kindNull
-	kindBoolean
-	kindNumber
-	kindString
-	kindSymbol
-	kindObject
-	kindFunction
-	kindBigInt
+	KindUndefined Kind = iota
+	KindNull
+	KindBoolean
+	KindNumber
+	KindString
+	KindSymbol
+	KindObject
+	KindFunction
+	KindBigInt
 )
 
 var kindNames = [...]string{"undefined", "null", "boolean", "number", "string", "symbol", "object", "function", "bigint"}
 
-func (k kind) String() string {
+func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return "unknown"
 }
 
-// arg is one JavaScript value as validation sees it.
-type arg struct {
-	Kind kind
+// Arg is one JavaScript value as validation sees it.
+type Arg struct {
+	Kind Kind
 	Str  string  // for kindString
 	Num  float64 // for kindNumber
 }
 
-func (a arg) absent() bool { return a.Kind == kindUndefined || a.Kind == kindNull }
+func (a Arg) Absent() bool { return a.Kind == KindUndefined || a.Kind == KindNull }
 
 // TypeError is an argument error; jsglue.ToJS names it "TypeError" through
 // JSName, so JavaScript callers can tell misuse from a runtime failure.
@@ -53,7 +53,7 @@ type TypeError struct{ Msg string }
 func (e *TypeError) Error() string  { return e.Msg }
 func (e *TypeError) JSName() string { return "TypeError" }
 
-func typeErr(where, msg string) error { return &TypeError{Msg: "tabfence." + where + ": " + msg} }
+func TypeErr(where, msg string) error { return &TypeError{Msg: "tabfence." + where + ": " + msg} }
 
 // maxProtocol keeps protocol an exact int on every platform and readable in a
 // lock name.
@@ -64,118 +64,118 @@ const maxProtocol = 1<<31 - 1
 // lock and channel name.
 const maxNameLen = 256
 
-// requiredString validates a non-empty string option.
-func requiredString(where, field string, a arg) (string, error) {
-	if a.Kind != kindString {
-		return "", typeErr(where, field+" must be a non-empty string, got "+a.Kind.String())
+// RequiredString validates a non-empty string option.
+func RequiredString(where, Field string, a Arg) (string, error) {
+	if a.Kind != KindString {
+		return "", TypeErr(where, Field+" must be a non-empty string, got "+a.Kind.String())
 	}
-	return checkedString(where, field, a.Str)
+	return CheckedString(where, Field, a.Str)
 }
 
-// optionalString validates a string option that may be left out.
-func optionalString(where, field string, a arg) (string, error) {
-	if a.absent() {
+// OptionalString validates a string option that may be left out.
+func OptionalString(where, Field string, a Arg) (string, error) {
+	if a.Absent() {
 		return "", nil
 	}
-	if a.Kind != kindString {
-		return "", typeErr(where, field+" must be a string when given, got "+a.Kind.String())
+	if a.Kind != KindString {
+		return "", TypeErr(where, Field+" must be a string when given, got "+a.Kind.String())
 	}
-	return checkedString(where, field, a.Str)
+	return CheckedString(where, Field, a.Str)
 }
 
-func checkedString(where, field, s string) (string, error) {
+func CheckedString(where, Field, s string) (string, error) {
 	if s == "" {
-		return "", typeErr(where, field+" must not be empty")
+		return "", TypeErr(where, Field+" must not be empty")
 	}
 	if len(s) > maxNameLen {
-		return "", typeErr(where, field+" is "+strconv.Itoa(len(s))+" bytes long; the limit is "+strconv.Itoa(maxNameLen))
+		return "", TypeErr(where, Field+" is "+strconv.Itoa(len(s))+" bytes long; the limit is "+strconv.Itoa(maxNameLen))
 	}
 	return s, nil
 }
 
-// protocolArg validates a protocol version: a number (not a numeric string,
+// ProtocolArg validates a protocol version: a number (not a numeric string,
 // which would hide a caller passing the wrong field) that is a positive
 // integer. The version is part of the lock name so that an old tab left open
 // after a deploy cannot lead tabs of the new version.
-func protocolArg(where string, a arg) (int, error) {
-	if a.Kind != kindNumber {
-		return 0, typeErr(where, "protocol must be a positive integer number, got "+a.Kind.String())
+func ProtocolArg(where string, a Arg) (int, error) {
+	if a.Kind != KindNumber {
+		return 0, TypeErr(where, "protocol must be a positive integer number, got "+a.Kind.String())
 	}
 	n := a.Num
 	if n != n || n < 1 || n > maxProtocol || n != float64(int64(n)) {
-		return 0, typeErr(where, "protocol must be an integer from 1 to "+strconv.Itoa(maxProtocol)+", got "+strconv.FormatFloat(n, 'g', -1, 64))
+		return 0, TypeErr(where, "protocol must be an integer from 1 to "+strconv.Itoa(maxProtocol)+", got "+strconv.FormatFloat(n, 'g', -1, 64))
 	}
 	return int(n), nil
 }
 
-// optionalFunc checks that a callback option is a function or absent.
-func optionalFunc(where, field string, a arg) (bool, error) {
-	if a.absent() {
+// OptionalFunc checks that a callback option is a function or absent.
+func OptionalFunc(where, Field string, a Arg) (bool, error) {
+	if a.Absent() {
 		return false, nil
 	}
-	if a.Kind != kindFunction {
-		return false, typeErr(where, field+" must be a function when given, got "+a.Kind.String())
+	if a.Kind != KindFunction {
+		return false, TypeErr(where, Field+" must be a function when given, got "+a.Kind.String())
 	}
 	return true, nil
 }
 
-// electArgs is the options object of elect(), field by field.
-type electArgs struct {
-	Options                      arg // the object itself
-	Scope, Protocol              arg
-	Resource, OwnerID            arg
-	OnLeader, OnFollower, OnLost arg
+// ElectArgs is the options object of elect(), field by field.
+type ElectArgs struct {
+	Options                      Arg // the object itself
+	Scope, Protocol              Arg
+	Resource, OwnerID            Arg
+	OnLeader, OnFollower, OnLost Arg
 }
 
-// electOptions is electArgs once validated.
-type electOptions struct {
+// ElectOptions is electArgs once validated.
+type ElectOptions struct {
 	Scope, Resource, OwnerID              string
 	Protocol                              int
 	HasOnLeader, HasOnFollower, HasOnLost bool
 }
 
-// validateElect checks elect()'s options and reports the first problem.
-func validateElect(a electArgs) (electOptions, error) {
+// ValidateElect checks elect()'s options and reports the first problem.
+func ValidateElect(a ElectArgs) (ElectOptions, error) {
 	const where = "elect"
-	var o electOptions
-	if a.Options.Kind != kindObject {
-		return o, typeErr(where, "expects an options object {scope, protocol, onLeader, onFollower, onLost}, got "+a.Options.Kind.String())
+	var o ElectOptions
+	if a.Options.Kind != KindObject {
+		return o, TypeErr(where, "expects an options object {scope, protocol, onLeader, onFollower, onLost}, got "+a.Options.Kind.String())
 	}
 	var err error
-	if o.Scope, err = requiredString(where, "scope", a.Scope); err != nil {
+	if o.Scope, err = RequiredString(where, "scope", a.Scope); err != nil {
 		return o, err
 	}
-	if o.Protocol, err = protocolArg(where, a.Protocol); err != nil {
+	if o.Protocol, err = ProtocolArg(where, a.Protocol); err != nil {
 		return o, err
 	}
 	// locks.Name has the last word on what makes a lock name (length,
 	// control characters); its complaint is still a TypeError to the caller.
 	if _, err := locks.Name(o.Scope, o.Protocol); err != nil {
-		return o, typeErr(where, "scope "+quote(o.Scope)+" cannot name a lock: "+err.Error())
+		return o, TypeErr(where, "scope "+Quote(o.Scope)+" cannot name a lock: "+err.Error())
 	}
-	if o.Resource, err = optionalString(where, "resource", a.Resource); err != nil {
+	if o.Resource, err = OptionalString(where, "resource", a.Resource); err != nil {
 		return o, err
 	}
-	if o.OwnerID, err = optionalString(where, "ownerID", a.OwnerID); err != nil {
+	if o.OwnerID, err = OptionalString(where, "ownerID", a.OwnerID); err != nil {
 		return o, err
 	}
-	if o.HasOnLeader, err = optionalFunc(where, "onLeader", a.OnLeader); err != nil {
+	if o.HasOnLeader, err = OptionalFunc(where, "onLeader", a.OnLeader); err != nil {
 		return o, err
 	}
-	if o.HasOnFollower, err = optionalFunc(where, "onFollower", a.OnFollower); err != nil {
+	if o.HasOnFollower, err = OptionalFunc(where, "onFollower", a.OnFollower); err != nil {
 		return o, err
 	}
-	if o.HasOnLost, err = optionalFunc(where, "onLost", a.OnLost); err != nil {
+	if o.HasOnLost, err = OptionalFunc(where, "onLost", a.OnLost); err != nil {
 		return o, err
 	}
 	return o, nil
 }
 
-// quote renders s for an error message: in double quotes, with quotes,
+// Quote renders s for an error message: in double quotes, with quotes,
 // backslashes and control characters escaped, so a hostile or mistaken
 // argument cannot garble the message. (strconv.Quote would link strconv's
 // Unicode tables into the download for two error messages.)
-func quote(s string) string {
+func Quote(s string) string {
 	const hex = "0123456789abcdef"
 	b := make([]byte, 0, len(s)+2)
 	b = append(b, '"')
@@ -198,36 +198,36 @@ func quote(s string) string {
 	return string(append(b, '"'))
 }
 
-// stallAfterArg reads elect()'s stallAfter, the watchdog: absent, null or
+// StallAfterArg reads elect()'s stallAfter, the watchdog: absent, null or
 // false (none), true (locks.DefaultStallAfter), or a whole number of
 // milliseconds (0: none), which locks.ValidStallAfter judges (boolean true
 // arrives with Num 1, see argOf).
-func stallAfterArg(where string, a arg, fenced bool) (time.Duration, error) {
+func StallAfterArg(where string, a Arg, fenced bool) (time.Duration, error) {
 	var d time.Duration
 	switch a.Kind {
-	case kindUndefined, kindNull:
+	case KindUndefined, KindNull:
 		return 0, nil
-	case kindBoolean:
+	case KindBoolean:
 		if a.Num != 0 {
 			d = locks.DefaultStallAfter
 		}
-	case kindNumber:
+	case KindNumber:
 		n := a.Num
 		if n != n || n < 0 || n > float64(2*locks.MaxStallAfter/time.Millisecond) || n != float64(int64(n)) {
-			return 0, typeErr(where, "stallAfter must be a whole number of milliseconds")
+			return 0, TypeErr(where, "stallAfter must be a whole number of milliseconds")
 		}
 		d = time.Duration(n) * time.Millisecond
 	default:
-		return 0, typeErr(where, "stallAfter must be a number of milliseconds or a boolean, got "+a.Kind.String())
+		return 0, TypeErr(where, "stallAfter must be a number of milliseconds or a boolean, got "+a.Kind.String())
 	}
 	if err := locks.ValidStallAfter(d, fenced); err != nil {
-		return 0, typeErr(where, err.Error())
+		return 0, TypeErr(where, err.Error())
 	}
 	return d, nil
 }
 
-// orList renders names as "a, b, c or d", each in quote marks q.
-func orList(names []string, q string) string {
+// OrList renders names as "a, b, c or d", each in quote marks q.
+func OrList(names []string, q string) string {
 	s := ""
 	for i, n := range names {
 		switch {

@@ -1,4 +1,4 @@
-package main
+package jsapi
 
 import (
 	"errors"
@@ -10,28 +10,28 @@ import (
 	"github.com/tabfence/tabfence/locks"
 )
 
-func str(s string) arg  { return arg{Kind: kindString, Str: s} }
-func num(n float64) arg { return arg{Kind: kindNumber, Num: n} }
-func fn() arg           { return arg{Kind: kindFunction} }
-func obj() arg          { return arg{Kind: kindObject} }
-func of(k kind) arg     { return arg{Kind: k} }
-func good() electArgs {
-	return electArgs{Options: obj(), Scope: str("notes"), Protocol: num(1), OnLeader: fn()}
+func str(s string) Arg  { return Arg{Kind: KindString, Str: s} }
+func num(n float64) Arg { return Arg{Kind: KindNumber, Num: n} }
+func fn() Arg           { return Arg{Kind: KindFunction} }
+func obj() Arg          { return Arg{Kind: KindObject} }
+func of(k Kind) Arg     { return Arg{Kind: k} }
+func good() ElectArgs {
+	return ElectArgs{Options: obj(), Scope: str("notes"), Protocol: num(1), OnLeader: fn()}
 }
 
 func TestValidateElectAcceptsGoodOptions(t *testing.T) {
 	a := good()
 	a.Resource, a.OwnerID, a.OnLost = str("ws-1"), str("tab-7"), fn()
-	o, err := validateElect(a)
+	o, err := ValidateElect(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := electOptions{Scope: "notes", Resource: "ws-1", OwnerID: "tab-7", Protocol: 1, HasOnLeader: true, HasOnLost: true}
+	want := ElectOptions{Scope: "notes", Resource: "ws-1", OwnerID: "tab-7", Protocol: 1, HasOnLeader: true, HasOnLost: true}
 	if o != want {
 		t.Fatalf("got %+v, want %+v", o, want)
 	}
-	a.OnFollower = of(kindNull) // null means "not given", as in most DOM APIs
-	if _, err := validateElect(a); err != nil {
+	a.OnFollower = of(KindNull) // null means "not given", as in most DOM APIs
+	if _, err := ValidateElect(a); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -39,33 +39,33 @@ func TestValidateElectAcceptsGoodOptions(t *testing.T) {
 func TestValidateElectRejectsBadOptions(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(*electArgs)
+		mutate func(*ElectArgs)
 		want   string // part of the message
 	}{
-		{"no options", func(a *electArgs) { a.Options = of(kindUndefined) }, "expects an options object"},
-		{"missing scope", func(a *electArgs) { a.Scope = of(kindUndefined) }, "scope must be a non-empty string, got undefined"},
-		{"empty scope", func(a *electArgs) { a.Scope = str("") }, "scope must not be empty"},
-		{"huge scope", func(a *electArgs) { a.Scope = str(strings.Repeat("x", 300)) }, "limit is 256"},
-		{"long scope", func(a *electArgs) { a.Scope = str(strings.Repeat("x", 201)) }, "cannot name a lock"},
-		{"control character in scope", func(a *electArgs) { a.Scope = str("a\nb") }, "control character"},
-		{"numeric scope", func(a *electArgs) { a.Scope = num(3) }, "got number"},
-		{"missing protocol", func(a *electArgs) { a.Protocol = of(kindUndefined) }, "protocol must be a positive integer number, got undefined"},
-		{"string protocol", func(a *electArgs) { a.Protocol = str("2") }, "got string"},
-		{"zero protocol", func(a *electArgs) { a.Protocol = num(0) }, "got 0"},
-		{"negative protocol", func(a *electArgs) { a.Protocol = num(-1) }, "got -1"},
-		{"fractional protocol", func(a *electArgs) { a.Protocol = num(1.5) }, "got 1.5"},
-		{"NaN protocol", func(a *electArgs) { a.Protocol = num(math.NaN()) }, "got NaN"},
-		{"huge protocol", func(a *electArgs) { a.Protocol = num(1e12) }, "got 1e+12"},
-		{"bigint protocol", func(a *electArgs) { a.Protocol = of(kindBigInt) }, "got bigint"},
-		{"onLeader not a function", func(a *electArgs) { a.OnLeader = str("x") }, "onLeader must be a function"},
-		{"onLost not a function", func(a *electArgs) { a.OnLost = obj() }, "onLost must be a function"},
-		{"empty resource", func(a *electArgs) { a.Resource = str("") }, "resource must not be empty"},
-		{"ownerID number", func(a *electArgs) { a.OwnerID = num(1) }, "ownerID must be a string"},
+		{"no options", func(a *ElectArgs) { a.Options = of(KindUndefined) }, "expects an options object"},
+		{"missing scope", func(a *ElectArgs) { a.Scope = of(KindUndefined) }, "scope must be a non-empty string, got undefined"},
+		{"empty scope", func(a *ElectArgs) { a.Scope = str("") }, "scope must not be empty"},
+		{"huge scope", func(a *ElectArgs) { a.Scope = str(strings.Repeat("x", 300)) }, "limit is 256"},
+		{"long scope", func(a *ElectArgs) { a.Scope = str(strings.Repeat("x", 201)) }, "cannot name a lock"},
+		{"control character in scope", func(a *ElectArgs) { a.Scope = str("a\nb") }, "control character"},
+		{"numeric scope", func(a *ElectArgs) { a.Scope = num(3) }, "got number"},
+		{"missing protocol", func(a *ElectArgs) { a.Protocol = of(KindUndefined) }, "protocol must be a positive integer number, got undefined"},
+		{"string protocol", func(a *ElectArgs) { a.Protocol = str("2") }, "got string"},
+		{"zero protocol", func(a *ElectArgs) { a.Protocol = num(0) }, "got 0"},
+		{"negative protocol", func(a *ElectArgs) { a.Protocol = num(-1) }, "got -1"},
+		{"fractional protocol", func(a *ElectArgs) { a.Protocol = num(1.5) }, "got 1.5"},
+		{"NaN protocol", func(a *ElectArgs) { a.Protocol = num(math.NaN()) }, "got NaN"},
+		{"huge protocol", func(a *ElectArgs) { a.Protocol = num(1e12) }, "got 1e+12"},
+		{"bigint protocol", func(a *ElectArgs) { a.Protocol = of(KindBigInt) }, "got bigint"},
+		{"onLeader not a function", func(a *ElectArgs) { a.OnLeader = str("x") }, "onLeader must be a function"},
+		{"onLost not a function", func(a *ElectArgs) { a.OnLost = obj() }, "onLost must be a function"},
+		{"empty resource", func(a *ElectArgs) { a.Resource = str("") }, "resource must not be empty"},
+		{"ownerID number", func(a *ElectArgs) { a.OwnerID = num(1) }, "ownerID must be a string"},
 	}
 	for _, c := range cases {
 		a := good()
 		c.mutate(&a)
-		_, err := validateElect(a)
+		_, err := ValidateElect(a)
 		var te *TypeError
 		if !errors.As(err, &te) {
 			t.Errorf("%s: got %v, want a TypeError", c.name, err)
@@ -78,7 +78,7 @@ func TestValidateElectRejectsBadOptions(t *testing.T) {
 }
 
 func TestKindNamesMatchConstants(t *testing.T) {
-	if kindBigInt.String() != "bigint" || kind(99).String() != "unknown" {
+	if KindBigInt.String() != "bigint" || Kind(99).String() != "unknown" {
 		t.Fatal("kind names out of step with the constants")
 	}
 }
@@ -92,21 +92,21 @@ func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
 		"\t\r":          `"\t\r"`,
 		"ünïcode":       `"ünïcode"`,
 	} {
-		if got := quote(in); got != want {
+		if got := Quote(in); got != want {
 			t.Errorf("quote(%q) = %s, want %s", in, got, want)
 		}
 	}
 }
 
 func TestStallAfterArg(t *testing.T) {
-	yes, no := arg{Kind: kindBoolean, Num: 1}, arg{Kind: kindBoolean}
+	yes, no := Arg{Kind: KindBoolean, Num: 1}, Arg{Kind: KindBoolean}
 	for _, c := range []struct {
-		a      arg
+		a      Arg
 		fenced bool
 		want   time.Duration
 		err    string
 	}{
-		{of(kindUndefined), false, 0, ""}, {of(kindNull), true, 0, ""}, {no, false, 0, ""}, {num(0), false, 0, ""},
+		{of(KindUndefined), false, 0, ""}, {of(KindNull), true, 0, ""}, {no, false, 0, ""}, {num(0), false, 0, ""},
 		{yes, true, locks.DefaultStallAfter, ""},
 		{num(3000), true, 3 * time.Second, ""}, {num(3600000), true, time.Hour, ""},
 		{num(2999), true, 0, "from 3000 to 3600000"}, {num(3600001), true, 0, "from 3000"},
@@ -114,7 +114,7 @@ func TestStallAfterArg(t *testing.T) {
 		{str("5000"), true, 0, "number of milliseconds or a boolean, got string"},
 		{yes, false, 0, "needs a fenced election"}, {num(5000), false, 0, "needs a fenced election"},
 	} {
-		d, err := stallAfterArg("elect", c.a, c.fenced)
+		d, err := StallAfterArg("elect", c.a, c.fenced)
 		if c.err == "" {
 			if err != nil || d != c.want {
 				t.Errorf("%+v fenced %v: %v %v, want %v", c.a, c.fenced, d, err, c.want)

@@ -1,20 +1,20 @@
 //go:build js && wasm
 
-package main
+package jsapi
 
 import (
 	"sync"
 	"syscall/js"
 )
 
-// recurring maps the strings that recur in message after message (kinds,
+// Recurring maps the strings that recur in message after message (kinds,
 // resources, owner IDs) to JavaScript strings made once: each js.ValueOf
 // of a Go string decodes it in JavaScript and registers a new reference
 // (with a Go finalizer), which the message path would otherwise pay per
 // field per message.
-var recurring strCache
+var Recurring StrCache
 
-type strCache struct {
+type StrCache struct {
 	mu   sync.Mutex
 	ents [16]struct {
 		s string
@@ -26,7 +26,7 @@ type strCache struct {
 // lookup returns the Go string of v when v is a JavaScript string in the
 // cache: wasm_exec.js gives equal strings the same reference while one is
 // held, so the comparison is Go-side only — no copy of v into Go.
-func (c *strCache) lookup(v js.Value) (string, bool) {
+func (c *StrCache) Lookup(v js.Value) (string, bool) {
 	s, ok := "", false
 	c.mu.Lock()
 	for i := range c.ents {
@@ -41,7 +41,7 @@ func (c *strCache) lookup(v js.Value) (string, bool) {
 
 // get returns s as a JavaScript string. Strings over 256 bytes are not
 // kept.
-func (c *strCache) get(s string) js.Value {
+func (c *StrCache) Get(s string) js.Value {
 	c.mu.Lock()
 	for i := range c.ents {
 		if e := &c.ents[i]; e.s == s && e.v.Type() == js.TypeString {
