@@ -1,11 +1,13 @@
 package jsapi
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/locks"
 )
@@ -23,17 +25,11 @@ func TestValidateElectAcceptsGoodOptions(t *testing.T) {
 	a := good()
 	a.Resource, a.OwnerID, a.OnLost = str("ws-1"), str("tab-7"), fn()
 	o, err := ValidateElect(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := ElectOptions{Scope: "notes", Resource: "ws-1", OwnerID: "tab-7", Protocol: 1, HasOnLeader: true, HasOnLost: true}
-	if o != want {
-		t.Fatalf("got %+v, want %+v", o, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, ElectOptions{Scope: "notes", Resource: "ws-1", OwnerID: "tab-7", Protocol: 1, HasOnLeader: true, HasOnLost: true}, o)
 	a.OnFollower = of(KindNull) // null means "not given", as in most DOM APIs
-	if _, err := ValidateElect(a); err != nil {
-		t.Fatal(err)
-	}
+	_, err = ValidateElect(a)
+	require.NoError(t, err)
 }
 
 func TestValidateElectRejectsBadOptions(t *testing.T) {
@@ -67,20 +63,16 @@ func TestValidateElectRejectsBadOptions(t *testing.T) {
 		c.mutate(&a)
 		_, err := ValidateElect(a)
 		var te *TypeError
-		if !errors.As(err, &te) {
-			t.Errorf("%s: got %v, want a TypeError", c.name, err)
-			continue
-		}
-		if te.JSName() != "TypeError" || !strings.HasPrefix(te.Msg, "tabfence.elect: ") || !strings.Contains(te.Msg, c.want) {
-			t.Errorf("%s: message %q, want it to contain %q", c.name, te.Msg, c.want)
-		}
+		require.ErrorAs(t, err, &te, c.name)
+		assert.Equal(t, "TypeError", te.JSName(), c.name)
+		assert.True(t, strings.HasPrefix(te.Msg, "tabfence.elect: "), "%s: %q", c.name, te.Msg)
+		assert.Contains(t, te.Msg, c.want, c.name)
 	}
 }
 
 func TestKindNamesMatchConstants(t *testing.T) {
-	if KindBigInt.String() != "bigint" || Kind(99).String() != "unknown" {
-		t.Fatal("kind names out of step with the constants")
-	}
+	require.Equal(t, "bigint", KindBigInt.String(), "kind names out of step with the constants")
+	require.Equal(t, "unknown", Kind(99).String())
 }
 
 func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
@@ -92,9 +84,7 @@ func TestQuoteEscapesWhatWouldGarbleAMessage(t *testing.T) {
 		"\t\r":          `"\t\r"`,
 		"ünïcode":       `"ünïcode"`,
 	} {
-		if got := Quote(in); got != want {
-			t.Errorf("quote(%q) = %s, want %s", in, got, want)
-		}
+		assert.Equal(t, want, Quote(in), "Quote(%q)", in)
 	}
 }
 
@@ -116,14 +106,12 @@ func TestStallAfterArg(t *testing.T) {
 	} {
 		d, err := StallAfterArg("elect", c.a, c.fenced)
 		if c.err == "" {
-			if err != nil || d != c.want {
-				t.Errorf("%+v fenced %v: %v %v, want %v", c.a, c.fenced, d, err, c.want)
-			}
+			assert.NoError(t, err, "%+v fenced %v", c.a, c.fenced)
+			assert.Equal(t, c.want, d, "%+v fenced %v", c.a, c.fenced)
 			continue
 		}
 		var te *TypeError
-		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.err) {
-			t.Errorf("%+v fenced %v: error %v, want a TypeError with %q", c.a, c.fenced, err, c.err)
-		}
+		assert.ErrorAs(t, err, &te, "%+v fenced %v", c.a, c.fenced)
+		assert.ErrorContains(t, err, c.err, "%+v fenced %v", c.a, c.fenced)
 	}
 }

@@ -1,8 +1,10 @@
 package jsapi
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestValidateStorageDefaults(t *testing.T) {
@@ -27,32 +29,30 @@ func TestValidateStorageDefaults(t *testing.T) {
 	for _, c := range cases {
 		o, err := ValidateStorage("x", c.a, c.elect)
 		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("%s: err %v, want %q", c.name, err, c.wantErr)
-			}
+			assert.ErrorContains(t, err, c.wantErr, c.name)
 			continue
 		}
-		if err != nil || o.Fenced != c.fenced || o.Database != DefaultDatabase || o.Version != 1 {
-			t.Errorf("%s: %+v %v", c.name, o, err)
-		}
+		assert.NoError(t, err, c.name)
+		assert.Equal(t, c.fenced, o.Fenced, c.name)
+		assert.Equal(t, DefaultDatabase, o.Database, c.name)
+		assert.Equal(t, uint64(1), o.Version, c.name)
 	}
 	o, err := ValidateStorage("x", StorageArgs{Stores: Arg{Kind: KindObject}, StoresArray: true,
 		StoreItems: []Arg{str("a"), str("b"), str("a")}}, false)
-	if err != nil || len(o.Stores) != 2 {
-		t.Fatalf("stores %v %v", o.Stores, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, o.Stores)
 }
 
 func TestValidateOp(t *testing.T) {
 	num := func(f float64) Arg { return Arg{Kind: KindNumber, Num: f} }
 	obj := Arg{Kind: KindObject}
 	id := Arg{Kind: KindString, Str: "op-1"}
-	if o, err := ValidateOp("x", OpArgs{Op: obj, Token: num(3), OperationID: id}, 0); err != nil || o.Token != 3 || o.Sequence != 0 {
-		t.Fatalf("%+v %v", o, err)
-	}
-	if o, err := ValidateOp("x", OpArgs{Op: obj, OperationID: id, Seqnce: num(2)}, 7); err != nil || o.Token != 7 || o.Sequence != 2 {
-		t.Fatalf("ctx default token: %+v %v", o, err)
-	}
+	o, err := ValidateOp("x", OpArgs{Op: obj, Token: num(3), OperationID: id}, 0)
+	require.NoError(t, err)
+	require.Equal(t, OpOptions{Token: 3, OperationID: "op-1"}, o)
+	o, err = ValidateOp("x", OpArgs{Op: obj, OperationID: id, Seqnce: num(2)}, 7)
+	require.NoError(t, err, "ctx default token")
+	require.Equal(t, OpOptions{Token: 7, OperationID: "op-1", Sequence: 2}, o, "ctx default token")
 	bad := []OpArgs{
 		{Op: Arg{Kind: KindNull}},
 		{Op: obj, Token: num(0), OperationID: id},
@@ -63,24 +63,25 @@ func TestValidateOp(t *testing.T) {
 		{Op: obj, Token: num(1), OperationID: id, Seqnce: num(0)},
 	}
 	for i, a := range bad {
-		if _, err := ValidateOp("x", a, 0); err == nil {
-			t.Errorf("case %d accepted", i)
-		}
+		_, err := ValidateOp("x", a, 0)
+		assert.Error(t, err, "case %d accepted", i)
 	}
-	if _, err := ValidateOp("x", OpArgs{Op: obj, Token: num(6), OperationID: id}, 7); err == nil {
-		t.Error("a leader context accepted another token")
-	}
+	_, err = ValidateOp("x", OpArgs{Op: obj, Token: num(6), OperationID: id}, 7)
+	assert.Error(t, err, "a leader context accepted another token")
 }
 
 func TestValidateWrite(t *testing.T) {
 	s := func(v string) Arg { return Arg{Kind: KindString, Str: v} }
 	obj, undef := Arg{Kind: KindObject}, Arg{}
-	if _, k, err := ValidateWrite("x", 0, obj, s("notes"), s("put"), s("k"), s("v")); err != nil || k != WritePut {
-		t.Fatal(k, err)
-	}
-	if _, k, err := ValidateWrite("x", 0, obj, s("notes"), s("delete"), s("k"), undef); err != nil || k != WriteDelete {
-		t.Fatal(k, err)
-	}
+	store, k, err := ValidateWrite("x", 0, obj, s("notes"), s("put"), s("k"), s("v"))
+	require.NoError(t, err)
+	require.Equal(t, "notes", store)
+	require.Equal(t, WritePut, k)
+	_, k, err = ValidateWrite("x", 0, obj, s("notes"), s("delete"), s("k"), undef)
+	require.NoError(t, err)
+	require.Equal(t, WriteDelete, k)
+	_, _, err = ValidateWrite("x", 3, obj, s("notes"), s("upsert"), s("k"), s("v"))
+	require.EqualError(t, err, `tabfence.x: writes[3].op must be "put", "add" or "delete"`, "the op list comes from WriteOps")
 	for i, c := range [][6]Arg{
 		{s("x"), s("notes"), s("put"), s("k"), s("v")},
 		{obj, s("tf_fences"), s("put"), s("k"), s("v")},
@@ -88,8 +89,7 @@ func TestValidateWrite(t *testing.T) {
 		{obj, s("notes"), s("put"), undef, s("v")},
 		{obj, s("notes"), s("add"), s("k"), undef},
 	} {
-		if _, _, err := ValidateWrite("x", 0, c[0], c[1], c[2], c[3], c[4]); err == nil {
-			t.Errorf("case %d accepted", i)
-		}
+		_, _, err := ValidateWrite("x", 0, c[0], c[1], c[2], c[3], c[4])
+		assert.Error(t, err, "case %d accepted", i)
 	}
 }
