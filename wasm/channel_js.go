@@ -260,7 +260,7 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 // send posts kind (a string already) and payload under leadership l.
 func (cs *chanState) send(where string, el *election, l *locks.Leadership, kind string, payload js.Value) (channel.Envelope, error) {
 	if len(kind) > channel.DefaultLimits.MaxKind {
-		return channel.Envelope{}, jsapi.TypeErr(where, "kind is longer than "+jsapi.Itoa(channel.DefaultLimits.MaxKind)+" bytes")
+		return channel.Envelope{}, jsapi.TypeErr(where, "kind is longer than "+strconv.Itoa(channel.DefaultLimits.MaxKind)+" bytes")
 	}
 	if el == nil || l == nil || l.Ctx.Err() != nil {
 		return channel.Envelope{}, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall/js"
@@ -80,7 +81,7 @@ func fenceFn(args []js.Value) (any, error) {
 		return nil, err
 	}
 	if len(resource) > idb.MaxResourceLen {
-		return nil, jsapi.TypeErr(where, "resource is longer than "+jsapi.Itoa(idb.MaxResourceLen)+" bytes")
+		return nil, jsapi.TypeErr(where, "resource is longer than "+strconv.Itoa(idb.MaxResourceLen)+" bytes")
 	}
 	opts := jsapi.At(args, 1)
 	if a := jsapi.ArgOf(opts); !a.Absent() && a.Kind != jsapi.KindObject {
@@ -263,7 +264,7 @@ func readWrites(where string, v js.Value) ([]write, error) {
 	}
 	n := jsglue.Len(v)
 	if n > jsapi.MaxWrites {
-		return nil, jsapi.TypeErr(where, "at most "+jsapi.Itoa(jsapi.MaxWrites)+" writes per apply")
+		return nil, jsapi.TypeErr(where, "at most "+strconv.Itoa(jsapi.MaxWrites)+" writes per apply")
 	}
 	out := make([]write, 0, n)
 	for i := 0; i < n; i++ {
@@ -294,7 +295,7 @@ func readStorage(where string, opts js.Value, forElect bool) (jsapi.StorageOptio
 		a.StoresArray = true
 		n := jsglue.Len(stores)
 		if n > jsapi.MaxStores {
-			return jsapi.StorageOptions{}, jsapi.TypeErr(where, "at most "+jsapi.Itoa(jsapi.MaxStores)+" stores")
+			return jsapi.StorageOptions{}, jsapi.TypeErr(where, "at most "+strconv.Itoa(jsapi.MaxStores)+" stores")
 		}
 		for i := 0; i < n; i++ {
 			a.StoreItems = append(a.StoreItems, jsapi.ArgOf(jsglue.Index(stores, i)))
@@ -312,7 +313,7 @@ func apply(st *storage, resource string, o jsapi.OpOptions, ws []write) (idb.Res
 	}
 	stores := []string{} // fence only: no app store in the transaction
 	for _, w := range ws {
-		if !jsapi.Contains(stores, w.store) {
+		if !slices.Contains(stores, w.store) {
 			stores = append(stores, w.store)
 		}
 	}

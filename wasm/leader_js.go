@@ -294,8 +294,8 @@ func (fx *electFence) channel(el *election) (*chanState, error) {
 }
 
 // electionSet is a set of elections. A page runs a handful, so a slice
-// serves as well as a map, and a map keyed by pointers linked the runtime's
-// pointer-key map code (about 6 KB) for these two sets alone.
+// serves as well as a map, without linking the pointer-key map code into
+// the download (docs/jsapi-notes.md).
 type electionSet []*election
 
 func (s *electionSet) Add(el *election) {

@@ -9,8 +9,9 @@ import (
 
 // tabfence-core.wasm is the runtime without the outbox: election, fencing
 // and the channel, for apps that need no offline queue. The outbox's
-// flusher and IndexedDB store are about a sixth of the download (measured by
-// make bench); an app that never queues a mutation should not pay for them.
+// flusher and IndexedDB store are a large part of the download
+// (docs/jsapi-notes.md); an app that never queues a mutation should not pay
+// for them.
 // tf.outbox exists in the core build only to say so clearly.
 
 var errNoOutbox = errors.New("tabfence.outbox: this is tabfence-core.wasm, built without the outbox; load tabfence.wasm to use it")

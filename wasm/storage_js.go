@@ -5,6 +5,8 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,12 +66,12 @@ func storageFor(where, name string, version uint64, stores []string) (*storage, 
 		storages[name] = s
 	}
 	if s.version != version {
-		return nil, jsapi.TypeErr(where, "database "+name+" is already open in this page at version "+jsapi.Itoa(int(s.version))+", not "+jsapi.Itoa(int(version)))
+		return nil, jsapi.TypeErr(where, "database "+name+" is already open in this page at version "+strconv.Itoa(int(s.version))+", not "+strconv.Itoa(int(version)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range stores {
-		if jsapi.Contains(s.stores, st) {
+		if slices.Contains(s.stores, st) {
 			continue
 		}
 		if s.started {

@@ -1,6 +1,7 @@
 package jsapi
 
 import (
+	"slices"
 	"strconv"
 )
 
@@ -20,17 +21,6 @@ const MaxStores = 256
 // DefaultDatabase is the IndexedDB database of the runtime unless an
 // option names another.
 const DefaultDatabase = "tabfence"
-
-func Itoa(n int) string { return strconv.Itoa(n) }
-
-func Contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // StorageArgs are the storage options shared by elect() and fence().
 type StorageArgs struct {
@@ -92,14 +82,14 @@ func ValidateStorage(where string, a StorageArgs, forElect bool) (StorageOptions
 		return o, TypeErr(where, "stores must be an array of store names when given, got "+a.Stores.Kind.String())
 	}
 	for i, s := range a.StoreItems {
-		name, err := RequiredString(where, "stores["+Itoa(i)+"]", s)
+		name, err := RequiredString(where, "stores["+strconv.Itoa(i)+"]", s)
 		if err != nil {
 			return o, err
 		}
 		if len(name) >= 3 && name[:3] == "tf_" {
 			return o, TypeErr(where, "store names starting with tf_ are reserved, got "+Quote(name))
 		}
-		if !Contains(o.Stores, name) {
+		if !slices.Contains(o.Stores, name) {
 			o.Stores = append(o.Stores, name)
 		}
 	}
@@ -181,7 +171,7 @@ var WriteOps = [...]struct {
 // {store, op: "put"|"add"|"delete", key, value?}. Keys are required: the
 // stores fence() declares use out-of-line keys.
 func ValidateWrite(where string, i int, item, store, op, key, value Arg) (string, WriteKind, error) {
-	At := "writes[" + Itoa(i) + "]"
+	At := "writes[" + strconv.Itoa(i) + "]"
 	if item.Kind != KindObject {
 		return "", 0, TypeErr(where, At+" must be an object {store, op, key, value}, got "+item.Kind.String())
 	}

@@ -65,8 +65,8 @@ func (k CallKind) Export(fn func(args []js.Value) (any, error)) *jsglue.Callback
 		JSReflect.Call("set", cb.Value, SymAsync, true)
 		return cb
 	case Promise:
-		// asyncFunc's goroutine costs a later turn of the event loop (about
-		// 0.3 ms), which a channel round trip would pay twice.
+		// An Async goroutine costs a later turn of the event loop, which a
+		// channel round trip would pay twice (docs/jsapi-notes.md).
 		cb := Sync.Export(func(args []js.Value) (any, error) {
 			v, err := fn(args)
 			if err != nil {
