@@ -59,6 +59,13 @@ func TestDTSMatchesGo(t *testing.T) {
 		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
 	}
 
+	// deadLetters() lists records needing the app; its status union names
+	// some of the statuses (and string): each must be one.
+	statuses := goConsts(t, "../outbox", "Status")
+	for _, st := range union(t, dts, "export interface OutboxRecordInfo {\n", " status:") {
+		require.Contains(t, statuses, st, "OutboxRecordInfo.status has %q, which is no outbox.Status", st)
+	}
+
 	own := ownErrorNames()
 	declared := union(t, dts, "export type TabfenceErrorName =", "")
 	for _, n := range own {
