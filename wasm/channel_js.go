@@ -12,6 +12,7 @@ import (
 	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The channel() area of the API: fenced messages between the tabs of one
@@ -26,13 +27,10 @@ import (
 // allocation record in IndexedDB (tf_epochs), so a script that forges a
 // higher token on the channel cannot depose the real leader.
 
-var (
-	chans handles[*chanState]
-
-	chanPost, chanSubscribe, chanUnsub, chanStats, chanReplay, chanSeed, chanClose *jsglue.Callback
-)
-
+// chanState is the Go state behind one channel object; its methods below
+// are the object's (chans).
 type chanState struct {
+	id      float64 // its handle in chans (0 for an election's own channel)
 	name    string
 	c       *channel.Channel
 	el      *election // the election it was opened from, or nil
@@ -45,154 +43,52 @@ type chanState struct {
 	closed  bool
 }
 
-func registerChannel(api js.Value) {
-	chanPost = promiseFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, channel.ErrClosed
-		}
-		el, l, err := cs.leader()
-		if err != nil {
-			return nil, err
-		}
-		a := padArgs(args[1:], 2)
-		return cs.post("channel.post", el, l, a[0], a[1])
-	})
-	chanSubscribe = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, channel.ErrClosed
-		}
-		a := padArgs(args[1:], 1)
-		if _, err := optionalFunc("channel.subscribe", "fn", argOf(a[0])); err != nil || a[0].Type() != js.TypeFunction {
-			return nil, typeErr("channel.subscribe", "expects a function")
-		}
-		fn := a[0]
-		cs.mu.Lock()
-		defer cs.mu.Unlock()
-		if cs.closed {
-			return nil, channel.ErrClosed
-		}
-		cs.nextSub++
-		id := cs.nextSub
-		// Delivery never blocks (the call is a microtask): the message
-		// handler calls it directly.
-		deliver, held, c := cs.deliver, cs.held, cs.c
-		cs.subs[id] = cs.c.SubscribeNow(func(m channel.Message) {
-			if deliver.IsUndefined() {
-				callLater(fn, messageJS(m))
-				return
-			}
-			// The envelope the loader is handing over: it builds the
-			// message itself, nothing of m crosses again.
-			if !held.IsUndefined() && c.Held(m) {
-				if _, err := jsglue.Invoke(held, fn, m.Gap); err != nil {
-					reportError("tabfence: channel delivery:", err)
-				}
-				return
-			}
-			// The loader's FAST.deliver: one call, no object or string made
-			// from Go.
-			var b [256]byte
-			if err := channel.CallFast(deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
-				reportError("tabfence: channel delivery:", err)
-			}
-		})
-		return chanUnsub.Value.Call("bind", nil, args[0], id), nil
-	})
-	chanUnsub = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok || len(args) < 2 || args[1].Type() != js.TypeNumber {
-			return nil, nil
-		}
-		cs.mu.Lock()
-		un := cs.subs[args[1].Float()]
-		delete(cs.subs, args[1].Float())
-		cs.mu.Unlock()
-		if un != nil {
-			un()
-		}
-		return nil, nil
-	})
-	chanStats = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, channel.ErrClosed
-		}
-		return statsJS(cs.c.Stats()), nil
-	})
-	chanReplay = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, channel.ErrClosed
-		}
-		cs.c.Replay()
-		return nil, nil
-	})
-	chanSeed = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, channel.ErrClosed
-		}
-		const where = "channel.seed"
-		a := padArgs(args[1:], 3)
-		res, err := requiredString(where, "resource", argOf(a[0]))
-		if err != nil {
-			return nil, err
-		}
-		tok, err := intArg(where, "token", argOf(a[1]), 0, false)
-		if err != nil {
-			return nil, err
-		}
-		seq, err := intArg(where, "seq", argOf(a[2]), 0, true)
-		if err != nil {
-			return nil, err
-		}
-		cs.c.Seed(res, tok, seq)
-		pageGuard.Advance(res, tok)
-		return nil, nil
-	})
-	chanClose = syncFunc(func(args []js.Value) (any, error) {
-		cs, ok := chans.get(args)
-		if !ok {
-			return nil, nil
-		}
-		chans.remove(args[0].Float())
-		cs.close()
-		return nil, nil
-	})
-	api.Set("channel", syncFunc(func(args []js.Value) (any, error) {
-		a := padArgs(args, 2)
-		name, err := requiredString("channel", "name", argOf(a[0]))
-		if err != nil {
-			return nil, err
-		}
-		return openChannel("channel", name, a[1], nil)
-	}).Value)
+// chans are the page's channel objects (see objects).
+var chans objects[*chanState]
+
+// chanUnsubscribe is the row of the unsubscribe function subscribe returns.
+const chanUnsubscribe = 0
+
+func init() {
+	chans.Define(channel.ErrClosed,
+		jsapi.Method[*chanState]{Name: "unsubscribe", Call: jsapi.Sync, Fn: (*chanState).unsubscribe, Idle: js.Undefined(), Detached: true},
+		jsapi.Method[*chanState]{Name: "post", Call: jsapi.Promise, Fn: (*chanState).postMethod, Wrap: func(id float64, m js.Value) js.Value {
+			return postMethod(opChanPost, id, m)
+		}},
+		jsapi.Method[*chanState]{Name: "subscribe", Call: jsapi.Sync, Fn: (*chanState).subscribe},
+		jsapi.Method[*chanState]{Name: "stats", Call: jsapi.Sync, Fn: (*chanState).stats},
+		jsapi.Method[*chanState]{Name: "replay", Call: jsapi.Sync, Fn: (*chanState).replay},
+		jsapi.Method[*chanState]{Name: "seed", Call: jsapi.Sync, Fn: (*chanState).seed},
+		jsapi.Method[*chanState]{Name: "close", Call: jsapi.Sync, Fn: (*chanState).closeMethod, Idle: js.Undefined()},
+	)
+}
+
+// channelFn is channel(name, {buffer}).
+func channelFn(args []js.Value) (any, error) {
+	name, err := jsapi.RequiredString("channel", "name", jsapi.ArgOf(jsapi.At(args, 0)))
+	if err != nil {
+		return nil, err
+	}
+	return openChannel("channel", name, jsapi.At(args, 1), nil)
 }
 
 // openChannel opens a channel object; opts may hold {buffer: true}.
 func openChannel(where, name string, opts js.Value, el *election) (any, error) {
-	if t, _ := typeOf(opts); !opts.IsUndefined() && !opts.IsNull() && t != js.TypeObject {
-		return nil, typeErr(where, "options must be an object when given")
+	if a := jsapi.ArgOf(opts); !a.Absent() && a.Kind != jsapi.KindObject {
+		return nil, jsapi.TypeErr(where, "options must be an object when given")
 	}
-	buf := boolArg(field(opts, "buffer"))
-	if !buf.absent() && buf.Kind != kindBoolean {
-		return nil, typeErr(where, "buffer must be a boolean when given")
+	buf := jsapi.ArgOf(jsapi.Field(opts, "buffer"))
+	if !buf.Absent() && buf.Kind != jsapi.KindBoolean {
+		return nil, jsapi.TypeErr(where, "buffer must be a boolean when given")
 	}
 	cs, err := newChanState(name, buf.Num != 0, el)
 	if err != nil {
 		return nil, err
 	}
-	id := chans.add(cs)
-	obj := newObject()
-	defineConst(obj, "name", name)
-	defineConst(obj, "post", postMethod(opChanPost, id, bound(chanPost, id)))
-	defineConst(obj, "subscribe", bound(chanSubscribe, id))
-	defineConst(obj, "stats", bound(chanStats, id))
-	defineConst(obj, "replay", bound(chanReplay, id))
-	defineConst(obj, "seed", bound(chanSeed, id))
-	defineConst(obj, "close", bound(chanClose, id))
+	cs.id = chans.Add(cs)
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "name", name)
+	chans.Install(obj, cs.id)
 	return obj, nil
 }
 
@@ -210,6 +106,99 @@ func newChanState(name string, buffer bool, el *election) (*chanState, error) {
 	cs.deliver, cs.held = f.Deliver, f.DeliverHeld
 	c.SubscribeNow(cs.observe) // never blocks: it starts goroutines to verify
 	return cs, nil
+}
+
+func (cs *chanState) postMethod(args []js.Value) (any, error) {
+	el, l, err := cs.leader()
+	if err != nil {
+		return nil, err
+	}
+	return cs.post("channel.post", el, l, jsapi.At(args, 0), jsapi.At(args, 1))
+}
+
+func (cs *chanState) subscribe(args []js.Value) (any, error) {
+	fn := jsapi.At(args, 0)
+	if !jsapi.IsType(fn, js.TypeFunction) {
+		return nil, jsapi.TypeErr("channel.subscribe", "expects a function")
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return nil, channel.ErrClosed
+	}
+	cs.nextSub++
+	id := cs.nextSub
+	cs.subs[id] = cs.c.SubscribeNow(func(m channel.Message) { cs.deliverTo(fn, m) })
+	return chans.Bind(chanUnsubscribe, cs.id, id), nil
+}
+
+// deliverTo hands m to the subscriber fn. It never blocks (the call is a
+// microtask): the message handler calls it directly.
+func (cs *chanState) deliverTo(fn js.Value, m channel.Message) {
+	if cs.deliver.IsUndefined() {
+		jsapi.CallLater(fn, messageJS(m))
+		return
+	}
+	// The envelope the loader is handing over: it builds the message
+	// itself, nothing of m crosses again.
+	if !cs.held.IsUndefined() && cs.c.Held(m) {
+		if _, err := jsglue.Invoke(cs.held, fn, m.Gap); err != nil {
+			jsapi.ReportError("tabfence: channel delivery:", err)
+		}
+		return
+	}
+	// The loader's FAST.deliver: one call, no object or string made from Go.
+	var b [256]byte
+	if err := channel.CallFast(cs.deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
+		jsapi.ReportError("tabfence: channel delivery:", err)
+	}
+}
+
+func (cs *chanState) unsubscribe(args []js.Value) (any, error) {
+	sub := jsapi.At(args, 0)
+	if sub.Type() != js.TypeNumber {
+		return nil, nil
+	}
+	cs.mu.Lock()
+	un := cs.subs[sub.Float()]
+	delete(cs.subs, sub.Float())
+	cs.mu.Unlock()
+	if un != nil {
+		un()
+	}
+	return nil, nil
+}
+
+func (cs *chanState) stats([]js.Value) (any, error) { return statsJS(cs.c.Stats()), nil }
+
+func (cs *chanState) replay([]js.Value) (any, error) {
+	cs.c.Replay()
+	return nil, nil
+}
+
+func (cs *chanState) seed(args []js.Value) (any, error) {
+	const where = "channel.seed"
+	res, err := jsapi.RequiredString(where, "resource", jsapi.ArgOf(jsapi.At(args, 0)))
+	if err != nil {
+		return nil, err
+	}
+	tok, err := jsapi.IntArg(where, "token", jsapi.ArgOf(jsapi.At(args, 1)), 0, false)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := jsapi.IntArg(where, "seq", jsapi.ArgOf(jsapi.At(args, 2)), 0, true)
+	if err != nil {
+		return nil, err
+	}
+	cs.c.Seed(res, tok, seq)
+	pageGuard.Advance(res, tok)
+	return nil, nil
+}
+
+func (cs *chanState) closeMethod([]js.Value) (any, error) {
+	chans.Remove(cs.id)
+	cs.close()
+	return nil, nil
 }
 
 func (cs *chanState) close() {
@@ -251,15 +240,15 @@ func (cs *chanState) leader() (*election, *locks.Leadership, error) {
 func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV, payload js.Value) (any, error) {
 	// A kind is usually one of a few recurring strings: a cached one is
 	// known valid and needs no copy.
-	kind, known := recurring.lookup(kindV)
+	kind, known := jsapi.Recurring.Lookup(kindV)
 	if !known {
 		var err error
-		if kind, err = requiredString(where, "kind", argOf(kindV)); err != nil {
+		if kind, err = jsapi.RequiredString(where, "kind", jsapi.ArgOf(kindV)); err != nil {
 			return nil, err
 		}
 	}
 	if !known && len(kind) <= channel.DefaultLimits.MaxKind {
-		recurring.get(kind) // remember it for the next post
+		jsapi.Recurring.Get(kind) // remember it for the next post
 	}
 	e, err := cs.send(where, el, l, kind, payload)
 	if err != nil {
@@ -271,7 +260,7 @@ func (cs *chanState) post(where string, el *election, l *locks.Leadership, kindV
 // send posts kind (a string already) and payload under leadership l.
 func (cs *chanState) send(where string, el *election, l *locks.Leadership, kind string, payload js.Value) (channel.Envelope, error) {
 	if len(kind) > channel.DefaultLimits.MaxKind {
-		return channel.Envelope{}, typeErr(where, "kind is longer than "+itoa(channel.DefaultLimits.MaxKind)+" bytes")
+		return channel.Envelope{}, jsapi.TypeErr(where, "kind is longer than "+strconv.Itoa(channel.DefaultLimits.MaxKind)+" bytes")
 	}
 	if el == nil || l == nil || l.Ctx.Err() != nil {
 		return channel.Envelope{}, &NotLeaderError{"tabfence: " + where + ": this tab does not lead " + cs.name + "; only the current leader posts"}
@@ -282,32 +271,12 @@ func (cs *chanState) send(where string, el *election, l *locks.Leadership, kind 
 	return cs.c.Send(el.fx.sequencer(l, cs.name), kind, payload)
 }
 
-// postResult appends what post resolves to, {id, token, seq}, as JSON.
-func postResult(b []byte, e channel.Envelope) []byte {
-	b = channel.AppendJSONField(b, `{"id":`, e.ID)
-	b = channel.AppendUintField(b, `,"token":`, e.Token)
-	b = channel.AppendUintField(b, `,"seq":`, e.Seq)
-	return append(b, '}')
-}
-
 // observe runs for every fresh message: advance the page's guard, and
 // step down a leadership of this page that a newer, genuine token
 // superseded.
 func (cs *chanState) observe(m channel.Message) {
 	pageGuard.Advance(m.Resource, m.Token)
-	type stale struct {
-		el *election
-		l  *locks.Leadership
-	}
-	var ss []stale
-	fencedMu.Lock()
-	for _, el := range fencedElections {
-		if l := el.e.Leadership(); l != nil && l.Resource == m.Resource && l.Token != 0 && l.Token < m.Token {
-			ss = append(ss, stale{el, l})
-		}
-	}
-	fencedMu.Unlock()
-	for _, s := range ss {
+	for _, s := range fencedLeaderships(func(l *locks.Leadership) bool { return l.Resource == m.Resource && l.Token < m.Token }) {
 		go verifyNewer(s.el, s.l, m.Envelope)
 	}
 }
@@ -328,7 +297,7 @@ func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
 	}
 	tok := strconv.FormatUint(e.Token, 10)
 	if rec.Epoch < e.Token {
-		jsConsole.Call("warn", "tabfence: ignored a message claiming token "+tok+" for "+l.Resource+
+		jsapi.JSConsole.Call("warn", "tabfence: ignored a message claiming token "+tok+" for "+l.Resource+
 			" (owner "+e.Owner+"): no such token was allocated; a script on this origin forged it")
 		return
 	}
@@ -337,32 +306,12 @@ func verifyNewer(el *election, l *locks.Leadership, e channel.Envelope) {
 }
 
 // messageJS is a delivered message as handed to subscribers: one
-// JSON.parse of its fields (messageJSON) and one property write for the
-// payload, which keeps its place in the field order.
+// JSON.parse of its fields (appendMessageJSON) and one property write for
+// the payload, which keeps its place in the field order.
 func messageJS(m channel.Message) js.Value {
-	o := jsJSONParse.Invoke(messageJSON(m))
+	o := jsJSONParse.Invoke(string(appendMessageJSON(make([]byte, 0, 256), m)))
 	o.Set("payload", m.Payload)
 	return o
-}
-
-// messageJSON is a message's fields as JSON, with "payload": null in the
-// payload's place.
-func messageJSON(m channel.Message) string {
-	return string(appendMessageJSON(make([]byte, 0, 256), m))
-}
-
-// appendMessageJSON appends messageJSON(m) to b.
-func appendMessageJSON(b []byte, m channel.Message) []byte {
-	b = channel.AppendJSONField(b, `{"id":`, m.ID)
-	b = channel.AppendJSONField(b, `,"kind":`, m.Kind)
-	b = channel.AppendUintField(b, `,"payload":null,"token":`, m.Token)
-	b = channel.AppendUintField(b, `,"seq":`, m.Seq)
-	b = channel.AppendJSONField(b, `,"resource":`, m.Resource)
-	b = channel.AppendJSONField(b, `,"owner":`, m.Owner)
-	b = channel.AppendUintField(b, `,"sentAt":`, uint64(m.SentAt))
-	b = append(b, `,"gap":`...)
-	b = strconv.AppendBool(b, m.Gap)
-	return append(b, '}')
 }
 
 // jsJSONParse is called with Invoke (JSON.parse ignores this): no method
@@ -370,11 +319,11 @@ func appendMessageJSON(b []byte, m channel.Message) []byte {
 var jsJSONParse = js.Global().Get("JSON").Get("parse")
 
 func statsJS(s channel.Stats) js.Value {
-	o := newObject()
+	o := jsapi.NewObject()
 	o.Set("received", float64(s.Received))
 	o.Set("delivered", float64(s.Delivered))
 	o.Set("gaps", float64(s.Gaps))
-	d := newObject()
+	d := jsapi.NewObject()
 	var total uint64
 	for _, r := range channel.Reasons() {
 		n := s.DroppedBy(r)
@@ -386,25 +335,8 @@ func statsJS(s channel.Stats) js.Value {
 	return o
 }
 
-// promiseFunc exports fn, which never blocks, as a function returning a
-// settled Promise: it runs in the JavaScript call itself. asyncFunc's
-// goroutine costs a later turn of the event loop (about 0.3 ms measured),
-// which a channel round trip pays twice.
-func promiseFunc(fn func(args []js.Value) (any, error)) *jsglue.Callback {
-	cb := syncFunc(func(args []js.Value) (ret any, err error) {
-		v, err := fn(args)
-		if err != nil {
-			return jsPromise.Call("reject", jsglue.ToJS(err)), nil
-		}
-		return jsPromiseResolve.Invoke(v), nil
-	})
-	jsReflect.Call("set", cb.Value, symAsync, true)
-	return cb
-}
+// appendMessageJSON and postResult are channel's JSON of a message and of
+// a post's receipt (export_js.go writes the receipt too).
+func appendMessageJSON(b []byte, m channel.Message) []byte { return channel.AppendMessageJSON(b, m) }
 
-var (
-	jsPromise = js.Global().Get("Promise")
-	// Promise.resolve bound to Promise, called with Invoke: no method name
-	// decoded per post.
-	jsPromiseResolve = jsPromise.Get("resolve").Call("bind", jsPromise)
-)
+func postResult(b []byte, e channel.Envelope) []byte { return channel.AppendReceiptJSON(b, e) }

@@ -10,122 +10,106 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The elect() area of the API: leader election among the tabs of one
 // browser on a Web Lock (package locks), with its events and leader
 // contexts handed to JavaScript.
 
-// election is the Go state behind one object returned by elect().
+// election is the Go state behind one object returned by elect(); its
+// methods below are the object's (electMethods).
 type election struct {
+	id                           float64 // its handle in elections
 	e                            *locks.Election
 	onLeader, onFollower, onLost js.Value
-	fx                           *electFence // nil when unfenced (fence_js.go)
+	fx                           *electFence // nil when unfenced (leader_js.go)
 
 	mu    sync.Mutex
 	cur   *locks.Leadership // the leadership curJS describes
 	curJS js.Value
 }
 
-var (
-	elections handles[*election]
+// elections are the page's election objects (see objects).
+var elections objects[*election]
 
-	// The methods of every election object: one callback each, bound to
-	// the election's handle (see jsapi_js.go).
-	electIsLeader, electLeadership, electResign, electSteal, electClose, electHasLeader *jsglue.Callback
-)
+func init() {
+	elections.Define(locks.ErrClosed,
+		jsapi.Method[*election]{Name: "isLeader", Call: jsapi.Getter, Fn: (*election).isLeader, Idle: false},
+		jsapi.Method[*election]{Name: "leadership", Call: jsapi.Getter, Fn: (*election).leadership, Idle: js.Null()},
+		jsapi.Method[*election]{Name: "resign", Call: jsapi.Async, Fn: (*election).resign},
+		jsapi.Method[*election]{Name: "steal", Call: jsapi.Async, Fn: (*election).steal},
+		jsapi.Method[*election]{Name: "hasLeader", Call: jsapi.Async, Fn: (*election).hasLeader},
+		jsapi.Method[*election]{Name: "close", Call: jsapi.Async, Fn: (*election).close, Idle: js.Undefined()},
+		jsapi.Method[*election]{Name: "fence", Call: jsapi.Sync, Fn: (*election).fence},     // leader_js.go
+		jsapi.Method[*election]{Name: "channel", Call: jsapi.Sync, Fn: (*election).channel}, // leader_js.go
+	)
+}
 
-func registerElect(api js.Value) {
-	electIsLeader = syncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		return ok && el.e.IsLeader(), nil
-	})
-	electLeadership = syncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return js.Null(), nil
-		}
-		l := el.e.Leadership()
-		if l == nil || l.Ctx.Err() != nil {
-			return js.Null(), nil
-		}
-		return el.ctxFor(l), nil
-	})
-	electResign = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		return nil, el.e.Resign()
-	})
-	electSteal = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		l, err := el.e.Steal(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		return el.ctxFor(l), nil
-	})
-	electHasLeader = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, locks.ErrClosed
-		}
-		return el.e.HasLeader(context.Background())
-	})
-	electClose = asyncFunc(func(args []js.Value) (any, error) {
-		el, ok := elections.get(args)
-		if !ok {
-			return nil, nil // closing twice is fine
-		}
-		elections.remove(args[0].Float())
-		if err := el.e.Close(); err != nil {
-			return nil, err
-		}
-		// Resolve once the lock is released and onLost("closed") was
-		// delivered, so `await close()` means the next tab can lead.
-		<-el.e.Done()
-		el.releaseFenced()
-		return nil, nil
-	})
-	api.Set("elect", syncFunc(elect).Value)
-	api.Set("lockName", syncFunc(lockName).Value)
+func (el *election) isLeader([]js.Value) (any, error) { return el.e.IsLeader(), nil }
+
+func (el *election) leadership([]js.Value) (any, error) {
+	l := el.e.Leadership()
+	if l == nil || l.Ctx.Err() != nil {
+		return js.Null(), nil
+	}
+	return el.ctxFor(l), nil
+}
+
+func (el *election) resign([]js.Value) (any, error) { return nil, el.e.Resign() }
+
+func (el *election) steal([]js.Value) (any, error) {
+	l, err := el.e.Steal(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return el.ctxFor(l), nil
+}
+
+func (el *election) hasLeader([]js.Value) (any, error) {
+	return el.e.HasLeader(context.Background())
+}
+
+// close resolves once the lock is released and onLost("closed") was
+// delivered, so `await close()` means the next tab can lead.
+func (el *election) close([]js.Value) (any, error) {
+	elections.Remove(el.id)
+	if err := el.e.Close(); err != nil {
+		return nil, err
+	}
+	<-el.e.Done()
+	el.releaseFenced()
+	return nil, nil
 }
 
 // elect validates its options, starts an election and returns its object.
 // It never waits: the tab joins the lock's queue and the callbacks report
 // what happens.
 func elect(args []js.Value) (any, error) {
-	opts := js.Undefined()
-	if len(args) > 0 {
-		opts = args[0]
-	}
-	o, err := validateElect(electArgs{
-		Options:    argOf(opts),
-		Scope:      argOf(field(opts, "scope")),
-		Protocol:   argOf(field(opts, "protocol")),
-		Resource:   argOf(field(opts, "resource")),
-		OwnerID:    argOf(field(opts, "ownerID")),
-		OnLeader:   argOf(field(opts, "onLeader")),
-		OnFollower: argOf(field(opts, "onFollower")),
-		OnLost:     argOf(field(opts, "onLost")),
+	opts := jsapi.At(args, 0)
+	o, err := jsapi.ValidateElect(jsapi.ElectArgs{
+		Options:    jsapi.ArgOf(opts),
+		Scope:      jsapi.ArgOf(jsapi.Field(opts, "scope")),
+		Protocol:   jsapi.ArgOf(jsapi.Field(opts, "protocol")),
+		Resource:   jsapi.ArgOf(jsapi.Field(opts, "resource")),
+		OwnerID:    jsapi.ArgOf(jsapi.Field(opts, "ownerID")),
+		OnLeader:   jsapi.ArgOf(jsapi.Field(opts, "onLeader")),
+		OnFollower: jsapi.ArgOf(jsapi.Field(opts, "onFollower")),
+		OnLost:     jsapi.ArgOf(jsapi.Field(opts, "onLost")),
 	})
 	if err != nil {
 		return nil, err
 	}
 	el := &election{
-		onLeader:   field(opts, "onLeader"),
-		onFollower: field(opts, "onFollower"),
-		onLost:     field(opts, "onLost"),
+		onLeader:   jsapi.Field(opts, "onLeader"),
+		onFollower: jsapi.Field(opts, "onFollower"),
+		onLost:     jsapi.Field(opts, "onLost"),
 	}
 	fencer, err := setupFenced(el, opts)
 	if err != nil {
 		return nil, err
 	}
-	stall, err := stallAfterArg("elect", boolArg(field(opts, "stallAfter")), el.fx != nil)
+	stall, err := jsapi.StallAfterArg("elect", jsapi.ArgOf(jsapi.Field(opts, "stallAfter")), el.fx != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -144,27 +128,18 @@ func elect(args []js.Value) (any, error) {
 		return nil, err
 	}
 	el.e = e
-	id := elections.add(el)
+	el.id = elections.Add(el)
 
-	obj := newObject()
-	defineConst(obj, "scope", o.Scope)
-	defineConst(obj, "protocol", o.Protocol)
-	defineConst(obj, "lockName", e.LockName())
-	defineGetter(obj, "isLeader", bound(electIsLeader, id))
-	defineGetter(obj, "leadership", bound(electLeadership, id))
-	defineConst(obj, "resign", bound(electResign, id))
-	defineConst(obj, "steal", bound(electSteal, id))
-	defineConst(obj, "hasLeader", bound(electHasLeader, id))
-	defineConst(obj, "close", bound(electClose, id))
-	defineConst(obj, "fenced", el.fx != nil)
-	defineConst(obj, "stallAfter", float64(stall/time.Millisecond))
-	if electFenceCB != nil { // fence_js.go registered (not in elect-only tests)
-		defineConst(obj, "fence", bound(electFenceCB, id))
-		defineConst(obj, "channel", bound(electChannelCB, id))
-	}
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "scope", o.Scope)
+	jsapi.DefineConst(obj, "protocol", o.Protocol)
+	jsapi.DefineConst(obj, "lockName", e.LockName())
+	jsapi.DefineConst(obj, "fenced", el.fx != nil)
+	jsapi.DefineConst(obj, "stallAfter", float64(stall/time.Millisecond))
+	elections.Install(obj, el.id)
 
 	if err := e.Start(); err != nil {
-		elections.remove(id)
+		elections.Remove(el.id)
 		return nil, err
 	}
 	el.startFenced()
@@ -175,35 +150,33 @@ func elect(args []js.Value) (any, error) {
 // pages and tests can inspect navigator.locks.query() or hold it by hand.
 func lockName(args []js.Value) (any, error) {
 	const where = "lockName"
-	a := make([]js.Value, 2)
-	copy(a, args)
-	scope, err := requiredString(where, "scope", argOf(a[0]))
+	scope, err := jsapi.RequiredString(where, "scope", jsapi.ArgOf(jsapi.At(args, 0)))
 	if err != nil {
 		return nil, err
 	}
-	protocol, err := protocolArg(where, argOf(a[1]))
+	protocol, err := jsapi.ProtocolArg(where, jsapi.ArgOf(jsapi.At(args, 1)))
 	if err != nil {
 		return nil, err
 	}
 	name, err := locks.Name(scope, protocol)
 	if err != nil {
-		return nil, typeErr(where, err.Error())
+		return nil, jsapi.TypeErr(where, err.Error())
 	}
 	return name, nil
 }
 
 // leader, follower and lost are the locks callbacks; each hands the event to
 // the page's callback in a microtask (see callLater).
-func (el *election) leader(l *locks.Leadership) { callLater(el.onLeader, el.ctxFor(l)) }
+func (el *election) leader(l *locks.Leadership) { jsapi.CallLater(el.onLeader, el.ctxFor(l)) }
 
-func (el *election) follower() { callLater(el.onFollower) }
+func (el *election) follower() { jsapi.CallLater(el.onFollower) }
 
 func (el *election) lost(reason locks.Reason, err error) {
 	if err == nil { // locks always gives a *LostError; keep the promise of the d.ts anyway
 		err = &locks.LostError{Reason: reason}
 	}
 	name, err := el.fx.lostReason(reason.String(), err) // "deleted"/"upgraded" when the database went away
-	callLater(el.onLost, name, jsglue.ToJS(err))
+	jsapi.CallLater(el.onLost, name, jsglue.ToJS(err))
 }
 
 // ctxFor returns the JavaScript leader context of l, the same object for the
@@ -221,7 +194,7 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		// No stop: the leadership context always ends (at the latest on
 		// close), and that ends the watch.
 		signal, _ := jsglue.Signal(l.Ctx)
-		o := newObject()
+		o := jsapi.NewObject()
 		o.Set("signal", signal)
 		o.Set("lockName", l.LockName)
 		o.Set("resource", l.Resource)
@@ -229,8 +202,8 @@ func (el *election) ctxFor(l *locks.Leadership) js.Value {
 		o.Set("token", float64(l.Token)) // tokens stay below 2^53 (wire.MaxToken)
 		o.Set("generation", l.Generation)
 		o.Set("startedAt", float64(l.StartedAt.UnixNano())/1e6)
-		el.fx.decorate(o, el, l) // apply, post (fence_js.go)
-		jsObject.Call("freeze", o)
+		el.fx.decorate(o, el, l) // apply, post (leader_js.go)
+		jsapi.JSObject.Call("freeze", o)
 		el.cur, el.curJS = l, o
 	}
 	return el.curJS

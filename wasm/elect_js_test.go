@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // These run in Chromium through wasmbrowsertest (make test-wasm). Two
@@ -16,46 +20,15 @@ import (
 // objects elect() returns are exercised here without a second tab; the
 // multi-tab behaviour is covered by e2e/.
 
-var api = func() js.Value {
-	o := newObject()
-	registerElect(o)
-	return o
-}()
+var api = newAPI()
 
 func eval(src string) js.Value { return js.Global().Call("eval", src) }
 
-func TestArgOfReadsEveryKind(t *testing.T) {
-	cases := map[string]kind{
-		"undefined": kindUndefined, "null": kindNull, "true": kindBoolean, "1.5": kindNumber,
-		"'s'": kindString, "Symbol()": kindSymbol, "({})": kindObject, "[]": kindObject,
-		"(() => 1)": kindFunction, "1n": kindBigInt,
-	}
-	for src, want := range cases {
-		if got := argOf(eval(src)).Kind; got != want {
-			t.Errorf("%s: kind %v, want %v", src, got, want)
-		}
-	}
-	if a := argOf(eval("'x'")); a.Str != "x" {
-		t.Errorf("string value %q", a.Str)
-	}
-}
-
-func TestFieldNeverPanics(t *testing.T) {
-	for _, src := range []string{"undefined", "null", "1n", "'s'", "({get scope() { throw new Error('no') }})"} {
-		if v := field(eval(src), "scope"); !v.IsUndefined() {
-			t.Errorf("%s.scope = %v, want undefined", src, v)
-		}
-	}
-}
-
 func TestElectThrowsMarkedTypeError(t *testing.T) {
 	v := api.Get("elect").Invoke(map[string]any{"scope": "x", "protocol": "2"})
-	if !v.InstanceOf(js.Global().Get("Error")) || v.Get("name").String() != "TypeError" {
-		t.Fatalf("got %v", v)
-	}
-	if !jsReflect.Call("get", v, symThrow).Truthy() {
-		t.Fatal("returned error is not marked to be thrown")
-	}
+	require.True(t, v.InstanceOf(js.Global().Get("Error")), "got %v", v)
+	require.Equal(t, "TypeError", v.Get("name").String())
+	require.True(t, jsapi.JSReflect.Call("get", v, jsapi.SymThrow).Truthy(), "returned error is not marked to be thrown")
 }
 
 // waitFor polls a JavaScript condition; the callbacks run in microtasks, so
@@ -81,9 +54,7 @@ func TestTwoElectionsInOnePageHandOver(t *testing.T) {
 			onFollower() { __events.push(tag + ":follower"); },
 			onLost(reason, err) { __events.push(tag + ":lost:" + reason + ":" + err.name); } })`).Invoke(tag)
 		e := api.Get("elect").Invoke(opts)
-		if e.InstanceOf(js.Global().Get("Error")) {
-			t.Fatalf("elect: %v", e.Get("message"))
-		}
+		require.False(t, e.InstanceOf(js.Global().Get("Error")), "elect: %v", e.Get("message"))
 		return e
 	}
 	has := func(s string) func() bool {
@@ -93,37 +64,30 @@ func TestTwoElectionsInOnePageHandOver(t *testing.T) {
 	waitFor(t, "a leads", has("a:leader:1"))
 	b := mk("b")
 	waitFor(t, "b follows", has("b:follower"))
-	if !a.Get("isLeader").Bool() || b.Get("isLeader").Bool() {
-		t.Fatal("isLeader getters disagree with the events")
-	}
-	if a.Get("lockName").String() != "tabfence:wasm-test:v1" {
-		t.Fatalf("lockName %v", a.Get("lockName"))
-	}
+	require.True(t, a.Get("isLeader").Bool(), "isLeader getters disagree with the events")
+	require.False(t, b.Get("isLeader").Bool(), "isLeader getters disagree with the events")
+	require.Equal(t, "tabfence:wasm-test:v1", a.Get("lockName").String())
 	lead := a.Get("leadership")
-	if lead.IsNull() || lead.Get("generation").Int() != 1 || lead.Get("signal").Get("aborted").Bool() {
-		t.Fatalf("leadership %v", lead)
-	}
+	require.False(t, lead.IsNull(), "leadership")
+	require.Equal(t, 1, lead.Get("generation").Int())
+	require.False(t, lead.Get("signal").Get("aborted").Bool())
 
-	if _, err := jsglue.Await(context.Background(), a.Call("close")); err != nil {
-		t.Fatal(err)
-	}
+	_, err := jsglue.Await(context.Background(), a.Call("close"))
+	require.NoError(t, err)
 	waitFor(t, "b leads", has("b:leader:1"))
 	for _, want := range []string{"a:abort:InvalidStateError", "a:lost:closed:LostLeadershipError"} {
-		if !has(want)() {
-			t.Errorf("missing event %s in %v", want, js.Global().Get("JSON").Call("stringify", events))
-		}
+		assert.True(t, has(want)(), "missing event %s in %v", want, js.Global().Get("JSON").Call("stringify", events))
 	}
-	if !lead.Get("signal").Get("aborted").Bool() || !a.Get("leadership").IsNull() {
-		t.Fatal("closed leader's context still live")
-	}
-	if _, err := jsglue.Await(context.Background(), a.Call("resign")); err == nil || jsglue.NameOf(err) != "InvalidStateError" {
-		t.Fatalf("resign after close: %v", err)
-	}
-	if _, err := jsglue.Await(context.Background(), b.Call("close")); err != nil {
-		t.Fatal(err)
-	}
+	require.True(t, lead.Get("signal").Get("aborted").Bool(), "closed leader's context still live")
+	require.True(t, a.Get("leadership").IsNull(), "closed leader's context still live")
+	require.False(t, a.Get("isLeader").Bool(), "a closed election leads nothing")
+	_, err = jsglue.Await(context.Background(), a.Call("resign"))
+	require.Error(t, err, "resign after close")
+	require.Equal(t, "InvalidStateError", jsglue.NameOf(err), "resign after close")
+	_, err = jsglue.Await(context.Background(), a.Call("close"))
+	require.NoError(t, err, "closing twice is fine")
+	_, err = jsglue.Await(context.Background(), b.Call("close"))
+	require.NoError(t, err)
 	// Per-election methods are bound shared callbacks: nothing is left behind.
-	if got := jsglue.LiveCallbacks(); got != base {
-		t.Errorf("live callbacks %d, want %d", got, base)
-	}
+	assert.Equal(t, base, jsglue.LiveCallbacks(), "live callbacks")
 }

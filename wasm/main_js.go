@@ -7,6 +7,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // apiVersion is the version of the JavaScript API this runtime implements;
@@ -15,14 +16,8 @@ import (
 const apiVersion = "1"
 
 func main() {
-	jsglue.PanicHandler = reportPanic
-	api := newObject()
-	api.Set("version", apiVersion)
-	registerElect(api)
-	registerOutbox(api)
-	registerFence(api)
-	registerChannel(api)
-
+	jsglue.PanicHandler = jsapi.ReportPanic
+	api := newAPI()
 	name := globalName()
 	g := js.Global()
 	g.Set(name, api)
@@ -31,6 +26,27 @@ func main() {
 	}
 	go warmUp()
 	select {}
+}
+
+// apiFuncs are the functions of the API object; the objects they return
+// have their own method tables (objects).
+var apiFuncs = [...]jsapi.Func{
+	{Name: "elect", Call: jsapi.Sync, Fn: elect},
+	{Name: "lockName", Call: jsapi.Sync, Fn: lockName},
+	{Name: "outbox", Call: jsapi.Async, Fn: openOutbox},
+	{Name: "fence", Call: jsapi.Sync, Fn: fenceFn},
+	{Name: "deleteDatabase", Call: jsapi.Async, Fn: deleteDatabase},
+	{Name: "channel", Call: jsapi.Sync, Fn: channelFn},
+}
+
+// newAPI builds the API object main hands the loader.
+func newAPI() js.Value {
+	api := jsapi.NewObject()
+	api.Set("version", apiVersion)
+	for _, f := range apiFuncs {
+		api.Set(f.Name, f.Call.Export(f.Fn).Value)
+	}
+	return api
 }
 
 // globalName is where the API object goes: the loader picks it so that a
@@ -42,19 +58,5 @@ func globalName() string {
 	return "__tabfence_v" + apiVersion
 }
 
-// reportPanic logs a panic recovered in a callback: the call returns
-// undefined (or its promise rejects) and the runtime carries on, so the
-// message is the only trace of the bug.
-func reportPanic(r any) {
-	js.Global().Get("console").Call("error", "tabfence: recovered panic in a callback:", panicString(r))
-}
-
-func panicString(r any) string {
-	switch v := r.(type) {
-	case string:
-		return v
-	case error:
-		return v.Error()
-	}
-	return "non-error panic value"
-}
+// reportPanic is jsapi.ReportPanic (export_js.go's name).
+func reportPanic(r any) { jsapi.ReportPanic(r) }

@@ -9,8 +9,9 @@ import (
 
 // tabfence-core.wasm is the runtime without the outbox: election, fencing
 // and the channel, for apps that need no offline queue. The outbox's
-// flusher and IndexedDB store are about a sixth of the download (measured by
-// make bench); an app that never queues a mutation should not pay for them.
+// flusher and IndexedDB store are a large part of the download
+// (docs/jsapi-notes.md); an app that never queues a mutation should not pay
+// for them.
 // tf.outbox exists in the core build only to say so clearly.
 
 var errNoOutbox = errors.New("tabfence.outbox: this is tabfence-core.wasm, built without the outbox; load tabfence.wasm to use it")
@@ -19,8 +20,4 @@ type notSupported struct{ error }
 
 func (notSupported) JSName() string { return "NotSupportedError" }
 
-func registerOutbox(api js.Value) {
-	api.Set("outbox", asyncFunc(func([]js.Value) (any, error) {
-		return nil, notSupported{errNoOutbox}
-	}).Value)
-}
+func openOutbox([]js.Value) (any, error) { return nil, notSupported{errNoOutbox} }

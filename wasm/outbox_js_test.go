@@ -4,11 +4,13 @@ package main
 
 import (
 	"context"
-	"reflect"
 	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
@@ -19,11 +21,7 @@ import (
 // (fencing tokens, idempotency keys); the multi-tab behaviour against the
 // real server is in e2e/outbox_test.go.
 
-var obAPI = func() js.Value {
-	o := newObject()
-	registerOutbox(o)
-	return o
-}()
+var obAPI = api
 
 const obMock = `(() => {
   const rx = globalThis.__obrx = {issued: 0, keys: {}, effects: 0, status: 0};
@@ -48,17 +46,14 @@ func await(t *testing.T, p js.Value) (js.Value, error) {
 func mustAwait(t *testing.T, p js.Value) js.Value {
 	t.Helper()
 	v, err := await(t, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return v
 }
 
 func wantName(t *testing.T, err error, name string) {
 	t.Helper()
-	if err == nil || jsglue.NameOf(err) != name {
-		t.Fatalf("want %s, got %v (%s)", name, err, jsglue.NameOf(err))
-	}
+	require.Error(t, err, "want %s", name)
+	require.Equal(t, name, jsglue.NameOf(err), "want %s, got %v", name, err)
 }
 
 func openOb(t *testing.T, extra map[string]any) js.Value {
@@ -83,9 +78,7 @@ func waitStatus(t *testing.T, ob js.Value, what string, cond func(js.Value) bool
 		if cond(st) {
 			return st
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, js.Global().Get("JSON").Call("stringify", st))
-		}
+		require.False(t, time.Now().After(deadline), "timed out waiting for %s: %v", what, js.Global().Get("JSON").Call("stringify", st))
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -97,30 +90,22 @@ func TestOutboxAPI(t *testing.T) {
 	var statuses, events int
 	ob.Call("onStatus", jsglue.NewCallback(func(js.Value, []js.Value) any { statuses++; return nil }).Value)
 	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
-		if a[0].Get("payload").Type() != js.TypeUndefined {
-			t.Error("an event carries a payload")
-		}
+		assert.EqualValues(t, js.TypeUndefined, a[0].Get("payload").Type(), "an event carries a payload")
 		events++
 		return nil
 	}).Value)
 	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityType: "note", entityId: "a", payload: {id: "a", text: "x"}})`)))
-	if res.Get("id").String() == "" || res.Get("action").String() != "appended" {
-		t.Fatalf("enqueue result %v", res)
-	}
+	require.False(t, res.Get("id").String() == "" || res.Get("action").String() != "appended", "enqueue result %v", res)
 	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "b", payload: new TextEncoder().encode('{"id":"b","text":""}')})`)))
 	st := waitStatus(t, ob, "2 acked", func(s js.Value) bool { return s.Get("acked").Int() == 2 })
-	if rx.Get("effects").Int() != 2 || st.Get("leaseToken").Float() < 1 {
-		t.Fatalf("effects %d, status %v", rx.Get("effects").Int(), js.Global().Get("JSON").Call("stringify", st))
-	}
+	require.False(t, rx.Get("effects").Int() != 2 || st.Get("leaseToken").Float() < 1, "effects %d, status %v", rx.Get("effects").Int(), js.Global().Get("JSON").Call("stringify", st))
 	// Status pushes are debounced: the poll above can see the records acked
 	// before the push that reports it has fired. Wait for it (the callbacks
 	// run on the event loop, which time.Sleep yields to).
 	for deadline := time.Now().Add(5 * time.Second); statuses == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if statuses == 0 || events == 0 {
-		t.Fatalf("no pushes: %d statuses, %d events", statuses, events)
-	}
+	require.False(t, statuses == 0 || events == 0, "no pushes: %d statuses, %d events", statuses, events)
 
 	// named errors
 	_, err := await(t, obAPI.Call("outbox", eval(`({name: "", endpoint: "/x", policies: {}})`)))
@@ -139,10 +124,10 @@ func TestOutboxAPI(t *testing.T) {
 	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "c", payload: "{}"})`)))
 	waitStatus(t, ob, "a dead letter", func(s js.Value) bool { return s.Get("deadLetter").Int() == 1 })
 	dl := mustAwait(t, ob.Call("deadLetters"))
-	if dl.Length() != 1 || dl.Index(0).Get("status").String() != "dead_letter" || dl.Index(0).Get("attempts").Int() != 2 ||
-		dl.Index(0).Get("lastError").Get("code").String() != "http_503" {
-		t.Fatalf("dead letters %v", js.Global().Get("JSON").Call("stringify", dl))
-	}
+	require.Equal(t, 1, dl.Length(), "dead letters %v", js.Global().Get("JSON").Call("stringify", dl))
+	require.Equal(t, "dead_letter", dl.Index(0).Get("status").String())
+	require.Equal(t, 2, dl.Index(0).Get("attempts").Int())
+	require.Equal(t, "http_503", dl.Index(0).Get("lastError").Get("code").String())
 	id := dl.Index(0).Get("id").String()
 	rx.Set("status", 0)
 	mustAwait(t, ob.Call("retry", id))
@@ -154,12 +139,9 @@ func TestOutboxAPI(t *testing.T) {
 	mustAwait(t, ob.Call("pause"))
 	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "d", payload: "{}"})`)))
 	rep := mustAwait(t, ob.Call("flush"))
-	if !rep.Get("paused").Bool() {
-		t.Fatalf("flush while paused: %v", js.Global().Get("JSON").Call("stringify", rep))
-	}
-	if st := mustAwait(t, ob.Call("status")); !st.Get("paused").Bool() || st.Get("pending").Int() != 1 {
-		t.Fatalf("paused status %v", js.Global().Get("JSON").Call("stringify", st))
-	}
+	require.True(t, rep.Get("paused").Bool(), "flush while paused: %v", js.Global().Get("JSON").Call("stringify", rep))
+	st = mustAwait(t, ob.Call("status"))
+	require.False(t, !st.Get("paused").Bool() || st.Get("pending").Int() != 1, "paused status %v", js.Global().Get("JSON").Call("stringify", st))
 	mustAwait(t, ob.Call("resume"))
 	waitStatus(t, ob, "resumed", func(s js.Value) bool { return s.Get("acked").Int() == 4 })
 
@@ -167,9 +149,7 @@ func TestOutboxAPI(t *testing.T) {
 	mustAwait(t, ob.Call("pause"))
 	mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "e", payload: "{}"})`)))
 	n := mustAwait(t, ob.Call("logout", eval(`({purge: true})`)))
-	if n.Int() < 1 {
-		t.Fatalf("purged %v", n)
-	}
+	require.False(t, n.Int() < 1, "purged %v", n)
 	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "put-note", payload: "{}"})`)))
 	wantName(t, err, "NoSessionError")
 	mustAwait(t, ob.Call("login", "bob"))
@@ -184,9 +164,7 @@ func TestOutboxMergePolicy(t *testing.T) {
 	mustAwait(t, ob.Call("pause"))
 	a := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {a: 1, b: 1}})`)))
 	b := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "merge", operationKey: "k", entityId: "m", payload: {b: 2}})`)))
-	if b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String() {
-		t.Fatalf("merge: %v", js.Global().Get("JSON").Call("stringify", b))
-	}
+	require.False(t, b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String(), "merge: %v", js.Global().Get("JSON").Call("stringify", b))
 }
 
 // withLoaderFastPath installs the loader's FAST object (from
@@ -201,22 +179,16 @@ func withLoaderFastPath(t *testing.T, exports bool) {
 	fast := eval(loader.FastPath())
 	if exports {
 		g, err := loader.GoInstance()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ex := g.Get("_inst").Get("exports")
-		if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction {
-			t.Fatal("no export tabfence_channel_rx2")
-		}
+		require.EqualValues(t, js.TypeFunction, ex.Get("tabfence_channel_rx2").Type(), "no export tabfence_channel_rx2")
 		fast.Call("attach", ex)
 		t.Cleanup(func() { fast.Call("attach", nil) })
 	}
 	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
 	t.Cleanup(func() {
 		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
-		if loaderOpFields.Type() != js.TypeFunction {
-			t.Error("the outbox did not take the loader's fast path")
-		}
+		assert.EqualValues(t, js.TypeFunction, loaderOpFields.Type(), "the outbox did not take the loader's fast path")
 	})
 }
 
@@ -233,9 +205,8 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 			for deadline := time.Now().Add(5 * time.Second); appendedRecords.Load()-before < 5 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := appendedRecords.Load() - before; n != 5 {
-				t.Fatalf("the loader wrote %d appends, want 5", n)
-			}
+			n := appendedRecords.Load() - before
+			require.EqualValues(t, 5, n, "the loader wrote %d appends, want 5", n)
 		})
 		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
 	}
@@ -275,27 +246,19 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 })()`)
 			_, err := await(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
 			eval(`__restorePut()`)
-			if err == nil {
-				t.Fatal("an aborted enqueue resolved")
-			}
+			require.Error(t, err, "an aborted enqueue resolved")
 			wantName(t, err, "AbortError")
-			if st := mustAwait(t, ob.Call("status")); st.Get("pending").Int() != 0 {
-				t.Fatalf("aborted enqueue left %d pending", st.Get("pending").Int())
-			}
+			st := mustAwait(t, ob.Call("status"))
+			require.EqualValues(t, 0, st.Get("pending").Int(), "aborted enqueue left %d pending", st.Get("pending").Int())
 			res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "b", payload: "{}"})`)))
-			if res.Get("action").String() != "appended" {
-				t.Fatalf("enqueue after the abort: %v", js.Global().Get("JSON").Call("stringify", res))
-			}
+			require.EqualValues(t, "appended", res.Get("action").String(), "enqueue after the abort: %v", js.Global().Get("JSON").Call("stringify", res))
 			waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
 			for deadline := time.Now().Add(5 * time.Second); enqueues == 0 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if enqueues != 1 {
-				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
-			}
-			if n := appendedRecords.Load() - before; n != map[bool]int64{true: 1}[viaLoader] {
-				t.Fatalf("the loader wrote %d appends (loader: %v)", n, viaLoader)
-			}
+			require.EqualValues(t, 1, enqueues, "%d enqueue events, want 1 (the committed one)", enqueues)
+			n := appendedRecords.Load() - before
+			require.EqualValues(t, map[bool]int64{true: 1}[viaLoader], n, "the loader wrote %d appends (loader: %v)", n, viaLoader)
 		})
 	}
 }
@@ -322,17 +285,13 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(seen) != n {
-		t.Fatalf("%d enqueue events for %d enqueues", len(seen), n)
-	}
+	require.EqualValues(t, n, len(seen), "%d enqueue events for %d enqueues", len(seen), n)
 	for i := 0; i < n; i++ {
-		if id := res.Index(i).Get("id").String(); seen[id] != 1 {
-			t.Fatalf("enqueue %s: %d events", id, seen[id])
-		}
+		id := res.Index(i).Get("id").String()
+		require.EqualValues(t, 1, seen[id], "enqueue %s: %d events", id, seen[id])
 	}
-	if b := appendedBatches.Load() - before; b < 1 || b >= n {
-		t.Fatalf("%d batches for %d enqueues", b, n)
-	}
+	b := appendedBatches.Load() - before
+	require.False(t, b < 1 || b >= n, "%d batches for %d enqueues", b, n)
 }
 
 // The loader's FAST.opFields and Go's field-by-field reading agree on every
@@ -381,30 +340,25 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 		v := ops.Index(i)
 		got, gerr := opArg(v)
 		want, werr := opArgSlow(v)
-		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
-			t.Errorf("op %d: error %v, field by field %v", i, gerr, werr)
+		if werr != nil {
+			assert.EqualError(t, gerr, werr.Error(), "op %d: the same error field by field", i)
 			continue
 		}
-		if gerr == nil && !reflect.DeepEqual(got, want) {
-			t.Errorf("op %d:\n fast %+v\n slow %+v", i, got, want)
+		if assert.NoError(t, gerr, "op %d: field by field it reads", i) {
+			assert.Equal(t, want, got, "op %d: fast and field by field", i)
 		}
 	}
 	// The fast path took the plain ones (not everything fell back).
-	if _, ok := opArgFast(ops.Index(1)); !ok {
-		t.Fatal("FAST.opFields did not take a plain operation")
-	}
+	_, ok := opArgFast(ops.Index(1))
+	require.True(t, ok, "FAST.opFields did not take a plain operation")
 }
 
 // lastOutbox is the runtime of the outbox opened last.
 func lastOutbox(t *testing.T) *outbox.Runtime {
 	t.Helper()
-	outboxes.mu.Lock()
-	r, ok := outboxes.m[outboxes.next]
-	outboxes.mu.Unlock()
-	if !ok {
-		t.Fatal("no open outbox")
-	}
-	return r
+	o, ok := outboxes.Last()
+	require.True(t, ok, "no open outbox")
+	return o.rt
 }
 
 // storedPair reads the stored objects of records a and b from outbox name's
@@ -484,13 +438,9 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 		before := appendedRecords.Load()
 		res := mustAwait(t, ob.Call("enqueue", v))
 		op, err := opArgSlow(v)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ref, err := r.Enqueue(ctx, op)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		id := res.Get("id").String()
 		// Its enqueue event (the loader's bookkeeping trails by DONE_MS).
 		for deadline := time.Now().Add(5 * time.Second); ; {
@@ -499,22 +449,17 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := appendedRecords.Load() - before; (n == 1) != plain || n > 1 {
-			t.Fatalf("%s: the loader wrote %d records (a plain append: %v)", js.Global().Get("JSON").Call("stringify", v), n, plain)
-		}
+		n := appendedRecords.Load() - before
+		require.False(t, (n == 1) != plain || n > 1, "%s: the loader wrote %d records (a plain append: %v)", js.Global().Get("JSON").Call("stringify", v), n, plain)
 		if !plain {
 			return
 		}
-		if res.Get("action").String() != "appended" {
-			t.Fatalf("action %v", res.Get("action"))
-		}
-		if got, want := hashes[id], outbox.HashKey(op.OperationKey); got != want {
-			t.Fatalf("operationKeyHash %q, Go's %q", got, want)
-		}
+		require.EqualValues(t, "appended", res.Get("action").String(), "action %v", res.Get("action"))
+		got, want := hashes[id], outbox.HashKey(op.OperationKey)
+		require.EqualValues(t, want, got, "operationKeyHash %q, Go's %q", got, want)
 		pair := mustAwait(t, eval(storedPair).Invoke(name, id, ref.ID))
-		if a, b := pair.Index(0).String(), pair.Index(1).String(); a != b {
-			t.Fatalf("stored records differ:\nloader  %s\nEnqueue %s", a, b)
-		}
+		a, b := pair.Index(0).String(), pair.Index(1).String()
+		require.EqualValues(t, b, a, "stored records differ:\nloader  %s\nEnqueue %s", a, b)
 	}
 	for i := 0; i < ops.Length(); i++ {
 		check(ops.Index(i), true)
@@ -530,21 +475,14 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 // script's call, a bug) are counted and dropped, never delivered.
 func TestAppendedCallback(t *testing.T) {
 	quota := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
-	if name := obAppended.Value.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
-		t.Fatalf("aborted by a full disk: %s", name)
-	}
-	if name := obAppended.Value.Invoke(js.Undefined(), js.Null()).Get("name").String(); name != "AbortError" {
-		t.Fatalf("aborted by the page: %s", name)
-	}
+	require.Equal(t, "QuotaExceededError", obAppended.Value.Invoke(js.Undefined(), quota).Get("name").String(), "aborted by a full disk")
+	require.Equal(t, "AbortError", obAppended.Value.Invoke(js.Undefined(), js.Null()).Get("name").String(), "aborted by the page")
 	before, records := malformedAppends.Load(), appendedRecords.Load()
 	obAppended.Value.Invoke("garbage;1,zz,,1;999999,0123456789abcdef0123456789abcdef,,1")
-	if n := malformedAppends.Load() - before; n != 2 {
-		t.Fatalf("%d malformed entries counted, want 2", n)
-	}
+	require.EqualValues(t, 2, malformedAppends.Load()-before, "malformed entries counted")
 	// The well-formed entry names no open outbox: read, and dropped there.
-	if n := appendedRecords.Load() - records; n != 1 {
-		t.Fatalf("%d entries read, want 1", n)
-	}
+	n := appendedRecords.Load() - records
+	require.EqualValues(t, 1, n, "entries read")
 }
 
 // A page hidden while a batch of appends waits for its 8 ms timer (which a
@@ -575,7 +513,5 @@ func TestAppendedBatchRunsWhenHidden(t *testing.T) {
 		}
 		snap();
 	})`).Invoke(ob, snap.Value))
-	if !reflect.DeepEqual(snaps, []int64{0, 1}) {
-		t.Fatalf("batches run before and after the page was hidden: %v, want [0 1]", snaps)
-	}
+	require.Equal(t, []int64{0, 1}, snaps, "batches run before and after the page was hidden")
 }

@@ -3,12 +3,13 @@
 package main
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // obSchemaMock is a receiver that keeps every body it stored, in order.
@@ -53,30 +54,25 @@ func TestOutboxSchemaVersions(t *testing.T) {
 		mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "`+id+`", payload: {id: "`+id+`"}})`)))
 	}
 	v1, v2 := open(1, ""), open(2, addV2)
-	if v1.Get("schemaVersion").Int() != 1 || v2.Get("schemaVersion").Int() != 2 || v2.Get("protocol").Int() != 1 {
-		t.Fatal("handle versions", v1.Get("schemaVersion"), v2.Get("schemaVersion"), v2.Get("protocol"))
-	}
+	require.Equal(t, 1, v1.Get("schemaVersion").Int(), "handle versions")
+	require.Equal(t, 2, v2.Get("schemaVersion").Int(), "handle versions")
+	require.Equal(t, 1, v2.Get("protocol").Int(), "handle versions")
 	mustAwait(t, v1.Call("pause"))
 	enq(v1, "old1")
 	enq(v2, "new1")
-	if n := mustAwait(t, v1.Call("status")).Get("unsupported").Int(); n != 1 {
-		t.Fatalf("v1 sees %d unsupported, want 1 (the v2 record)", n)
-	}
-	if n := mustAwait(t, v2.Call("status")).Get("unsupported").Int(); n != 0 {
-		t.Fatalf("v2 sees %d unsupported, want 0 (it migrates v1)", n)
-	}
+	n := mustAwait(t, v1.Call("status")).Get("unsupported").Int()
+	require.EqualValues(t, 1, n, "v1 sees %d unsupported, want 1 (the v2 record)", n)
+	n = mustAwait(t, v2.Call("status")).Get("unsupported").Int()
+	require.EqualValues(t, 0, n, "v2 sees %d unsupported, want 0 (it migrates v1)", n)
 	list := mustAwait(t, v1.Call("unsupported"))
-	if list.Length() != 1 || list.Index(0).Get("entityId").String() != "new1" || list.Index(0).Get("schemaVersion").Int() != 2 {
-		t.Fatalf("v1's unsupported list %v", js.Global().Get("JSON").Call("stringify", list))
-	}
+	require.False(t, list.Length() != 1 || list.Index(0).Get("entityId").String() != "new1" || list.Index(0).Get("schemaVersion").Int() != 2, "v1's unsupported list %v", js.Global().Get("JSON").Call("stringify", list))
 
 	// Only the v1 build flushes: it sends its own record, never the newer one.
 	mustAwait(t, v2.Call("close"))
 	mustAwait(t, v1.Call("resume"))
 	waitStatus(t, v1, "old1 acked", func(s js.Value) bool { return s.Get("acked").Int() == 1 && s.Get("unsupported").Int() == 1 })
-	if got := sentBodies(); got != `{"id":"old1"}` {
-		t.Fatalf("v1 sent %s", got)
-	}
+	got := sentBodies()
+	require.EqualValues(t, `{"id":"old1"}`, got, "v1 sent %s", got)
 
 	// A v2 build whose migration throws: new1 is sent, old2 stays as stored.
 	mustAwait(t, v1.Call("pause"))
@@ -88,13 +84,14 @@ func TestOutboxSchemaVersions(t *testing.T) {
 		return s.Get("acked").Int() == 2 && s.Get("unsupported").Int() == 1
 	})
 	list = mustAwait(t, broken.Call("unsupported"))
-	if list.Length() != 1 || list.Index(0).Get("entityId").String() != "old2" || list.Index(0).Get("schemaVersion").Int() != 1 ||
-		list.Index(0).Get("lastError").Get("code").String() != "schema_unsupported" || list.Index(0).Get("attempts").Int() != 0 {
-		t.Fatalf("broken build's unsupported list %v", js.Global().Get("JSON").Call("stringify", list))
-	}
-	if got := sentBodies(); got != `{"id":"old1"} {"id":"new1"}` {
-		t.Fatalf("sent %s", got)
-	}
+	require.Equal(t, 1, list.Length(), "broken build's unsupported list %v", js.Global().Get("JSON").Call("stringify", list))
+	u := list.Index(0)
+	require.Equal(t, "old2", u.Get("entityId").String())
+	require.Equal(t, 1, u.Get("schemaVersion").Int())
+	require.Equal(t, "schema_unsupported", u.Get("lastError").Get("code").String())
+	require.Equal(t, 0, u.Get("attempts").Int())
+	got = sentBodies()
+	require.EqualValues(t, `{"id":"old1"} {"id":"new1"}`, got, "sent %s", got)
 
 	// A build with a working migration sends old2, migrated.
 	mustAwait(t, broken.Call("close"))
@@ -102,9 +99,8 @@ func TestOutboxSchemaVersions(t *testing.T) {
 	waitStatus(t, fixed, "old2 sent", func(s js.Value) bool {
 		return s.Get("acked").Int() == 3 && s.Get("unsupported").Int() == 0 && s.Get("pending").Int() == 0
 	})
-	if got := sentBodies(); got != `{"id":"old1"} {"id":"new1"} {"id":"old2","v":2}` {
-		t.Fatalf("sent %s", got)
-	}
+	got = sentBodies()
+	require.EqualValues(t, `{"id":"old1"} {"id":"new1"} {"id":"old2","v":2}`, got, "sent %s", got)
 	_, err := await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "append"}}, schemaVersion: 2, migrations: {2: (p) => p}})`)))
 	wantName(t, err, "TypeError")
 	_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "append"}}, protocol: "4"})`)))
@@ -134,16 +130,13 @@ func TestOutboxMigrationAsyncAndBytes(t *testing.T) {
 	async := open(2, `async (p) => p`)
 	mustAwait(t, async.Call("resume"))
 	waitStatus(t, async, "both records unsupported", func(s js.Value) bool { return s.Get("unsupported").Int() == 2 })
-	if got := sentBodies(); got != "" {
-		t.Fatalf("an async migration's records were sent: %q", got)
-	}
+	require.Empty(t, sentBodies(), "an async migration's records were sent")
 	mustAwait(t, async.Call("close"))
 
 	fixed := open(2, `(p) => p instanceof Uint8Array ? p : ({...p, v: 2})`)
 	waitStatus(t, fixed, "both sent", func(s js.Value) bool { return s.Get("acked").Int() == 2 && s.Get("unsupported").Int() == 0 })
 	hex := js.Global().Get("__obsx").Get("hex")
-	got := []string{hex.Index(0).String(), hex.Index(1).String()}
-	if !slices.Contains(got, "ff00fe") || !strings.Contains(sentBodies(), `{"id":"j1","v":2}`) {
-		t.Fatalf("sent %v (%s): want the bytes ff00fe intact and j1 migrated", got, sentBodies())
-	}
+	hexes := []string{hex.Index(0).String(), hex.Index(1).String()}
+	require.Contains(t, hexes, "ff00fe", "the bytes sent intact")
+	require.Contains(t, sentBodies(), `{"id":"j1","v":2}`, "j1 migrated")
 }

@@ -5,12 +5,14 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/deadline"
-	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
 // The runtime's IndexedDB databases, one connection per database name per
@@ -31,25 +33,6 @@ import (
 // The dead entry leaves the registry, so the next elect() or fence() in the
 // page (typically after a reload) opens a fresh database.
 
-// StorageError: the database a fence or election was bound to is gone. Its
-// JavaScript name says why.
-type StorageError struct {
-	Name, Msg string
-}
-
-func (e *StorageError) Error() string  { return e.Msg }
-func (e *StorageError) JSName() string { return e.Name }
-
-func storageErr(db string, err error) error {
-	switch {
-	case errors.Is(err, idb.ErrDeleted):
-		return &StorageError{"DatabaseDeletedError", "tabfence: database " + db + " was deleted by another tab (sign-out?); reload and call fence()/elect() again"}
-	case errors.Is(err, idb.ErrUpgraded):
-		return &StorageError{"DatabaseUpgradedError", "tabfence: database " + db + " was upgraded by a newer build in another tab; reload the page"}
-	}
-	return &StorageError{"InvalidStateError", "tabfence: database " + db + " was closed (" + err.Error() + ")"}
-}
-
 // storage is one database of the page.
 type storage struct {
 	name    string
@@ -64,6 +47,8 @@ type storage struct {
 	watchers electionSet
 }
 
+// storages are the page's databases: the API promises one connection per
+// database name per page.
 var (
 	storagesMu sync.Mutex
 	storages   = map[string]*storage{}
@@ -81,16 +66,16 @@ func storageFor(where, name string, version uint64, stores []string) (*storage, 
 		storages[name] = s
 	}
 	if s.version != version {
-		return nil, typeErr(where, "database "+name+" is already open in this page at version "+itoa(int(s.version))+", not "+itoa(int(version)))
+		return nil, jsapi.TypeErr(where, "database "+name+" is already open in this page at version "+strconv.Itoa(int(s.version))+", not "+strconv.Itoa(int(version)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range stores {
-		if contains(s.stores, st) {
+		if slices.Contains(s.stores, st) {
 			continue
 		}
 		if s.started {
-			return nil, typeErr(where, "store "+st+" was not declared before database "+name+
+			return nil, jsapi.TypeErr(where, "store "+st+" was not declared before database "+name+
 				" was opened: declare every store (option stores) on the first elect() or fence() of the page, and bump version when adding one")
 		}
 		s.stores = append(s.stores, st)
@@ -215,39 +200,14 @@ func (s *storage) err() error {
 
 func (s *storage) watch(el *election) {
 	s.mu.Lock()
-	s.watchers.add(el)
+	s.watchers.Add(el)
 	s.mu.Unlock()
 }
 
 func (s *storage) unwatch(el *election) {
 	s.mu.Lock()
-	s.watchers.remove(el)
+	s.watchers.Remove(el)
 	s.mu.Unlock()
-}
-
-// electionSet is a set of elections. A page runs a handful, so a slice
-// serves as well as a map, and a map keyed by pointers linked the runtime's
-// pointer-key map code (about 6 KB) for these two sets alone.
-type electionSet []*election
-
-func (s *electionSet) add(el *election) {
-	for _, x := range *s {
-		if x == el {
-			return
-		}
-	}
-	*s = append(*s, el)
-}
-
-func (s *electionSet) remove(el *election) {
-	for i, x := range *s {
-		if x == el {
-			last := len(*s) - 1
-			(*s)[i], (*s)[last] = (*s)[last], nil
-			*s = (*s)[:last]
-			return
-		}
-	}
 }
 
 // warm opens the database one task later (see the file comment).
@@ -256,7 +216,7 @@ func (s *storage) warm() {
 		ctx, cancel := deadline.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := s.open(ctx); err != nil && s.err() == nil {
-			reportError("tabfence: opening database "+s.name+" failed:", err)
+			jsapi.ReportError("tabfence: opening database "+s.name+" failed:", err)
 		}
 	})
 }
@@ -280,8 +240,4 @@ func (s *storage) wrap(err error) error {
 		return storageErr(s.name, err)
 	}
 	return err
-}
-
-func reportError(msg string, err error) {
-	jsConsole.Call("error", msg, jsglue.ToJS(err))
 }

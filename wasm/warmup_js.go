@@ -13,12 +13,10 @@ import (
 // warmUp runs one election, alone, on a lock no other tab uses, right after
 // the runtime is ready.
 //
-// Why: V8 compiles WebAssembly functions lazily, on their first call. A
-// tab's first leadership therefore paid about 7 ms of compilation between
-// the browser granting the lock and onLeader (0.6 ms for later ones), and a
-// failover always lands on a tab that never led. Running the grant →
-// leadership → onLeader → close path once at start moves that cost out of
-// the failover, into idle time after load.
+// Why: V8 compiles WebAssembly functions lazily, on their first call, and
+// a failover always lands on a tab that never led; running the grant →
+// leadership → onLeader → close path once at start moves that compilation
+// out of the failover, into idle time after load (docs/jsapi-notes.md).
 func warmUp() {
 	// Function.prototype is a callable that does nothing: the page-callback
 	// path (bind, queueMicrotask) is warmed too, with no visible effect.

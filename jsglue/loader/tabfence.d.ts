@@ -291,6 +291,14 @@ export type TabfenceErrorName =
   | "DataError" // a write's key is not a valid IndexedDB key
   | "NotFoundError" // a write names a store that was not declared
   | "AbortError"
+  | "QuotaExceededError" // the disk is full: nothing was written
+  | "NoSessionError" // outbox: no user logged in
+  | "UnknownOperationError" // outbox: an operation type without a policy
+  | "PausedError" // outbox: paused
+  | "AuthRequiredError" // outbox: the receiver answered 401
+  | "SessionChangedError" // outbox: another tab logged in or out during the flush
+  | "SessionMismatchError" // outbox: the receiver authenticated another user than the records'
+  | "NetworkError" // outbox: offline, or no fencing token
   | "RuntimeExitedError" // the runtime stopped; reload the page
   | "Error";
 

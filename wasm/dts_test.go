@@ -1,0 +1,173 @@
+//go:build !(js && wasm)
+
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wasm/jsapi"
+)
+
+// The string unions of jsglue/loader/tabfence.d.ts list exactly what the
+// Go tables behind the API hold: a name in Go that the d.ts lacks, or one
+// the d.ts promises that no Go table has, fails here.
+func TestDTSMatchesGo(t *testing.T) {
+	src, err := os.ReadFile("../jsglue/loader/tabfence.d.ts")
+	require.NoError(t, err)
+	dts := string(src)
+	var dedupes, drops []string
+	for _, d := range jsapi.DedupePolicies {
+		dedupes = append(dedupes, string(d))
+	}
+	for _, r := range channel.Reasons() {
+		drops = append(drops, r.String())
+	}
+	require.ElementsMatch(t, goConsts(t, "../outbox", "Dedupe"), dedupes, "the API offers every outbox dedupe policy")
+	ops := []string{}
+	for _, w := range jsapi.WriteOps {
+		ops = append(ops, w.Name)
+	}
+	for _, c := range []struct {
+		anchor string // the text the union follows in the d.ts
+		want   []string
+		prop   string // the property after anchor that has the union, if any
+	}{
+		{"export type Dedupe =", dedupes, ""},
+		{"export type LostReason =", lostReasons(), ""},
+		{"export type DropReason =", drops, ""},
+		{"export type ApplyResult =", applyResults(), ""},
+		{"export type OutboxFailure =", goConsts(t, "../outbox", "FailureKind"), ""},
+		{"export interface Write {\n", ops, " op:"},
+		{"export interface OutboxEvent {\n", goConsts(t, "../outbox", "EventKind"), " kind:"},
+		{"  enqueue(op: OutboxOp)", goConsts(t, "../outbox", "Action"), " action:"},
+	} {
+		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
+	}
+
+	// deadLetters() lists records needing the app; its status union names
+	// some of the statuses (and string): each must be one.
+	statuses := goConsts(t, "../outbox", "Status")
+	for _, st := range union(t, dts, "export interface OutboxRecordInfo {\n", " status:") {
+		require.Contains(t, statuses, st, "OutboxRecordInfo.status has %q, which is no outbox.Status", st)
+	}
+
+	own := ownErrorNames()
+	declared := union(t, dts, "export type TabfenceErrorName =", "")
+	for _, n := range own {
+		require.Contains(t, declared, n, "TabfenceErrorName lacks a name the API gives")
+	}
+	passed := append(jsglue.Names(), "Error") // the browser's, passed through
+	for _, m := range regexp.MustCompile(`export class (\w+) extends Error`).FindAllStringSubmatch(dts, -1) {
+		passed = append(passed, m[1]) // the loader's
+	}
+	for _, n := range declared {
+		require.True(t, slices.Contains(own, n) || slices.Contains(passed, n), "TabfenceErrorName has %q, which no Go table gives", n)
+	}
+}
+
+// ownErrorNames are the names of the errors the API makes itself.
+func ownErrorNames() []string {
+	out := []string{(&jsapi.TypeError{}).JSName(), (&StaleError{}).JSName(), (&NotLeaderError{}).JSName(),
+		nameDatabaseDeleted, nameDatabaseUpgraded, nameStorageClosed, nameAbort, (&locks.LostError{}).JSName()}
+	// The locks errors an election hands out (a signal's reason, a rejection).
+	for _, e := range []*locks.Error{locks.ErrUnavailable, locks.ErrStolen, locks.ErrClosed, locks.ErrResigned, locks.ErrFenced} {
+		out = append(out, e.JSName())
+	}
+	for _, m := range outboxErrorNames {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+func lostReasons() []string {
+	var out []string
+	for r := locks.Reason(0); !strings.HasPrefix(r.String(), "Reason("); r++ {
+		out = append(out, r.String())
+	}
+	for _, r := range storageLostReasons {
+		out = append(out, r.reason)
+	}
+	return out
+}
+
+func applyResults() []string {
+	var out []string
+	for r := idb.Result(1); r.String() != "invalid"; r++ {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+// union returns the string literals of the union that follows anchor
+// (and then prop) in the d.ts, up to the ";" or "}" that ends it
+// (comments left out).
+func union(t *testing.T, dts, anchor, prop string) []string {
+	t.Helper()
+	i := strings.Index(dts, anchor)
+	require.GreaterOrEqual(t, i, 0, "no %q in the d.ts", anchor)
+	rest := dts[i+len(anchor):]
+	k := strings.Index(rest, prop)
+	require.GreaterOrEqual(t, k, 0, "no %q after %q in the d.ts", prop, anchor)
+	rest = rest[k+len(prop):]
+	var out []string
+	for _, line := range strings.Split(rest, "\n") {
+		code, _, _ := strings.Cut(line, "//")
+		for _, m := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(code, -1) {
+			out = append(out, m[1])
+		}
+		if strings.ContainsAny(code, ";}") {
+			break
+		}
+	}
+	return out
+}
+
+// goConsts are the values of the string constants of type typ declared in
+// the Go package in dir.
+func goConsts(t *testing.T, dir, typ string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == typ {
+				for _, v := range vs.Values {
+					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						s, err := strconv.Unquote(lit.Value)
+						require.NoError(t, err)
+						out = append(out, s)
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.NotEmpty(t, out, "no constants of type %s in %s", typ, dir)
+	return out
+}

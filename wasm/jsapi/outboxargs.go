@@ -1,0 +1,96 @@
+//go:build !tabfence_core
+
+package jsapi
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/tabfence/tabfence/outbox"
+)
+
+// Argument validation of tf.outbox's options, pure Go like args.go.
+
+// DedupePolicies are the dedupe policies an outbox option may name, in the
+// order the TypeError lists them; the d.ts's Dedupe lists the same
+// (TestDTSMatchesGo).
+var DedupePolicies = []outbox.Dedupe{outbox.Append, outbox.ReplaceLatest, outbox.Merge, outbox.DropIfExists}
+
+// DedupeArg validates policies[key].dedupe.
+func DedupeArg(key string, a Arg) (outbox.Dedupe, error) {
+	names := make([]string, len(DedupePolicies))
+	for i, d := range DedupePolicies {
+		names[i] = string(d)
+		if a.Kind == KindString && a.Str == string(d) {
+			return d, nil
+		}
+	}
+	return "", TypeErr("outbox", "policies."+key+".dedupe must be "+OrList(names, ""))
+}
+
+// OutboxString validates a string option: required ones non-empty.
+func OutboxString(name string, a Arg, required bool) (string, error) {
+	switch {
+	case a.Absent() && required:
+		return "", TypeErr("outbox", name+" is required")
+	case a.Absent():
+		return "", nil
+	case a.Kind != KindString || (required && a.Str == ""):
+		return "", TypeErr("outbox", name+" must be a non-empty string")
+	}
+	return a.Str, nil
+}
+
+// MsArg validates a duration option in milliseconds (absent: 0, the
+// default).
+func MsArg(name string, a Arg) (time.Duration, error) {
+	if a.Absent() {
+		return 0, nil
+	}
+	if a.Kind != KindNumber || a.Num < 0 {
+		return 0, TypeErr("outbox", name+" must be a non-negative number of milliseconds")
+	}
+	return time.Duration(a.Num * float64(time.Millisecond)), nil
+}
+
+// MaxSchemaVersion keeps a schema version an exact int and its migrations
+// a short list.
+const MaxSchemaVersion = 1 << 20
+
+// SchemaVersionArg validates schemaVersion (absent: 1).
+func SchemaVersionArg(a Arg) (int, error) {
+	if a.Absent() {
+		return 1, nil
+	}
+	if a.Kind != KindNumber || !(a.Num >= 1) || a.Num > MaxSchemaVersion || a.Num != float64(int(a.Num)) {
+		return 0, TypeErr("outbox", "schemaVersion must be an integer from 1 to "+strconv.Itoa(MaxSchemaVersion))
+	}
+	return int(a.Num), nil
+}
+
+// MigrationFrom validates a key of migrations: a schema version below
+// schema.
+func MigrationFrom(key string, schema int) (int, error) {
+	from, ok := SmallInt(key)
+	if !ok || from >= schema {
+		return 0, TypeErr("outbox", "migrations."+key+": the key must be a schema version below schemaVersion ("+strconv.Itoa(schema)+")")
+	}
+	return from, nil
+}
+
+// SmallInt parses a canonical decimal integer of at most 7 digits (no sign,
+// no leading zero), by hand: strconv.Atoi's *NumError would link
+// strconv.Quote and its Unicode tables into the download.
+func SmallInt(s string) (int, bool) {
+	if s == "" || len(s) > 7 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,50 @@
+//go:build !tabfence_core
+
+package jsapi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOutboxArgs(t *testing.T) {
+	d, err := DedupeArg("edit", Arg{Kind: KindString, Str: "merge"})
+	require.NoError(t, err)
+	require.Equal(t, "merge", string(d))
+	_, err = DedupeArg("edit", Arg{Kind: KindString, Str: "guess"})
+	require.EqualError(t, err, "tabfence.outbox: policies.edit.dedupe must be append, replace-latest, merge or drop-if-exists",
+		"the list comes from DedupePolicies")
+	_, err = DedupeArg("edit", Arg{Kind: KindUndefined})
+	require.Error(t, err)
+
+	_, err = OutboxString("name", Arg{}, true)
+	require.EqualError(t, err, "tabfence.outbox: name is required")
+	_, err = OutboxString("name", Arg{Kind: KindString}, true)
+	require.EqualError(t, err, "tabfence.outbox: name must be a non-empty string")
+	s, err := OutboxString("user", Arg{Kind: KindNull}, false)
+	require.NoError(t, err)
+	require.Empty(t, s)
+
+	ms, err := MsArg("base", Arg{Kind: KindNumber, Num: 1.5})
+	require.NoError(t, err)
+	require.Equal(t, 1500*time.Microsecond, ms)
+	_, err = MsArg("base", Arg{Kind: KindNumber, Num: -1})
+	require.EqualError(t, err, "tabfence.outbox: base must be a non-negative number of milliseconds")
+
+	v, err := SchemaVersionArg(Arg{})
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	for _, n := range []float64{0, 1.5, MaxSchemaVersion + 1} {
+		_, err = SchemaVersionArg(Arg{Kind: KindNumber, Num: n})
+		require.Error(t, err, "schemaVersion %v", n)
+	}
+	from, err := MigrationFrom("2", 3)
+	require.NoError(t, err)
+	require.Equal(t, 2, from)
+	for _, k := range []string{"3", "02", "-1", "x", "12345678"} {
+		_, err = MigrationFrom(k, 3)
+		require.Error(t, err, "migrations key %q", k)
+	}
+}

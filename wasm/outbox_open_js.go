@@ -1,0 +1,182 @@
+//go:build js && wasm && !tabfence_core
+
+package main
+
+import (
+	"context"
+	"syscall/js"
+	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wasm/jsapi"
+)
+
+// tf.outbox(options): reading the options into an outbox.RuntimeConfig
+// (the rules are in outboxargs.go) and opening the runtime.
+
+// openOutbox implements tf.outbox(options).
+func openOutbox(args []js.Value) (any, error) {
+	opts := jsapi.At(args, 0)
+	cfg, err := readOutboxOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := outbox.OpenRuntime(context.Background(), cfg)
+	if err != nil {
+		return nil, obErr(err)
+	}
+	o := &outboxHandle{rt: rt}
+	o.id = outboxes.Add(o)
+	useLoaderAppends(o)
+	obj := jsapi.NewObject()
+	jsapi.DefineConst(obj, "name", cfg.Name)
+	jsapi.DefineConst(obj, "id", rt.ID())
+	jsapi.DefineConst(obj, "lockName", rt.LockName())
+	jsapi.DefineConst(obj, "protocol", rt.Protocol())
+	jsapi.DefineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
+	outboxes.Install(obj, o.id)
+	return obj, nil
+}
+
+// readOutboxOptions reads and validates tf.outbox's options.
+func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
+	var cfg outbox.RuntimeConfig
+	if !jsapi.IsType(opts, js.TypeObject) {
+		return cfg, jsapi.TypeErr("outbox", "options must be an object")
+	}
+	var err error
+	for _, o := range []struct {
+		name     string
+		to       *string
+		required bool
+	}{{"name", &cfg.Name, true}, {"endpoint", &cfg.Outbox.Endpoint, true}, {"user", &cfg.Session.UserID, false}, {"fencePath", &cfg.FencePath, false}} {
+		if *o.to, err = jsapi.OutboxString(o.name, jsapi.ArgOf(jsapi.Field(opts, o.name)), o.required); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Outbox.Policies, err = readPolicies(jsapi.Field(opts, "policies")); err != nil {
+		return cfg, err
+	}
+	if err := readLimits(opts, &cfg); err != nil {
+		return cfg, err
+	}
+	if err := outboxVersions(opts, &cfg); err != nil {
+		return cfg, err
+	}
+	cfg.NoWebLocks = jsapi.Field(opts, "noWebLocks").Truthy()
+	if h := jsapi.Field(opts, "headers"); jsapi.IsType(h, js.TypeObject) || jsapi.IsType(h, js.TypeFunction) {
+		cfg.Authorize = authorize(h)
+	}
+	return cfg, nil
+}
+
+// readPolicies reads policies: {operationType: {dedupe, merge?, maxAttempts?, endpoint?}}.
+func readPolicies(pols js.Value) (map[string]outbox.Policy, error) {
+	if !jsapi.IsType(pols, js.TypeObject) {
+		return nil, jsapi.TypeErr("outbox", "policies must be an object {operationType: {dedupe}}")
+	}
+	out := map[string]outbox.Policy{}
+	keys := jsapi.JSObject.Call("keys", pols)
+	for i := 0; i < keys.Length(); i++ {
+		k := keys.Index(i).String()
+		p := jsapi.Field(pols, k)
+		d, err := jsapi.DedupeArg(k, jsapi.ArgOf(jsapi.Field(p, "dedupe")))
+		if err != nil {
+			return nil, err
+		}
+		pol := outbox.Policy{Dedupe: d}
+		if d == outbox.Merge {
+			pol.Merge = mergeFunc(jsapi.Field(p, "merge"))
+		}
+		if ma := jsapi.Field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
+			pol.MaxAttempts = ma.Int()
+		}
+		if ep := jsapi.Field(p, "endpoint"); ep.Type() == js.TypeString {
+			pol.Endpoint = ep.String()
+		}
+		out[k] = pol
+	}
+	if len(out) == 0 {
+		return nil, jsapi.TypeErr("outbox", "policies must configure at least one operation type")
+	}
+	return out, nil
+}
+
+// readLimits reads the counts, backoff and durations of the options.
+func readLimits(opts js.Value, cfg *outbox.RuntimeConfig) error {
+	for _, o := range []struct {
+		name string
+		to   *int
+	}{{"maxAttempts", &cfg.Outbox.MaxAttempts}, {"concurrency", &cfg.Outbox.Concurrency}, {"batchSize", &cfg.Outbox.BatchSize}, {"chargeAhead", &cfg.Outbox.ChargeAhead}} {
+		if v := jsapi.Field(opts, o.name); v.Type() == js.TypeNumber && v.Int() > 0 {
+			*o.to = v.Int()
+		}
+	}
+	if b := jsapi.Field(opts, "backoff"); b.Type() == js.TypeObject {
+		base, err := jsapi.MsArg("base", jsapi.ArgOf(jsapi.Field(b, "base")))
+		if err != nil {
+			return err
+		}
+		cp, err := jsapi.MsArg("cap", jsapi.ArgOf(jsapi.Field(b, "cap")))
+		if err != nil {
+			return err
+		}
+		cfg.Outbox.Backoff = &outbox.Backoff{Base: base, Cap: cp}
+	}
+	for _, o := range []struct {
+		name string
+		to   *time.Duration
+	}{{"statusTimeoutMs", &cfg.Watch.StatusTimeout}, {"stallAfterMs", &cfg.Watch.StallAfter}, {"sendTimeoutMs", &cfg.SendTimeout}, {"leaseTTLMs", &cfg.Outbox.LeaseTTL}} {
+		var err error
+		if *o.to, err = jsapi.MsArg(o.name, jsapi.ArgOf(jsapi.Field(opts, o.name))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// authorize adds the headers option to every send: an object, or a
+// function of the record's user returning one.
+func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.Header) error {
+	return func(_ context.Context, req outbox.Request, h outbox.Header) error {
+		hv := headers
+		if hv.Type() == js.TypeFunction {
+			v, err := jsglue.Invoke(hv, req.UserID)
+			if err != nil {
+				return err
+			}
+			hv = v
+		}
+		if !jsapi.IsType(hv, js.TypeObject) {
+			return nil
+		}
+		ks := jsapi.JSObject.Call("keys", hv)
+		for i := 0; i < ks.Length(); i++ {
+			k := ks.Index(i).String()
+			if v := jsapi.Field(hv, k); v.Type() == js.TypeString {
+				h[k] = v.String()
+			}
+		}
+		return nil
+	}
+}
+
+// mergeFunc is a Merge policy: fn(older, newer) on the parsed payloads when
+// given, else a shallow merge of two JSON objects (Object.assign). It runs
+// synchronous JavaScript only, so the IndexedDB transaction stays active.
+func mergeFunc(fn js.Value) outbox.MergeFunc {
+	return func(older, newer []byte) ([]byte, error) {
+		return jsglue.Try(func() []byte {
+			a := jsJSON.Call("parse", string(older))
+			b := jsJSON.Call("parse", string(newer))
+			var m js.Value
+			if fn.Type() == js.TypeFunction {
+				m = fn.Invoke(a, b)
+			} else {
+				m = jsapi.JSObject.Call("assign", jsapi.JSObject.New(), a, b)
+			}
+			return []byte(jsJSON.Call("stringify", m).String())
+		})
+	}
+}
