@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package outbox
+package browser
 
 import (
 	"context"

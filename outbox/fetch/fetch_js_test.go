@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package outbox_test
+package fetch_test
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package outbox_test
+package idbstore_test
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build !js
 
-package outbox
+package fetch
 
 import (
 	"bytes"
