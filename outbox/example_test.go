@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // A tab enqueues offline edits, takes the flush lease (after winning the Web

@@ -185,6 +185,12 @@ var errUnchanged = errors.New("outbox: unchanged")
 // NoteFenceFailure records in the queue's metadata that the fencing token
 // request failed (e: FenceError's) and is retried at next: nothing can be
 // sent meanwhile, and every tab's status says so.
+// FenceFailed emits the end of a flush that never started because owner
+// got no fencing token (err) under its lease token.
+func (o *Outbox) FenceFailed(owner string, token uint64, err error) {
+	o.emit(Event{Kind: EventFlushEnd, At: o.cfg.Clock.Now(), Owner: owner, LeaseToken: token, Reason: short("fence: " + err.Error())})
+}
+
 func (o *Outbox) NoteFenceFailure(ctx context.Context, e ErrorInfo, next time.Time) error {
 	now := o.cfg.Clock.Now()
 	e.At = now

@@ -328,6 +328,9 @@ func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 	return m, nil
 }
 
+// Clone is a deep copy of m, which a Store hands out or keeps.
+func (m Meta) Clone() Meta { return cloneMeta(m) }
+
 func cloneMeta(m Meta) Meta {
 	m.AuthPaused = append([]string(nil), m.AuthPaused...)
 	if m.LastError != nil {

@@ -384,6 +384,9 @@ func (o *Outbox) Release(ctx context.Context, l Lease) error {
 
 func (o *Outbox) emit(e Event) { o.cfg.Events.Emit(e) }
 
+// Config is the outbox's configuration with its defaults filled in.
+func (o *Outbox) Config() Config { return o.cfg }
+
 // SkippedLocked records that a flush trigger found the lock taken (Web Lock
 // ifAvailable returned no lock, or the fallback lease is held): the lock
 // deduplicated the work. reason names the trigger.

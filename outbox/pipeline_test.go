@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // batchStore records the UpdateBatch calls of a MemStore; gate, when set,

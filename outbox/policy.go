@@ -45,6 +45,10 @@ func (p Policy) ReadsQueue(opKey string) bool { return p.Dedupe != Append && opK
 
 // inlines reports whether a payload of n bytes is stored inline, not in the
 // blob store (see placePayload).
+// Inlines reports whether a payload of n bytes is stored in its record
+// (else in a blob of its own).
+func (r EnqueueRequest) Inlines(n int) bool { return inlines(n, r.InlineLimit) }
+
 func inlines(n, inlineLimit int) bool { return inlineLimit <= 0 || n <= inlineLimit }
 
 // Action says what an enqueue did.

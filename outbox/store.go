@@ -237,6 +237,10 @@ func CurrentLease(cur Lease, found bool, l Lease) bool {
 // instantiated for the 432-byte Record, was 16 functions and 3.2 KB of the
 // brotli download (tabfence.wasm 709,438 -> 706,278 bytes without it).
 // Listings usually arrive in order already, which costs one pass.
+// SortBySeq sorts recs by Seq, the order every Store lists records in
+// (a heap sort: package sort costs download size).
+func SortBySeq(recs []Record) { sortBySeq(recs) }
+
 func sortBySeq(recs []Record) {
 	sorted := true
 	for i := 1; i < len(recs) && sorted; i++ {

@@ -13,6 +13,8 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/idbstore"
 )
 
 // The outbox() area of the API: a durable, fenced outbox shared by the tabs
@@ -21,7 +23,7 @@ import (
 // (JSON.stringify), never by a Go encoder.
 
 var (
-	outboxes handles[*outbox.Runtime]
+	outboxes handles[*browser.Runtime]
 
 	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
 	obPause, obResume, obLogin, obLogout, obClose, obAppended *jsglue.Callback
@@ -66,9 +68,9 @@ func obErr(err error) error {
 		{outbox.ErrAuthRequired, "AuthRequiredError"},
 		{outbox.ErrSessionChanged, "SessionChangedError"},
 		{outbox.ErrSessionMismatch, "SessionMismatchError"},
-		{outbox.ErrFenceUnavailable, "NetworkError"},
+		{browser.ErrFenceUnavailable, "NetworkError"},
 		{outbox.ErrOffline, "NetworkError"},
-		{outbox.ErrRuntimeClosed, "InvalidStateError"},
+		{browser.ErrRuntimeClosed, "InvalidStateError"},
 		{outbox.ErrStoreClosed, "InvalidStateError"},
 		{outbox.ErrSchemaUnsupported, "NotSupportedError"},
 	} {
@@ -86,10 +88,10 @@ func obErr(err error) error {
 }
 
 func registerOutbox(api js.Value) {
-	get := func(args []js.Value) (*outbox.Runtime, error) {
+	get := func(args []js.Value) (*browser.Runtime, error) {
 		r, ok := outboxes.get(args)
 		if !ok {
-			return nil, &namedError{outbox.ErrRuntimeClosed, "InvalidStateError"}
+			return nil, &namedError{browser.ErrRuntimeClosed, "InvalidStateError"}
 		}
 		return r, nil
 	}
@@ -126,7 +128,7 @@ func registerOutbox(api js.Value) {
 	obAppended = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		b := at(args, 0)
 		if b.Type() != js.TypeString {
-			return jsglue.ToJS(obErr(outbox.EnqueueAborted(at(args, 1))))
+			return jsglue.ToJS(obErr(idbstore.EnqueueAborted(at(args, 1))))
 		}
 		appendedBatches.Add(1)
 		var recs []outbox.AppendedRecord
@@ -191,7 +193,7 @@ func registerOutbox(api js.Value) {
 		if fn.Type() != js.TypeFunction {
 			return nil, typeErr("outbox.onStatus", "fn must be a function")
 		}
-		unsub := r.OnStatus(func(st outbox.RuntimeStatus) { callLater(fn, statusJS(st)) })
+		unsub := r.OnStatus(func(st browser.RuntimeStatus) { callLater(fn, statusJS(st)) })
 		return unsubscriber(unsub), nil
 	})
 	obOnEvent = syncFunc(func(args []js.Value) (any, error) {
@@ -221,7 +223,7 @@ func registerOutbox(api js.Value) {
 		}
 		return arr, nil
 	})
-	idFn := func(where string, fn func(r *outbox.Runtime, id string) error) *jsglue.Callback {
+	idFn := func(where string, fn func(r *browser.Runtime, id string) error) *jsglue.Callback {
 		return asyncFunc(func(args []js.Value) (any, error) {
 			r, err := get(args)
 			if err != nil {
@@ -234,8 +236,8 @@ func registerOutbox(api js.Value) {
 			return nil, obErr(fn(r, id.String()))
 		})
 	}
-	obRetry = idFn("retry", func(r *outbox.Runtime, id string) error { return r.Retry(ctx, id) })
-	obDiscard = idFn("discard", func(r *outbox.Runtime, id string) error { return r.Discard(ctx, id) })
+	obRetry = idFn("retry", func(r *browser.Runtime, id string) error { return r.Retry(ctx, id) })
+	obDiscard = idFn("discard", func(r *browser.Runtime, id string) error { return r.Discard(ctx, id) })
 	obPause = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
 		if err != nil {
@@ -250,7 +252,7 @@ func registerOutbox(api js.Value) {
 		}
 		return nil, obErr(r.Resume(ctx))
 	})
-	obLogin = idFn("login", func(r *outbox.Runtime, user string) error {
+	obLogin = idFn("login", func(r *browser.Runtime, user string) error {
 		return r.Login(ctx, outbox.Session{UserID: user})
 	})
 	obLogout = asyncFunc(func(args []js.Value) (any, error) {
@@ -341,7 +343,7 @@ func openOutbox(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := outbox.RuntimeConfig{Name: name, FencePath: fencePath, Session: outbox.Session{UserID: user}}
+	cfg := browser.RuntimeConfig{Name: name, FencePath: fencePath, Session: outbox.Session{UserID: user}}
 	cfg.Outbox.Endpoint = endpoint
 	cfg.Outbox.Policies = map[string]outbox.Policy{}
 	pols := field(opts, "policies")
@@ -430,7 +432,7 @@ func openOutbox(args []js.Value) (any, error) {
 			return nil
 		}
 	}
-	rt, err := outbox.OpenRuntime(context.Background(), cfg)
+	rt, err := browser.OpenRuntime(context.Background(), cfg)
 	if err != nil {
 		return nil, obErr(err)
 	}
@@ -696,7 +698,7 @@ func errorInfoJS(e *outbox.ErrorInfo) any {
 	return o
 }
 
-func statusJS(st outbox.RuntimeStatus) js.Value {
+func statusJS(st browser.RuntimeStatus) js.Value {
 	o := newObject()
 	o.Set("pending", st.Pending)
 	o.Set("sending", st.Sending)

@@ -13,6 +13,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 )
 
 // tf.outbox in one page, against an in-page receiver that replaces fetch
@@ -396,7 +397,7 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 }
 
 // lastOutbox is the runtime of the outbox opened last.
-func lastOutbox(t *testing.T) *outbox.Runtime {
+func lastOutbox(t *testing.T) *browser.Runtime {
 	t.Helper()
 	outboxes.mu.Lock()
 	r, ok := outboxes.m[outboxes.next]

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 )
 
 // The versions of an outbox (outbox.Names, outbox.SchemaGate): protocol,
@@ -24,7 +25,7 @@ var obUnsupported *jsglue.Callback
 // a short list.
 const maxSchemaVersion = 1 << 20
 
-func registerOutboxSchema(get func(args []js.Value) (*outbox.Runtime, error)) {
+func registerOutboxSchema(get func(args []js.Value) (*browser.Runtime, error)) {
 	obUnsupported = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
 		if err != nil {
@@ -44,7 +45,7 @@ func registerOutboxSchema(get func(args []js.Value) (*outbox.Runtime, error)) {
 
 // outboxVersions reads the protocol, schemaVersion and migrations options
 // into cfg. migrations[v] upgrades a payload of schema v to v+1.
-func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
+func outboxVersions(opts js.Value, cfg *browser.RuntimeConfig) error {
 	if p := argOf(field(opts, "protocol")); !p.absent() {
 		n, err := protocolArg("outbox", p)
 		if err != nil {

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
-	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/internal/randid"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/fetch"
+	"github.com/tabfence/tabfence/outbox/idbstore"
 )
 
 // RuntimeConfig configures a Runtime: one tab's (or one instance's) handle
@@ -31,7 +33,7 @@ type RuntimeConfig struct {
 	Protocol int
 	// Outbox configures the queue (Policies are required). Name, Store,
 	// Transport and Events are filled in by the Runtime when empty.
-	Outbox Config
+	Outbox outbox.Config
 	// BaseURL prefixes endpoint paths (default: the page's origin).
 	BaseURL string
 	// FencePath is where server fencing tokens are issued: the flush owner
@@ -40,7 +42,7 @@ type RuntimeConfig struct {
 	// Authorize adds credentials to every request at send time (the
 	// records and the fence requests), for req.UserID. Nothing it adds is
 	// ever stored.
-	Authorize func(ctx context.Context, req Request, h Header) error
+	Authorize func(ctx context.Context, req outbox.Request, h outbox.Header) error
 	// SendTimeout bounds one request (default 30 s): a hung request
 	// becomes a retryable network error.
 	SendTimeout time.Duration
@@ -48,14 +50,14 @@ type RuntimeConfig struct {
 	// progress, steal after 1.5 s without an answer).
 	Watch WatchConfig
 	// Session logs in at once when UserID is set.
-	Session Session
+	Session outbox.Session
 	// NoWebLocks forces the IndexedDB lease fallback (as without
 	// navigator.locks).
 	NoWebLocks bool
 	// StatusDebounce coalesces status refreshes (default 100 ms).
 	StatusDebounce time.Duration
 	// Store, when set, is used instead of opening Names(Name, Protocol).Database.
-	Store Store
+	Store outbox.Store
 	// AckedRetention is how long acked records stay before the flush owner
 	// compacts them (Outbox.Compact, at most once a minute); default
 	// DefaultAckedRetention.
@@ -65,7 +67,7 @@ type RuntimeConfig struct {
 // RuntimeStatus is what every tab renders: the shared projection read from
 // the Store, plus who flushes.
 type RuntimeStatus struct {
-	Projection
+	outbox.Projection
 	Owner      bool   // this runtime holds the flush lock now
 	OwnerID    string // the current (or last) flush owner, from the lease row
 	LeaseToken uint64 // its local lease token
@@ -81,13 +83,14 @@ type RuntimeStatus struct {
 // status pushed to every tab, and frozen-owner detection.
 type Runtime struct {
 	cfg       RuntimeConfig
-	ob        *Outbox
-	store     Store
+	ob        *outbox.Outbox
+	store     outbox.Store
 	ownStore  bool
-	transport Transport
+	transport outbox.Transport
 	ch        *channel.Channel
 	seq       *channel.Sequencer
 	id        string
+	names     outbox.QueueNames
 	lockName  string
 
 	ctx    context.Context
@@ -98,26 +101,26 @@ type Runtime struct {
 	dirtyCh chan struct{}
 	wdWake  chan struct{}
 	dueT    *time.Timer
-	evCh    chan Event
+	evCh    chan outbox.Event
 
 	// Work an enqueue leaves to the next task (see later): the
 	// OUTBOX_CHANGED announcement, the local flush hint and event delivery.
 	laterMu      sync.Mutex
-	laterPending bool        // a task is scheduled and has not run yet
-	announce     bool        // an enqueue committed since the last announcement
-	laterEvents  []Event     // events to deliver (see onEvent)
-	announcedAt  time.Time   // last OUTBOX_CHANGED post (see announceChanged)
-	announceT    *time.Timer // the trailing announcement, when armed
-	laterPort    js.Value    // MessageChannel port2: a message schedules the task
+	laterPending bool           // a task is scheduled and has not run yet
+	announce     bool           // an enqueue committed since the last announcement
+	laterEvents  []outbox.Event // events to deliver (see onEvent)
+	announcedAt  time.Time      // last OUTBOX_CHANGED post (see announceChanged)
+	announceT    *time.Timer    // the trailing announcement, when armed
+	laterPort    js.Value       // MessageChannel port2: a message schedules the task
 	laterStop    func()
-	appendHook   changeHook // OnAppendChange
+	appendHook   atomic.Pointer[func()] // OnAppendChange
 
 	attemptMu    sync.Mutex
 	mu           sync.Mutex
 	owning       bool
 	flushing     bool
 	busy         bool // inside ownAndFlush (taking ownership or flushing)
-	lease        Lease
+	lease        outbox.Lease
 	lastStep     time.Time // owner: last time a step of its flush finished
 	contended    bool      // our last attempt found the lock held
 	dirtyLocal   bool
@@ -133,7 +136,7 @@ type Runtime struct {
 	readingSince time.Time     // a status read is outstanding since
 	subsN        int
 	statusSubs   map[int]func(RuntimeStatus)
-	eventSubs    map[int]func(Event)
+	eventSubs    map[int]func(outbox.Event)
 
 	listeners []func()
 	unsub     func()
@@ -162,7 +165,7 @@ var (
 // starts flushing when the queue has due work.
 func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.Name == "" {
-		return nil, ErrInvalidRecord
+		return nil, outbox.ErrInvalidRecord
 	}
 	if cfg.Protocol <= 0 {
 		cfg.Protocol = 1
@@ -176,7 +179,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.StatusDebounce <= 0 {
 		cfg.StatusDebounce = 100 * time.Millisecond
 	}
-	names, err := Names(cfg.Name, cfg.Protocol)
+	names, err := outbox.Names(cfg.Name, cfg.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -185,19 +188,19 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		cfg: cfg, id: randid.New(), lockName: lockName,
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
 		wdWake: make(chan struct{}, 1),
-		evCh:   make(chan Event, 4096), wd: NewWatchdog(cfg.Watch),
-		statusSubs: map[int]func(RuntimeStatus){}, eventSubs: map[int]func(Event){},
+		evCh:   make(chan outbox.Event, 4096), wd: NewWatchdog(cfg.Watch),
+		statusSubs: map[int]func(RuntimeStatus){}, eventSubs: map[int]func(outbox.Event){},
 	}
 	r.store = cfg.Store
 	if r.store == nil {
-		st, err := OpenIDBStore(ctx, names.Database)
+		st, err := idbstore.OpenIDBStore(ctx, names.Database)
 		if err != nil {
 			return nil, err
 		}
 		r.store, r.ownStore = st, true
 	}
-	ft := &FetchTransport{BaseURL: cfg.BaseURL, Authorize: cfg.Authorize}
-	r.transport = TransportFunc(func(ctx context.Context, req Request) (Response, error) {
+	ft := &fetch.FetchTransport{BaseURL: cfg.BaseURL, Authorize: cfg.Authorize}
+	r.transport = outbox.TransportFunc(func(ctx context.Context, req outbox.Request) (outbox.Response, error) {
 		ctx, cancel := deadline.WithTimeout(ctx, cfg.SendTimeout)
 		defer cancel()
 		return ft.Send(ctx, req)
@@ -211,17 +214,17 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		oc.Transport = r.transport
 	}
 	user := oc.Events
-	oc.Events = EventsFunc(func(e Event) {
+	oc.Events = outbox.EventsFunc(func(e outbox.Event) {
 		if user != nil {
 			user.Emit(e)
 		}
 		r.onEvent(e)
 	})
-	if r.ob, err = New(oc); err != nil {
+	if r.ob, err = outbox.New(oc); err != nil {
 		r.closeStore()
 		return nil, err
 	}
-	r.ob.OnSessionChange(r.appendHook.call)
+	r.ob.OnSessionChange(r.appendChanged)
 	if r.ch, err = channel.Open(lockName); err != nil {
 		r.closeStore()
 		return nil, err
@@ -258,7 +261,7 @@ func (r *Runtime) closeStore() {
 func (r *Runtime) ID() string { return r.id }
 
 // Outbox returns the underlying queue.
-func (r *Runtime) Outbox() *Outbox { return r.ob }
+func (r *Runtime) Outbox() *outbox.Outbox { return r.ob }
 
 // LockName is the Web Lock (and channel) name.
 func (r *Runtime) LockName() string { return r.lockName }
@@ -273,7 +276,7 @@ func (r *Runtime) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	r.appendHook.call()
+	r.appendChanged()
 	r.cancel()
 	for _, rm := range r.listeners {
 		rm()
@@ -288,7 +291,7 @@ func (r *Runtime) Close() error {
 
 // Login makes s the queue's session in every tab (see session.go),
 // announces it, and flushes.
-func (r *Runtime) Login(ctx context.Context, s Session) error {
+func (r *Runtime) Login(ctx context.Context, s outbox.Session) error {
 	ns, err := r.ob.Login(ctx, s)
 	if err != nil {
 		return err
@@ -311,9 +314,9 @@ func (r *Runtime) Logout(ctx context.Context, purge bool) (int, error) {
 
 // Enqueue records op durably (it returns after the commit), then announces
 // OUTBOX_CHANGED to the other tabs and triggers a flush here.
-func (r *Runtime) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
+func (r *Runtime) Enqueue(ctx context.Context, op outbox.Op) (outbox.EnqueueResult, error) {
 	if r.closed.Load() {
-		return EnqueueResult{}, ErrRuntimeClosed
+		return outbox.EnqueueResult{}, ErrRuntimeClosed
 	}
 	res, err := r.ob.Enqueue(ctx, op)
 	if err != nil {
@@ -336,7 +339,13 @@ func (r *Runtime) announceLater() {
 // may have changed: after Login and Logout (before a purge starts, see
 // Outbox.OnSessionChange) and on Close. One function; a later call
 // replaces it.
-func (r *Runtime) OnAppendChange(fn func()) { r.appendHook.set(fn) }
+func (r *Runtime) OnAppendChange(fn func()) { r.appendHook.Store(&fn) }
+
+func (r *Runtime) appendChanged() {
+	if fn := r.appendHook.Load(); fn != nil && *fn != nil {
+		(*fn)()
+	}
+}
 
 // AppendTemplate is what the loader's FAST.appends takes to write plain
 // appends itself (see AppendRules and IDBStore.AppendTarget): an object
@@ -349,7 +358,7 @@ func (r *Runtime) OnAppendChange(fn func()) { r.appendHook.set(fn) }
 // IDBStore, or AppendRules says so. Made once per change (OnAppendChange),
 // never per enqueue.
 func (r *Runtime) AppendTemplate(done js.Value) js.Value {
-	st, isIDB := r.store.(*IDBStore)
+	st, isIDB := r.store.(*idbstore.IDBStore)
 	if r.closed.Load() || !isIDB {
 		return js.Null()
 	}
@@ -384,7 +393,7 @@ func (r *Runtime) AppendTemplate(done js.Value) js.Value {
 // Appended does for committed appends of a builder outside Go what Enqueue
 // does after its commit: the enqueue events, then OUTBOX_CHANGED and the
 // flush hint (once for the batch).
-func (r *Runtime) Appended(recs []AppendedRecord) {
+func (r *Runtime) Appended(recs []outbox.AppendedRecord) {
 	if len(recs) == 0 {
 		return
 	}
@@ -492,7 +501,7 @@ func (r *Runtime) runLater() {
 		case r.evCh <- e:
 		default: // a subscriber that cannot keep up loses events, never the queue
 		}
-		if e.Kind != EventSkipLocked {
+		if e.Kind != outbox.EventSkipLocked {
 			dirty = true
 		}
 	}
@@ -518,7 +527,7 @@ func (r *Runtime) Kick(reason string) {
 // Flush tries to flush now: it takes the flush lock if it is free and
 // drains the due records of the current user. If another tab holds the lock
 // it returns at once (that tab flushes; skipped reports it).
-func (r *Runtime) Flush(ctx context.Context) (rep FlushReport, skipped bool, err error) {
+func (r *Runtime) Flush(ctx context.Context) (rep outbox.FlushReport, skipped bool, err error) {
 	if r.closed.Load() {
 		return rep, false, ErrRuntimeClosed
 	}
@@ -531,7 +540,9 @@ func (r *Runtime) Status(ctx context.Context) (RuntimeStatus, error) {
 }
 
 // DeadLetters lists dead letters, conflicts and terminal failures.
-func (r *Runtime) DeadLetters(ctx context.Context) ([]Record, error) { return r.ob.DeadLetters(ctx) }
+func (r *Runtime) DeadLetters(ctx context.Context) ([]outbox.Record, error) {
+	return r.ob.DeadLetters(ctx)
+}
 
 // Retry puts a dead letter (conflict, terminal) back in the queue.
 func (r *Runtime) Retry(ctx context.Context, id string) error {
@@ -591,7 +602,7 @@ func (r *Runtime) OnStatus(fn func(RuntimeStatus)) func() {
 }
 
 // OnEvent subscribes fn to the structured events (never with a payload).
-func (r *Runtime) OnEvent(fn func(Event)) func() {
+func (r *Runtime) OnEvent(fn func(outbox.Event)) func() {
 	r.mu.Lock()
 	r.subsN++
 	id := r.subsN
@@ -743,7 +754,7 @@ func (r *Runtime) onMessage(m channel.Message) {
 	}
 }
 
-func (r *Runtime) answerPayload(l Lease, stalled time.Duration) js.Value {
+func (r *Runtime) answerPayload(l outbox.Lease, stalled time.Duration) js.Value {
 	o := js.Global().Get("Object").New()
 	o.Set("token", float64(l.Token))
 	o.Set("fence", float64(l.FenceToken))
@@ -760,7 +771,7 @@ func (r *Runtime) requestSteal() {
 
 // ---- events and status ----
 
-func (r *Runtime) onEvent(e Event) {
+func (r *Runtime) onEvent(e outbox.Event) {
 	r.mu.Lock()
 	if r.owning {
 		r.lastStep = time.Now()
@@ -779,14 +790,14 @@ func (r *Runtime) onEvent(e Event) {
 
 func (r *Runtime) eventLoop() {
 	for {
-		var e Event
+		var e outbox.Event
 		select {
 		case <-r.ctx.Done():
 			return
 		case e = <-r.evCh:
 		}
 		r.mu.Lock()
-		subs := make([]func(Event), 0, len(r.eventSubs))
+		subs := make([]func(outbox.Event), 0, len(r.eventSubs))
 		for _, fn := range r.eventSubs {
 			subs = append(subs, fn)
 		}
@@ -984,8 +995,8 @@ func (r *Runtime) watchAct(act WatchAction) {
 // the page's freeze event aborts too (idb's freeze tracker, see
 // OpenIDBStore).
 func (r *Runtime) abortTxns() {
-	if st, ok := r.store.(*IDBStore); ok {
-		idb.AbortOpen(st.db)
+	if st, ok := r.store.(*idbstore.IDBStore); ok {
+		st.AbortOpen()
 	}
 }
 
@@ -1015,16 +1026,16 @@ func (r *Runtime) flushLoop() {
 
 // attempt takes ownership (the Web Lock with ifAvailable, or with steal from
 // a frozen owner; the IndexedDB lease without Web Locks) and flushes.
-func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep FlushReport, skipped bool, err error) {
+func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep outbox.FlushReport, skipped bool, err error) {
 	// One attempt at a time in this runtime: a manual Flush waits for the
 	// background one instead of finding its own lock taken.
 	r.attemptMu.Lock()
 	defer r.attemptMu.Unlock()
 	if r.frozen.Load() {
-		return rep, false, ErrPaused // resume kicks a flush
+		return rep, false, outbox.ErrPaused // resume kicks a flush
 	}
 	if r.ob.QueueSession().UserID == "" {
-		return rep, false, ErrNoSession
+		return rep, false, outbox.ErrNoSession
 	}
 	r.mu.Lock()
 	wait := time.Until(r.fenceRetryAt)
@@ -1033,7 +1044,7 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep F
 	if paused && !steal && reason != "manual" {
 		// Paused (as last read, or set here): Resume in any tab announces
 		// OUTBOX_CHANGED, which flushes. No lock, no fence request meanwhile.
-		return rep, false, ErrPaused
+		return rep, false, outbox.ErrPaused
 	}
 	if wait > 0 && !steal && reason != "manual" && reason != "online" {
 		// The server could not be reached for a fencing token: wait
@@ -1055,7 +1066,7 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep F
 		case errors.Is(lerr, locks.ErrUnavailable):
 			// fall through to the IndexedDB lease
 		case errors.Is(lerr, locks.ErrStolen):
-			return rep, false, ErrStaleOwner
+			return rep, false, outbox.ErrStaleOwner
 		case lerr != nil:
 			return rep, false, lerr
 		default:
@@ -1074,7 +1085,7 @@ func (r *Runtime) skip(reason string) {
 	r.markDirty(false)
 }
 
-func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal bool) (rep FlushReport, skipped bool, err error) {
+func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal bool) (rep outbox.FlushReport, skipped bool, err error) {
 	r.mu.Lock()
 	r.busy = true
 	victim := r.last.OwnerID
@@ -1093,7 +1104,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		r.mu.Unlock()
 	}()
 	lease, err := r.ob.Acquire(ctx, r.id, webLock || steal)
-	if errors.Is(err, ErrLeaseHeld) {
+	if errors.Is(err, outbox.ErrLeaseHeld) {
 		r.skip(reason)
 		return rep, true, nil
 	}
@@ -1110,7 +1121,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		return rep, false, err
 	}
 	user := r.ob.QueueSession().UserID
-	res := fenceResource(r.cfg.Name, r.cfg.Protocol, user)
+	res := outbox.FenceResource(r.cfg.Name, r.cfg.Protocol, user)
 	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
 		r.fenceFailed(ctx, lease, ferr, err)
@@ -1145,7 +1156,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		go r.renew(rctx, lease)
 	}
 	for {
-		var one FlushReport
+		var one outbox.FlushReport
 		one, err = r.ob.Flush(ctx, lease)
 		rep.Batches += one.Batches
 		rep.Claimed += one.Claimed
@@ -1168,17 +1179,17 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 		break
 	}
 	stopRenew()
-	stale := errors.Is(err, ErrStaleOwner) || errors.Is(err, ErrStepDown) || ctx.Err() != nil
+	stale := errors.Is(err, outbox.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) || ctx.Err() != nil
 	if !stale {
 		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
 	}
 	switch {
-	case errors.Is(err, ErrStepDown), errors.Is(err, ErrSessionChanged):
+	case errors.Is(err, outbox.ErrStepDown), errors.Is(err, outbox.ErrSessionChanged):
 		// Ownership ended; the next flush re-acquires with a new token.
 		r.dueT.Reset(100 * time.Millisecond)
-	case stale, errors.Is(err, ErrPaused), errors.Is(err, ErrAuthRequired), errors.Is(err, ErrSessionMismatch):
+	case stale, errors.Is(err, outbox.ErrPaused), errors.Is(err, outbox.ErrAuthRequired), errors.Is(err, outbox.ErrSessionMismatch):
 		// Resume (in any tab) announces OUTBOX_CHANGED and flushes.
-	case errors.Is(err, ErrOffline):
+	case errors.Is(err, outbox.ErrOffline):
 		// No timer: the online event (in every tab) flushes.
 	case rep.More:
 		// Stopped at the deadline with work left: go on at once (another
@@ -1209,8 +1220,8 @@ func (r *Runtime) compact(ctx context.Context) {
 }
 
 // renew keeps the fallback lease alive during a long flush.
-func (r *Runtime) renew(ctx context.Context, l Lease) {
-	every := r.ob.cfg.LeaseTTL / 3
+func (r *Runtime) renew(ctx context.Context, l outbox.Lease) {
+	every := r.ob.Config().LeaseTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -1218,7 +1229,7 @@ func (r *Runtime) renew(ctx context.Context, l Lease) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.store.UpdateLease(ctx, r.ob.LockName(), RenewLease(l, time.Now(), r.ob.cfg.LeaseTTL)); err != nil {
+			if _, err := r.store.UpdateLease(ctx, r.ob.LockName(), outbox.RenewLease(l, time.Now(), r.ob.Config().LeaseTTL)); err != nil {
 				return
 			}
 		}
@@ -1227,7 +1238,7 @@ func (r *Runtime) renew(ctx context.Context, l Lease) {
 
 // scheduleNext arms the timer for the next due record of user.
 func (r *Runtime) scheduleNext(user string) {
-	recs, err := r.store.List(r.ctx, Filter{UserID: user, Statuses: []Status{StatusPending, StatusFailed}})
+	recs, err := r.store.List(r.ctx, outbox.Filter{UserID: user, Statuses: []outbox.Status{outbox.StatusPending, outbox.StatusFailed}})
 	if err != nil {
 		return
 	}
@@ -1244,29 +1255,29 @@ func (r *Runtime) scheduleNext(user string) {
 
 // fence obtains a server fencing token for resource (POST FencePath+resource).
 // A failure comes with its ErrorInfo (FenceError).
-func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, ErrorInfo, error) {
-	resp, err := r.transport.Send(ctx, Request{Method: "POST", Endpoint: r.cfg.FencePath + resource, Header: Header{}, UserID: user})
+func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, outbox.ErrorInfo, error) {
+	resp, err := r.transport.Send(ctx, outbox.Request{Method: "POST", Endpoint: r.cfg.FencePath + resource, Header: outbox.Header{}, UserID: user})
 	if err != nil {
-		return 0, FenceError(0, err, errors.Is(err, ErrOffline)), errors.Join(ErrFenceUnavailable, err)
+		return 0, outbox.FenceError(0, err, errors.Is(err, outbox.ErrOffline)), errors.Join(ErrFenceUnavailable, err)
 	}
 	if resp.Status != 200 {
-		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
+		return 0, outbox.FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
 	}
 	tok, ok := ParseFenceToken(resp.Body)
 	if !ok {
-		return 0, FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
+		return 0, outbox.FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
 	}
-	return tok, ErrorInfo{}, nil
+	return tok, outbox.ErrorInfo{}, nil
 }
 
 // fenceFailed gives the lease back after a failed fencing token request,
 // arms the retry timer (backoff, at most 30 s) and records the failure in
 // the queue's metadata for every tab's status (still holding the lock: only
 // the would-be owner writes it).
-func (r *Runtime) fenceFailed(ctx context.Context, lease Lease, e ErrorInfo, err error) {
+func (r *Runtime) fenceFailed(ctx context.Context, lease outbox.Lease, e outbox.ErrorInfo, err error) {
 	r.mu.Lock()
 	r.fenceFails++
-	d := r.ob.cfg.Backoff.Ceiling(r.fenceFails)
+	d := r.ob.Config().Backoff.Ceiling(r.fenceFails)
 	if d > 30*time.Second {
 		d = 30 * time.Second
 	}
@@ -1279,5 +1290,5 @@ func (r *Runtime) fenceFailed(ctx context.Context, lease Lease, e ErrorInfo, err
 		r.markDirty(true)
 	}
 	r.dueT.Reset(d)
-	r.ob.emit(Event{Kind: EventFlushEnd, At: time.Now(), Owner: r.id, LeaseToken: lease.Token, Reason: short("fence: " + err.Error())})
+	r.ob.FenceFailed(r.id, lease.Token, err)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/idbstore"
 )
 
 // mockReceiver replaces fetch in this page with a tiny receiver: fencing
@@ -69,13 +71,13 @@ func openRT(t *testing.T, name string, mut func(*RuntimeConfig)) *Runtime {
 	t.Helper()
 	cfg := RuntimeConfig{
 		Name: name,
-		Outbox: Config{Endpoint: "/api/notes", Policies: map[string]Policy{"put": {Dedupe: Append}},
-			Backoff: &Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}},
-		Authorize: func(_ context.Context, req Request, h Header) error {
+		Outbox: outbox.Config{Endpoint: "/api/notes", Policies: map[string]outbox.Policy{"put": {Dedupe: outbox.Append}},
+			Backoff: &outbox.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}},
+		Authorize: func(_ context.Context, req outbox.Request, h outbox.Header) error {
 			h["X-Demo-User"] = req.UserID
 			return nil
 		},
-		Session: Session{UserID: "alice"},
+		Session: outbox.Session{UserID: "alice"},
 		Watch:   WatchConfig{StallAfter: 300 * time.Millisecond, StatusTimeout: 500 * time.Millisecond},
 	}
 	if mut != nil {
@@ -107,8 +109,8 @@ func TestRuntimeTwoInstancesDeliverOnce(t *testing.T) {
 	a, b := openRT(t, name, nil), openRT(t, name, nil)
 	ctx := context.Background()
 	skips := 0
-	b.OnEvent(func(e Event) {
-		if e.Kind == EventSkipLocked {
+	b.OnEvent(func(e outbox.Event) {
+		if e.Kind == outbox.EventSkipLocked {
 			skips++
 		}
 	})
@@ -120,7 +122,7 @@ func TestRuntimeTwoInstancesDeliverOnce(t *testing.T) {
 		if i%2 == 1 {
 			r = b
 		}
-		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "n" + strconv.Itoa(i%5), Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)}); err != nil {
+		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n" + strconv.Itoa(i%5), Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +146,7 @@ func silentOwner(t *testing.T, rx js.Value, name string) *Runtime {
 	a.mute.Store(true)
 	rx.Set("holdToken", 1) // the first owner's requests never come back
 	for i := 0; i < 5; i++ {
-		if _, err := a.Enqueue(context.Background(), Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
+		if _, err := a.Enqueue(context.Background(), outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,13 +175,13 @@ func TestRuntimeStealsFromSilentOwner(t *testing.T) {
 		t.Fatalf("effects %d, want 5", rx.Get("effects").Int())
 	}
 	// wake the old owner: its answer arrives, its lease is stale
-	before, _ := b.store.List(ctx, Filter{})
+	before, _ := b.store.List(ctx, outbox.Filter{})
 	held := rx.Get("held")
 	for i := 0; i < held.Length(); i++ {
 		held.Index(i).Invoke()
 	}
 	time.Sleep(300 * time.Millisecond)
-	after, _ := b.store.List(ctx, Filter{})
+	after, _ := b.store.List(ctx, outbox.Filter{})
 	for i := range before {
 		if before[i].UpdatedAt != after[i].UpdatedAt || before[i].Status != after[i].Status {
 			t.Fatalf("the old owner changed %s: %+v -> %+v", before[i].ID, before[i].Status, after[i].Status)
@@ -232,7 +234,7 @@ func TestRuntimeLeaseFallback(t *testing.T) {
 		if i%2 == 1 {
 			r = b
 		}
-		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "e" + strconv.Itoa(i%3), Payload: []byte("{}")}); err != nil {
+		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "e" + strconv.Itoa(i%3), Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,7 +252,7 @@ func TestRuntimeRetryAndSessionBoundary(t *testing.T) {
 	ctx := context.Background()
 	a := openRT(t, name, nil)
 	rx.Set("fail", 3)
-	if _, err := a.Enqueue(ctx, Op{OperationType: "put", EntityID: "x", Payload: []byte("{}")}); err != nil {
+	if _, err := a.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "x", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "acked after the storm", 5*time.Second, func() bool { return acked(t, a) == 1 })
@@ -258,13 +260,13 @@ func TestRuntimeRetryAndSessionBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		a.Enqueue(ctx, Op{OperationType: "put", EntityID: "y", Payload: []byte("{}")})
+		a.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "y", Payload: []byte("{}")})
 	}
 	if _, err := a.Logout(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	b := openRT(t, name, func(c *RuntimeConfig) { c.Session = Session{UserID: "bob"} })
-	b.Enqueue(ctx, Op{OperationType: "put", EntityID: "z", Payload: []byte("{}")})
+	b := openRT(t, name, func(c *RuntimeConfig) { c.Session = outbox.Session{UserID: "bob"} })
+	b.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "z", Payload: []byte("{}")})
 	if err := b.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -298,19 +300,23 @@ func TestRuntimeFlushCost(t *testing.T) {
 	for _, dur := range []string{"strict", "default", "relaxed"} {
 		for _, entities := range []int{1, 8} {
 			name := uniq("cost")
-			st, err := OpenIDBStore(ctx, IDBName(name), WithDurability(dur))
+			st, err := idbstore.OpenIDBStore(ctx, dbName(name), idbstore.WithDurability(dur))
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := openRT(t, name, func(c *RuntimeConfig) { c.Store = st; c.Session = Session{}; c.StatusDebounce = 10 * time.Second })
-			r.ob.Login(context.Background(), Session{UserID: "alice"})
+			r := openRT(t, name, func(c *RuntimeConfig) {
+				c.Store = st
+				c.Session = outbox.Session{}
+				c.StatusDebounce = 10 * time.Second
+			})
+			r.ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 			if err := r.ob.Pause(ctx); err != nil {
 				t.Fatal(err)
 			}
 			const n = 200
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				if _, err := r.ob.Enqueue(ctx, Op{OperationType: "put", EntityType: "note", EntityID: "e" + strconv.Itoa(i%entities), Payload: []byte("{}")}); err != nil {
+				if _, err := r.ob.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "e" + strconv.Itoa(i%entities), Payload: []byte("{}")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -341,7 +347,7 @@ func TestRuntimeEnqueueCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 200
-	op := Op{OperationType: "put", EntityType: "note", Payload: []byte(`{"id":"x","text":"hello"}`)}
+	op := outbox.Op{OperationType: "put", EntityType: "note", Payload: []byte(`{"id":"x","text":"hello"}`)}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		op.EntityID = "a" + strconv.Itoa(i)
@@ -396,7 +402,7 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 
 	// A lone enqueue is announced at once (well before the interval).
 	start := time.Now()
-	if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "lone", Payload: []byte(`{}`)}); err != nil {
+	if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "lone", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the lone announcement", 2*time.Second, func() bool { n, _ := count(); return n == 1 })
@@ -409,7 +415,7 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 	const n = 30
 	var last time.Time
 	for i := 0; i < n; i++ {
-		if _, err := r.Enqueue(ctx, Op{OperationType: "put", EntityID: "b" + strconv.Itoa(i), Payload: []byte(`{}`)}); err != nil {
+		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "b" + strconv.Itoa(i), Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		last = time.Now()
@@ -421,4 +427,10 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 		t.Fatalf("%d announcements for a burst of %d enqueues", burst, n)
 	}
 	t.Logf("%d announcements for %d enqueues", total-1, n)
+}
+
+// dbName is the database of queue q at protocol 1.
+func dbName(q string) string {
+	n, _ := outbox.Names(q, 1)
+	return n.Database
 }

@@ -7,6 +7,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // KindSessionChanged announces that a tab changed the queue's session. Its
@@ -18,7 +19,7 @@ const KindSessionChanged = "SESSION_CHANGED"
 
 // openSession starts a runtime's session: a configured user logs in (for
 // every tab), otherwise the tab takes the queue's stored session as its own.
-func (r *Runtime) openSession(ctx context.Context, s Session) error {
+func (r *Runtime) openSession(ctx context.Context, s outbox.Session) error {
 	if s.UserID == "" {
 		_, err := r.ob.JoinSession(ctx)
 		return err
@@ -31,7 +32,7 @@ func (r *Runtime) openSession(ctx context.Context, s Session) error {
 }
 
 // announceSession posts the generation of s to the other tabs.
-func (r *Runtime) announceSession(s Session) {
+func (r *Runtime) announceSession(s outbox.Session) {
 	o := js.Global().Get("Object").New()
 	o.Set("gen", float64(s.AuthGeneration))
 	r.post(KindSessionChanged, o)
@@ -43,7 +44,7 @@ func (r *Runtime) announceSession(s Session) {
 func (r *Runtime) onSessionAnnounced(p js.Value) {
 	if p.Type() == js.TypeObject {
 		if v, err := jsglue.Get(p, "gen"); err == nil && v.Type() == js.TypeNumber {
-			if f := v.Float(); f >= 1 && f <= maxExact {
+			if f := v.Float(); f >= 1 && f <= 1<<53-1 {
 				r.ob.NoteSession(uint64(f))
 			}
 		}

@@ -3,6 +3,8 @@ package browser
 import (
 	"strconv"
 	"time"
+
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // This file is the native, browser-free half of the Runtime (runtime_js.go):
@@ -217,7 +219,7 @@ func (w *Watchdog) disarm(mark string) {
 // ProgressMark summarises what a flush owner changes as it works: settled
 // and failed counts, what is in flight, and the last flush time. An enqueue
 // only adds pending records and is not progress.
-func ProgressMark(p Projection) string {
+func ProgressMark(p outbox.Projection) string {
 	b := make([]byte, 0, 64)
 	for _, n := range []int{p.Acked, p.DeadLetter, p.Terminal, p.Conflict, p.Failed, p.Sending} {
 		b = strconv.AppendInt(b, int64(n), 10)
@@ -230,32 +232,8 @@ func ProgressMark(p Projection) string {
 // HasDueWork reports whether the projection shows work a flush owner should
 // be doing now: pending or in-flight records. Records waiting out a backoff
 // are not counted (their timer is the owner's business).
-func HasDueWork(p Projection) bool {
-	return p.Pending+p.Sending > 0 && !p.Paused && !SessionHeldNow(p.Meta)
-}
-
-// FenceResource is the server fencing resource of a queue's flush owner for
-// user: "outbox:<queue>:<user>", with characters the receiver does not
-// accept in a resource ([A-Za-z0-9-_.:/@]) replaced by '_' and cut to 200.
-func FenceResource(queue, user string) string {
-	return sanitizeResource("outbox:" + queue + ":" + user)
-}
-
-// sanitizeResource replaces the characters the receiver does not accept
-// in a resource by '_' and cuts it to 200 bytes.
-func sanitizeResource(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@'
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return string(b)
+func HasDueWork(p outbox.Projection) bool {
+	return p.Pending+p.Sending > 0 && !p.Paused && !outbox.SessionHeldNow(p.Meta)
 }
 
 // ParseFenceToken reads the token of a POST /fence/{resource} answer,
@@ -303,7 +281,7 @@ func ParseFenceToken(body []byte) (uint64, bool) {
 
 // NextDue returns the earliest NextAttemptAt of the waiting records among
 // recs (zero if none): when the owner's timer should fire.
-func NextDue(recs []Record) time.Time {
+func NextDue(recs []outbox.Record) time.Time {
 	var t time.Time
 	for i := range recs {
 		r := &recs[i]

@@ -3,12 +3,18 @@ package browser
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/outbox"
 )
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 	w := NewWatchdog(WatchConfig{})
 	now := t0
-	p := Projection{Pending: 10}
+	p := outbox.Projection{Pending: 10}
 	mark := ProgressMark(p)
 	require.Equal(t, WatchNone, w.Observe(now, mark, time.Time{}, time.Time{}, HasDueWork(p), false))
 	require.True(t, w.Armed())
@@ -26,7 +32,7 @@ func TestWatchdogStealsFromSilentOwner(t *testing.T) {
 
 func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 	w := NewWatchdog(WatchConfig{StallAfter: 500 * time.Millisecond, StatusTimeout: time.Second})
-	p := Projection{Sending: 3}
+	p := outbox.Projection{Sending: 3}
 	w.Observe(t0, ProgressMark(p), time.Time{}, time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(500*time.Millisecond)))
 	require.Equal(t, WatchNone, w.Answer(t0.Add(600*time.Millisecond), 0))
@@ -39,7 +45,7 @@ func TestWatchdogLiveOwnerAnswers(t *testing.T) {
 
 func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
 	w := NewWatchdog(WatchConfig{})
-	p := Projection{Pending: 5}
+	p := outbox.Projection{Pending: 5}
 	w.Observe(t0, ProgressMark(p), time.Time{}, time.Time{}, true, false)
 	require.Equal(t, WatchAsk, w.Tick(t0.Add(time.Second)))
 	// progress (an ack) while asking: re-armed from scratch, no steal
@@ -51,7 +57,7 @@ func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
 	p.Pending = 9
 	require.Equal(t, WatchAsk, w.Observe(t0.Add(2200*time.Millisecond), ProgressMark(p), time.Time{}, time.Time{}, true, false))
 	// no due work: disarmed
-	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(Projection{Acked: 10}), time.Time{}, time.Time{}, false, false))
+	require.Equal(t, WatchNone, w.Observe(t0.Add(3*time.Second), ProgressMark(outbox.Projection{Acked: 10}), time.Time{}, time.Time{}, false, false))
 	require.False(t, w.Armed())
 	require.Equal(t, time.Time{}, w.NextWake())
 	require.Equal(t, WatchNone, w.Tick(t0.Add(time.Hour)))
@@ -60,12 +66,10 @@ func TestWatchdogProgressAndOwnershipDisarm(t *testing.T) {
 	require.Equal(t, WatchNone, w.Observe(t0.Add(time.Hour), ProgressMark(p), time.Time{}, time.Time{}, true, true))
 	require.False(t, w.Armed())
 	// paused queue: no due work
-	require.False(t, HasDueWork(Projection{Pending: 1, Meta: Meta{Paused: true}}))
+	require.False(t, HasDueWork(outbox.Projection{Pending: 1, Meta: outbox.Meta{Paused: true}}))
 }
 
 func TestFenceHelpers(t *testing.T) {
-	require.Equal(t, "outbox:notes:alice@x.org", FenceResource("notes", "alice@x.org"))
-	require.Equal(t, "outbox:n_1:bob_smith", FenceResource("n 1", "bob smith"))
 	tok, ok := ParseFenceToken([]byte(`{"resource":"outbox:n:a","token":42}`))
 	require.True(t, ok)
 	require.Equal(t, uint64(42), tok)
@@ -76,10 +80,10 @@ func TestFenceHelpers(t *testing.T) {
 		_, ok := ParseFenceToken([]byte(bad))
 		require.False(t, ok, bad)
 	}
-	recs := []Record{
-		{Status: StatusAcked, NextAttemptAt: t0},
-		{Status: StatusFailed, NextAttemptAt: t0.Add(3 * time.Second)},
-		{Status: StatusPending, NextAttemptAt: t0.Add(time.Second)},
+	recs := []outbox.Record{
+		{Status: outbox.StatusAcked, NextAttemptAt: t0},
+		{Status: outbox.StatusFailed, NextAttemptAt: t0.Add(3 * time.Second)},
+		{Status: outbox.StatusPending, NextAttemptAt: t0.Add(time.Second)},
 	}
 	require.Equal(t, t0.Add(time.Second), NextDue(recs))
 	require.True(t, NextDue(nil).IsZero())
@@ -104,28 +108,6 @@ func TestParseFenceTokenEdges(t *testing.T) {
 	}
 }
 
-func TestOrphanedRecordsRecoveredByNewerToken(t *testing.T) {
-	old := Lease{Name: "q", Owner: "A", Token: 3}
-	cur := Lease{Name: "q", Owner: "B", Token: 4}
-	r := rec("a1", 1, "a", StatusPending)
-	r, err := Claim(r, old, t0, time.Minute)
-	require.NoError(t, err)
-	r, err = MarkSending(r, old, t0)
-	require.NoError(t, err)
-	p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, ClaimRequest{Lease: cur, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
-	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
-	require.Len(t, p.Put, 1) // the recovery is written by the claim
-	require.Equal(t, StatusFailed, p.Put[0].Status)
-	require.Equal(t, 1, p.Claimed[0].Attempts) // the lost send stays charged
-	c, err := Charge(p.Claimed[0], cur, t0.Add(time.Second), time.Minute, time.Time{})
-	require.NoError(t, err)
-	require.Equal(t, uint64(4), c.LeaseToken)
-	require.Equal(t, 2, c.Attempts)
-	// the same token is not orphaned: wait for its expiry
-	p = PlanClaim([]Record{r}, ClaimRequest{Lease: old, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
-	require.Len(t, p.Claimed, 0)
-}
-
 func TestWatchdogSuspectsBlockedReads(t *testing.T) {
 	w := NewWatchdog(WatchConfig{})
 	// a read outstanding since t0: asked at t0+1s, stolen at t0+2.5s
@@ -146,9 +128,9 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	// armed: a watchdog that saw 10 pending at 0 ms; with asked, it has
 	// asked at 1000 ms. It returns the projection after one ack.
-	armed := func(asked bool) (*Watchdog, Projection) {
+	armed := func(asked bool) (*Watchdog, outbox.Projection) {
 		w := NewWatchdog(WatchConfig{})
-		p := Projection{Pending: 10}
+		p := outbox.Projection{Pending: 10}
 		w.Observe(at(0), ProgressMark(p), time.Time{}, time.Time{}, true, false)
 		if asked {
 			require.Equal(t, WatchAsk, w.Tick(at(1000)))
@@ -181,7 +163,7 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 	// A change without a newer ack (another kind of progress), or an ack
 	// time ahead of this tab's clock, counts from the look.
 	w = NewWatchdog(WatchConfig{})
-	p = Projection{Pending: 10, Acked: 1}
+	p = outbox.Projection{Pending: 10, Acked: 1}
 	w.Observe(at(0), ProgressMark(p), at(-50), time.Time{}, true, false)
 	p.Sending = 2
 	w.Observe(at(700), ProgressMark(p), at(-50), time.Time{}, true, false)
@@ -195,7 +177,7 @@ func TestWatchdogTimesStallFromTheAck(t *testing.T) {
 // it: the later of its last ack and the oldest unsettled record's creation.
 func TestWatchdogFirstLookTimesFromWhatIsOwed(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	p := Projection{Pending: 9, Acked: 1}
+	p := outbox.Projection{Pending: 9, Acked: 1}
 	// The owner acked at 600 ms, with the rest queued since 0, and froze;
 	// this tab's first look is at 1700 ms: it asks at once, and steals
 	// 1.5 s later.
@@ -212,7 +194,7 @@ func TestWatchdogFirstLookTimesFromWhatIsOwed(t *testing.T) {
 
 	// Nothing ever acked: owed since the oldest record.
 	w = NewWatchdog(WatchConfig{})
-	require.Equal(t, WatchAsk, w.Observe(at(5000), ProgressMark(Projection{Pending: 3}), time.Time{}, at(1000), true, false))
+	require.Equal(t, WatchAsk, w.Observe(at(5000), ProgressMark(outbox.Projection{Pending: 3}), time.Time{}, at(1000), true, false))
 
 	// Times ahead of this tab's clock count from the look.
 	w = NewWatchdog(WatchConfig{})
@@ -224,4 +206,13 @@ func TestWatchdogFirstLookTimesFromWhatIsOwed(t *testing.T) {
 	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(100), at(0), false, false))
 	require.Equal(t, WatchNone, w.Observe(at(5000), ProgressMark(p), at(100), at(0), true, true))
 	require.False(t, w.Armed())
+}
+
+// A held user's pending records are no due work: other tabs' watchdogs do
+// not steal the lock (and fence again) for them in a loop.
+func TestSessionHeldIsNoDueWork(t *testing.T) {
+	held := outbox.Meta{Session: outbox.Session{UserID: "alice", AuthGeneration: 3}, SessionHeld: "alice"}
+	require.False(t, HasDueWork(outbox.Projection{Pending: 2, Meta: held}))
+	held.Session.UserID = "bob" // another user's session: bob's work is due
+	require.True(t, HasDueWork(outbox.Projection{Pending: 2, Meta: held}))
 }

@@ -8,6 +8,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // DefaultMaxResponseBytes bounds the response body FetchTransport reads: the
@@ -40,7 +41,7 @@ type FetchTransport struct {
 	// at send time for the request's user. They are never stored in a
 	// record: a token refreshed while the queue waited is used as is. An
 	// error fails the send like a network error (retried later).
-	Authorize func(ctx context.Context, req Request, h Header) error
+	Authorize func(ctx context.Context, req outbox.Request, h outbox.Header) error
 	// Fetch is the fetch function to call; the zero value is
 	// globalThis.fetch, looked up at each send (so a fetch wrapped later by
 	// the app, or by a test, is used).
@@ -50,21 +51,21 @@ type FetchTransport struct {
 	KeepAlive bool
 }
 
-var _ Transport = (*FetchTransport)(nil)
+var _ outbox.Transport = (*FetchTransport)(nil)
 
 // Send implements Transport.
-func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error) {
+func (f *FetchTransport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
 	if err := ctx.Err(); err != nil {
-		return Response{}, err
+		return outbox.Response{}, err
 	}
 	fetch := f.Fetch
 	if fetch.Type() != js.TypeFunction {
 		fetch = js.Global().Get("fetch")
 	}
 	if fetch.Type() != js.TypeFunction {
-		return Response{}, jsglue.ErrUnavailable
+		return outbox.Response{}, jsglue.ErrUnavailable
 	}
-	h := make(Header, len(req.Header)+2)
+	h := make(outbox.Header, len(req.Header)+2)
 	for k, v := range req.Header {
 		h[k] = v
 	}
@@ -77,13 +78,13 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 	}
 	if f.Authorize != nil {
 		if err := f.Authorize(ctx, req, h); err != nil {
-			return Response{}, err
+			return outbox.Response{}, err
 		}
 	}
 	headers := js.Global().Get("Headers").New()
 	for k, v := range h {
 		if _, err := jsglue.Call(headers, "set", k, v); err != nil {
-			return Response{}, &fetchError{stage: "header " + k, err: err}
+			return outbox.Response{}, &fetchError{stage: "header " + k, err: err}
 		}
 	}
 	method := req.Method
@@ -107,17 +108,17 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 		init.Set("keepalive", true)
 	}
 	if req.Body != nil && method != "GET" && method != "HEAD" {
-		init.Set("body", bytesToJS(req.Body))
+		init.Set("body", jsglue.Bytes(req.Body))
 	}
 	p, err := jsglue.Call(fetch, "call", js.Global(), f.BaseURL+req.Endpoint, init)
 	if err != nil {
-		return Response{}, &fetchError{stage: "fetch", err: err}
+		return outbox.Response{}, &fetchError{stage: "fetch", err: err}
 	}
 	resp, err := jsglue.Await(ctx, p)
 	if err != nil {
-		return Response{}, f.sendErr(ctx, "fetch", err)
+		return outbox.Response{}, f.sendErr(ctx, "fetch", err)
 	}
-	out := Response{Status: resp.Get("status").Int(), Header: Header{}}
+	out := outbox.Response{Status: resp.Get("status").Int(), Header: outbox.Header{}}
 	entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
 	if err == nil {
 		for i, n := 0, entries.Length(); i < n; i++ {
@@ -128,11 +129,11 @@ func (f *FetchTransport) Send(ctx context.Context, req Request) (Response, error
 	if out.Status == 0 {
 		// An opaque response (no-cors) or a network error disguised as a
 		// response: no HTTP answer the outbox can act on.
-		return Response{}, &fetchError{stage: "response", err: errors.New("status 0 (opaque response)")}
+		return outbox.Response{}, &fetchError{stage: "response", err: errors.New("status 0 (opaque response)")}
 	}
 	body, err := f.readBody(ctx, resp)
 	if err != nil {
-		return Response{}, f.sendErr(ctx, "body", err)
+		return outbox.Response{}, f.sendErr(ctx, "body", err)
 	}
 	out.Body = body
 	return out, nil
@@ -148,7 +149,7 @@ func (f *FetchTransport) sendErr(ctx context.Context, stage string, err error) e
 	if offline() {
 		// navigator.onLine false is reliable (true is not): the device
 		// has no network, so this failure is not the request's.
-		return errors.Join(ErrOffline, &fetchError{stage: stage, err: err})
+		return errors.Join(outbox.ErrOffline, &fetchError{stage: stage, err: err})
 	}
 	return &fetchError{stage: stage, err: err}
 }

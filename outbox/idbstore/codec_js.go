@@ -6,6 +6,9 @@ import (
 	"math"
 	"syscall/js"
 	"time"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // Records, leases and metadata are stored as plain JavaScript objects, so
@@ -58,7 +61,7 @@ func (e *CorruptRecordError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrCorruptRecord) true.
-func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+func (e *CorruptRecordError) Is(target error) bool { return target == outbox.ErrCorruptRecord }
 
 func quote(s string) string {
 	if len(s) > 64 {
@@ -233,12 +236,12 @@ func (r *reader) sub(field string) (*reader, bool) {
 	return s, true
 }
 
-func (r *reader) errorInfo(field string) *ErrorInfo {
+func (r *reader) errorInfo(field string) *outbox.ErrorInfo {
 	s, ok := r.sub(field)
 	if !ok {
 		return nil
 	}
-	e := &ErrorInfo{Code: s.str("code"), Message: s.str("message"), Status: s.int("status"), At: s.time("at")}
+	e := &outbox.ErrorInfo{Code: s.str("code"), Message: s.str("message"), Status: s.int("status"), At: s.time("at")}
 	if s.err != nil {
 		s.err.Field = field + "." + s.err.Field
 		r.err = s.err
@@ -272,7 +275,7 @@ func (r *reader) done() error {
 // tries the packed read first). Required: v >= 1, a non-empty id and
 // status, seq, userId and idempotencyKey strings. A newer v decodes as long
 // as the fields this build knows keep their types.
-func decodeRecordSlow(v js.Value) (Record, error) {
+func decodeRecordSlow(v js.Value) (outbox.Record, error) {
 	r := newReader(storeRecords, v)
 	if r.err == nil {
 		if id := v.Get("id"); id.Type() == js.TypeString {
@@ -280,7 +283,7 @@ func decodeRecordSlow(v js.Value) (Record, error) {
 		}
 	}
 	r.version()
-	var rec Record
+	var rec outbox.Record
 	rec.ID = r.str("id")
 	if r.err == nil && rec.ID == "" {
 		r.fail("id", "missing")
@@ -294,7 +297,7 @@ func decodeRecordSlow(v js.Value) (Record, error) {
 	rec.PayloadRef = r.str("payloadRef")
 	rec.PayloadHash = r.str("payloadHash")
 	rec.PayloadSchemaVersion = r.int("payloadSchemaVersion")
-	rec.Status = Status(r.str("status"))
+	rec.Status = outbox.Status(r.str("status"))
 	if r.err == nil && rec.Status == "" {
 		r.fail("status", "missing")
 	}
@@ -315,7 +318,7 @@ func decodeRecordSlow(v js.Value) (Record, error) {
 	rec.UpdatedAt = r.time("updatedAt")
 	rec.AckedAt = r.time("ackedAt")
 	if s, ok := r.sub("response"); ok {
-		resp := &StoredResponse{Status: s.int("status"), Body: s.bytes("body"), Replayed: s.boolean("replayed")}
+		resp := &outbox.StoredResponse{Status: s.int("status"), Body: s.bytes("body"), Replayed: s.boolean("replayed")}
 		if s.err != nil {
 			s.err.Field = "response." + s.err.Field
 			r.err = s.err
@@ -329,7 +332,7 @@ func decodeRecordSlow(v js.Value) (Record, error) {
 	rec.TenantID = r.str("tenantId")
 	rec.AuthGeneration = r.uint("authGeneration")
 	if err := r.done(); err != nil {
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	return rec, nil
 }
@@ -356,15 +359,7 @@ func setBytes(o js.Value, field string, b []byte) {
 		o.Set(field, jsNull)
 		return
 	}
-	o.Set(field, bytesToJS(b))
-}
-
-func bytesToJS(b []byte) js.Value {
-	a := jsUint8Array.New(len(b))
-	if len(b) > 0 {
-		js.CopyBytesToJS(a, b)
-	}
-	return a
+	o.Set(field, jsglue.Bytes(b))
 }
 
 func setStrs(o js.Value, field string, xs []string) {
@@ -377,7 +372,7 @@ func setStrs(o js.Value, field string, xs []string) {
 
 func setUint(o js.Value, field string, n uint64) { o.Set(field, float64(n)) }
 
-func encodeErrorInfo(e *ErrorInfo) js.Value {
+func encodeErrorInfo(e *outbox.ErrorInfo) js.Value {
 	if e == nil {
 		return jsNull
 	}
@@ -397,7 +392,7 @@ func encodeErrorInfo(e *ErrorInfo) js.Value {
 // (decoding reads a missing field as its zero value), which saves a third of
 // the JavaScript calls of an append; a rewrite sets every known field, so
 // no stale value survives under a newer build's extra fields.
-func encodeRecord(rec *Record, base js.Value) js.Value {
+func encodeRecord(rec *outbox.Record, base js.Value) js.Value {
 	if base.Type() != js.TypeObject {
 		return encodeFreshRecord(rec)
 	}
@@ -416,7 +411,7 @@ func encodeRecord(rec *Record, base js.Value) js.Value {
 		o.Delete("seq") // an append: the key generator assigns it
 	}
 	// The derived index fields appendRecordJSON left out are gone.
-	if rec.Status == StatusAcked {
+	if rec.Status == outbox.StatusAcked {
 		o.Delete(fieldLive)
 	}
 	if rec.Status.Settled() {
@@ -429,7 +424,7 @@ func encodeRecord(rec *Record, base js.Value) js.Value {
 }
 
 // encodeResponse is a stored response's object, or null.
-func encodeResponse(r *StoredResponse) js.Value {
+func encodeResponse(r *outbox.StoredResponse) js.Value {
 	if r == nil {
 		return jsNull
 	}
@@ -443,7 +438,7 @@ func encodeResponse(r *StoredResponse) js.Value {
 // encodeFreshRecord is encodeRecord of a record that replaces no stored
 // object: the scalar fields in one JSON.parse (appendRecordJSON), then the
 // bytes and nested objects.
-func encodeFreshRecord(rec *Record) js.Value {
+func encodeFreshRecord(rec *outbox.Record) js.Value {
 	o := jsJSON.Call("parse", string(appendRecordJSON(make([]byte, 0, 512), rec, false)))
 	if rec.Payload != nil {
 		setBytes(o, "payload", rec.Payload)
@@ -467,7 +462,7 @@ func opKey(user, key string) js.Value {
 }
 
 // encodeLease and decodeLease: the lease row, keyed by name.
-func encodeLease(l Lease, base js.Value) js.Value {
+func encodeLease(l outbox.Lease, base js.Value) js.Value {
 	o := newObject(base)
 	o.Set("v", recordEncoding)
 	o.Set("name", l.Name)
@@ -480,20 +475,20 @@ func encodeLease(l Lease, base js.Value) js.Value {
 	return o
 }
 
-func decodeLease(v js.Value) (Lease, error) {
+func decodeLease(v js.Value) (outbox.Lease, error) {
 	r := newReader(storeLeases, v)
-	l := Lease{
+	l := outbox.Lease{
 		Name: r.str("name"), Owner: r.str("owner"), Token: r.uint("token"),
 		ExpiresAt: r.time("expiresAt"), UpdatedAt: r.time("updatedAt"),
 		Resource: r.str("resource"), FenceToken: r.uint("fenceToken"),
 	}
 	if err := r.done(); err != nil {
-		return Lease{}, err
+		return outbox.Lease{}, err
 	}
 	return l, nil
 }
 
-func encodeMeta(m Meta, base js.Value) js.Value {
+func encodeMeta(m outbox.Meta, base js.Value) js.Value {
 	o := newObject(base)
 	o.Set("v", recordEncoding)
 	o.Set("paused", m.Paused)
@@ -505,14 +500,14 @@ func encodeMeta(m Meta, base js.Value) js.Value {
 	return o
 }
 
-func decodeMeta(v js.Value) (Meta, error) {
+func decodeMeta(v js.Value) (outbox.Meta, error) {
 	r := newReader(storeMeta, v)
-	m := Meta{Paused: r.boolean("paused"), AuthPaused: r.strs("authPaused"), LastFlushAt: r.time("lastFlushAt")}
+	m := outbox.Meta{Paused: r.boolean("paused"), AuthPaused: r.strs("authPaused"), LastFlushAt: r.time("lastFlushAt")}
 	m.LastError = r.errorInfo("lastError")
 	m.Failure = r.failure("failure")
 	decodeMetaSession(r, &m)
 	if err := r.done(); err != nil {
-		return Meta{}, err
+		return outbox.Meta{}, err
 	}
 	return m, nil
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall/js"
 	"time"
+
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // Reading a record field by field from Go costs about three calls across
@@ -99,27 +101,27 @@ func packer() (js.Value, js.Value) {
 
 // decodeRecord decodes a stored record: packed (see above) when it can,
 // else field by field (decodeRecordSlow), which reports what is wrong.
-func decodeRecord(v js.Value) (Record, error) {
+func decodeRecord(v js.Value) (outbox.Record, error) {
 	if rec, ok := decodePacked(v); ok {
 		return rec, nil
 	}
 	return decodeRecordSlow(v)
 }
 
-func decodePacked(v js.Value) (Record, bool) {
+func decodePacked(v js.Value) (outbox.Record, bool) {
 	fn, scratch := packer()
 	if fn.Type() != js.TypeFunction {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	packMu.Lock()
 	defer packMu.Unlock()
 	n := fn.Invoke(v)
 	if n.Type() != js.TypeNumber {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	size := n.Int()
 	if size < 8*packedNumbers || size > len(packBuf) {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	buf := packBuf[:size]
 	js.CopyBytesToGo(buf, scratch)
@@ -214,11 +216,11 @@ func (u *unpacker) bytes(i int, o js.Value, field string) []byte {
 	return b
 }
 
-func (u *unpacker) record(v js.Value) (Record, bool) {
+func (u *unpacker) record(v js.Value) (outbox.Record, bool) {
 	u.ok = true
-	var rec Record
+	var rec outbox.Record
 	if _, hasV := u.num(pV); !hasV || u.int(pV) < 1 {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	rec.PayloadSchemaVersion = u.int(pSchema)
 	rec.Attempts = u.int(pAttempts)
@@ -228,7 +230,7 @@ func (u *unpacker) record(v js.Value) (Record, bool) {
 	rec.LeaseToken = u.uint(pLeaseToken)
 	rec.LeaseExpiresAt = u.time(pLeaseExpiresAt)
 	if _, ok := u.num(pSeq); !ok {
-		return Record{}, false // missing: the slow path says so
+		return outbox.Record{}, false // missing: the slow path says so
 	}
 	rec.Seq = u.uint(pSeq)
 	rec.CreatedAt = u.time(pCreatedAt)
@@ -244,17 +246,17 @@ func (u *unpacker) record(v js.Value) (Record, bool) {
 	rec.OperationType = u.s()
 	rec.PayloadRef = u.s()
 	rec.PayloadHash = u.s()
-	rec.Status = Status(u.s())
+	rec.Status = outbox.Status(u.s())
 	rec.LeaseOwner = u.s()
 	user, hasUser := u.str()
 	rec.UserID = user
 	rec.TenantID = u.s()
 	if rec.ID == "" || rec.Status == "" || !hasUser {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	code, msg := u.s(), u.s()
 	if _, ok := u.num(pLastError); ok {
-		rec.LastError = &ErrorInfo{Code: code, Message: msg, Status: u.int(pErrStatus), At: u.time(pErrAt)}
+		rec.LastError = &outbox.ErrorInfo{Code: code, Message: msg, Status: u.int(pErrStatus), At: u.time(pErrAt)}
 	}
 	if nd, ok := u.num(pDeps); ok && nd > 0 {
 		rec.DependencyIDs = make([]string, int(nd))
@@ -263,11 +265,11 @@ func (u *unpacker) record(v js.Value) (Record, bool) {
 		}
 	}
 	if !u.ok {
-		return Record{}, false
+		return outbox.Record{}, false
 	}
 	rec.Payload = u.bytes(pPayloadLen, v, "payload")
 	if _, ok := u.num(pResponse); ok {
-		resp := &StoredResponse{Status: u.int(pRespStatus)}
+		resp := &outbox.StoredResponse{Status: u.int(pRespStatus)}
 		if b, ok := u.num(pRespReplayed); ok {
 			resp.Replayed = b == 1
 		}

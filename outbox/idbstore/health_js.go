@@ -2,12 +2,16 @@
 
 package idbstore
 
-import "syscall/js"
+import (
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/outbox"
+)
 
 // The stored form of Meta.Failure: null, or {kind, error, since,
 // nextAttemptAt}.
 
-func encodeFailure(f SendFailure) js.Value {
+func encodeFailure(f outbox.SendFailure) js.Value {
 	if !f.Failing() {
 		return jsNull
 	}
@@ -19,19 +23,19 @@ func encodeFailure(f SendFailure) js.Value {
 	return o
 }
 
-func (r *reader) failure(field string) SendFailure {
+func (r *reader) failure(field string) outbox.SendFailure {
 	s, ok := r.sub(field)
 	if !ok {
-		return SendFailure{}
+		return outbox.SendFailure{}
 	}
-	f := SendFailure{Kind: FailureKind(s.str("kind")), Since: s.time("since"), NextAttemptAt: s.time("nextAttemptAt")}
+	f := outbox.SendFailure{Kind: outbox.FailureKind(s.str("kind")), Since: s.time("since"), NextAttemptAt: s.time("nextAttemptAt")}
 	if e := s.errorInfo("error"); e != nil {
 		f.Error = *e
 	}
 	if s.err != nil {
 		s.err.Field = field + "." + s.err.Field
 		r.err = s.err
-		return SendFailure{}
+		return outbox.SendFailure{}
 	}
 	return f
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // SetIDBTestHook lets the external tests inject a failure after a method
@@ -46,7 +47,7 @@ func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, _ := tx.store(storeRecords)
-	r := Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: StatusPending, Seq: 1}
+	r := outbox.Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: outbox.StatusPending, Seq: 1}
 	if _, err := tx.call(recs, "put", encodeRecord(&r, js.Undefined())); err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +60,10 @@ func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	if werr == nil || ferr == nil {
 		t.Fatalf("no error: %v %v", werr, ferr)
 	}
-	if !errors.Is(ferr, ErrTxAborted) || !errors.Is(ferr, jsglue.ErrConstraint) {
+	if !errors.Is(ferr, outbox.ErrTxAborted) || !errors.Is(ferr, jsglue.ErrConstraint) {
 		t.Fatalf("abort error %v does not carry ErrTxAborted and ConstraintError", ferr)
 	}
-	if _, err := s.Get(ctx, "first"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "first"); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("put of an aborted transaction survived: %v", err)
 	}
 }
@@ -73,7 +74,7 @@ func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 func TestIDBAbortErrorMapsQuota(t *testing.T) {
 	ex := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
 	err := wrapIDB("enqueue", abortError(jsglue.FromJS(ex)))
-	if !errors.Is(err, jsglue.ErrQuotaExceeded) || !errors.Is(err, ErrTxAborted) {
+	if !errors.Is(err, jsglue.ErrQuotaExceeded) || !errors.Is(err, outbox.ErrTxAborted) {
 		t.Fatalf("got %v", err)
 	}
 	var ie *IDBError
@@ -88,14 +89,14 @@ func TestIDBAbortErrorMapsQuota(t *testing.T) {
 // (the per-field path) decodes the same.
 func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
-	rec := Record{
+	rec := outbox.Record{
 		ID: "id\"1", OperationKey: "key\\\x00\n", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
 		OperationType: "put-note", Payload: []byte(`{"a":1}`), PayloadRef: "ref", PayloadHash: "abc",
-		PayloadSchemaVersion: 2, Status: StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
-		NextAttemptAt: at, LastError: &ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
+		PayloadSchemaVersion: 2, Status: outbox.StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
+		NextAttemptAt: at, LastError: &outbox.ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
 		LeaseOwner: "o", LeaseToken: 9, LeaseExpiresAt: at, DependencyIDs: []string{"d1", "d\"2"}, Seq: 42,
 		CreatedAt: at, UpdatedAt: at.Add(time.Millisecond), AckedAt: at.Add(2 * time.Millisecond),
-		Response: &StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
+		Response: &outbox.StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
 		UserID:   "u", TenantID: "t", AuthGeneration: 5,
 	}
 	v := encodeRecord(&rec, js.Undefined())
@@ -127,22 +128,22 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	for i, c := range []struct {
 		ver int
-		st  Status
-	}{{1, StatusPending}, {3, StatusPending}, {2, StatusFailed}, {3, StatusAcked}, {2, StatusDeadLetter}, {0, StatusPending}} {
+		st  outbox.Status
+	}{{1, outbox.StatusPending}, {3, outbox.StatusPending}, {2, outbox.StatusFailed}, {3, outbox.StatusAcked}, {2, outbox.StatusDeadLetter}, {0, outbox.StatusPending}} {
 		id := "r" + string(rune('a'+i))
-		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: c.ver, UserID: "u", Status: StatusPending, CreatedAt: at, UpdatedAt: at}
-		if _, err := s.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: Policy{Dedupe: Append}}); err != nil {
+		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: c.ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
+		if _, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}}); err != nil {
 			t.Fatal(err)
 		}
-		if c.st != StatusPending {
-			if _, err := s.Amend(ctx, id, func(r *Record) error { r.Status = c.st; return nil }); err != nil {
+		if c.st != outbox.StatusPending {
+			if _, err := s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = c.st; return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	ob, err := New(Config{Store: s, Transport: TransportFunc(func(context.Context, Request) (Response, error) { return Response{}, nil }),
-		Policies: map[string]Policy{"x": {Dedupe: Append}}, SchemaVersion: 1})
+	ob, err := outbox.New(outbox.Config{Store: s, Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) { return outbox.Response{}, nil }),
+		Policies: map[string]outbox.Policy{"x": {Dedupe: outbox.Append}}, SchemaVersion: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,8 +191,8 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	tx := db.Call("transaction", storeRecords, "readwrite")
 	for i, ver := range []int{1, 3, 1, 2} {
 		id := "r" + string(rune('a'+i))
-		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: ver, UserID: "u", Status: StatusPending, CreatedAt: at.Add(time.Duration(i) * time.Second), UpdatedAt: at}
+		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at.Add(time.Duration(i) * time.Second), UpdatedAt: at}
 		tx.Call("objectStore", storeRecords).Call("put", encodeRecord(&rec, js.Undefined()))
 	}
 	if _, err := jsglue.Await(ctx, js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, a []js.Value) any {
@@ -207,18 +208,18 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	if v := s.db.Get("version").Int(); v != idbVersion {
 		t.Fatalf("version %d after open, want %d", v, idbVersion)
 	}
-	p, err := s.StatusSchema(ctx, SchemaGate{Version: 1})
+	p, err := s.StatusSchema(ctx, outbox.SchemaGate{Version: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Pending != 4 || p.Unsupported != 2 || !p.OldestPendingAt.Equal(at) {
 		t.Fatalf("status after upgrade %+v", p)
 	}
-	l, err := s.UpdateLease(ctx, "flush", AcquireLease("tab", at, time.Minute, true))
+	l, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab", at, time.Minute, true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", Schema: SchemaGate{Version: 1}})
+	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 2 || got[0].ID != "ra" || got[1].ID != "rc" {
 		t.Fatalf("claim after upgrade: %+v %v", got, err)
 	}
@@ -232,29 +233,29 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, "tabfence-outbox:status-old-history")
 	at := time.UnixMilli(1_700_000_000_000)
-	add := func(id string, ver int, st Status) Record {
+	add := func(id string, ver int, st outbox.Status) outbox.Record {
 		t.Helper()
-		rec := Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: ver, UserID: "u", Status: StatusPending, CreatedAt: at, UpdatedAt: at}
-		if _, err := s.Enqueue(ctx, EnqueueRequest{Record: rec, Policy: Policy{Dedupe: Append}}); err != nil {
+		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
+		if _, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}}); err != nil {
 			t.Fatal(err)
 		}
-		if st != StatusPending {
+		if st != outbox.StatusPending {
 			var err error
-			if rec, err = s.Amend(ctx, id, func(r *Record) error { r.Status = st; return nil }); err != nil {
+			if rec, err = s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = st; return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return rec
 	}
-	var acked Record
+	var acked outbox.Record
 	for i := 0; i < 6; i++ {
-		acked = add("acked"+strconv.Itoa(i), 1, StatusAcked)
+		acked = add("acked"+strconv.Itoa(i), 1, outbox.StatusAcked)
 	}
-	add("old-pending", 1, StatusPending) // no migration path: unsupported
-	add("newer-failed", 3, StatusFailed) // newer: unsupported
-	add("old-dead", 1, StatusDeadLetter) // settled: not counted
-	add("current", 2, StatusPending)     // sent as stored
+	add("old-pending", 1, outbox.StatusPending) // no migration path: unsupported
+	add("newer-failed", 3, outbox.StatusFailed) // newer: unsupported
+	add("old-dead", 1, outbox.StatusDeadLetter) // settled: not counted
+	add("current", 2, outbox.StatusPending)     // sent as stored
 	// An acked record of the old schema whose last error no reader takes.
 	v := encodeRecord(&acked, js.Undefined())
 	v.Set("lastError", 42)
@@ -267,7 +268,7 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	}))); err != nil {
 		t.Fatal(err)
 	}
-	gate := SchemaGate{Version: 2}
+	gate := outbox.SchemaGate{Version: 2}
 	check := func(pending int) {
 		t.Helper()
 		p, err := s.StatusSchema(ctx, gate)
@@ -280,7 +281,7 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	}
 	check(2) // the unsettled records are the fewer: read by status
 	for i := 0; i < 12; i++ {
-		add("current"+strconv.Itoa(i), 2, StatusPending)
+		add("current"+strconv.Itoa(i), 2, outbox.StatusPending)
 	}
 	check(14) // the other schemas' records are the fewer: read by schema
 }

@@ -3,6 +3,8 @@ package idbstore
 import (
 	"strconv"
 	"time"
+
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // recordEncoding is the "v" this build writes (see idbcodec_js.go).
@@ -36,7 +38,7 @@ const (
 // characters escaped, so JSON.parse yields what syscall/js would have made
 // of the Go string (invalid UTF-8 included: TextDecoder replaces it either
 // way, and every escape is ASCII).
-func appendRecordJSON(b []byte, rec *Record, rewrite bool) []byte {
+func appendRecordJSON(b []byte, rec *outbox.Record, rewrite bool) []byte {
 	if rewrite {
 		b = append(b, `{"id":`...)
 		b = appendJSONString(b, rec.ID)
@@ -79,7 +81,7 @@ func appendRecordJSON(b []byte, rec *Record, rewrite bool) []byte {
 	b = appendJSONField(b, "userId", rec.UserID, true)
 	b = appendJSONField(b, "tenantId", rec.TenantID, all)
 	b = appendJSONUint(b, "authGeneration", rec.AuthGeneration, all)
-	if rec.Status != StatusAcked {
+	if rec.Status != outbox.StatusAcked {
 		b = append(b, `,"`+fieldLive+`":1`...)
 	}
 	if !rec.Status.Settled() {

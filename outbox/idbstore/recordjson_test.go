@@ -5,14 +5,16 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tabfence/tabfence/outbox"
 )
 
 func TestFreshRecordJSON(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_123)
-	rec := Record{
+	rec := outbox.Record{
 		ID: "id-1", OperationKey: "k\"ey\\\n\x00", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
 		OperationType: "put-note", PayloadRef: "", PayloadHash: "abc", PayloadSchemaVersion: 2,
-		Status: StatusPending, MaxAttempts: 10, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now.Add(time.Millisecond),
+		Status: outbox.StatusPending, MaxAttempts: 10, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now.Add(time.Millisecond),
 		DependencyIDs: []string{"a", "b\tc"}, UserID: "u", TenantID: "t", AuthGeneration: 1 << 54,
 		LeaseToken: 7, Seq: 0,
 	}
@@ -36,7 +38,7 @@ func TestFreshRecordJSON(t *testing.T) {
 
 	// Settled and acked: no derived index fields; empty strings and zero
 	// numbers omitted; id, status and userId always present.
-	acked := Record{ID: "x", Status: StatusAcked, UserID: ""}
+	acked := outbox.Record{ID: "x", Status: outbox.StatusAcked, UserID: ""}
 	got = nil
 	if err := json.Unmarshal(appendRecordJSON(nil, &acked, false), &got); err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestFreshRecordJSON(t *testing.T) {
 // A rewrite writes every field, zero values included, and leaves "v" and a
 // zero "seq" to the caller (encodeRecord).
 func TestRewriteRecordJSON(t *testing.T) {
-	rec := Record{ID: "x", Status: StatusAcked, UserID: "u"}
+	rec := outbox.Record{ID: "x", Status: outbox.StatusAcked, UserID: "u"}
 	var got map[string]any
 	b := appendRecordJSON(nil, &rec, true)
 	if err := json.Unmarshal(b, &got); err != nil {
@@ -66,7 +68,7 @@ func TestRewriteRecordJSON(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}
-	rec.Seq, rec.Status, rec.OperationKey = 9, StatusPending, "k"
+	rec.Seq, rec.Status, rec.OperationKey = 9, outbox.StatusPending, "k"
 	got = nil
 	if err := json.Unmarshal(appendRecordJSON(nil, &rec, true), &got); err != nil {
 		t.Fatal(err)

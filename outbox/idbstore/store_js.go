@@ -12,6 +12,7 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // Object stores of the outbox database (schema version idbVersion).
@@ -55,11 +56,6 @@ type IDBError struct {
 
 func (e *IDBError) Error() string { return "outbox: indexeddb " + e.Op + ": " + e.Err.Error() }
 func (e *IDBError) Unwrap() error { return e.Err }
-
-// IDBName is the database name of a queue scope at protocol 1 (see Names,
-// which names the database of every protocol): each outbox has its own
-// database, so its schema evolves and can be deleted on its own.
-func IDBName(queue string) string { return protocol1DB(queue) }
 
 // IDBOption configures OpenIDBStore.
 type IDBOption func(*idbConfig)
@@ -118,10 +114,10 @@ type IDBStore struct {
 	durOpts   js.Value // {durability} of Enqueue
 }
 
-var _ Store = (*IDBStore)(nil)
+var _ outbox.Store = (*IDBStore)(nil)
 
 // OpenIDBStore opens (creating or upgrading) the outbox database dbName
-// (see IDBName). If a connection of an older build blocks the upgrade,
+// (outbox.Names). If a connection of an older build blocks the upgrade,
 // it waits until ctx ends.
 //
 // Durability: Enqueue's transaction is "strict" unless WithDurability says
@@ -238,13 +234,13 @@ func (s *IDBStore) listen() {
 		s.db.Call("addEventListener", event, cb.Value)
 	}
 	add("versionchange", func(ev js.Value) {
-		reason := ErrStoreUpgraded
+		reason := outbox.ErrStoreUpgraded
 		if ev.Type() != js.TypeObject || ev.Get("newVersion").IsNull() {
-			reason = ErrStoreDeleted
+			reason = outbox.ErrStoreDeleted
 		}
 		s.shut(reason)
 	})
-	add("close", func(js.Value) { s.shut(ErrStoreClosed) })
+	add("close", func(js.Value) { s.shut(outbox.ErrStoreClosed) })
 }
 
 // shut closes the connection for reason and tells the app once.
@@ -259,7 +255,7 @@ func (s *IDBStore) shut(reason error) {
 // Close closes the connection (pending transactions still finish). Later
 // calls fail with ErrStoreClosed. Safe to call more than once.
 func (s *IDBStore) Close() error {
-	s.closeFor(ErrStoreClosed)
+	s.closeFor(outbox.ErrStoreClosed)
 	return nil
 }
 
@@ -297,6 +293,11 @@ func (s *IDBStore) Err() error {
 
 // Name is the database name.
 func (s *IDBStore) Name() string { return s.name }
+
+// AbortOpen aborts the store's open transactions, as the page's freeze
+// event would (idb.AbortOpen): for a runtime that learns another tab stole
+// its lock while it was frozen or hung.
+func (s *IDBStore) AbortOpen() { idb.AbortOpen(s.db) }
 
 // Corrupt reports how many undecodable stored values this store has met
 // (and skipped) so far, over all calls.
@@ -336,9 +337,9 @@ func (t *txn) end(op string) error {
 // decodeAll decodes an array of stored records, skipping (and reporting)
 // corrupt ones. raw, when non-nil, receives each decoded record's stored
 // object by id, so a rewrite keeps the fields a newer build added.
-func (s *IDBStore) decodeAll(arr js.Value, raw map[string]js.Value) []Record {
+func (s *IDBStore) decodeAll(arr js.Value, raw map[string]js.Value) []outbox.Record {
 	n := arr.Length()
-	out := make([]Record, 0, n)
+	out := make([]outbox.Record, 0, n)
 	for i := 0; i < n; i++ {
 		v := arr.Index(i)
 		r, err := decodeRecord(v)
@@ -362,18 +363,18 @@ func (s *IDBStore) decodeAll(arr js.Value, raw map[string]js.Value) []Record {
 // dedupe policies first read the same-key records (opKey index) and, for
 // replace and merge, the entity's unsettled records (entity index), then
 // their blob payloads.
-func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+func (s *IDBStore) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
 	const op = "enqueue"
 	if err := ctx.Err(); err != nil {
-		return EnqueueResult{}, err
+		return outbox.EnqueueResult{}, err
 	}
 	in := &req.Record
 	if in.ID == "" || in.UserID == "" {
-		return EnqueueResult{}, ErrInvalidRecord
+		return outbox.EnqueueResult{}, outbox.ErrInvalidRecord
 	}
 	needKey := req.Policy.ReadsQueue(in.OperationKey)
-	needEntity := needKey && (req.Policy.Dedupe == ReplaceLatest || req.Policy.Dedupe == Merge)
-	withBlobs := needKey || !inlines(len(in.Payload), req.InlineLimit)
+	needEntity := needKey && (req.Policy.Dedupe == outbox.ReplaceLatest || req.Policy.Dedupe == outbox.Merge)
+	withBlobs := needKey || !req.Inlines(len(in.Payload))
 	var t *txn
 	var err error
 	if withBlobs {
@@ -382,20 +383,20 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		t, err = s.begin(op, "readwrite", storeRecords)
 	}
 	if err != nil {
-		return EnqueueResult{}, err
+		return outbox.EnqueueResult{}, err
 	}
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return EnqueueResult{}, t.fail(op, err)
+		return outbox.EnqueueResult{}, t.fail(op, err)
 	}
 	var blobs js.Value
 	if withBlobs {
 		if blobs, err = t.store(storeBlobs); err != nil {
-			return EnqueueResult{}, t.fail(op, err)
+			return outbox.EnqueueResult{}, t.fail(op, err)
 		}
 	}
 	var raw map[string]js.Value
-	var related []Record
+	var related []outbox.Record
 	if needKey {
 		var byKey, byEntity js.Value
 		ix, err := t.call(recs, "index", jsName(indexOpKey))
@@ -403,7 +404,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 			byKey, err = t.call(ix, "getAll", opKey(in.UserID, in.OperationKey))
 		}
 		if err != nil {
-			return EnqueueResult{}, t.fail(op, err)
+			return outbox.EnqueueResult{}, t.fail(op, err)
 		}
 		last := byKey
 		if needEntity {
@@ -412,12 +413,12 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 				byEntity, err = t.call(ix, "getAll", in.EntityKey())
 			}
 			if err != nil {
-				return EnqueueResult{}, t.fail(op, err)
+				return outbox.EnqueueResult{}, t.fail(op, err)
 			}
 			last = byEntity
 		}
 		if err := t.wait(last); err != nil {
-			return EnqueueResult{}, t.fail(op, err)
+			return outbox.EnqueueResult{}, t.fail(op, err)
 		}
 		raw = map[string]js.Value{}
 		seen := map[string]bool{}
@@ -440,7 +441,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 			if related[i].PayloadRef != "" {
 				r, err := t.call(blobs, "get", related[i].PayloadRef)
 				if err != nil {
-					return EnqueueResult{}, t.fail(op, err)
+					return outbox.EnqueueResult{}, t.fail(op, err)
 				}
 				blobReqs = append(blobReqs, r)
 				blobIdx = append(blobIdx, i)
@@ -448,7 +449,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		}
 		if len(blobReqs) > 0 {
 			if err := t.wait(blobReqs[len(blobReqs)-1]); err != nil {
-				return EnqueueResult{}, t.fail(op, err)
+				return outbox.EnqueueResult{}, t.fail(op, err)
 			}
 			for j, r := range blobReqs {
 				if v := r.Get("result"); !v.IsUndefined() {
@@ -456,24 +457,24 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 					related[blobIdx[j]].Payload = rd.bytesOf("payload", v)
 					if rd.err != nil {
 						s.sawCorrupt(rd.err)
-						return EnqueueResult{}, t.fail(op, rd.err)
+						return outbox.EnqueueResult{}, t.fail(op, rd.err)
 					}
 				}
 			}
 		}
 	}
-	plan, err := PlanEnqueue(related, req, in.CreatedAt)
+	plan, err := outbox.PlanEnqueue(related, req, in.CreatedAt)
 	if err != nil {
-		return EnqueueResult{}, t.abort(err)
+		return outbox.EnqueueResult{}, t.abort(err)
 	}
 	if !plan.Write {
 		t.release()
 		return plan.Result, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return EnqueueResult{}, t.abort(err)
+		return outbox.EnqueueResult{}, t.abort(err)
 	}
-	appended := plan.Result.Action == ActionAppended
+	appended := plan.Result.Action == outbox.ActionAppended
 	if appended {
 		plan.Put.Seq = 0 // assigned by the key generator
 	}
@@ -483,14 +484,14 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	}
 	put, err := writePlan(op, recs, blobs, withBlobs, &plan, base)
 	if err != nil {
-		return EnqueueResult{}, t.fail(op, err)
+		return outbox.EnqueueResult{}, t.fail(op, err)
 	}
 	if err := hook(op, "written"); err != nil {
-		return EnqueueResult{}, t.abort(err)
+		return outbox.EnqueueResult{}, t.abort(err)
 	}
 	t.commit()
 	if err := t.finish(); err != nil {
-		return EnqueueResult{}, wrapIDB(op, err)
+		return outbox.EnqueueResult{}, wrapIDB(op, err)
 	}
 	if appended {
 		return appendedSeq(plan.Result, put.Get("result"))
@@ -501,7 +502,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 // writePlan issues the writes of an enqueue plan: the blob delete and put,
 // then the record's put (on top of base, the stored object it replaces, if
 // any), whose request it returns.
-func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *EnqueuePlan, base js.Value) (js.Value, error) {
+func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *outbox.EnqueuePlan, base js.Value) (js.Value, error) {
 	if plan.DeleteBlob != "" || plan.Put.PayloadRef != "" {
 		if !withBlobs {
 			return js.Undefined(), &IDBError{Op: op, Err: errors.New("blob write outside the transaction's scope")}
@@ -512,7 +513,7 @@ func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *EnqueuePla
 			}
 		}
 		if plan.Put.PayloadRef != "" {
-			if _, err := jsglue.Call(blobs, "put", bytesToJS(plan.Blob), plan.Put.PayloadRef); err != nil {
+			if _, err := jsglue.Call(blobs, "put", jsglue.Bytes(plan.Blob), plan.Put.PayloadRef); err != nil {
 				return js.Undefined(), err
 			}
 		}
@@ -522,9 +523,9 @@ func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *EnqueuePla
 
 // appendedSeq completes the result of a committed append with the seq the
 // key generator gave its record (k: its put request's result).
-func appendedSeq(res EnqueueResult, k js.Value) (EnqueueResult, error) {
+func appendedSeq(res outbox.EnqueueResult, k js.Value) (outbox.EnqueueResult, error) {
 	if k.Type() != js.TypeNumber {
-		return EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
+		return outbox.EnqueueResult{}, &IDBError{Op: "enqueue", Err: errors.New("key generator returned no number")}
 	}
 	res.Record.Seq = uint64(k.Float())
 	return res, nil
@@ -578,10 +579,10 @@ func readLease(t *txn, name string) (js.Value, error) {
 	return t.call(leases, "get", name)
 }
 
-func leaseResult(r js.Value) (Lease, bool, error) {
+func leaseResult(r js.Value) (outbox.Lease, bool, error) {
 	v := r.Get("result")
 	if v.IsUndefined() {
-		return Lease{}, false, nil
+		return outbox.Lease{}, false, nil
 	}
 	l, err := decodeLease(v)
 	return l, err == nil, err
@@ -599,7 +600,7 @@ func leaseResult(r js.Value) (Lease, bool, error) {
 // queue: the pages are a seq-ordered prefix of it, so every entity's earlier
 // records are in them, and the status of a dependency beyond them is looked
 // up by id (ClaimRequest.Beyond).
-func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
+func (s *IDBStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	const op = "claim"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
 	if err != nil {
@@ -634,8 +635,8 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 		s.sawCorrupt(err)
 		return nil, t.abort(err)
 	}
-	if !CurrentLease(cur, found, req.Lease) {
-		return nil, t.abort(ErrStaleOwner)
+	if !outbox.CurrentLease(cur, found, req.Lease) {
+		return nil, t.abort(outbox.ErrStaleOwner)
 	}
 	raw := map[string]js.Value{}
 	arr := first.Get("result")
@@ -645,8 +646,8 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	if n > 0 {
 		last = arr.Index(n - 1).Get("seq")
 	}
-	var beyond map[string]Status
-	var plan ClaimPlan
+	var beyond map[string]outbox.Status
+	var plan outbox.ClaimPlan
 	for {
 		if more {
 			if beyond, err = s.beyondDeps(t, recs, live, beyond); err != nil {
@@ -656,7 +657,7 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 		} else {
 			req.Beyond = nil // the whole queue was read: absent means not live
 		}
-		plan = PlanClaim(live, req)
+		plan = outbox.PlanClaim(live, req)
 		if !more || len(plan.Claimed) >= limit {
 			break
 		}
@@ -709,7 +710,7 @@ func (s *IDBStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 // every live record that a record of read depends on and that read does not
 // hold: it lies beyond the pages read. Each id is looked up once, by the id
 // index; an id not found or not live is left out (absent counts as acked).
-func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[string]Status) (map[string]Status, error) {
+func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []outbox.Record, known map[string]outbox.Status) (map[string]outbox.Status, error) {
 	var ids []string
 	var in map[string]bool
 	for i := range read {
@@ -729,7 +730,7 @@ func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[st
 		return known, nil
 	}
 	if known == nil {
-		known = map[string]Status{}
+		known = map[string]outbox.Status{}
 	}
 	ix, err := t.call(recs, "index", indexID)
 	if err != nil {
@@ -747,13 +748,13 @@ func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[st
 	for i, id := range ids {
 		v := gets[i].Get("result")
 		if v.Type() != js.TypeObject || !v.Get(fieldLive).Equal(js.ValueOf(1)) {
-			known[id] = StatusAcked // absent or acked: done
+			known[id] = outbox.StatusAcked // absent or acked: done
 			continue
 		}
 		if st := v.Get("status"); st.Type() == js.TypeString {
-			known[id] = Status(st.String())
+			known[id] = outbox.Status(st.String())
 		} else {
-			known[id] = StatusPending // unreadable: not done
+			known[id] = outbox.StatusPending // unreadable: not done
 		}
 	}
 	return known, nil
@@ -762,7 +763,7 @@ func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []Record, known map[st
 // UpdateBatch implements Store: the lease row and every record read with
 // requests issued together (only the last awaited), the Fns run in order in
 // Go, then one put per changed record, one commit.
-func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+func (s *IDBStore) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	const op = "update batch"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
 	if err != nil {
@@ -796,18 +797,18 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		s.sawCorrupt(err)
 		return nil, t.abort(err)
 	}
-	if !CurrentLease(cur, found, lease) {
-		return nil, t.abort(ErrStaleOwner)
+	if !outbox.CurrentLease(cur, found, lease) {
+		return nil, t.abort(outbox.ErrStaleOwner)
 	}
 	type state struct {
-		rec Record
+		rec outbox.Record
 		raw js.Value
 		ok  bool
 		err error // ErrNotFound, or why the stored record does not decode
 	}
 	states := make(map[string]*state, len(reads))
 	for id, rr := range reads {
-		st := &state{err: ErrNotFound}
+		st := &state{err: outbox.ErrNotFound}
 		if v := rr.Get("result"); !v.IsUndefined() {
 			r, err := decodeRecord(v)
 			if err != nil {
@@ -820,7 +821,7 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		}
 		states[id] = st
 	}
-	out := make([]UpdateResult, len(ups))
+	out := make([]outbox.UpdateResult, len(ups))
 	dirty := map[string]bool{}
 	for i, u := range ups {
 		st := states[u.ID]
@@ -828,17 +829,17 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !st.ok:
 			out[i].Err = st.err
 			continue
-		case !u.Take && !holds(&st.rec, lease):
-			out[i] = UpdateResult{Record: st.rec.Clone(), Err: ErrStaleOwner}
+		case !u.Take && !st.rec.HeldBy(lease):
+			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: outbox.ErrStaleOwner}
 			continue
 		}
 		c := st.rec.Clone()
 		if err := u.Fn(&c); err != nil {
-			out[i] = UpdateResult{Record: st.rec.Clone(), Err: err}
+			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != st.rec.Seq || (u.Take && !holds(&c, lease)) {
-			out[i] = UpdateResult{Record: st.rec.Clone(), Err: &opError{op: op, detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
+		if c.ID != u.ID || c.Seq != st.rec.Seq || (u.Take && !c.HeldBy(lease)) {
+			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: outbox.OpError(op, "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)}
 			continue
 		}
 		st.rec = c
@@ -870,31 +871,31 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 
 // Amend implements Store: one record changed by fn in one transaction,
 // without a lease (fn itself refuses records that are in flight).
-func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
+func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
 	const op = "amend"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords)
 	if err != nil {
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return Record{}, t.fail(op, err)
+		return outbox.Record{}, t.fail(op, err)
 	}
 	rr, err := getByID(t, recs, id)
 	if err != nil {
-		return Record{}, t.fail(op, err)
+		return outbox.Record{}, t.fail(op, err)
 	}
 	if err := t.wait(rr); err != nil {
-		return Record{}, t.fail(op, err)
+		return outbox.Record{}, t.fail(op, err)
 	}
 	v := rr.Get("result")
 	if v.IsUndefined() {
-		return Record{}, t.abort(ErrNotFound)
+		return outbox.Record{}, t.abort(outbox.ErrNotFound)
 	}
 	r, err := decodeRecord(v)
 	if err != nil {
 		s.sawCorrupt(err)
-		return Record{}, t.abort(err)
+		return outbox.Record{}, t.abort(err)
 	}
 	c := r.Clone()
 	if err := fn(&c); err != nil {
@@ -904,7 +905,7 @@ func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 		return r, t.abort(err)
 	}
 	if c.ID != id || c.Seq != r.Seq {
-		return r, t.abort(&opError{op: op, detail: "fn changed the record id or seq", err: ErrInvalidRecord})
+		return r, t.abort(outbox.OpError(op, "fn changed the record id or seq", outbox.ErrInvalidRecord))
 	}
 	if _, err := t.call(recs, "put", encodeRecord(&c, v)); err != nil {
 		return r, t.fail(op, err)
@@ -917,7 +918,7 @@ func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 
 // Delete implements Store. Records go in Seq order, so a Limit deletes the
 // oldest matches. Corrupt records never match.
-func (s *IDBStore) Delete(ctx context.Context, f Filter) (int, error) {
+func (s *IDBStore) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	const op = "delete"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeBlobs)
 	if err != nil {
@@ -959,7 +960,7 @@ func (s *IDBStore) Delete(ctx context.Context, f Filter) (int, error) {
 // narrows with an index where one fits: ids by key, statuses by the status
 // index, a user by the user index; otherwise it reads the whole store, so
 // that corrupt records of any shape are met and reported.
-func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
+func (s *IDBStore) query(t *txn, op string, f outbox.Filter) ([]outbox.Record, error) {
 	recs, err := t.store(storeRecords)
 	if err != nil {
 		return nil, err
@@ -979,7 +980,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		done := map[Status]bool{}
+		done := map[outbox.Status]bool{}
 		for _, st := range f.Statuses {
 			if done[st] {
 				continue
@@ -1011,21 +1012,21 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 	if err := t.wait(reqs[len(reqs)-1]); err != nil {
 		return nil, err
 	}
-	var out []Record
+	var out []outbox.Record
 	seen := map[string]bool{}
 	for _, rq := range reqs {
 		v := rq.Get("result")
 		if v.IsUndefined() {
 			continue
 		}
-		var got []Record
+		var got []outbox.Record
 		if len(f.IDs) > 0 {
 			r, err := decodeRecord(v)
 			if err != nil {
 				s.sawCorrupt(err)
 				continue
 			}
-			got = []Record{r}
+			got = []outbox.Record{r}
 		} else {
 			got = s.decodeAll(v, nil)
 		}
@@ -1036,7 +1037,7 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 			}
 		}
 	}
-	sortBySeq(out)
+	outbox.SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -1044,39 +1045,39 @@ func (s *IDBStore) query(t *txn, op string, f Filter) ([]Record, error) {
 }
 
 // Get implements Store.
-func (s *IDBStore) Get(ctx context.Context, id string) (Record, error) {
+func (s *IDBStore) Get(ctx context.Context, id string) (outbox.Record, error) {
 	const op = "get"
 	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
 	if err != nil {
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	defer t.release()
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return Record{}, wrapIDB(op, err)
+		return outbox.Record{}, wrapIDB(op, err)
 	}
 	r, err := getByID(t, recs, id)
 	if err != nil {
-		return Record{}, wrapIDB(op, err)
+		return outbox.Record{}, wrapIDB(op, err)
 	}
 	if err := t.wait(r); err != nil {
-		return Record{}, wrapIDB(op, err)
+		return outbox.Record{}, wrapIDB(op, err)
 	}
 	v := r.Get("result")
 	if v.IsUndefined() {
-		return Record{}, ErrNotFound
+		return outbox.Record{}, outbox.ErrNotFound
 	}
 	rec, err := decodeRecord(v)
 	if err != nil {
 		s.sawCorrupt(err)
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	return rec, nil
 }
 
 // List implements Store. Corrupt records are skipped and reported (Corrupt,
 // WithOnCorrupt), never fatal.
-func (s *IDBStore) List(ctx context.Context, f Filter) ([]Record, error) {
+func (s *IDBStore) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
 	const op = "list"
 	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
 	if err != nil {
@@ -1108,7 +1109,7 @@ func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	}
 	v := r.Get("result")
 	if v.IsUndefined() {
-		return nil, ErrNotFound
+		return nil, outbox.ErrNotFound
 	}
 	rd := &reader{store: storeBlobs, key: ref}
 	b := rd.bytesOf("payload", v)
@@ -1125,12 +1126,12 @@ func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 // in-flight status, so its cost does not grow with the queue: every tab
 // reads it on every change, and a backlog of thousands of offline
 // mutations must not make each read decode them all.
-func (s *IDBStore) Status(ctx context.Context) (Projection, error) {
-	return s.StatusSchema(ctx, SchemaGate{})
+func (s *IDBStore) Status(ctx context.Context) (outbox.Projection, error) {
+	return s.StatusSchema(ctx, outbox.SchemaGate{})
 }
 
 // projected are the statuses a Projection counts, in its field order.
-var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFailed, StatusDeadLetter, StatusConflict, StatusTerminalFailed, StatusAcked}
+var projected = []outbox.Status{outbox.StatusPending, outbox.StatusLeased, outbox.StatusSending, outbox.StatusFailed, outbox.StatusDeadLetter, outbox.StatusConflict, outbox.StatusTerminalFailed, outbox.StatusAcked}
 
 // StatusSchema is Status that also counts the unsettled records gate leaves
 // alone (Projection.Unsupported; none when gate.Version <= 0): a count of
@@ -1138,11 +1139,11 @@ var projected = []Status{StatusPending, StatusLeased, StatusSending, StatusFaile
 // (only when there are such records and unsettled ones) what gate decides
 // of the fewer of the two sets (countUnsupported). Outbox.Status uses it
 // instead of a scan.
-func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projection, error) {
+func (s *IDBStore) StatusSchema(ctx context.Context, gate outbox.SchemaGate) (outbox.Projection, error) {
 	const op = "status"
 	t, err := s.beginCtx(ctx, op, "readonly", storeRecords, storeMeta)
 	if err != nil {
-		return Projection{}, err
+		return outbox.Projection{}, err
 	}
 	defer t.release()
 	// Requests of one transaction complete in order: issue them all (a
@@ -1155,7 +1156,7 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
 		sx := recs.Call("index", indexStatus)
 		// The acked record of the highest seq (LastAckAt).
-		lastAck = sx.Call("openCursor", keyRange().Call("only", string(StatusAcked)), "prev")
+		lastAck = sx.Call("openCursor", keyRange().Call("only", string(outbox.StatusAcked)), "prev")
 		last := lastAck
 		for i, st := range projected {
 			counts[i] = sx.Call("count", string(st))
@@ -1177,13 +1178,13 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 		err = t.wait(last)
 	}
 	if err != nil {
-		return Projection{}, wrapIDB(op, err)
+		return outbox.Projection{}, wrapIDB(op, err)
 	}
-	var p Projection
+	var p outbox.Projection
 	if v := mr.Get("result"); !v.IsUndefined() {
 		if p.Meta, err = decodeMeta(v); err != nil {
 			s.sawCorrupt(err)
-			return Projection{}, err
+			return outbox.Projection{}, err
 		}
 	}
 	var n [8]int
@@ -1202,7 +1203,7 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 		at := rd.time("createdAt")
 		if rd.err != nil {
 			s.sawCorrupt(rd.err)
-			return Projection{}, rd.err
+			return outbox.Projection{}, rd.err
 		}
 		if p.OldestPendingAt.IsZero() || at.Before(p.OldestPendingAt) {
 			p.OldestPendingAt = at
@@ -1224,7 +1225,7 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate SchemaGate) (Projectio
 	unsettled := n[0] + n[1] + n[2] + n[3]
 	if other := resultInt(newer) + resultInt(older); other > 0 && unsettled > 0 {
 		if p.Unsupported, err = s.countUnsupported(t, recs, gate, unsettled, other); err != nil {
-			return Projection{}, err
+			return outbox.Projection{}, err
 		}
 	}
 	return p, nil
@@ -1243,7 +1244,7 @@ func resultInt(req js.Value) int {
 // gate.Version in the schema index, acked history included). After a
 // schema bump the old schema's acked history only grows, the backlog is
 // usually short; during a long offline spell the reverse.
-func (s *IDBStore) countUnsupported(t *txn, recs js.Value, gate SchemaGate, unsettled, other int) (int, error) {
+func (s *IDBStore) countUnsupported(t *txn, recs js.Value, gate outbox.SchemaGate, unsettled, other int) (int, error) {
 	const op = "status"
 	var reqs []js.Value
 	var last js.Value
@@ -1275,8 +1276,8 @@ func (s *IDBStore) countUnsupported(t *txn, recs js.Value, gate SchemaGate, unse
 		arr := res.Get("result")
 		for i, k := 0, arr.Length(); i < k; i++ {
 			rd := newReader(storeRecords, arr.Index(i))
-			rec := Record{Status: Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion")}
-			if rd.err == nil && !rec.Status.Settled() && gate.Action(&rec) == SchemaMigrate {
+			rec := outbox.Record{Status: outbox.Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion")}
+			if rd.err == nil && !rec.Status.Settled() && gate.Action(&rec) == outbox.SchemaMigrate {
 				// Only a failed migration's error can leave it alone.
 				rec.LastError = rd.errorInfo("lastError")
 			}
@@ -1296,11 +1297,11 @@ func (s *IDBStore) countUnsupported(t *txn, recs js.Value, gate SchemaGate, unse
 func keyRange() js.Value { return js.Global().Get("IDBKeyRange") }
 
 // GetLease implements Store.
-func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
+func (s *IDBStore) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
 	const op = "get lease"
 	t, err := s.beginCtx(ctx, op, "readonly", storeLeases)
 	if err != nil {
-		return Lease{}, false, err
+		return outbox.Lease{}, false, err
 	}
 	defer t.release()
 	r, err := readLease(t, name)
@@ -1308,7 +1309,7 @@ func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, erro
 		err = t.wait(r)
 	}
 	if err != nil {
-		return Lease{}, false, wrapIDB(op, err)
+		return outbox.Lease{}, false, wrapIDB(op, err)
 	}
 	l, found, err := leaseResult(r)
 	if err != nil {
@@ -1318,24 +1319,24 @@ func (s *IDBStore) GetLease(ctx context.Context, name string) (Lease, bool, erro
 }
 
 // UpdateLease implements Store.
-func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
+func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
 	const op = "update lease"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeLeases)
 	if err != nil {
-		return Lease{}, err
+		return outbox.Lease{}, err
 	}
 	r, err := readLease(t, name)
 	if err == nil {
 		err = t.wait(r)
 	}
 	if err != nil {
-		return Lease{}, t.fail(op, err)
+		return outbox.Lease{}, t.fail(op, err)
 	}
 	base := r.Get("result")
 	cur, found, err := leaseResult(r)
 	if err != nil {
 		s.sawCorrupt(err)
-		return Lease{}, t.abort(err)
+		return outbox.Lease{}, t.abort(err)
 	}
 	if !found {
 		cur.Name = name
@@ -1359,11 +1360,11 @@ func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(Lease, 
 }
 
 // UpdateMeta implements Store.
-func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
+func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
 	const op = "update meta"
 	t, err := s.beginCtx(ctx, op, "readwrite", storeMeta)
 	if err != nil {
-		return Meta{}, err
+		return outbox.Meta{}, err
 	}
 	ms, err := t.store(storeMeta)
 	var r js.Value
@@ -1374,17 +1375,17 @@ func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 		err = t.wait(r)
 	}
 	if err != nil {
-		return Meta{}, t.fail(op, err)
+		return outbox.Meta{}, t.fail(op, err)
 	}
 	base := r.Get("result")
-	var cur Meta
+	var cur outbox.Meta
 	if !base.IsUndefined() {
 		if cur, err = decodeMeta(base); err != nil {
 			s.sawCorrupt(err)
-			return Meta{}, t.abort(err)
+			return outbox.Meta{}, t.abort(err)
 		}
 	}
-	m := cloneMeta(cur)
+	m := cur.Clone()
 	if err := fn(&m); err != nil {
 		return cur, t.abort(err)
 	}
@@ -1403,7 +1404,7 @@ func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 	return m, nil
 }
 
-func metaEqual(a, b Meta) bool {
+func metaEqual(a, b outbox.Meta) bool {
 	if a.Paused != b.Paused || !a.LastFlushAt.Equal(b.LastFlushAt) || len(a.AuthPaused) != len(b.AuthPaused) || !metaSessionEqual(&a, &b) {
 		return false
 	}

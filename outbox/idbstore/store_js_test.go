@@ -14,16 +14,23 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/idbstore"
 	"github.com/tabfence/tabfence/outbox/storetest"
 )
 
 var dbSeq atomic.Int64
 
+// dbName is the database of queue q at protocol 1.
+func dbName(q string) string {
+	n, _ := outbox.Names(q, 1)
+	return n.Database
+}
+
 // openFresh opens a store on a new database, deleted again after the test.
-func openFresh(t *testing.T, opts ...outbox.IDBOption) *outbox.IDBStore {
+func openFresh(t *testing.T, opts ...idbstore.IDBOption) *idbstore.IDBStore {
 	t.Helper()
-	name := outbox.IDBName("test-" + strconv.FormatInt(dbSeq.Add(1), 10))
-	s, err := outbox.OpenIDBStore(context.Background(), name, opts...)
+	name := dbName("test-" + strconv.FormatInt(dbSeq.Add(1), 10))
+	s, err := idbstore.OpenIDBStore(context.Background(), name, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
 	}
@@ -84,13 +91,13 @@ func TestIDBStoreConformanceClaimPaged(t *testing.T) { idbConformance(t, 1) }
 func idbConformance(t *testing.T, claimPage int) {
 	storetest.RunWith(t, func(t *testing.T) outbox.Store {
 		s := openFresh(t)
-		outbox.SetClaimPage(s, claimPage)
+		idbstore.SetClaimPage(s, claimPage)
 		return s
 	}, storetest.Options{
 		ErrCorrupt: outbox.ErrCorruptRecord,
 		InjectCorrupt: func(t *testing.T, s outbox.Store, id string) {
 			// Indexed like a live record of alice, but the status is a number.
-			rawPut(t, s.(*outbox.IDBStore).Name(), "records", jsEval(`(id) => ({id, v: 1, status: 7, seq: 1.5, userId: "alice", _live: 1, _entity: "x"})`).Invoke(id))
+			rawPut(t, s.(*idbstore.IDBStore).Name(), "records", jsEval(`(id) => ({id, v: 1, status: 7, seq: 1.5, userId: "alice", _live: 1, _entity: "x"})`).Invoke(id))
 		},
 	})
 }
@@ -120,7 +127,7 @@ func TestIDBDurableAcrossReopen(t *testing.T) {
 	if _, err := s.Get(ctx, "a"); !errors.Is(err, outbox.ErrStoreClosed) {
 		t.Fatalf("closed store: %v", err)
 	}
-	s2, err := outbox.OpenIDBStore(ctx, s.Name())
+	s2, err := idbstore.OpenIDBStore(ctx, s.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +162,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	first := enq(t, s, storetest.NewRecord("a", "alice", "comment", "", "n1", nil), 0)
 	boom := errors.New("injected failure")
 	for _, op := range []string{"enqueue", "amend", "update lease", "update meta", "delete"} {
-		outbox.SetIDBTestHook(func(o, stage string) error {
+		idbstore.SetIDBTestHook(func(o, stage string) error {
 			if o == op {
 				return boom
 			}
@@ -174,12 +181,12 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		case "delete":
 			_, err = s.Delete(ctx, outbox.Filter{})
 		}
-		outbox.SetIDBTestHook(nil)
+		idbstore.SetIDBTestHook(nil)
 		if !errors.Is(err, boom) {
 			t.Fatalf("%s: got %v", op, err)
 		}
 	}
-	outbox.SetIDBTestHook(nil)
+	idbstore.SetIDBTestHook(nil)
 	if _, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true)); err != nil {
 		t.Fatal(err)
 	}
@@ -214,14 +221,14 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}}})
 		return err
 	}
-	outbox.SetIDBTestHook(func(o, _ string) error {
+	idbstore.SetIDBTestHook(func(o, _ string) error {
 		if o == "update batch" {
 			return boom
 		}
 		return nil
 	})
 	err = charge(l, storetest.T0)
-	outbox.SetIDBTestHook(nil)
+	idbstore.SetIDBTestHook(nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("update: %v", err)
 	}
@@ -239,14 +246,14 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outbox.SetIDBTestHook(func(o, _ string) error {
+	idbstore.SetIDBTestHook(func(o, _ string) error {
 		if o == "claim" {
 			return boom
 		}
 		return nil
 	})
 	_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
-	outbox.SetIDBTestHook(nil)
+	idbstore.SetIDBTestHook(nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("claim: %v", err)
 	}
@@ -267,7 +274,7 @@ func TestIDBRealQuota(t *testing.T) {
 	if err != nil {
 		t.Skipf("storage bucket with a quota refused: %v", err)
 	}
-	s, err := outbox.OpenIDBStore(ctx, outbox.IDBName("quota"), outbox.WithIDBFactory(bucket.Get("indexedDB")))
+	s, err := idbstore.OpenIDBStore(ctx, dbName("quota"), idbstore.WithIDBFactory(bucket.Get("indexedDB")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +312,7 @@ func TestIDBRealQuota(t *testing.T) {
 func TestIDBGarbageAndNewerRecords(t *testing.T) {
 	ctx := context.Background()
 	var seen atomic.Int64
-	s := openFresh(t, outbox.WithOnCorrupt(func(error) { seen.Add(1) }))
+	s := openFresh(t, idbstore.WithOnCorrupt(func(error) { seen.Add(1) }))
 	enq(t, s, storetest.NewRecord("good", "alice", "comment", "", "n1", nil), 0)
 	for _, src := range []string{
 		`({id: "g1", seq: 101})`,
@@ -327,7 +334,7 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 		t.Fatalf("reported %d corrupt records (counter %d), want 8", seen.Load(), s.Corrupt())
 	}
 	for _, id := range []string{"g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8"} {
-		var ce *outbox.CorruptRecordError
+		var ce *idbstore.CorruptRecordError
 		if _, err := s.Get(ctx, id); !errors.As(err, &ce) || !errors.Is(err, outbox.ErrCorruptRecord) {
 			t.Fatalf("get %s: %v", id, err)
 		}
@@ -375,7 +382,7 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 func TestIDBTwoConnections(t *testing.T) {
 	ctx := context.Background()
 	s1 := openFresh(t)
-	s2, err := outbox.OpenIDBStore(ctx, s1.Name())
+	s2, err := idbstore.OpenIDBStore(ctx, s1.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +440,7 @@ func TestIDBVersionChange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			closed := make(chan error, 1)
-			s := openFresh(t, outbox.WithOnClose(func(err error) { closed <- err }))
+			s := openFresh(t, idbstore.WithOnClose(func(err error) { closed <- err }))
 			enq(t, s, storetest.NewRecord("a", "alice", "comment", "", "", nil), 0)
 			if _, err := jsglue.Await(ctx, jsEval(tc.action).Invoke(s.Name())); err != nil {
 				t.Fatalf("other tab: %v", err)
@@ -453,19 +460,19 @@ func TestIDBVersionChange(t *testing.T) {
 		})
 	}
 	// Opening with an older schema than the database's is a typed error.
-	name := outbox.IDBName("newer-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	name := dbName("newer-" + strconv.FormatInt(time.Now().UnixNano(), 36))
 	if _, err := jsglue.Await(ctx, jsEval(`(n) => new Promise((res, rej) => { const q = indexedDB.open(n, 5); q.onsuccess = () => { q.result.close(); res(); }; q.onerror = () => rej(q.error); })`).Invoke(name)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.OpenIDBStore(ctx, name); !errors.Is(err, jsglue.ErrVersion) {
+	if _, err := idbstore.OpenIDBStore(ctx, name); !errors.Is(err, jsglue.ErrVersion) {
 		t.Fatalf("open of a newer database: %v", err)
 	}
 }
 
 func TestIDBBenchEnqueue(t *testing.T) {
 	for _, d := range []string{"strict", "default", "relaxed"} {
-		s := openFresh(t, outbox.WithDurability(d))
-		took, err := outbox.BenchEnqueue(context.Background(), s, 200)
+		s := openFresh(t, idbstore.WithDurability(d))
+		took, err := benchEnqueue(context.Background(), s, 200)
 		if err != nil {
 			t.Fatal(err)
 		}

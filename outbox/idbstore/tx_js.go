@@ -8,6 +8,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // txn is one raw IndexedDB transaction driven from Go.
@@ -90,7 +91,7 @@ func (s *IDBStore) notOpened(op string, err error) error {
 	if errors.Is(err, jsglue.ErrInvalidState) {
 		// The connection is closing (versionchange, or the browser
 		// closed it): the store is unusable from now on.
-		s.shut(ErrStoreClosed)
+		s.shut(outbox.ErrStoreClosed)
 		return s.Err()
 	}
 	return &IDBError{Op: op, Err: err}
@@ -205,7 +206,7 @@ func (s *IDBStore) putTxn(t *txn) {
 // matching ErrTxAborted.
 func abortError(cause error) error {
 	if cause == nil {
-		return ErrTxAborted
+		return outbox.ErrTxAborted
 	}
 	return &abortedError{cause: cause}
 }
@@ -213,7 +214,7 @@ func abortError(cause error) error {
 type abortedError struct{ cause error }
 
 func (e *abortedError) Error() string   { return "transaction aborted: " + e.cause.Error() }
-func (e *abortedError) Unwrap() []error { return []error{ErrTxAborted, e.cause} }
+func (e *abortedError) Unwrap() []error { return []error{outbox.ErrTxAborted, e.cause} }
 
 // store returns the object store name of the transaction.
 func (t *txn) store(name string) (js.Value, error) {
@@ -280,7 +281,7 @@ func (t *txn) abort(reason error) error {
 		return reason
 	}
 	if reason == nil {
-		reason = ErrTxAborted
+		reason = outbox.ErrTxAborted
 	}
 	t.aborting = reason
 	if _, err := jsglue.Call(t.v, "abort"); err != nil {
@@ -323,7 +324,7 @@ func wrapIDB(op string, err error) error {
 	}
 	_, isJS := errors.AsType[*jsglue.JSError](err)
 	_, isAbort := errors.AsType[*abortedError](err)
-	if isJS || isAbort || errors.Is(err, ErrTxAborted) {
+	if isJS || isAbort || errors.Is(err, outbox.ErrTxAborted) {
 		return &IDBError{Op: op, Err: err}
 	}
 	return err

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Effect is one mutation the simulated receiver applied.

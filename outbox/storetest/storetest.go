@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // Options extends the suite with store-specific capabilities.
