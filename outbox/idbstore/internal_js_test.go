@@ -42,7 +42,7 @@ func openTestStore(t *testing.T, name string, opts ...IDBOption) *IDBStore {
 func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, "tabfence-outbox:txn-abort")
-	tx, err := s.begin("test", "readwrite", storeRecords)
+	tx, err := s.begin("test", idb.ReadWrite, storeRecords)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,19 +99,18 @@ func WithOnCorrupt(fn func(error)) IDBOption { return func(c *idbConfig) { c.onC
 type IDBStore struct {
 	name       string
 	db         js.Value
-	durability string
+	durability idb.Durability // of Enqueue's transaction
 	cfg        idbConfig
 
-	mu      sync.Mutex
-	err     error
-	done    chan struct{}
-	cbs     []*jsglue.Callback
-	corrupt atomic.Int64
-	names   map[string]js.Value // cached store-name arrays (namesOf)
-	pool    []*txn              // finished txns, reusable (getTxn)
+	mu          sync.Mutex
+	err         error
+	done        chan struct{}
+	cbs         []*jsglue.Callback
+	corrupt     atomic.Int64
+	appendNames js.Value // [storeRecords], for AppendTarget
 	// claimPage: records Claim reads per step; 0: twice the batch, at least 32.
 	claimPage int
-	durOpts   js.Value // {durability} of Enqueue
+	durOpts   js.Value // {durability} of Enqueue, for AppendTarget; undefined for the default
 }
 
 var _ outbox.Store = (*IDBStore)(nil)
@@ -137,6 +136,9 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if d := cfg.durability; d != "strict" && d != "relaxed" && d != "default" && d != "" {
+		return nil, &IDBError{Op: "open", Err: jsglue.NewJSError("TypeError", "unknown durability "+quote(d))}
+	}
 	raw, err := idb.OpenDatabase(ctx, dbName, idbVersion, idb.OpenOptions{
 		Factory: cfg.factory,
 		// Runs inside upgradeneeded: issues requests, never awaits. An
@@ -157,13 +159,19 @@ func OpenIDBStore(ctx context.Context, dbName string, opts ...IDBOption) (*IDBSt
 		return nil, &IDBError{Op: "open", Err: err}
 	}
 	o := struct{ raw js.Value }{raw}
-	s := &IDBStore{name: dbName, db: o.raw, durability: cfg.durability, cfg: cfg, done: make(chan struct{})}
-	if cfg.durability == "default" {
-		s.durability = ""
+	s := &IDBStore{name: dbName, db: o.raw, cfg: cfg, done: make(chan struct{}), durOpts: js.Undefined()}
+	switch cfg.durability {
+	case "strict":
+		s.durability = idb.DurabilityStrict
+	case "relaxed":
+		s.durability = idb.DurabilityRelaxed
 	}
-	s.names = map[string]js.Value{}
-	s.durOpts = js.Global().Get("Object").New()
-	s.durOpts.Set("durability", s.durability)
+	if s.durability != idb.DurabilityDefault {
+		s.durOpts = js.Global().Get("Object").New()
+		s.durOpts.Set("durability", cfg.durability)
+	}
+	s.appendNames = js.Global().Get("Array").New(1)
+	s.appendNames.SetIndex(0, storeRecords)
 	for _, st := range []string{storeRecords, storeBlobs, storeLeases, storeMeta} {
 		if ok, _ := jsglue.Call(o.raw.Get("objectStoreNames"), "contains", st); !ok.Truthy() {
 			o.raw.Call("close")
@@ -378,9 +386,9 @@ func (s *IDBStore) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outb
 	var t *txn
 	var err error
 	if withBlobs {
-		t, err = s.begin(op, "readwrite", storeRecords, storeBlobs)
+		t, err = s.begin(op, idb.ReadWrite, storeRecords, storeBlobs)
 	} else {
-		t, err = s.begin(op, "readwrite", storeRecords)
+		t, err = s.begin(op, idb.ReadWrite, storeRecords)
 	}
 	if err != nil {
 		return outbox.EnqueueResult{}, err
@@ -542,11 +550,7 @@ func (s *IDBStore) AppendTarget() (db, names, opts js.Value, ok bool) {
 	if s.Err() != nil {
 		return db, names, opts, false
 	}
-	opts = js.Undefined()
-	if s.durability != "" {
-		opts = s.durOpts
-	}
-	return s.db, s.namesOf([]string{storeRecords}), opts, true
+	return s.db, s.appendNames, s.durOpts, true
 }
 
 // EnqueueAborted is the error of an append whose transaction aborted, txErr
@@ -602,7 +606,7 @@ func leaseResult(r js.Value) (outbox.Lease, bool, error) {
 // up by id (ClaimRequest.Beyond).
 func (s *IDBStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	const op = "claim"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -765,7 +769,7 @@ func (s *IDBStore) beyondDeps(t *txn, recs js.Value, read []outbox.Record, known
 // Go, then one put per changed record, one commit.
 func (s *IDBStore) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	const op = "update batch"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -873,7 +877,7 @@ func (s *IDBStore) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []ou
 // without a lease (fn itself refuses records that are in flight).
 func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
 	const op = "amend"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords)
 	if err != nil {
 		return outbox.Record{}, err
 	}
@@ -920,7 +924,7 @@ func (s *IDBStore) Amend(ctx context.Context, id string, fn func(*outbox.Record)
 // oldest matches. Corrupt records never match.
 func (s *IDBStore) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	const op = "delete"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeRecords, storeBlobs)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeBlobs)
 	if err != nil {
 		return 0, err
 	}
@@ -1047,7 +1051,7 @@ func (s *IDBStore) query(t *txn, op string, f outbox.Filter) ([]outbox.Record, e
 // Get implements Store.
 func (s *IDBStore) Get(ctx context.Context, id string) (outbox.Record, error) {
 	const op = "get"
-	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
+	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
 	if err != nil {
 		return outbox.Record{}, err
 	}
@@ -1079,7 +1083,7 @@ func (s *IDBStore) Get(ctx context.Context, id string) (outbox.Record, error) {
 // WithOnCorrupt), never fatal.
 func (s *IDBStore) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
 	const op = "list"
-	t, err := s.beginCtx(ctx, op, "readonly", storeRecords)
+	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -1091,7 +1095,7 @@ func (s *IDBStore) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, 
 // Payload implements Store.
 func (s *IDBStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	const op = "payload"
-	t, err := s.beginCtx(ctx, op, "readonly", storeBlobs)
+	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeBlobs)
 	if err != nil {
 		return nil, err
 	}
@@ -1141,7 +1145,7 @@ var projected = []outbox.Status{outbox.StatusPending, outbox.StatusLeased, outbo
 // instead of a scan.
 func (s *IDBStore) StatusSchema(ctx context.Context, gate outbox.SchemaGate) (outbox.Projection, error) {
 	const op = "status"
-	t, err := s.beginCtx(ctx, op, "readonly", storeRecords, storeMeta)
+	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords, storeMeta)
 	if err != nil {
 		return outbox.Projection{}, err
 	}
@@ -1152,8 +1156,8 @@ func (s *IDBStore) StatusSchema(ctx context.Context, gate outbox.SchemaGate) (ou
 	var counts, firsts [8]js.Value
 	var recs, mr, newer, older, lastAck js.Value
 	last, err := jsglue.Try(func() js.Value {
-		recs = t.v.Call("objectStore", storeRecords)
-		mr = t.v.Call("objectStore", storeMeta).Call("get", metaKey)
+		recs = t.tx.JS().Call("objectStore", storeRecords)
+		mr = t.tx.JS().Call("objectStore", storeMeta).Call("get", metaKey)
 		sx := recs.Call("index", indexStatus)
 		// The acked record of the highest seq (LastAckAt).
 		lastAck = sx.Call("openCursor", keyRange().Call("only", string(outbox.StatusAcked)), "prev")
@@ -1299,7 +1303,7 @@ func keyRange() js.Value { return js.Global().Get("IDBKeyRange") }
 // GetLease implements Store.
 func (s *IDBStore) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
 	const op = "get lease"
-	t, err := s.beginCtx(ctx, op, "readonly", storeLeases)
+	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeLeases)
 	if err != nil {
 		return outbox.Lease{}, false, err
 	}
@@ -1321,7 +1325,7 @@ func (s *IDBStore) GetLease(ctx context.Context, name string) (outbox.Lease, boo
 // UpdateLease implements Store.
 func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
 	const op = "update lease"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeLeases)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeLeases)
 	if err != nil {
 		return outbox.Lease{}, err
 	}
@@ -1362,7 +1366,7 @@ func (s *IDBStore) UpdateLease(ctx context.Context, name string, fn func(outbox.
 // UpdateMeta implements Store.
 func (s *IDBStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
 	const op = "update meta"
-	t, err := s.beginCtx(ctx, op, "readwrite", storeMeta)
+	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeMeta)
 	if err != nil {
 		return outbox.Meta{}, err
 	}
