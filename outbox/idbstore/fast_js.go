@@ -17,7 +17,7 @@ import (
 // object or string handed to Go becomes a reference with a finalizer: some
 // eighty calls per record, the largest cost of a flush's transactions after
 // IndexedDB itself (a profile of the one-entity flush: decodeRecord 0.4 ms
-// per record sent). packRecord is a small JavaScript function that reads
+// per record sent). packRecord (pack.js) is a small JavaScript function that reads
 // every field a record has, in JavaScript, into one buffer: the numbers as
 // float64s, the strings as UTF-8 with their lengths. Go copies the buffer
 // in one call and reads it natively; only the payload's and the response
@@ -33,52 +33,6 @@ import (
 // every value packRecord takes (TestPackedDecodeAgrees). Without Function
 // (a CSP without 'unsafe-eval') every record takes the slow path.
 
-// Slots of the packed numbers (float64, NaN = absent).
-const (
-	pV = iota
-	pSchema
-	pAttempts
-	pSends
-	pMaxAttempts
-	pNextAttemptAt
-	pLeaseToken
-	pLeaseExpiresAt
-	pSeq
-	pCreatedAt
-	pUpdatedAt
-	pAckedAt
-	pAuthGeneration
-	pPayloadLen    // payload's length; NaN: none
-	pLastError     // 1: a lastError object; NaN: none
-	pErrStatus     // lastError.status
-	pErrAt         // lastError.at
-	pResponse      // 1: a response object; NaN: none
-	pRespStatus    // response.status
-	pRespReplayed  // response.replayed: 0, 1, NaN
-	pRespBodyLen   // response.body's length; NaN: none
-	pDeps          // dependencyIds' count; NaN: none
-	packedNumbers  // count
-	packScratchLen = 64 << 10
-)
-
-// The string slots follow the numbers, in this order, each a uint32 byte
-// length (0xffffffff: absent) and the bytes: the record's strings, then
-// lastError's code and message, then the dependency IDs.
-const packSrc = `const b=new ArrayBuffer(L),f=new Float64Array(b,0,22),u=new Uint8Array(b),d=new DataView(b),e=new TextEncoder(),` +
-	`N=["v","payloadSchemaVersion","attempts","sends","maxAttempts","nextAttemptAt","leaseToken","leaseExpiresAt","seq","createdAt","updatedAt","ackedAt","authGeneration"],` +
-	`S=["id","operationKey","idempotencyKey","entityType","entityId","operationType","payloadRef","payloadHash","status","leaseOwner","userId","tenantId"],` +
-	`P=(o)=>{const p=Object.getPrototypeOf(o);return p===Object.prototype||p===null};` +
-	`return[u,(v)=>{try{if(typeof v!=="object"||v===null||!P(v))return -1;let o=176;` +
-	`const n=(i,x)=>{if(x==null)f[i]=NaN;else if(typeof x==="number"&&Number.isFinite(x))f[i]=x;else throw 0},` +
-	`s=(x,a)=>{if(x==null&&!a){d.setUint32(o,4294967295,true);o+=4;return}if(typeof x!=="string")throw 0;const r=e.encodeInto(x,u.subarray(o+4));if(r.read!==x.length)throw 0;d.setUint32(o,r.written,true);o+=4+r.written},` +
-	`y=(x)=>x==null?NaN:x instanceof Uint8Array?x.length:(()=>{throw 0})(),` +
-	`j=(x)=>{if(x==null)return;if(typeof x!=="object"||!P(x))throw 0;return x};` +
-	`for(let i=0;i<13;i++)n(i,v[N[i]]);for(const k of S)s(v[k]);f[13]=y(v.payload);` +
-	`const r=j(v.lastError);f[14]=r?1:NaN;n(15,r&&r.status);n(16,r&&r.at);s(r&&r.code);s(r&&r.message);` +
-	`const q=j(v.response);f[17]=q?1:NaN;n(18,q&&q.status);const w=q&&q.replayed;f[19]=w==null?NaN:typeof w==="boolean"?+w:(()=>{throw 0})();f[20]=y(q&&q.body);` +
-	`const a=v.dependencyIds;if(a==null)f[21]=NaN;else{if(!Array.isArray(a))throw 0;f[21]=a.length;for(let i=0;i<a.length;i++)s(a[i],1)}` +
-	`return o}catch{return -1}}]`
-
 var (
 	packOnce    sync.Once
 	packFn      js.Value // packRecord; undefined without Function
@@ -91,12 +45,20 @@ var (
 func packer() (js.Value, js.Value) {
 	packOnce.Do(func() {
 		defer func() { _ = recover() }() // a CSP refusing Function: the slow path
-		mk := js.Global().Get("Function").New("L", packSrc)
-		pair := mk.Invoke(packScratchLen)
+		mk := js.Global().Get("Function").New("return (" + packJS + ")").Invoke()
+		pair := mk.Invoke(packScratchLen, packedNumbers, jsStrings(packNumbers[:]), jsStrings(packStrings[:]))
 		packScratch, packFn = pair.Index(0), pair.Index(1)
 		packBuf = make([]byte, packScratchLen)
 	})
 	return packFn, packScratch
+}
+
+func jsStrings(xs []string) js.Value {
+	a := jsArray.New(len(xs))
+	for i, x := range xs {
+		a.SetIndex(i, x)
+	}
+	return a
 }
 
 // decodeRecord decodes a stored record: packed (see above) when it can,
