@@ -86,7 +86,7 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, ErrInvalidRecord
 	}
 	for _, p := range cfg.Policies {
-		if p.Dedupe == Merge && p.Merge == nil {
+		if p.Dedupe.Merges() && p.Merge == nil {
 			return nil, ErrInvalidRecord
 		}
 	}

@@ -321,6 +321,24 @@ func strOpt(opts js.Value, name string, required bool) (string, error) {
 	return v.String(), nil
 }
 
+// dedupeChoices names the dedupe policies (outbox.DedupePolicies) for a
+// TypeError: "append, replace-latest, merge or drop-if-exists".
+func dedupeChoices() string {
+	ps := outbox.DedupePolicies()
+	s := ""
+	for i, p := range ps {
+		switch {
+		case i == 0:
+		case i == len(ps)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += string(p)
+	}
+	return s
+}
+
 // openOutbox implements tf.outbox(options).
 func openOutbox(args []js.Value) (any, error) {
 	opts := at(args, 0)
@@ -356,15 +374,14 @@ func openOutbox(args []js.Value) (any, error) {
 		p := field(pols, k)
 		d := field(p, "dedupe")
 		if d.Type() != js.TypeString {
-			return nil, typeErr("outbox", "policies."+k+".dedupe must be append, replace-latest, merge or drop-if-exists")
+			return nil, typeErr("outbox", "policies."+k+".dedupe must be "+dedupeChoices())
 		}
 		pol := outbox.Policy{Dedupe: outbox.Dedupe(d.String())}
-		switch pol.Dedupe {
-		case outbox.Append, outbox.ReplaceLatest, outbox.DropIfExists:
-		case outbox.Merge:
+		if !pol.Dedupe.Known() {
+			return nil, typeErr("outbox", "policies."+k+".dedupe must be "+dedupeChoices())
+		}
+		if pol.Dedupe.Merges() {
 			pol.Merge = mergeFunc(field(p, "merge"))
-		default:
-			return nil, typeErr("outbox", "policies."+k+".dedupe must be append, replace-latest, merge or drop-if-exists")
 		}
 		if ma := field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
 			pol.MaxAttempts = ma.Int()

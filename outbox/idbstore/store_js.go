@@ -381,7 +381,7 @@ func (s *IDBStore) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outb
 		return outbox.EnqueueResult{}, outbox.ErrInvalidRecord
 	}
 	needKey := req.Policy.ReadsQueue(in.OperationKey)
-	needEntity := needKey && (req.Policy.Dedupe == outbox.ReplaceLatest || req.Policy.Dedupe == outbox.Merge)
+	needEntity := req.Policy.ReadsEntity(in.OperationKey)
 	withBlobs := needKey || !req.Inlines(len(in.Payload))
 	var t *txn
 	var err error
