@@ -277,7 +277,7 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 
 // schemaStatuser is a Store whose status read also counts the unsettled
 // records gate leaves alone (Projection.Unsupported) from an index of the
-// payload schema, instead of a second scan of the whole queue (IDBStore: the
+// payload schema, instead of a second scan of the whole queue (idbstore.Store: the
 // status read runs again after each burst of enqueues, and records of
 // another schema than the runtime's are rare).
 type schemaStatuser interface {

@@ -300,7 +300,7 @@ func TestRuntimeFlushCost(t *testing.T) {
 	for _, dur := range []string{"strict", "default", "relaxed"} {
 		for _, entities := range []int{1, 8} {
 			name := uniq("cost")
-			st, err := idbstore.OpenIDBStore(ctx, dbName(name), idbstore.WithDurability(dur))
+			st, err := idbstore.Open(ctx, dbName(name), idbstore.WithDurability(dur))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/tabfence/tabfence/outbox"
 )
 
-// DefaultMaxResponseBytes bounds the response body FetchTransport reads: the
+// DefaultMaxResponseBytes bounds the response body Transport reads: the
 // body is kept in the record on ack, and a runaway answer must not fill the
 // queue's storage.
 const DefaultMaxResponseBytes = 1 << 20
@@ -20,13 +20,13 @@ const DefaultMaxResponseBytes = 1 << 20
 // returned as a Send error (no usable answer), so the outbox retries.
 var ErrResponseTooLarge = errors.New("outbox: response body too large")
 
-// FetchTransport is the browser Transport: one fetch per Send.
+// Transport is the browser Transport: one fetch per Send.
 //
 // An error from Send means no HTTP answer arrived: fetch rejected (its
 // TypeError is a network failure, CORS refusal or offline; AbortError is the
 // context ending) or the body could not be read whole. Every HTTP status,
 // even 500, is an answer and is returned as a Response.
-type FetchTransport struct {
+type Transport struct {
 	// BaseURL is prefixed to a Request.Endpoint that is a path; "" sends to
 	// the page's own origin (fetch resolves relative URLs against it).
 	BaseURL string
@@ -51,10 +51,10 @@ type FetchTransport struct {
 	KeepAlive bool
 }
 
-var _ outbox.Transport = (*FetchTransport)(nil)
+var _ outbox.Transport = (*Transport)(nil)
 
 // Send implements Transport.
-func (f *FetchTransport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
+func (f *Transport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return outbox.Response{}, err
 	}
@@ -65,27 +65,9 @@ func (f *FetchTransport) Send(ctx context.Context, req outbox.Request) (outbox.R
 	if fetch.Type() != js.TypeFunction {
 		return outbox.Response{}, jsglue.ErrUnavailable
 	}
-	h := make(outbox.Header, len(req.Header)+2)
-	for k, v := range req.Header {
-		h[k] = v
-	}
-	ct := f.ContentType
-	if ct == "" {
-		ct = "application/json"
-	}
-	if h.Get("Content-Type") == "" {
-		h["Content-Type"] = ct
-	}
-	if f.Authorize != nil {
-		if err := f.Authorize(ctx, req, h); err != nil {
-			return outbox.Response{}, err
-		}
-	}
-	headers := js.Global().Get("Headers").New()
-	for k, v := range h {
-		if _, err := jsglue.Call(headers, "set", k, v); err != nil {
-			return outbox.Response{}, &fetchError{stage: "header " + k, err: err}
-		}
+	headers, err := f.headers(ctx, req)
+	if err != nil {
+		return outbox.Response{}, err
 	}
 	method := req.Method
 	if method == "" {
@@ -118,14 +100,7 @@ func (f *FetchTransport) Send(ctx context.Context, req outbox.Request) (outbox.R
 	if err != nil {
 		return outbox.Response{}, f.sendErr(ctx, "fetch", err)
 	}
-	out := outbox.Response{Status: resp.Get("status").Int(), Header: outbox.Header{}}
-	entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
-	if err == nil {
-		for i, n := 0, entries.Length(); i < n; i++ {
-			kv := entries.Index(i)
-			out.Header[kv.Index(0).String()] = kv.Index(1).String()
-		}
-	}
+	out := outbox.Response{Status: resp.Get("status").Int(), Header: responseHeader(resp)}
 	if out.Status == 0 {
 		// An opaque response (no-cors) or a network error disguised as a
 		// response: no HTTP answer the outbox can act on.
@@ -139,7 +114,48 @@ func (f *FetchTransport) Send(ctx context.Context, req outbox.Request) (outbox.R
 	return out, nil
 }
 
-func (f *FetchTransport) sendErr(ctx context.Context, stage string, err error) error {
+// headers are the request's headers: req's, the content type unless req
+// sets one, then whatever Authorize adds.
+func (f *Transport) headers(ctx context.Context, req outbox.Request) (js.Value, error) {
+	h := make(outbox.Header, len(req.Header)+2)
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	ct := f.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	if h.Get("Content-Type") == "" {
+		h["Content-Type"] = ct
+	}
+	if f.Authorize != nil {
+		if err := f.Authorize(ctx, req, h); err != nil {
+			return js.Undefined(), err
+		}
+	}
+	headers := js.Global().Get("Headers").New()
+	for k, v := range h {
+		if _, err := jsglue.Call(headers, "set", k, v); err != nil {
+			return js.Undefined(), &fetchError{stage: "header " + k, err: err}
+		}
+	}
+	return headers, nil
+}
+
+// responseHeader copies the response's headers.
+func responseHeader(resp js.Value) outbox.Header {
+	h := outbox.Header{}
+	entries, err := jsglue.Call(js.Global().Get("Array"), "from", resp.Get("headers").Call("entries"))
+	if err == nil {
+		for i, n := 0, entries.Length(); i < n; i++ {
+			kv := entries.Index(i)
+			h[kv.Index(0).String()] = kv.Index(1).String()
+		}
+	}
+	return h
+}
+
+func (f *Transport) sendErr(ctx context.Context, stage string, err error) error {
 	if ctx.Err() != nil {
 		if !errors.Is(err, ctx.Err()) {
 			err = errors.Join(ctx.Err(), err)
@@ -162,7 +178,7 @@ func offline() bool {
 
 // readBody reads the body stream, refusing more than MaxResponseBytes (the
 // Content-Length is not trusted: it may be absent or wrong).
-func (f *FetchTransport) readBody(ctx context.Context, resp js.Value) ([]byte, error) {
+func (f *Transport) readBody(ctx context.Context, resp js.Value) ([]byte, error) {
 	limit := f.MaxResponseBytes
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes

@@ -29,7 +29,7 @@ var realFetch = js.Global().Get("fetch")
 // A fetch that gets no HTTP answer is a Send error carrying fetch's
 // TypeError: the outbox classifies it as a network failure and retries.
 func TestFetchTransportNetworkError(t *testing.T) {
-	tr := &fetch.FetchTransport{BaseURL: "http://127.0.0.1:1", Fetch: realFetch}
+	tr := &fetch.Transport{BaseURL: "http://127.0.0.1:1", Fetch: realFetch}
 	resp, err := tr.Send(context.Background(), outbox.Request{Method: "POST", Endpoint: "/api/commands", Body: []byte("{}"), Header: outbox.Header{wire.HeaderIdempotencyKey: `"k"`}})
 	if err == nil || !errors.Is(err, jsglue.ErrType) {
 		t.Fatalf("got %v (response %d %v %q)", err, resp.Status, resp.Header, resp.Body)
@@ -59,7 +59,7 @@ func TestFetchTransportServer(t *testing.T) {
 	base := testServer(t)
 	ctx := context.Background()
 	authorized := 0
-	tr := &fetch.FetchTransport{BaseURL: base, Credentials: "include", Fetch: realFetch,
+	tr := &fetch.Transport{BaseURL: base, Credentials: "include", Fetch: realFetch,
 		Authorize: func(_ context.Context, req outbox.Request, h outbox.Header) error {
 			authorized++
 			h["Authorization"] = "Bearer token-of-" + req.UserID
@@ -92,7 +92,7 @@ func TestFetchTransportServer(t *testing.T) {
 			t.Fatalf("%s: %v", p, err)
 		}
 	}
-	small := &fetch.FetchTransport{BaseURL: base, MaxResponseBytes: 3, Fetch: realFetch}
+	small := &fetch.Transport{BaseURL: base, MaxResponseBytes: 3, Fetch: realFetch}
 	if _, err := small.Send(ctx, outbox.Request{Endpoint: "/echo", Body: []byte("four")}); !errors.Is(err, fetch.ErrResponseTooLarge) {
 		t.Fatalf("limit: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestFetchTransportServer(t *testing.T) {
 	if _, err := tr.Send(tctx, outbox.Request{Endpoint: "/slow"}); err == nil || time.Since(start) > 2*time.Second {
 		t.Fatalf("slow answer not aborted: %v after %v", err, time.Since(start))
 	}
-	bad := &fetch.FetchTransport{BaseURL: base, Fetch: realFetch, Authorize: func(context.Context, outbox.Request, outbox.Header) error { return errors.New("no token") }}
+	bad := &fetch.Transport{BaseURL: base, Fetch: realFetch, Authorize: func(context.Context, outbox.Request, outbox.Header) error { return errors.New("no token") }}
 	if _, err := bad.Send(ctx, outbox.Request{Endpoint: "/echo"}); err == nil {
 		t.Fatal("a failed Authorize must fail the send")
 	}
@@ -116,7 +116,7 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 	s := openFresh(t)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	ob, err := outbox.New(outbox.Config{Name: "e2e", Store: s, Endpoint: "/commands?run=" + run,
-		Transport: &fetch.FetchTransport{BaseURL: base, Fetch: realFetch},
+		Transport: &fetch.Transport{BaseURL: base, Fetch: realFetch},
 		Policies:  map[string]outbox.Policy{"comment": {Dedupe: outbox.Append}}})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 	if err != nil || rep.Acked != n {
 		t.Fatalf("flush %+v %v", rep, err)
 	}
-	tr := &fetch.FetchTransport{BaseURL: base, Fetch: realFetch}
+	tr := &fetch.Transport{BaseURL: base, Fetch: realFetch}
 	resp, err := tr.Send(ctx, outbox.Request{Endpoint: "/count?run=" + run})
 	if err != nil || string(resp.Body) != strconv.Itoa(n) {
 		t.Fatalf("server applied %q (%v), want %d", resp.Body, err, n)
@@ -145,10 +145,10 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 
 // openFresh opens an IndexedDB store on a new database, deleted again after
 // the test.
-func openFresh(t *testing.T) *idbstore.IDBStore {
+func openFresh(t *testing.T) *idbstore.Store {
 	t.Helper()
 	n, _ := outbox.Names("fetch-"+strconv.FormatInt(time.Now().UnixNano(), 36), 1)
-	s, err := idbstore.OpenIDBStore(context.Background(), n.Database)
+	s, err := idbstore.Open(context.Background(), n.Database)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		s.Close()

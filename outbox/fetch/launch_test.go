@@ -22,7 +22,7 @@ import (
 )
 
 // TestFetchTransportInChromium starts a loopback receiver and runs this
-// package's FetchTransport wasm tests in Chromium against it (wasmbrowsertest
+// package's Transport wasm tests in Chromium against it (wasmbrowsertest
 // passes the environment through). It needs go_js_wasm_exec on PATH (make
 // wasmexec) and is skipped without it or with -short.
 func TestFetchTransportInChromium(t *testing.T) {

@@ -41,7 +41,7 @@ var (
 // CorruptRecordError reports a stored value that cannot be decoded: written
 // by foreign code, by a broken build, or damaged. It matches
 // ErrCorruptRecord. Listings skip such records (and count them, see
-// IDBStore.Corrupt); Get returns the error.
+// Store.Corrupt); Get returns the error.
 type CorruptRecordError struct {
 	Store string // object store
 	Key   string // primary key, if it is a string

@@ -22,13 +22,13 @@ func SetIDBTestHook(h func(op, stage string) error) { idbTestHook = h }
 
 // SetClaimPage sets how many records s's Claim reads per step (tests: a
 // small page makes every claim read the queue in several steps).
-func SetClaimPage(s *IDBStore, n int) { s.claimPage = n }
+func SetClaimPage(s *Store, n int) { s.claimPage = n }
 
 // openTestStore opens the IndexedDB store name for one test and closes it
 // when the test ends.
-func openTestStore(t *testing.T, name string, opts ...IDBOption) *IDBStore {
+func openTestStore(t *testing.T, name string, opts ...Option) *Store {
 	t.Helper()
-	s, err := OpenIDBStore(context.Background(), name, opts...)
+	s, err := Open(context.Background(), name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestIDBAbortErrorMapsQuota(t *testing.T) {
 	if !errors.Is(err, jsglue.ErrQuotaExceeded) || !errors.Is(err, outbox.ErrTxAborted) {
 		t.Fatalf("got %v", err)
 	}
-	var ie *IDBError
+	var ie *Error
 	if !errors.As(err, &ie) || ie.Op != "enqueue" {
 		t.Fatalf("got %#v", err)
 	}

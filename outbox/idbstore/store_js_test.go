@@ -27,10 +27,10 @@ func dbName(q string) string {
 }
 
 // openFresh opens a store on a new database, deleted again after the test.
-func openFresh(t *testing.T, opts ...idbstore.IDBOption) *idbstore.IDBStore {
+func openFresh(t *testing.T, opts ...idbstore.Option) *idbstore.Store {
 	t.Helper()
 	name := dbName("test-" + strconv.FormatInt(dbSeq.Add(1), 10))
-	s, err := idbstore.OpenIDBStore(context.Background(), name, opts...)
+	s, err := idbstore.Open(context.Background(), name, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
 	}
@@ -97,7 +97,7 @@ func idbConformance(t *testing.T, claimPage int) {
 		ErrCorrupt: outbox.ErrCorruptRecord,
 		InjectCorrupt: func(t *testing.T, s outbox.Store, id string) {
 			// Indexed like a live record of alice, but the status is a number.
-			rawPut(t, s.(*idbstore.IDBStore).Name(), "records", jsEval(`(id) => ({id, v: 1, status: 7, seq: 1.5, userId: "alice", _live: 1, _entity: "x"})`).Invoke(id))
+			rawPut(t, s.(*idbstore.Store).Name(), "records", jsEval(`(id) => ({id, v: 1, status: 7, seq: 1.5, userId: "alice", _live: 1, _entity: "x"})`).Invoke(id))
 		},
 	})
 }
@@ -127,7 +127,7 @@ func TestIDBDurableAcrossReopen(t *testing.T) {
 	if _, err := s.Get(ctx, "a"); !errors.Is(err, outbox.ErrStoreClosed) {
 		t.Fatalf("closed store: %v", err)
 	}
-	s2, err := idbstore.OpenIDBStore(ctx, s.Name())
+	s2, err := idbstore.Open(ctx, s.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestIDBRealQuota(t *testing.T) {
 	if err != nil {
 		t.Skipf("storage bucket with a quota refused: %v", err)
 	}
-	s, err := idbstore.OpenIDBStore(ctx, dbName("quota"), idbstore.WithIDBFactory(bucket.Get("indexedDB")))
+	s, err := idbstore.Open(ctx, dbName("quota"), idbstore.WithIDBFactory(bucket.Get("indexedDB")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 func TestIDBTwoConnections(t *testing.T) {
 	ctx := context.Background()
 	s1 := openFresh(t)
-	s2, err := idbstore.OpenIDBStore(ctx, s1.Name())
+	s2, err := idbstore.Open(ctx, s1.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestIDBVersionChange(t *testing.T) {
 	if _, err := jsglue.Await(ctx, jsEval(`(n) => new Promise((res, rej) => { const q = indexedDB.open(n, 5); q.onsuccess = () => { q.result.close(); res(); }; q.onerror = () => rej(q.error); })`).Invoke(name)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := idbstore.OpenIDBStore(ctx, name); !errors.Is(err, jsglue.ErrVersion) {
+	if _, err := idbstore.Open(ctx, name); !errors.Is(err, jsglue.ErrVersion) {
 		t.Fatalf("open of a newer database: %v", err)
 	}
 }

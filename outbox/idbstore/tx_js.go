@@ -31,7 +31,7 @@ type txn struct {
 
 // beginCtx is begin once ctx is checked: a call whose context has ended
 // opens no transaction.
-func (s *IDBStore) beginCtx(ctx context.Context, op string, mode idb.Mode, stores ...string) (*txn, error) {
+func (s *Store) beginCtx(ctx context.Context, op string, mode idb.Mode, stores ...string) (*txn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -39,8 +39,8 @@ func (s *IDBStore) beginCtx(ctx context.Context, op string, mode idb.Mode, store
 }
 
 // begin opens a transaction on stores. Only Enqueue's transaction carries
-// the configured durability hint (see OpenIDBStore).
-func (s *IDBStore) begin(op string, mode idb.Mode, stores ...string) (*txn, error) {
+// the configured durability hint (see Open).
+func (s *Store) begin(op string, mode idb.Mode, stores ...string) (*txn, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
@@ -57,8 +57,8 @@ func (s *IDBStore) begin(op string, mode idb.Mode, stores ...string) (*txn, erro
 
 // notOpened is the error of op when IndexedDB refused to open its
 // transaction or to issue its requests there and then (err): the store's
-// own error once it is shut, or an IDBError.
-func (s *IDBStore) notOpened(op string, err error) error {
+// own error once it is shut, or an Error.
+func (s *Store) notOpened(op string, err error) error {
 	if cerr := s.Err(); cerr != nil {
 		return cerr
 	}
@@ -68,7 +68,7 @@ func (s *IDBStore) notOpened(op string, err error) error {
 		s.shut(outbox.ErrStoreClosed)
 		return s.Err()
 	}
-	return &IDBError{Op: op, Err: err}
+	return &Error{Op: op, Err: err}
 }
 
 // jsNames holds the constant strings the store passes to IndexedDB (index
@@ -191,20 +191,20 @@ func (t *txn) fail(op string, err error) error {
 	return t.abort(wrapIDB(op, err))
 }
 
-// wrapIDB turns an IndexedDB failure into an *IDBError (store sentinels and
+// wrapIDB turns an IndexedDB failure into an *Error (store sentinels and
 // context errors pass through unchanged).
 func wrapIDB(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	// errors.AsType rather than errors.As: no reflection in the download.
-	if _, ok := errors.AsType[*IDBError](err); ok {
+	if _, ok := errors.AsType[*Error](err); ok {
 		return err
 	}
 	_, isJS := errors.AsType[*jsglue.JSError](err)
 	_, isAbort := errors.AsType[*abortedError](err)
 	if isJS || isAbort || errors.Is(err, outbox.ErrTxAborted) {
-		return &IDBError{Op: op, Err: err}
+		return &Error{Op: op, Err: err}
 	}
 	return err
 }
