@@ -15,8 +15,8 @@ import (
 // With ChargeAhead 2 or more the lane works a step ahead: a step is
 // ChargeAhead/2 records, and the next step is charged, with the acks of the
 // step before, while this one is sent. Its transaction then runs while the
-// requests are on the network rather than between two of them (a receiver
-// 10 ms away: the flush of one entity 0.84x -> 0.89x of a bare fetch loop).
+// requests are on the network rather than between two of them
+// (docs/outbox-notes.md).
 // Charged but unsent records still never exceed ChargeAhead-1. ChargeAhead 1
 // is the exact mode: a record is charged only with the ack of the one
 // before it. With Concurrency 1 the step ahead is charged just before the

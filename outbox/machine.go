@@ -8,12 +8,9 @@ import "time"
 // flush owner take its Lease and refuse (ErrStaleOwner) a record that is not
 // leased to exactly that owner and token.
 
-// holds reports whether lease is the one the record is leased to.
 // HeldBy reports whether the record is in flight under lease l: what a
 // Store checks before it applies an update made under a lease.
-func (r *Record) HeldBy(l Lease) bool { return holds(r, l) }
-
-func holds(r *Record, l Lease) bool {
+func (r *Record) HeldBy(l Lease) bool {
 	return r.Status.InFlight() && r.LeaseOwner == l.Owner && r.LeaseToken == l.Token
 }
 

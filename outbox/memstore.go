@@ -145,7 +145,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !found:
 			out[i].Err = ErrNotFound
 			continue
-		case !u.Take && !holds(&r, lease):
+		case !u.Take && !r.HeldBy(lease):
 			out[i] = UpdateResult{Record: r.Clone(), Err: ErrStaleOwner}
 			continue
 		}
@@ -154,7 +154,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			out[i] = UpdateResult{Record: r.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !holds(&c, lease)) {
+		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !c.HeldBy(lease)) {
 			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
 			continue
 		}
@@ -207,7 +207,7 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 			match = append(match, r)
 		}
 	}
-	sortBySeq(match)
+	SortBySeq(match)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -247,7 +247,7 @@ func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 			out = append(out, r.Clone())
 		}
 	}
-	sortBySeq(out)
+	SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -279,7 +279,7 @@ func (s *MemStore) Status(ctx context.Context) (Projection, error) {
 	for _, r := range s.recs {
 		all = append(all, r)
 	}
-	return ProjectRecords(all, cloneMeta(s.meta)), nil
+	return ProjectRecords(all, s.meta.Clone()), nil
 }
 
 // GetLease implements outbox.Store.
@@ -320,18 +320,16 @@ func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := cloneMeta(s.meta)
+	m := s.meta.Clone()
 	if err := fn(&m); err != nil {
-		return cloneMeta(s.meta), err
+		return s.meta.Clone(), err
 	}
-	s.meta = cloneMeta(m)
+	s.meta = m.Clone()
 	return m, nil
 }
 
 // Clone is a deep copy of m, which a Store hands out or keeps.
-func (m Meta) Clone() Meta { return cloneMeta(m) }
-
-func cloneMeta(m Meta) Meta {
+func (m Meta) Clone() Meta {
 	m.AuthPaused = append([]string(nil), m.AuthPaused...)
 	if m.LastError != nil {
 		e := *m.LastError

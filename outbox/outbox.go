@@ -30,11 +30,9 @@ type Config struct {
 
 	// BatchSize is the records per claim; default 50. Each batch costs the
 	// flush a few transactions in a row on its path (the lanes' last acks,
-	// lease renewal, meta read, claim, first charge: about 20 ms in
-	// Chromium on a 2-core machine, far more under load) and its lanes
-	// wait for each other at its end; at 25 that was about a sixth of a
-	// one-entity drain's time. A claim's transaction reads about this many
-	// records.
+	// lease renewal, meta read, claim, first charge) and its lanes wait for
+	// each other at its end (docs/outbox-notes.md). A claim's transaction
+	// reads about this many records.
 	BatchSize        int
 	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
 	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines

@@ -105,10 +105,8 @@ func (p Policy) ReadsEntity(opKey string) bool {
 // key. One that does not is an append whatever the queue holds.
 func (p Policy) ReadsQueue(opKey string) bool { return p.Dedupe != Append && opKey != "" }
 
-// inlines reports whether a payload of n bytes is stored inline, not in the
-// blob store (see placePayload).
-// Inlines reports whether a payload of n bytes is stored in its record
-// (else in a blob of its own).
+// Inlines reports whether a payload of n bytes is stored in its record,
+// else in a blob of its own (see placePayload).
 func (r EnqueueRequest) Inlines(n int) bool { return inlines(n, r.InlineLimit) }
 
 func inlines(n, inlineLimit int) bool { return inlineLimit <= 0 || n <= inlineLimit }

@@ -101,7 +101,7 @@ func recoverExpired(all []Record, req ClaimRequest, plan *ClaimPlan) []Record {
 			}
 		}
 	}
-	sortBySeq(recs)
+	SortBySeq(recs)
 	return recs
 }
 

@@ -89,9 +89,8 @@ func (r *Runtime) Appended(recs []outbox.AppendedRecord) {
 
 // announceEvery bounds how often a tab posts OUTBOX_CHANGED: a
 // BroadcastChannel post costs the poster more than the rest of an enqueue's
-// work on the page (measured: 0.3-0.9 ms, against microseconds for a
-// MessagePort), and a burst of enqueues needs one flush hint, not one per
-// record.
+// work on the page (docs/outbox-notes.md), and a burst of enqueues needs
+// one flush hint, not one per record.
 const announceEvery = 50 * time.Millisecond
 
 // announceChanged posts OUTBOX_CHANGED now if none was posted in the last

@@ -16,9 +16,9 @@ import (
 // the wasm boundary per field (the property, its type, its text), and each
 // object or string handed to Go becomes a reference with a finalizer: some
 // eighty calls per record, the largest cost of a flush's transactions after
-// IndexedDB itself (a profile of the one-entity flush: decodeRecord 0.4 ms
-// per record sent). packRecord (pack.js) is a small JavaScript function that reads
-// every field a record has, in JavaScript, into one buffer: the numbers as
+// IndexedDB itself (docs/outbox-notes.md). packRecord (pack.js) is a small
+// JavaScript function that reads every field a record has, in JavaScript,
+// into one buffer: the numbers as
 // float64s, the strings as UTF-8 with their lengths. Go copies the buffer
 // in one call and reads it natively; only the payload's and the response
 // body's bytes are fetched apart.
