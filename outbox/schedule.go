@@ -56,7 +56,7 @@ type ClaimPlan struct {
 //     or precede the record in the same lane.
 //   - Lanes are ordered by their head's Seq; at most Limit records in all.
 //   - A record that failed for want of network before req.Reconnected is
-//     due now, whatever its backoff said (NetworkRetryDue).
+//     due now, whatever its backoff said (networkRetryDue).
 func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 	var plan ClaimPlan
 	recs := recoverExpired(all, req, &plan)
@@ -130,7 +130,7 @@ func claimLanes(recs []Record, req ClaimRequest) [][]Record {
 			continue
 		}
 		lane, hasLane := laneOf[key]
-		due := Due(r, req.Now) || NetworkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
+		due := Due(r, req.Now) || networkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
 		ok := total < limit && due && req.Schema.Action(r) != SchemaUnsupported &&
 			depsDone(r, status, req.Beyond, inLane, lane, hasLane)
 		if !ok {
@@ -187,11 +187,11 @@ const (
 	CodeOffline = "offline"
 )
 
-// NetworkRetryDue reports whether r is a failed record waiting out a
+// networkRetryDue reports whether r is a failed record waiting out a
 // backoff that a network failure before reconnected earned: once the
 // network is back that backoff protects no one, so the record is due at
 // now. A zero reconnected never makes anything due.
-func NetworkRetryDue(r *Record, reconnected, now time.Time) bool {
+func networkRetryDue(r *Record, reconnected, now time.Time) bool {
 	if reconnected.IsZero() || r.Status != StatusFailed || r.LastError == nil || !r.NextAttemptAt.After(now) {
 		return false
 	}

@@ -135,7 +135,7 @@ func TestNetworkRetryDue(t *testing.T) {
 		{"rate limited", failed("http_429", back.Add(-time.Second)), back, false},
 	} {
 		r := c.r
-		require.Equal(t, c.due, NetworkRetryDue(&r, c.re, t0), c.name)
+		require.Equal(t, c.due, networkRetryDue(&r, c.re, t0), c.name)
 		q := req(10)
 		q.Reconnected = c.re
 		p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, q)
@@ -154,10 +154,10 @@ func TestNetworkRetryDue(t *testing.T) {
 	// Not failed, or not waiting on a backoff: nothing to change.
 	r := failed(CodeNetwork, back.Add(-time.Second))
 	r.NextAttemptAt = t0
-	require.False(t, NetworkRetryDue(&r, back, t0))
+	require.False(t, networkRetryDue(&r, back, t0))
 	d := failed(CodeNetwork, back.Add(-time.Second))
 	d.Status = StatusDeadLetter
-	require.False(t, NetworkRetryDue(&d, back, t0))
+	require.False(t, networkRetryDue(&d, back, t0))
 }
 
 func TestOrphanedRecordsRecoveredByNewerToken(t *testing.T) {

@@ -107,7 +107,7 @@ func (r *Runtime) announceChanged() {
 				r.announceT = nil
 				r.announcedAt = time.Now()
 				r.laterMu.Unlock()
-				r.post(KindOutboxChanged, js.Undefined())
+				r.post(kindOutboxChanged, js.Undefined())
 			})
 		}
 		r.laterMu.Unlock()
@@ -115,5 +115,5 @@ func (r *Runtime) announceChanged() {
 	}
 	r.announcedAt = now
 	r.laterMu.Unlock()
-	r.post(KindOutboxChanged, js.Undefined())
+	r.post(kindOutboxChanged, js.Undefined())
 }

@@ -2,7 +2,7 @@
 // IndexedDB store, takes flush ownership through a Web Lock (or the
 // fallback lease) and a server fencing token, flushes on triggers (an
 // enqueue in any tab, online, visibility, a due retry), watches for a
-// frozen owner (Watchdog: ask, then steal), and projects the queue's status
+// frozen owner (watchdog: ask, then steal), and projects the queue's status
 // for every tab over a BroadcastChannel.
 //
 // Files: runtime_js.go (open, close, the API), triggers_js.go (the

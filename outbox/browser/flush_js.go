@@ -171,7 +171,7 @@ func (r *Runtime) own(ctx context.Context, reason string, steal bool) (lease out
 	r.owning, r.flushing, r.lease, r.lastStep = true, true, lease, time.Now()
 	r.mu.Unlock()
 	// Announce the takeover: waiting tabs stop their status timers.
-	r.post(KindStatusAnswer, r.answerPayload(lease, 0))
+	r.post(kindStatusAnswer, r.answerPayload(lease, 0))
 	r.markDirty(true)
 	return lease, user, false, nil
 }
@@ -275,7 +275,7 @@ func (r *Runtime) scheduleNext(user string) {
 	if err != nil {
 		return
 	}
-	next := NextDue(recs)
+	next := nextDue(recs)
 	if next.IsZero() {
 		return
 	}
@@ -296,7 +296,7 @@ func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, out
 	if resp.Status != 200 {
 		return 0, outbox.FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answered "+strconv.Itoa(resp.Status)))
 	}
-	tok, ok := ParseFenceToken(resp.Body)
+	tok, ok := parseFenceToken(resp.Body)
 	if !ok {
 		return 0, outbox.FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
 	}

@@ -122,7 +122,7 @@ type Runtime struct {
 	contended    bool      // our last attempt found the lock held
 	dirtyLocal   bool
 	dirtyRemote  bool
-	wd           *Watchdog
+	wd           *watchdog
 	last         RuntimeStatus
 	remoteFence  uint64
 	remoteOwner  string
@@ -174,7 +174,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		cfg: cfg, id: randid.New(), lockName: lockName,
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
 		wdWake: make(chan struct{}, 1),
-		evCh:   make(chan outbox.Event, 4096), wd: NewWatchdog(cfg.Watch),
+		evCh:   make(chan outbox.Event, 4096), wd: newWatchdog(cfg.Watch),
 		statusSubs: map[int]func(RuntimeStatus){}, eventSubs: map[int]func(outbox.Event){},
 	}
 	r.store = cfg.Store
@@ -368,7 +368,7 @@ func (r *Runtime) DeadLetters(ctx context.Context) ([]outbox.Record, error) {
 func (r *Runtime) Retry(ctx context.Context, id string) error {
 	err := r.ob.Retry(ctx, id)
 	if err == nil {
-		r.post(KindOutboxChanged, js.Undefined())
+		r.post(kindOutboxChanged, js.Undefined())
 		r.markDirty(true)
 		r.Kick("retry")
 	}
@@ -403,7 +403,7 @@ func (r *Runtime) Resume(ctx context.Context) error {
 		r.mu.Lock()
 		r.last.Paused = false
 		r.mu.Unlock()
-		r.post(KindOutboxChanged, js.Undefined())
+		r.post(kindOutboxChanged, js.Undefined())
 		r.Kick("resume")
 	}
 	r.markDirty(true)
@@ -431,8 +431,8 @@ func (r *Runtime) OnEvent(fn func(outbox.Event)) func() {
 	return func() { r.mu.Lock(); delete(r.eventSubs, id); r.mu.Unlock() }
 }
 
-// LastStatus returns the last status pushed (no IndexedDB read).
-func (r *Runtime) LastStatus() RuntimeStatus {
+// lastStatus returns the last status pushed (no IndexedDB read).
+func (r *Runtime) lastStatus() RuntimeStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last

@@ -385,7 +385,7 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 	var mu sync.Mutex
 	var got []time.Time
 	defer ch.Subscribe(func(m channel.Message) {
-		if m.Kind == KindOutboxChanged {
+		if m.Kind == kindOutboxChanged {
 			mu.Lock()
 			got = append(got, time.Now())
 			mu.Unlock()

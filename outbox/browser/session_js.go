@@ -10,12 +10,12 @@ import (
 	"github.com/tabfence/tabfence/outbox"
 )
 
-// KindSessionChanged announces that a tab changed the queue's session. Its
+// kindSessionChanged announces that a tab changed the queue's session. Its
 // payload is the new generation, nothing else: any same-origin script reads
 // the channel, so no user id or credential is posted. It is a hint (see
 // session.go): tabs stop flushing under an older session and read the
 // stored one.
-const KindSessionChanged = "SESSION_CHANGED"
+const kindSessionChanged = "SESSION_CHANGED"
 
 // openSession starts a runtime's session: a configured user logs in (for
 // every tab), otherwise the tab takes the queue's stored session as its own.
@@ -35,10 +35,10 @@ func (r *Runtime) openSession(ctx context.Context, s outbox.Session) error {
 func (r *Runtime) announceSession(s outbox.Session) {
 	o := js.Global().Get("Object").New()
 	o.Set("gen", float64(s.AuthGeneration))
-	r.post(KindSessionChanged, o)
+	r.post(kindSessionChanged, o)
 }
 
-// onSessionAnnounced handles another tab's KindSessionChanged: a flush of
+// onSessionAnnounced handles another tab's kindSessionChanged: a flush of
 // this tab stops before its next send, and the stored session is read from
 // a goroutine (never from the message's callback).
 func (r *Runtime) onSessionAnnounced(p js.Value) {

@@ -130,7 +130,7 @@ func (r *Runtime) statusLoop() {
 		r.dirtyLocal, r.dirtyRemote = false, false
 		r.mu.Unlock()
 		if local {
-			r.post(KindStatusChanged, js.Undefined())
+			r.post(kindStatusChanged, js.Undefined())
 		}
 		began := time.Now()
 		r.mu.Lock()
@@ -151,8 +151,8 @@ func (r *Runtime) statusLoop() {
 		r.readCost = time.Since(began)
 		resumed := r.last.Paused && !st.Paused
 		r.last = st
-		due := HasDueWork(st.Projection) && r.contended
-		act := r.wd.Observe(time.Now(), ProgressMark(st.Projection), st.LastAckAt, st.OldestPendingAt, due, r.owning)
+		due := hasDueWork(st.Projection) && r.contended
+		act := r.wd.Observe(time.Now(), progressMark(st.Projection), st.LastAckAt, st.OldestPendingAt, due, r.owning)
 		subs := make([]func(RuntimeStatus), 0, len(r.statusSubs))
 		for _, fn := range r.statusSubs {
 			subs = append(subs, fn)

@@ -73,11 +73,11 @@ func (r *Runtime) onMessage(m channel.Message) {
 		return
 	}
 	switch m.Kind {
-	case KindOutboxChanged:
+	case kindOutboxChanged:
 		r.Kick("broadcast")
-	case KindStatusChanged:
+	case kindStatusChanged:
 		r.markDirty(false)
-	case KindSessionChanged:
+	case kindSessionChanged:
 		r.onSessionAnnounced(m.Payload)
 	case kindStolen:
 		// Another tab stole the flush lock from a frozen or hung owner.
@@ -98,7 +98,7 @@ func (r *Runtime) onMessage(m channel.Message) {
 		if busy && (target == "" || target == r.id || r.frozen.Load()) {
 			r.abortTxns()
 		}
-	case KindStatusAsk:
+	case kindStatusAsk:
 		r.mu.Lock()
 		owning, lease := r.owning, r.lease
 		stalled := time.Duration(0)
@@ -118,11 +118,11 @@ func (r *Runtime) onMessage(m channel.Message) {
 			if r.mute.Load() {
 				return nil
 			}
-			r.post(KindStatusAnswer, r.answerPayload(lease, stalled))
+			r.post(kindStatusAnswer, r.answerPayload(lease, stalled))
 			return nil
 		})
 		js.Global().Call("setTimeout", cb.Value, 0)
-	case KindStatusAnswer:
+	case kindStatusAnswer:
 		p := m.Payload
 		var fence uint64
 		var stalled time.Duration
@@ -138,7 +138,7 @@ func (r *Runtime) onMessage(m channel.Message) {
 		r.remoteOwner, r.remoteFence = m.Owner, fence
 		act := r.wd.Answer(time.Now(), stalled)
 		r.mu.Unlock()
-		if act == WatchSteal {
+		if act == watchSteal {
 			r.requestSteal()
 		}
 		r.markDirty(false)

@@ -45,7 +45,7 @@ func (r *Runtime) watchLoop() {
 		}
 		r.mu.Lock()
 		now := time.Now()
-		var act WatchAction
+		var act watchAction
 		if since := r.readingSince; !since.IsZero() && r.contended && !r.owning && now.Sub(since) >= r.wd.Config().StallAfter {
 			act = r.wd.Suspect(now, since)
 		} else {
@@ -56,11 +56,11 @@ func (r *Runtime) watchLoop() {
 	}
 }
 
-func (r *Runtime) watchAct(act WatchAction) {
+func (r *Runtime) watchAct(act watchAction) {
 	switch act {
-	case WatchAsk:
-		r.post(KindStatusAsk, js.Undefined())
-	case WatchSteal:
+	case watchAsk:
+		r.post(kindStatusAsk, js.Undefined())
+	case watchSteal:
 		r.requestSteal()
 	}
 }

@@ -14,32 +14,32 @@ import (
 // Channel message kinds of a Runtime. All are hints: the queue in the Store
 // is the truth, and the flush lock deduplicates the work they trigger.
 const (
-	KindOutboxChanged = "OUTBOX_CHANGED" // an enqueue committed: flush
-	KindStatusChanged = "STATUS_CHANGED" // the projection changed: re-read it
-	KindStatusAsk     = "status?"        // a waiting tab asks the flush owner
-	KindStatusAnswer  = "status!"        // the flush owner is alive (and announces takeovers)
+	kindOutboxChanged = "OUTBOX_CHANGED" // an enqueue committed: flush
+	kindStatusChanged = "STATUS_CHANGED" // the projection changed: re-read it
+	kindStatusAsk     = "status?"        // a waiting tab asks the flush owner
+	kindStatusAnswer  = "status!"        // the flush owner is alive (and announces takeovers)
 )
 
-// WatchAction is what the Watchdog tells its tab to do.
-type WatchAction int
+// watchAction is what the watchdog tells its tab to do.
+type watchAction int
 
 const (
-	WatchNone  WatchAction = iota
-	WatchAsk               // post "status?" to the flush owner
-	WatchSteal             // no answer in time: steal the lock and flush
+	watchNone  watchAction = iota
+	watchAsk               // post "status?" to the flush owner
+	watchSteal             // no answer in time: steal the lock and flush
 )
 
-func (a WatchAction) String() string {
+func (a watchAction) String() string {
 	switch a {
-	case WatchAsk:
+	case watchAsk:
 		return "ask"
-	case WatchSteal:
+	case watchSteal:
 		return "steal"
 	}
 	return "none"
 }
 
-// WatchConfig tunes the Watchdog. Zero fields take the defaults.
+// WatchConfig tunes the watchdog. Zero fields take the defaults.
 type WatchConfig struct {
 	// StallAfter is how long due work may see no progress before the tab
 	// asks the owner for its status (default 1 s).
@@ -66,17 +66,17 @@ func (c WatchConfig) withDefaults() WatchConfig {
 	return c
 }
 
-// Watchdog detects a flush owner that is alive but useless (a frozen or hung
+// watchdog detects a flush owner that is alive but useless (a frozen or hung
 // tab keeps its Web Lock, so the lock alone never hands the queue over). It
 // is a pure state machine: feed it what the tab observes, act on what it
 // returns, and call Tick at NextWake.
 //
 // A tab that is not the owner and sees due work (pending or in-flight
 // records) arms it. If the progress mark does not change for StallAfter, it
-// asks (WatchAsk); an answer from a live owner re-arms the stall timer; no
-// answer within StatusTimeout -> WatchSteal. Any progress, the tab becoming
+// asks (watchAsk); an answer from a live owner re-arms the stall timer; no
+// answer within StatusTimeout -> watchSteal. Any progress, the tab becoming
 // owner, or the work going away disarms it.
-type Watchdog struct {
+type watchdog struct {
 	cfg        WatchConfig
 	armed      bool
 	mark       string
@@ -86,14 +86,14 @@ type Watchdog struct {
 	askedAt    time.Time
 }
 
-// NewWatchdog returns a disarmed watchdog.
-func NewWatchdog(cfg WatchConfig) *Watchdog { return &Watchdog{cfg: cfg.withDefaults()} }
+// newWatchdog returns a disarmed watchdog.
+func newWatchdog(cfg WatchConfig) *watchdog { return &watchdog{cfg: cfg.withDefaults()} }
 
 // Config returns the effective configuration.
-func (w *Watchdog) Config() WatchConfig { return w.cfg }
+func (w *watchdog) Config() WatchConfig { return w.cfg }
 
 // Observe feeds one look at the queue: mark is the progress mark of the
-// projection (ProgressMark), ackedAt its LastAckAt, oldest its
+// projection (progressMark), ackedAt its LastAckAt, oldest its
 // OldestPendingAt, due whether there is work the owner should be doing,
 // owner whether this tab holds the flush lock.
 //
@@ -111,14 +111,14 @@ func (w *Watchdog) Config() WatchConfig { return w.cfg }
 // frozen right after its last ack is asked, and stolen from, as soon as if
 // the tab had seen the ack at once, and an ask already outstanding when such
 // older news arrives still stands.
-func (w *Watchdog) Observe(now time.Time, mark string, ackedAt, oldest time.Time, due, owner bool) WatchAction {
+func (w *watchdog) Observe(now time.Time, mark string, ackedAt, oldest time.Time, due, owner bool) watchAction {
 	newAck := ackedAt.After(w.ackedAt)
 	if newAck {
 		w.ackedAt = ackedAt
 	}
 	if owner || !due {
 		w.disarm(mark)
-		return WatchNone
+		return watchNone
 	}
 	if !w.armed {
 		w.armed, w.mark, w.progressAt, w.asking = true, mark, now, false
@@ -141,31 +141,31 @@ func (w *Watchdog) Observe(now time.Time, mark string, ackedAt, oldest time.Time
 		}
 		if !w.asking || !at.Before(w.askedAt) {
 			w.asking = false
-			return WatchNone
+			return watchNone
 		}
 	}
 	return w.Tick(now)
 }
 
-// Tick advances time. It returns WatchAsk once per stall and WatchSteal
+// Tick advances time. It returns watchAsk once per stall and watchSteal
 // when the owner did not answer in time (the watchdog then restarts its
 // stall timer, so a failed steal is retried later rather than in a loop).
-func (w *Watchdog) Tick(now time.Time) WatchAction {
+func (w *watchdog) Tick(now time.Time) watchAction {
 	if !w.armed {
-		return WatchNone
+		return watchNone
 	}
 	if w.asking {
 		if now.Sub(w.askedAt) >= w.cfg.StatusTimeout {
 			w.asking, w.progressAt = false, now
-			return WatchSteal
+			return watchSteal
 		}
-		return WatchNone
+		return watchNone
 	}
 	if now.Sub(w.progressAt) >= w.cfg.StallAfter {
 		w.asking, w.askedAt = true, now
-		return WatchAsk
+		return watchAsk
 	}
-	return WatchNone
+	return watchNone
 }
 
 // Suspect arms a disarmed watchdog as if the progress mark had last changed
@@ -173,7 +173,7 @@ func (w *Watchdog) Tick(now time.Time) WatchAction {
 // IndexedDB transaction blocks every read), so it cannot see progress nor
 // due work, but knows another tab holds the lock. An armed watchdog is left
 // as it is.
-func (w *Watchdog) Suspect(now, since time.Time) WatchAction {
+func (w *watchdog) Suspect(now, since time.Time) watchAction {
 	if !w.armed {
 		w.armed, w.progressAt, w.asking = true, since, false
 	}
@@ -183,26 +183,26 @@ func (w *Watchdog) Suspect(now, since time.Time) WatchAction {
 // Answer feeds an owner's "status!": stalled is how long the owner itself
 // has been waiting on one step (0 if unknown). A live owner re-arms the stall
 // timer; one stalled beyond HungAfter is stolen from at once.
-func (w *Watchdog) Answer(now time.Time, stalled time.Duration) WatchAction {
+func (w *watchdog) Answer(now time.Time, stalled time.Duration) watchAction {
 	if !w.armed {
-		return WatchNone
+		return watchNone
 	}
 	if stalled > w.cfg.HungAfter {
 		w.asking, w.progressAt = false, now
-		return WatchSteal
+		return watchSteal
 	}
 	w.asking, w.progressAt = false, now
-	return WatchNone
+	return watchNone
 }
 
 // Asking reports whether a "status?" is outstanding.
-func (w *Watchdog) Asking() bool { return w.asking }
+func (w *watchdog) Asking() bool { return w.asking }
 
 // Armed reports whether the watchdog is watching an owner.
-func (w *Watchdog) Armed() bool { return w.armed }
+func (w *watchdog) Armed() bool { return w.armed }
 
 // NextWake returns when Tick should run next (zero: not armed).
-func (w *Watchdog) NextWake() time.Time {
+func (w *watchdog) NextWake() time.Time {
 	switch {
 	case !w.armed:
 		return time.Time{}
@@ -212,14 +212,14 @@ func (w *Watchdog) NextWake() time.Time {
 	return w.progressAt.Add(w.cfg.StallAfter)
 }
 
-func (w *Watchdog) disarm(mark string) {
+func (w *watchdog) disarm(mark string) {
 	w.armed, w.asking, w.mark = false, false, mark
 }
 
-// ProgressMark summarises what a flush owner changes as it works: settled
+// progressMark summarises what a flush owner changes as it works: settled
 // and failed counts, what is in flight, and the last flush time. An enqueue
 // only adds pending records and is not progress.
-func ProgressMark(p outbox.Projection) string {
+func progressMark(p outbox.Projection) string {
 	b := make([]byte, 0, 64)
 	for _, n := range []int{p.Acked, p.DeadLetter, p.Terminal, p.Conflict, p.Failed, p.Sending} {
 		b = strconv.AppendInt(b, int64(n), 10)
@@ -229,18 +229,18 @@ func ProgressMark(p outbox.Projection) string {
 	return string(b)
 }
 
-// HasDueWork reports whether the projection shows work a flush owner should
+// hasDueWork reports whether the projection shows work a flush owner should
 // be doing now: pending or in-flight records. Records waiting out a backoff
 // are not counted (their timer is the owner's business).
-func HasDueWork(p outbox.Projection) bool {
+func hasDueWork(p outbox.Projection) bool {
 	return p.Pending+p.Sending > 0 && !p.Paused && !outbox.SessionHeldNow(p.Meta)
 }
 
-// ParseFenceToken reads the token of a POST /fence/{resource} answer,
+// parseFenceToken reads the token of a POST /fence/{resource} answer,
 // {"resource": "...", "token": N}, without a JSON decoder (the wasm build
 // stays free of encoding/json). ok is false if there is no positive integer
 // token member.
-func ParseFenceToken(body []byte) (uint64, bool) {
+func parseFenceToken(body []byte) (uint64, bool) {
 	const key = `"token"`
 	for i := 0; i+len(key) <= len(body); i++ {
 		if string(body[i:i+len(key)]) != key {
@@ -279,9 +279,9 @@ func ParseFenceToken(body []byte) (uint64, bool) {
 	return 0, false
 }
 
-// NextDue returns the earliest NextAttemptAt of the waiting records among
+// nextDue returns the earliest NextAttemptAt of the waiting records among
 // recs (zero if none): when the owner's timer should fire.
-func NextDue(recs []outbox.Record) time.Time {
+func nextDue(recs []outbox.Record) time.Time {
 	var t time.Time
 	for i := range recs {
 		r := &recs[i]
