@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/idbstore"
@@ -84,9 +86,7 @@ func openRT(t *testing.T, name string, mut func(*RuntimeConfig)) *Runtime {
 		mut(&cfg)
 	}
 	r, err := OpenRuntime(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
 	return r
 }
@@ -95,9 +95,7 @@ func uniq(p string) string { return p + strconv.FormatInt(time.Now().UnixNano(),
 
 func acked(t *testing.T, r *Runtime) int {
 	st, err := r.Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return st.Acked
 }
 
@@ -122,9 +120,8 @@ func TestRuntimeTwoInstancesDeliverOnce(t *testing.T) {
 		if i%2 == 1 {
 			r = b
 		}
-		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n" + strconv.Itoa(i%5), Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n" + strconv.Itoa(i%5), Payload: []byte(`{"i":` + strconv.Itoa(i) + `}`)})
+		require.NoError(t, err)
 	}
 	waitFor(t, "all acked", 10*time.Second, func() bool { return acked(t, a) == n })
 	if got := rx.Get("effects").Int(); got != n {
@@ -146,9 +143,8 @@ func silentOwner(t *testing.T, rx js.Value, name string) *Runtime {
 	a.mute.Store(true)
 	rx.Set("holdToken", 1) // the first owner's requests never come back
 	for i := 0; i < 5; i++ {
-		if _, err := a.Enqueue(context.Background(), outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := a.Enqueue(context.Background(), outbox.Op{OperationType: "put", EntityType: "note", EntityID: "n", Payload: []byte("{}")})
+		require.NoError(t, err)
 	}
 	waitFor(t, "a owns and its send hangs", 3*time.Second, func() bool { return rx.Get("held").Length() == 1 })
 	return a
@@ -234,9 +230,8 @@ func TestRuntimeLeaseFallback(t *testing.T) {
 		if i%2 == 1 {
 			r = b
 		}
-		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "e" + strconv.Itoa(i%3), Payload: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "e" + strconv.Itoa(i%3), Payload: []byte("{}")})
+		require.NoError(t, err)
 	}
 	waitFor(t, "all acked", 10*time.Second, func() bool { return acked(t, a) == 20 })
 	if rx.Get("effects").Int() != 20 {
@@ -252,24 +247,18 @@ func TestRuntimeRetryAndSessionBoundary(t *testing.T) {
 	ctx := context.Background()
 	a := openRT(t, name, nil)
 	rx.Set("fail", 3)
-	if _, err := a.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "x", Payload: []byte("{}")}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := a.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "x", Payload: []byte("{}")})
+	require.NoError(t, err)
 	waitFor(t, "acked after the storm", 5*time.Second, func() bool { return acked(t, a) == 1 })
-	if err := a.Pause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Pause(ctx))
 	for i := 0; i < 3; i++ {
 		a.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "y", Payload: []byte("{}")})
 	}
-	if _, err := a.Logout(ctx, false); err != nil {
-		t.Fatal(err)
-	}
+	_, err = a.Logout(ctx, false)
+	require.NoError(t, err)
 	b := openRT(t, name, func(c *RuntimeConfig) { c.Session = outbox.Session{UserID: "bob"} })
 	b.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "z", Payload: []byte("{}")})
-	if err := b.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Resume(ctx))
 	waitFor(t, "bob's record acked", 5*time.Second, func() bool { return acked(t, b) == 2 })
 	time.Sleep(200 * time.Millisecond)
 	log := rx.Get("log")
@@ -301,29 +290,22 @@ func TestRuntimeFlushCost(t *testing.T) {
 		for _, entities := range []int{1, 8} {
 			name := uniq("cost")
 			st, err := idbstore.Open(ctx, dbName(name), idbstore.WithDurability(dur))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			r := openRT(t, name, func(c *RuntimeConfig) {
 				c.Store = st
 				c.Session = outbox.Session{}
 				c.StatusDebounce = 10 * time.Second
 			})
 			r.ob.Login(context.Background(), outbox.Session{UserID: "alice"})
-			if err := r.ob.Pause(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.ob.Pause(ctx))
 			const n = 200
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				if _, err := r.ob.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "e" + strconv.Itoa(i%entities), Payload: []byte("{}")}); err != nil {
-					t.Fatal(err)
-				}
+				_, err := r.ob.Enqueue(ctx, outbox.Op{OperationType: "put", EntityType: "note", EntityID: "e" + strconv.Itoa(i%entities), Payload: []byte("{}")})
+				require.NoError(t, err)
 			}
 			enq := time.Since(start)
-			if err := r.ob.Resume(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.ob.Resume(ctx))
 			start = time.Now()
 			rep, skipped, err := r.Flush(ctx)
 			if err != nil || rep.Acked != n {
@@ -343,25 +325,21 @@ func TestRuntimeEnqueueCost(t *testing.T) {
 	installMock(t)
 	ctx := context.Background()
 	r := openRT(t, uniq("enqcost"), nil)
-	if err := r.Pause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Pause(ctx))
 	const n = 200
 	op := outbox.Op{OperationType: "put", EntityType: "note", Payload: []byte(`{"id":"x","text":"hello"}`)}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		op.EntityID = "a" + strconv.Itoa(i)
-		if _, err := r.ob.Enqueue(ctx, op); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.ob.Enqueue(ctx, op)
+		require.NoError(t, err)
 	}
 	store := time.Since(start)
 	start = time.Now()
 	for i := 0; i < n; i++ {
 		op.EntityID = "b" + strconv.Itoa(i)
-		if _, err := r.Enqueue(ctx, op); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Enqueue(ctx, op)
+		require.NoError(t, err)
 	}
 	full := time.Since(start)
 	t.Logf("enqueue: store %.2f ms/op, runtime %.2f ms/op", float64(store.Microseconds())/1000/n, float64(full.Microseconds())/1000/n)
@@ -374,13 +352,9 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 	installMock(t)
 	ctx := context.Background()
 	r := openRT(t, uniq("announce"), nil)
-	if err := r.Pause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Pause(ctx))
 	ch, err := channel.Open(r.LockName())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ch.Close()
 	var mu sync.Mutex
 	var got []time.Time
@@ -402,9 +376,8 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 
 	// A lone enqueue is announced at once (well before the interval).
 	start := time.Now()
-	if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "lone", Payload: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "lone", Payload: []byte(`{}`)})
+	require.NoError(t, err)
 	waitFor(t, "the lone announcement", 2*time.Second, func() bool { n, _ := count(); return n == 1 })
 	if _, at := count(); at.Before(start) {
 		t.Fatal("announced before the enqueue")
@@ -415,9 +388,8 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 	const n = 30
 	var last time.Time
 	for i := 0; i < n; i++ {
-		if _, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "b" + strconv.Itoa(i), Payload: []byte(`{}`)}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Enqueue(ctx, outbox.Op{OperationType: "put", EntityID: "b" + strconv.Itoa(i), Payload: []byte(`{}`)})
+		require.NoError(t, err)
 		last = time.Now()
 	}
 	waitFor(t, "an announcement after the burst", 2*time.Second, func() bool { _, at := count(); return !at.Before(last) })

@@ -68,9 +68,7 @@ func TestFetchTransportServer(t *testing.T) {
 	body := []byte{0, 1, 2, 250, '{', '}'}
 	resp, err := tr.Send(ctx, outbox.Request{Method: "POST", Endpoint: "/echo", Body: body, UserID: "alice",
 		Header: outbox.Header{wire.HeaderIdempotencyKey: `"k1"`, wire.HeaderOperationID: "op1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if resp.Status != 201 || !bytes.Equal(resp.Body, body) || authorized != 1 {
 		t.Fatalf("echo: %+v", resp)
 	}
@@ -118,20 +116,15 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 	ob, err := outbox.New(outbox.Config{Name: "e2e", Store: s, Endpoint: "/commands?run=" + run,
 		Transport: &fetch.Transport{BaseURL: base, Fetch: realFetch},
 		Policies:  map[string]outbox.Policy{"comment": {Dedupe: outbox.Append}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 	const n = 40
 	for i := 0; i < n; i++ {
-		if _, err := ob.Enqueue(ctx, outbox.Op{OperationType: "comment", EntityID: "n" + strconv.Itoa(i%4), Payload: []byte(strconv.Itoa(i))}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := ob.Enqueue(ctx, outbox.Op{OperationType: "comment", EntityID: "n" + strconv.Itoa(i%4), Payload: []byte(strconv.Itoa(i))})
+		require.NoError(t, err)
 	}
 	lease, err := ob.Acquire(ctx, "tab1", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := ob.Flush(ctx, lease)
 	if err != nil || rep.Acked != n {
 		t.Fatalf("flush %+v %v", rep, err)

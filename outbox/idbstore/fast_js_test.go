@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -60,9 +62,7 @@ func TestPackedDecodeAgrees(t *testing.T) {
 	}
 	for _, c := range plain {
 		slow, err := decodeRecordSlow(c.v)
-		if err != nil {
-			t.Fatalf("%s: the slow path refuses it: %v", c.name, err)
-		}
+		require.NoError(t, err, "%s: the slow path refuses it", c.name)
 		fast, ok := decodePacked(c.v)
 		if !ok {
 			t.Fatalf("%s: the packed read gave way on a plain record", c.name)

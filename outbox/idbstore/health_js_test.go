@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -22,9 +24,7 @@ func TestIDBMetaFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := s.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	g := p.Failure
 	if g.Kind != f.Kind || !g.Since.Equal(f.Since) || !g.NextAttemptAt.Equal(f.NextAttemptAt) || !sameError(&g.Error, &f.Error) || !sameError(p.LastError, &f.Error) {
 		t.Fatalf("failure %+v, last error %+v", p.Failure, p.LastError)

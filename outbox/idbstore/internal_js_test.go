@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
@@ -29,9 +31,7 @@ func SetClaimPage(s *Store, n int) { s.claimPage = n }
 func openTestStore(t *testing.T, name string, opts ...Option) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), name, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -43,17 +43,13 @@ func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, "tabfence-outbox:txn-abort")
 	tx, err := s.begin("test", idb.ReadWrite, storeRecords)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	recs, _ := tx.store(storeRecords)
 	r := outbox.Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: outbox.StatusPending, Seq: 1}
-	if _, err := tx.call(recs, "put", encodeRecord(&r, js.Undefined())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.call(recs, "add", encodeRecord(&r, js.Undefined())); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tx.call(recs, "put", encodeRecord(&r, js.Undefined()))
+	require.NoError(t, err)
+	_, err = tx.call(recs, "add", encodeRecord(&r, js.Undefined()))
+	require.NoError(t, err)
 	last, _ := tx.call(recs, "count")
 	werr := tx.wait(last)
 	ferr := tx.finish()
@@ -101,9 +97,7 @@ func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 	}
 	v := encodeRecord(&rec, js.Undefined())
 	got, err := decodeRecord(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !reflect.DeepEqual(got, rec) {
 		t.Fatalf("got  %+v\nwant %+v", got, rec)
 	}
@@ -133,9 +127,8 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 		id := "r" + string(rune('a'+i))
 		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
 			PayloadSchemaVersion: c.ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
-		if _, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}})
+		require.NoError(t, err)
 		if c.st != outbox.StatusPending {
 			if _, err := s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = c.st; return nil }); err != nil {
 				t.Fatal(err)
@@ -144,26 +137,18 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 	}
 	ob, err := outbox.New(outbox.Config{Store: s, Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) { return outbox.Response{}, nil }),
 		Policies: map[string]outbox.Policy{"x": {Dedupe: outbox.Append}}, SchemaVersion: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := ob.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Unsupported: the pending v3 record and the failed v2 one (newer);
 	// not the settled ones, nor v0 (schema 1, the runtime's).
 	all, err := ob.Unsupported(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if p.Unsupported != 2 || len(all) != 2 {
 		t.Fatalf("unsupported %d, generic path %d, want 2", p.Unsupported, len(all))
 	}
 	base, err := s.Status(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	base.Unsupported, base.OldestPendingAge = p.Unsupported, p.OldestPendingAge
 	if !reflect.DeepEqual(base, p) {
 		t.Fatalf("projection %+v, Status %+v", p, base)
@@ -181,9 +166,7 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	db, err := idb.OpenDatabase(ctx, name, 1, idb.OpenOptions{
 		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, 1) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if db.Get("objectStoreNames").Length() != 4 || db.Call("transaction", storeRecords).Call("objectStore", storeRecords).Get("indexNames").Call("contains", indexSchema).Bool() {
 		t.Fatal("version 1 schema not as it was")
 	}
@@ -209,16 +192,12 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("version %d after open, want %d", v, idbVersion)
 	}
 	p, err := s.StatusSchema(ctx, outbox.SchemaGate{Version: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if p.Pending != 4 || p.Unsupported != 2 || !p.OldestPendingAt.Equal(at) {
 		t.Fatalf("status after upgrade %+v", p)
 	}
 	l, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab", at, time.Minute, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 2 || got[0].ID != "ra" || got[1].ID != "rc" {
 		t.Fatalf("claim after upgrade: %+v %v", got, err)
@@ -237,9 +216,8 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 		t.Helper()
 		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
 			PayloadSchemaVersion: ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
-		if _, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}})
+		require.NoError(t, err)
 		if st != outbox.StatusPending {
 			var err error
 			if rec, err = s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = st; return nil }); err != nil {
@@ -272,9 +250,7 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	check := func(pending int) {
 		t.Helper()
 		p, err := s.StatusSchema(ctx, gate)
-		if err != nil {
-			t.Fatalf("status read: %v", err)
-		}
+		require.NoError(t, err, "status read")
 		if p.Unsupported != 2 || p.Pending != pending || p.Acked != 6 || s.corrupt.Load() != 0 {
 			t.Fatalf("status %+v, corrupt %d", p, s.corrupt.Load())
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -40,9 +42,7 @@ func TestFreshRecordJSON(t *testing.T) {
 	// numbers omitted; id, status and userId always present.
 	acked := outbox.Record{ID: "x", Status: outbox.StatusAcked, UserID: ""}
 	got = nil
-	if err := json.Unmarshal(appendRecordJSON(nil, &acked, false), &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(appendRecordJSON(nil, &acked, false), &got))
 	want = map[string]any{"v": 1.0, "id": "x", "status": "acked", "userId": ""}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
@@ -70,9 +70,7 @@ func TestRewriteRecordJSON(t *testing.T) {
 	}
 	rec.Seq, rec.Status, rec.OperationKey = 9, outbox.StatusPending, "k"
 	got = nil
-	if err := json.Unmarshal(appendRecordJSON(nil, &rec, true), &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(appendRecordJSON(nil, &rec, true), &got))
 	if got["seq"] != 9.0 || got[fieldLive] != 1.0 || got[fieldEntity] != rec.EntityKey() || len(got[fieldOpKey].([]any)) != 2 {
 		t.Fatalf("seq or derived fields missing: %v", got)
 	}

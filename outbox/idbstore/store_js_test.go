@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/idbstore"
@@ -31,9 +33,7 @@ func openFresh(t *testing.T, opts ...idbstore.Option) *idbstore.Store {
 	t.Helper()
 	name := dbName("test-" + strconv.FormatInt(dbSeq.Add(1), 10))
 	s, err := idbstore.Open(context.Background(), name, opts...)
-	if err != nil {
-		t.Fatalf("open %s: %v", name, err)
-	}
+	require.NoError(t, err, "open %s", name)
 	t.Cleanup(func() {
 		s.Close()
 		_, _ = jsglue.Await(context.Background(), jsEval(`(n) => new Promise(r => { const q = indexedDB.deleteDatabase(n); q.onsuccess = q.onerror = q.onblocked = () => r(); })`).Invoke(name))
@@ -58,9 +58,7 @@ func rawPut(t *testing.T, name, store string, value js.Value) {
 			tx.onabort = () => { db.close(); rej(tx.error); };
 		};
 	})`).Invoke(name, store, value))
-	if err != nil {
-		t.Fatalf("raw put: %v", err)
-	}
+	require.NoError(t, err, "raw put")
 }
 
 func rawGet(t *testing.T, name, store, key string) js.Value {
@@ -76,9 +74,7 @@ func rawGet(t *testing.T, name, store, key string) js.Value {
 			r.onerror = () => { db.close(); rej(r.error); };
 		};
 	})`).Invoke(name, store, key))
-	if err != nil {
-		t.Fatalf("raw get: %v", err)
-	}
+	require.NoError(t, err, "raw get")
 	return v
 }
 
@@ -105,9 +101,7 @@ func idbConformance(t *testing.T, claimPage int) {
 func enq(t *testing.T, s outbox.Store, r outbox.Record, inline int) outbox.EnqueueResult {
 	t.Helper()
 	res, err := s.Enqueue(context.Background(), outbox.EnqueueRequest{Record: r, Policy: outbox.Policy{Dedupe: outbox.Append}, InlineLimit: inline})
-	if err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
+	require.NoError(t, err, "enqueue")
 	return res
 }
 
@@ -117,9 +111,7 @@ func TestIDBDurableAcrossReopen(t *testing.T) {
 	big := bytes.Repeat([]byte("b"), 1000)
 	a := enq(t, s, storetest.NewRecord("a", "alice", "comment", "", "n1", big), 100)
 	lease, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := s.UpdateMeta(ctx, func(m *outbox.Meta) error { m.AuthPaused = []string{"bob"}; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -128,9 +120,7 @@ func TestIDBDurableAcrossReopen(t *testing.T) {
 		t.Fatalf("closed store: %v", err)
 	}
 	s2, err := idbstore.Open(ctx, s.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s2.Close()
 	g, err := s2.Get(ctx, "a")
 	if err != nil || storetest.SameRecord(a.Record, g) != "" {
@@ -187,9 +177,8 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}
 	}
 	idbstore.SetIDBTestHook(nil)
-	if _, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
+	require.NoError(t, err)
 	rs, err := s.List(ctx, outbox.Filter{})
 	if err != nil || len(rs) != 1 || storetest.SameRecord(first.Record, rs[0]) != "" {
 		t.Fatalf("store changed: %+v %v", rs, err)
@@ -237,15 +226,11 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	}
 	// A claim that writes (it recovers a dead owner's record) and fails
 	// after its writes leaves the record as it was.
-	if err := charge(l, storetest.T0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, charge(l, storetest.T0))
 	sending, _ := s.Get(ctx, claimed[0].ID)
 	later := storetest.T0.Add(time.Hour)
 	l2, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", later, time.Minute, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	idbstore.SetIDBTestHook(func(o, _ string) error {
 		if o == "claim" {
 			return boom
@@ -275,9 +260,7 @@ func TestIDBRealQuota(t *testing.T) {
 		t.Skipf("storage bucket with a quota refused: %v", err)
 	}
 	s, err := idbstore.Open(ctx, dbName("quota"), idbstore.WithIDBFactory(bucket.Get("indexedDB")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	payload := bytes.Repeat([]byte("q"), 48<<10)
 	var qerr error
@@ -353,9 +336,7 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 		idempotencyKey: "kf", payloadSchemaVersion: 7, payload: new Uint8Array([1,2,3]), nextAttemptAt: 0,
 		futureField: {nested: [1, "x"]}, _live: 50, _entity: "\u0001future"})`))
 	l, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 10, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 1 || got[0].ID != "good" {
 		t.Fatalf("claim: %+v %v", got, err)
@@ -383,18 +364,14 @@ func TestIDBTwoConnections(t *testing.T) {
 	ctx := context.Background()
 	s1 := openFresh(t)
 	s2, err := idbstore.Open(ctx, s1.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s2.Close()
 	enq(t, s1, storetest.NewRecord("a", "alice", "comment", "", "n1", nil), 0)
 	if r, err := s2.Get(ctx, "a"); err != nil || r.ID != "a" {
 		t.Fatalf("second connection: %v", err)
 	}
 	l1, err := s1.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, false))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := s2.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", storetest.T0, time.Minute, false)); !errors.Is(err, outbox.ErrLeaseHeld) {
 		t.Fatalf("second tab took a held lease: %v", err)
 	}
@@ -473,9 +450,7 @@ func TestIDBBenchEnqueue(t *testing.T) {
 	for _, d := range []string{"strict", "default", "relaxed"} {
 		s := openFresh(t, idbstore.WithDurability(d))
 		took, err := benchEnqueue(context.Background(), s, 200)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Logf("durability %s: 200 durable enqueues in %v (%.0f/s)", d, took, 200/took.Seconds())
 	}
 }

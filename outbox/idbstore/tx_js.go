@@ -143,7 +143,7 @@ func (t *txn) finish() error {
 	if err != nil && t.aborting != nil {
 		return t.aborting
 	}
-	if ae, ok := errors.AsType[*idb.AbortedError](err); ok {
+	if ae, ok := err.(*idb.AbortedError); ok { // Tx.Await's own error, never wrapped
 		return abortError(ae.Cause)
 	}
 	return err

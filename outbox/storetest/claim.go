@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -170,9 +172,7 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 		req := outbox.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}}
 		want := outbox.PlanClaim(live, req)
 		got, err := s.Claim(bg, req)
-		if err != nil {
-			t.Fatalf("claim %d: %v", batch, err)
-		}
+		require.NoError(t, err, "claim %d", batch)
 		if ids(got) != ids(want.Claimed) {
 			t.Fatalf("claim %d: got %s, PlanClaim over the whole queue %s", batch, ids(got), ids(want.Claimed))
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -132,9 +134,8 @@ func testLease(t *testing.T, s outbox.Store) {
 	if err != nil || !r.ExpiresAt.Equal(T0.Add(40*time.Second)) || r.Token != 1 {
 		t.Fatalf("renew %+v %v", r, err)
 	}
-	if _, err := s.UpdateLease(bg, "flush", outbox.ReleaseLease(l1, T0.Add(11*time.Second))); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.UpdateLease(bg, "flush", outbox.ReleaseLease(l1, T0.Add(11*time.Second)))
+	require.NoError(t, err)
 	l2 := acquire(t, s, "tab2", T0.Add(12*time.Second), false)
 	if l2.Token != 2 || l2.Owner != "tab2" {
 		t.Fatalf("after release %+v", l2)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -103,27 +105,21 @@ func NewRecord(id, user, opType, opKey, entity string, payload []byte) outbox.Re
 func enqueue(t *testing.T, s outbox.Store, r outbox.Record, inline int) outbox.EnqueueResult {
 	t.Helper()
 	res, err := s.Enqueue(bg, outbox.EnqueueRequest{Record: r, Policy: policies[r.OperationType], InlineLimit: inline})
-	if err != nil {
-		t.Fatalf("enqueue %s: %v", r.ID, err)
-	}
+	require.NoError(t, err, "enqueue %s", r.ID)
 	return res
 }
 
 func get(t *testing.T, s outbox.Store, id string) outbox.Record {
 	t.Helper()
 	r, err := s.Get(bg, id)
-	if err != nil {
-		t.Fatalf("get %s: %v", id, err)
-	}
+	require.NoError(t, err, "get %s", id)
 	return r
 }
 
 func list(t *testing.T, s outbox.Store, f outbox.Filter) []outbox.Record {
 	t.Helper()
 	rs, err := s.List(bg, f)
-	if err != nil {
-		t.Fatalf("list: %v", err)
-	}
+	require.NoError(t, err, "list")
 	return rs
 }
 
@@ -141,9 +137,7 @@ func ids(rs []outbox.Record) string {
 func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bool) outbox.Lease {
 	t.Helper()
 	l, err := s.UpdateLease(bg, "flush", outbox.AcquireLease(owner, now, 30*time.Second, steal))
-	if err != nil {
-		t.Fatalf("acquire %s: %v", owner, err)
-	}
+	require.NoError(t, err, "acquire %s", owner)
 	return l
 }
 
@@ -154,9 +148,7 @@ func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bo
 func claim(t *testing.T, s outbox.Store, l outbox.Lease, user string, now time.Time, limit int) []outbox.Record {
 	t.Helper()
 	rs, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
-	if err != nil {
-		t.Fatalf("claim: %v", err)
-	}
+	require.NoError(t, err, "claim")
 	return take(t, s, l, now, rs, func(r outbox.Record) (outbox.Record, error) { return outbox.Claim(r, l, now, 30*time.Second) })
 }
 
@@ -172,9 +164,7 @@ func take(t *testing.T, s outbox.Store, l outbox.Lease, now time.Time, rs []outb
 		ups[i] = outbox.RecordUpdate{ID: rs[i].ID, Take: true, Fn: updateFn(tr)}
 	}
 	res, err := s.UpdateBatch(bg, l, ups)
-	if err != nil {
-		t.Fatalf("take: %v", err)
-	}
+	require.NoError(t, err, "take")
 	out := make([]outbox.Record, len(res))
 	for i, u := range res {
 		if u.Err != nil {
@@ -195,9 +185,7 @@ func transition(t *testing.T, s outbox.Store, l outbox.Lease, id string, tr func
 		*r = n
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("update %s: %v", id, err)
-	}
+	require.NoError(t, err, "update %s", id)
 	return r
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/outbox"
 )
 
@@ -113,9 +115,7 @@ func testUpdateBatch(t *testing.T, s outbox.Store) {
 			return outbox.Refund(r, l, T0.Add(2*time.Second), nil)
 		})},
 	})
-	if err != nil {
-		t.Fatalf("batch: %v", err)
-	}
+	require.NoError(t, err, "batch")
 	if order != "abd" || len(res) != 7 {
 		t.Fatalf("fns ran %q (want abd), %d results", order, len(res))
 	}
