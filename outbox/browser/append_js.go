@@ -13,9 +13,9 @@ import (
 // announceLater schedules the OUTBOX_CHANGED announcement and flush hint of
 // a committed enqueue (see later).
 func (r *Runtime) announceLater() {
-	r.laterMu.Lock()
-	r.announce = true
-	r.laterMu.Unlock()
+	r.lt.mu.Lock()
+	r.lt.announce = true
+	r.lt.mu.Unlock()
 	r.later()
 }
 
@@ -99,21 +99,21 @@ const announceEvery = 50 * time.Millisecond
 // announcement posted after its commit; a lone one at once.
 func (r *Runtime) announceChanged() {
 	now := time.Now()
-	r.laterMu.Lock()
-	if wait := r.announcedAt.Add(announceEvery).Sub(now); wait > 0 {
-		if r.announceT == nil {
-			r.announceT = time.AfterFunc(wait, func() {
-				r.laterMu.Lock()
-				r.announceT = nil
-				r.announcedAt = time.Now()
-				r.laterMu.Unlock()
+	r.lt.mu.Lock()
+	if wait := r.lt.announcedAt.Add(announceEvery).Sub(now); wait > 0 {
+		if r.lt.announceT == nil {
+			r.lt.announceT = time.AfterFunc(wait, func() {
+				r.lt.mu.Lock()
+				r.lt.announceT = nil
+				r.lt.announcedAt = time.Now()
+				r.lt.mu.Unlock()
 				r.post(kindOutboxChanged, js.Undefined())
 			})
 		}
-		r.laterMu.Unlock()
+		r.lt.mu.Unlock()
 		return
 	}
-	r.announcedAt = now
-	r.laterMu.Unlock()
+	r.lt.announcedAt = now
+	r.lt.mu.Unlock()
 	r.post(kindOutboxChanged, js.Undefined())
 }

@@ -3,11 +3,27 @@
 package browser
 
 import (
+	"sync"
 	"syscall/js"
+	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
+
+// later is the work an enqueue leaves to the next task (see
+// Runtime.later): the OUTBOX_CHANGED announcement, the local flush hint
+// and event delivery.
+type later struct {
+	mu          sync.Mutex
+	pending     bool           // a task is scheduled and has not run yet
+	announce    bool           // an enqueue committed since the last announcement
+	events      []outbox.Event // events to deliver (see onEvent)
+	announcedAt time.Time      // last OUTBOX_CHANGED post (see announceChanged)
+	announceT   *time.Timer    // the trailing announcement, when armed
+	port        js.Value       // MessageChannel port2: a message schedules the task
+	stop        func()
+}
 
 // installLater sets up the task source of later: a MessageChannel, whose
 // messages are tasks that run as soon as the event loop is free (unlike
@@ -23,14 +39,14 @@ func (r *Runtime) installLater() {
 	})
 	p1 := mc.Get("port1")
 	p1.Set("onmessage", cb.Value) // starts the port
-	r.laterPort = mc.Get("port2")
-	r.laterStop = func() {
+	r.lt.port = mc.Get("port2")
+	r.lt.stop = func() {
 		p1.Set("onmessage", js.Null())
 		p1.Call("close")
-		r.laterPort.Call("close")
+		r.lt.port.Call("close")
 		cb.Release()
 	}
-	r.listeners = append(r.listeners, r.laterStop)
+	r.listeners = append(r.listeners, r.lt.stop)
 }
 
 // later schedules the work an enqueue leaves after its commit — the
@@ -42,14 +58,14 @@ func (r *Runtime) installLater() {
 // runs while IndexedDB commits it. A burst of enqueues announces once per
 // task instead of once per record; the hints are coalescing anyway.
 func (r *Runtime) later() {
-	r.laterMu.Lock()
-	if r.laterPending {
-		r.laterMu.Unlock()
+	r.lt.mu.Lock()
+	if r.lt.pending {
+		r.lt.mu.Unlock()
 		return
 	}
-	r.laterPending = true
-	port := r.laterPort
-	r.laterMu.Unlock()
+	r.lt.pending = true
+	port := r.lt.port
+	r.lt.mu.Unlock()
 	if port.Type() != js.TypeObject {
 		r.runLater()
 		return
@@ -62,13 +78,13 @@ func (r *Runtime) later() {
 // runLater does the scheduled work (in the task, or at once without a
 // task source).
 func (r *Runtime) runLater() {
-	r.laterMu.Lock()
-	r.laterPending = false
-	announce := r.announce
-	r.announce = false
-	evs := r.laterEvents
-	r.laterEvents = nil
-	r.laterMu.Unlock()
+	r.lt.mu.Lock()
+	r.lt.pending = false
+	announce := r.lt.announce
+	r.lt.announce = false
+	evs := r.lt.events
+	r.lt.events = nil
+	r.lt.mu.Unlock()
 	dirty := announce
 	for _, e := range evs {
 		select {

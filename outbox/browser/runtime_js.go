@@ -87,7 +87,6 @@ type Runtime struct {
 	ch        *channel.Channel
 	seq       *channel.Sequencer
 	id        string
-	names     outbox.QueueNames
 	lockName  string
 
 	ctx    context.Context
@@ -100,17 +99,8 @@ type Runtime struct {
 	dueT    *time.Timer
 	evCh    chan outbox.Event
 
-	// Work an enqueue leaves to the next task (see later): the
-	// OUTBOX_CHANGED announcement, the local flush hint and event delivery.
-	laterMu      sync.Mutex
-	laterPending bool           // a task is scheduled and has not run yet
-	announce     bool           // an enqueue committed since the last announcement
-	laterEvents  []outbox.Event // events to deliver (see onEvent)
-	announcedAt  time.Time      // last OUTBOX_CHANGED post (see announceChanged)
-	announceT    *time.Timer    // the trailing announcement, when armed
-	laterPort    js.Value       // MessageChannel port2: a message schedules the task
-	laterStop    func()
-	appendHook   atomic.Pointer[func()] // OnAppendChange
+	lt         later                  // work an enqueue leaves to the next task (later_js.go)
+	appendHook atomic.Pointer[func()] // OnAppendChange
 
 	attemptMu    sync.Mutex
 	mu           sync.Mutex
@@ -131,9 +121,7 @@ type Runtime struct {
 	compactedAt  time.Time
 	readCost     time.Duration // of the last status read
 	readingSince time.Time     // a status read is outstanding since
-	subsN        int
-	statusSubs   map[int]func(RuntimeStatus)
-	eventSubs    map[int]func(outbox.Event)
+	subs         subscribers   // guarded by mu
 
 	listeners []func()
 	unsub     func()
@@ -143,6 +131,13 @@ type Runtime struct {
 	mute atomic.Bool
 	// frozen: between the page's freeze and resume events.
 	frozen atomic.Bool
+}
+
+// subscribers are the OnStatus and OnEvent functions, by subscription id.
+type subscribers struct {
+	n      int
+	status map[int]func(RuntimeStatus)
+	events map[int]func(outbox.Event)
 }
 
 // kindStolen announces a steal of the flush lock (before the thief touches
@@ -175,7 +170,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
 		wdWake: make(chan struct{}, 1),
 		evCh:   make(chan outbox.Event, 4096), wd: newWatchdog(cfg.Watch),
-		statusSubs: map[int]func(RuntimeStatus){}, eventSubs: map[int]func(outbox.Event){},
+		subs: subscribers{status: map[int]func(RuntimeStatus){}, events: map[int]func(outbox.Event){}},
 	}
 	r.store = cfg.Store
 	if r.store == nil {
@@ -414,21 +409,21 @@ func (r *Runtime) Resume(ctx context.Context) error {
 // in order). It returns the unsubscribe function.
 func (r *Runtime) OnStatus(fn func(RuntimeStatus)) func() {
 	r.mu.Lock()
-	r.subsN++
-	id := r.subsN
-	r.statusSubs[id] = fn
+	r.subs.n++
+	id := r.subs.n
+	r.subs.status[id] = fn
 	r.mu.Unlock()
-	return func() { r.mu.Lock(); delete(r.statusSubs, id); r.mu.Unlock() }
+	return func() { r.mu.Lock(); delete(r.subs.status, id); r.mu.Unlock() }
 }
 
 // OnEvent subscribes fn to the structured events (never with a payload).
 func (r *Runtime) OnEvent(fn func(outbox.Event)) func() {
 	r.mu.Lock()
-	r.subsN++
-	id := r.subsN
-	r.eventSubs[id] = fn
+	r.subs.n++
+	id := r.subs.n
+	r.subs.events[id] = fn
 	r.mu.Unlock()
-	return func() { r.mu.Lock(); delete(r.eventSubs, id); r.mu.Unlock() }
+	return func() { r.mu.Lock(); delete(r.subs.events, id); r.mu.Unlock() }
 }
 
 // lastStatus returns the last status pushed (no IndexedDB read).

@@ -19,11 +19,11 @@ func (r *Runtime) onEvent(e outbox.Event) {
 	// Delivery and the status refresh happen in the next task (later):
 	// an enqueue's event then reaches the subscribers after its promise
 	// settled, and no goroutine wakes on its path.
-	r.laterMu.Lock()
-	if len(r.laterEvents) < cap(r.evCh) {
-		r.laterEvents = append(r.laterEvents, e)
+	r.lt.mu.Lock()
+	if len(r.lt.events) < cap(r.evCh) {
+		r.lt.events = append(r.lt.events, e)
 	} // else a subscriber that cannot keep up loses events, never the queue
-	r.laterMu.Unlock()
+	r.lt.mu.Unlock()
 	r.later()
 }
 
@@ -36,8 +36,8 @@ func (r *Runtime) eventLoop() {
 		case e = <-r.evCh:
 		}
 		r.mu.Lock()
-		subs := make([]func(outbox.Event), 0, len(r.eventSubs))
-		for _, fn := range r.eventSubs {
+		subs := make([]func(outbox.Event), 0, len(r.subs.events))
+		for _, fn := range r.subs.events {
 			subs = append(subs, fn)
 		}
 		r.mu.Unlock()
@@ -153,8 +153,8 @@ func (r *Runtime) statusLoop() {
 		r.last = st
 		due := hasDueWork(st.Projection) && r.contended
 		act := r.wd.Observe(time.Now(), progressMark(st.Projection), st.LastAckAt, st.OldestPendingAt, due, r.owning)
-		subs := make([]func(RuntimeStatus), 0, len(r.statusSubs))
-		for _, fn := range r.statusSubs {
+		subs := make([]func(RuntimeStatus), 0, len(r.subs.status))
+		for _, fn := range r.subs.status {
 			subs = append(subs, fn)
 		}
 		r.mu.Unlock()
