@@ -143,6 +143,12 @@ func (r *Request) settled() (js.Value, error) {
 	return r.outcome()
 }
 
+// Wrap wraps request v, issued on t's transaction by a direct call (a
+// store built on this layer that issues its own requests), so that it can
+// be awaited like one issued here. A synchronous failure of that call is
+// the caller's to handle.
+func (t *Tx) Wrap(v js.Value) *Request { return &Request{tx: t, v: v} }
+
 // adopted wraps request v of t whose success and error handlers
 // JavaScript already set to hSuccess and hError (applyJS): it is awaited
 // from the start, with no handler to set from Go.

@@ -11,9 +11,8 @@ import (
 // outside Go needs to write the same record Enqueue writes. The browser's
 // loader (jsglue/loader/tabfence.js) is that builder: an enqueue through the
 // JavaScript API then makes no call into Go before its commit, which was
-// the runtime's main cost per enqueue (measured: the call and the record
-// built in Go took about a tenth of an enqueue's time; the bookkeeping after
-// the commit is batched, see Appended).
+// the runtime's main cost per enqueue (docs/outbox-notes.md; the
+// bookkeeping after the commit is batched, see Appended).
 //
 // A plain append is an operation whose policy cannot coalesce it: its type
 // is in Types, and it has no operation key unless its type's KeyedAppends.
@@ -123,7 +122,7 @@ type AppendedRecord struct {
 // skipped, never guessed at.
 func ParseAppended(batch string, fn func(key int, rec AppendedRecord)) (dropped int) {
 	// Parsed by hand: strconv's parsers and strings.Split would link their
-	// error formatting (about 20 KB of wasm) for four plain fields.
+	// error formatting into the download for four plain fields.
 	for batch != "" {
 		e := batch
 		if i := strings.IndexByte(batch, ';'); i >= 0 {

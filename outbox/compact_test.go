@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestCompactRemovesOnlyOldAckedRecords(t *testing.T) {
@@ -56,8 +58,6 @@ func newCompactOutbox(t *testing.T, st Store, now time.Time) *Outbox {
 	o, err := New(Config{Name: "q", Store: st, Clock: fixedClock(now),
 		Transport: TransportFunc(func(context.Context, Request) (Response, error) { return Response{Status: 200}, nil }),
 		Policies:  map[string]Policy{"create": {Dedupe: Append}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return o
 }

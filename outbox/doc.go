@@ -1,21 +1,28 @@
 // Package outbox is tabfence's durable, fenced outbox: offline mutations are
-// recorded in a Store (IndexedDB in the browser, MemStore in tests), and one
-// flush owner at a time sends them to the receiver with an idempotency key and
-// a fencing token, so that duplicates, crashes and stale owners never produce
-// a second effect or a lost mutation.
+// recorded in a Store, and one flush owner at a time sends them to the
+// receiver with an idempotency key and a fencing token, so that duplicates,
+// crashes and stale owners never produce a second effect or a lost mutation.
 //
-// The package is split so that a browser Store and Transport can be written
-// against it later without touching the domain:
+// This package is the domain, native and tested natively; the browser's
+// parts live beside it: outbox/idbstore (the IndexedDB Store), outbox/fetch
+// (the Transport over fetch) and outbox/browser (the runtime in a page).
 //
-//   - record.go, status.go: the record and its statuses.
-//   - machine.go: pure state transitions (record + inputs + now -> record or
-//     typed error). Every transition made under a lease checks owner + token.
-//   - policy.go: per-operation-type dedupe at enqueue (PlanEnqueue).
-//   - schedule.go: which records are due and claimable (PlanClaim).
-//   - backoff.go, classify.go: retry timing and HTTP answer handling.
-//   - store.go, transport.go, events.go: the plug-in interfaces.
-//   - memstore.go: a thread-safe in-memory Store.
-//   - outbox.go, flush.go: the Outbox API and the flusher.
+//   - record.go: the record and its statuses; machine.go: the pure state
+//     transitions (every one made under a lease checks owner and token).
+//   - policy.go: the dedupe policies (one table) and PlanEnqueue;
+//     schedule.go: which records are due and claimable (PlanClaim);
+//     backoff.go, classify.go: retry timing and the receiver's answers;
+//     schema.go, migrate.go: queue names per protocol and payload schemas.
+//   - store.go, transport.go, events.go: the plug-in interfaces;
+//     memstore.go: a thread-safe in-memory Store.
+//   - outbox.go: the Outbox API; session.go, health.go: the queue's session
+//     and the flush's failure spells; append.go: plain appends written
+//     outside Go.
+//   - The flush, one file per step: flush.go (the claim loop), lane.go (one
+//     entity's records in order), charge.go (attempts charged before a
+//     send), send.go (the request and the receiver's verdict), settle.go
+//     (the transition written, counted and emitted), commit.go (the group
+//     commit of concurrent lanes).
 //
 // The package is compiled into tabfence.wasm, so it avoids fmt, encoding/json,
 // reflect, net/http and log: every byte is downloaded by every user.

@@ -65,6 +65,12 @@ func transitionError(op string, from Status) error {
 	return &opError{op: op, detail: "from " + string(from), err: ErrInvalidTransition}
 }
 
+// OpError is the error of operation op on bad input: "outbox: op: detail:
+// err", errors.Is-able as err (ErrInvalidRecord, ErrNotFound, ...).
+func OpError(op, detail string, err error) error {
+	return &opError{op: op, detail: detail, err: err}
+}
+
 type opError struct {
 	op, detail string
 	err        error

@@ -41,12 +41,12 @@ type SendFailure struct {
 // Failing reports whether sending is failing.
 func (f SendFailure) Failing() bool { return f.Kind != "" }
 
-// FailureOf is the kind of failure a send's error is, false for one that
+// failureOf is the kind of failure a send's error is, false for one that
 // concerns its record only (a terminal 4xx, a conflict, a stale owner). The
 // policy is wire.Classify's (the single table): its auth outcome pauses,
 // its retried answers are server errors, 429 being told apart as a rate
 // limit for the status only.
-func FailureOf(e ErrorInfo) (FailureKind, bool) {
+func failureOf(e ErrorInfo) (FailureKind, bool) {
 	switch {
 	case e.Code == CodeOffline:
 		return FailureOffline, true
@@ -67,11 +67,11 @@ func FailureOf(e ErrorInfo) (FailureKind, bool) {
 	return "", false
 }
 
-// FenceFailureOf is the kind of failure a failed fencing token request is:
-// FailureOf's, except that a 401 pauses nothing (the request is retried) and
+// fenceFailureOf is the kind of failure a failed fencing token request is:
+// failureOf's, except that a 401 pauses nothing (the request is retried) and
 // any other answer is a refusal.
-func FenceFailureOf(e ErrorInfo) FailureKind {
-	k, ok := FailureOf(e)
+func fenceFailureOf(e ErrorInfo) FailureKind {
+	k, ok := failureOf(e)
 	switch {
 	case k == FailurePausedAuth:
 		return FailureUnauthorized
@@ -119,7 +119,7 @@ func (h *flushHealth) observe(e *ErrorInfo, n *Record) {
 		}
 		return
 	}
-	k, ok := FailureOf(*e)
+	k, ok := failureOf(*e)
 	if !ok {
 		if e.Status != 0 { // an answer about the record: the server works
 			h.failure, h.reached, h.next = nil, true, time.Time{}
@@ -185,11 +185,17 @@ var errUnchanged = errors.New("outbox: unchanged")
 // NoteFenceFailure records in the queue's metadata that the fencing token
 // request failed (e: FenceError's) and is retried at next: nothing can be
 // sent meanwhile, and every tab's status says so.
+// FenceFailed emits the end of a flush that never started because owner
+// got no fencing token (err) under its lease token.
+func (o *Outbox) FenceFailed(owner string, token uint64, err error) {
+	o.emit(Event{Kind: EventFlushEnd, At: o.cfg.Clock.Now(), Owner: owner, LeaseToken: token, Reason: short("fence: " + err.Error())})
+}
+
 func (o *Outbox) NoteFenceFailure(ctx context.Context, e ErrorInfo, next time.Time) error {
 	now := o.cfg.Clock.Now()
 	e.At = now
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
-		m.noteFailure(FenceFailureOf(e), e, now, next)
+		m.noteFailure(fenceFailureOf(e), e, now, next)
 		return nil
 	})
 	return err

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -26,23 +28,23 @@ func TestFailureOf(t *testing.T) {
 		{ErrorInfo{Code: "http_409", Status: 409}, "", FailureRefused},
 		{ErrorInfo{Code: CodeSchemaUnsupported}, "", FailureRefused},
 	} {
-		k, ok := FailureOf(c.e)
+		k, ok := failureOf(c.e)
 		if k != c.kind || ok != (c.kind != "") {
-			t.Fatalf("FailureOf(%+v) = %q %v, want %q", c.e, k, ok, c.kind)
+			t.Fatalf("failureOf(%+v) = %q %v, want %q", c.e, k, ok, c.kind)
 		}
-		require.Equal(t, c.fence, FenceFailureOf(c.e), c.e.Code)
+		require.Equal(t, c.fence, fenceFailureOf(c.e), c.e.Code)
 	}
 	require.Equal(t, ErrorInfo{Code: CodeOffline, Message: "fence: x"}, FenceError(0, errors.New("x"), true))
 	require.Equal(t, ErrorInfo{Code: CodeNetwork, Message: "fence: x"}, FenceError(0, errors.New("x"), false))
 	require.Equal(t, ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, FenceError(502, nil, false))
 }
 
-// FailureOf follows wire.Classify for every status: a send failure exactly
+// failureOf follows wire.Classify for every status: a send failure exactly
 // when the answer is retried or pauses for auth, so the status never says
 // failing for an answer the flusher settles, nor the reverse.
 func TestFailureOfFollowsClassify(t *testing.T) {
 	for st := 100; st < 600; st++ {
-		k, ok := FailureOf(ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
+		k, ok := failureOf(ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
 		out := wire.Classify(st, false)
 		want := out == wire.OutcomeRetry || out == wire.OutcomeAuth
 		require.Equal(t, want, ok, strconv.Itoa(st))

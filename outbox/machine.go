@@ -8,8 +8,9 @@ import "time"
 // flush owner take its Lease and refuse (ErrStaleOwner) a record that is not
 // leased to exactly that owner and token.
 
-// holds reports whether lease is the one the record is leased to.
-func holds(r *Record, l Lease) bool {
+// HeldBy reports whether the record is in flight under lease l: what a
+// Store checks before it applies an update made under a lease.
+func (r *Record) HeldBy(l Lease) bool {
 	return r.Status.InFlight() && r.LeaseOwner == l.Owner && r.LeaseToken == l.Token
 }
 
@@ -59,11 +60,11 @@ func Claim(r Record, l Lease, now time.Time, ttl time.Duration) (Record, error) 
 // The flush writes it with RecordUpdate.Take just before the record is
 // handed to the transport; Store.Claim itself writes nothing for the
 // records it plans, which saves a write per record. A failed record that is
-// due because the network came back (NetworkRetryDue with reconnected) is
+// due because the network came back (networkRetryDue with reconnected) is
 // due now, as PlanClaim decided. A record that is not waiting and due (in
 // flight under another lease, settled, backing off) is refused.
 func Charge(r Record, l Lease, now time.Time, ttl time.Duration, reconnected time.Time) (Record, error) {
-	if NetworkRetryDue(&r, reconnected, now) {
+	if networkRetryDue(&r, reconnected, now) {
 		r.NextAttemptAt = now
 	}
 	c, err := Claim(r, l, now, ttl)

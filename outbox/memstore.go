@@ -39,7 +39,7 @@ func NewMemStore() *MemStore {
 
 func (s *MemStore) ctxErr(ctx context.Context) error { return ctx.Err() }
 
-// Enqueue implements Store.
+// Enqueue implements outbox.Store.
 func (s *MemStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return EnqueueResult{}, err
@@ -90,7 +90,7 @@ func (s *MemStore) current(l Lease) (uint64, bool) {
 	return cur.Token, CurrentLease(cur, found, l)
 }
 
-// Claim implements Store.
+// Claim implements outbox.Store.
 func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	return out, nil
 }
 
-// UpdateBatch implements Store.
+// UpdateBatch implements outbox.Store.
 func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
@@ -145,7 +145,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		case !found:
 			out[i].Err = ErrNotFound
 			continue
-		case !u.Take && !holds(&r, lease):
+		case !u.Take && !r.HeldBy(lease):
 			out[i] = UpdateResult{Record: r.Clone(), Err: ErrStaleOwner}
 			continue
 		}
@@ -154,7 +154,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 			out[i] = UpdateResult{Record: r.Clone(), Err: err}
 			continue
 		}
-		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !holds(&c, lease)) {
+		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !c.HeldBy(lease)) {
 			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
 			continue
 		}
@@ -173,7 +173,7 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 	return out, nil
 }
 
-// Amend implements Store.
+// Amend implements outbox.Store.
 func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Record{}, err
@@ -192,7 +192,7 @@ func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 	return c, nil
 }
 
-// Delete implements Store.
+// Delete implements outbox.Store.
 func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return 0, err
@@ -207,7 +207,7 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 			match = append(match, r)
 		}
 	}
-	sortBySeq(match)
+	SortBySeq(match)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -220,7 +220,7 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 	return len(match), nil
 }
 
-// Get implements Store.
+// Get implements outbox.Store.
 func (s *MemStore) Get(ctx context.Context, id string) (Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Record{}, err
@@ -234,7 +234,7 @@ func (s *MemStore) Get(ctx context.Context, id string) (Record, error) {
 	return r.Clone(), nil
 }
 
-// List implements Store.
+// List implements outbox.Store.
 func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
@@ -247,14 +247,14 @@ func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 			out = append(out, r.Clone())
 		}
 	}
-	sortBySeq(out)
+	SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
 	return out, nil
 }
 
-// Payload implements Store.
+// Payload implements outbox.Store.
 func (s *MemStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func (s *MemStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
-// Status implements Store.
+// Status implements outbox.Store.
 func (s *MemStore) Status(ctx context.Context) (Projection, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Projection{}, err
@@ -279,10 +279,10 @@ func (s *MemStore) Status(ctx context.Context) (Projection, error) {
 	for _, r := range s.recs {
 		all = append(all, r)
 	}
-	return ProjectRecords(all, cloneMeta(s.meta)), nil
+	return ProjectRecords(all, s.meta.Clone()), nil
 }
 
-// GetLease implements Store.
+// GetLease implements outbox.Store.
 func (s *MemStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Lease{}, false, err
@@ -293,7 +293,7 @@ func (s *MemStore) GetLease(ctx context.Context, name string) (Lease, bool, erro
 	return l, ok, nil
 }
 
-// UpdateLease implements Store.
+// UpdateLease implements outbox.Store.
 func (s *MemStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Lease{}, err
@@ -313,22 +313,23 @@ func (s *MemStore) UpdateLease(ctx context.Context, name string, fn func(Lease, 
 	return next, nil
 }
 
-// UpdateMeta implements Store.
+// UpdateMeta implements outbox.Store.
 func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return Meta{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := cloneMeta(s.meta)
+	m := s.meta.Clone()
 	if err := fn(&m); err != nil {
-		return cloneMeta(s.meta), err
+		return s.meta.Clone(), err
 	}
-	s.meta = cloneMeta(m)
+	s.meta = m.Clone()
 	return m, nil
 }
 
-func cloneMeta(m Meta) Meta {
+// Clone is a deep copy of m, which a Store hands out or keeps.
+func (m Meta) Clone() Meta {
 	m.AuthPaused = append([]string(nil), m.AuthPaused...)
 	if m.LastError != nil {
 		e := *m.LastError

@@ -30,11 +30,9 @@ type Config struct {
 
 	// BatchSize is the records per claim; default 50. Each batch costs the
 	// flush a few transactions in a row on its path (the lanes' last acks,
-	// lease renewal, meta read, claim, first charge: about 20 ms in
-	// Chromium on a 2-core machine, far more under load) and its lanes
-	// wait for each other at its end; at 25 that was about a sixth of a
-	// one-entity drain's time. A claim's transaction reads about this many
-	// records.
+	// lease renewal, meta read, claim, first charge) and its lanes wait for
+	// each other at its end (docs/outbox-notes.md). A claim's transaction
+	// reads about this many records.
 	BatchSize        int
 	MaxFlushDuration time.Duration // deadline of one Flush; default 20s
 	Concurrency      int           // independent entities sent at once; default 4, 1: no goroutines
@@ -86,7 +84,7 @@ func New(cfg Config) (*Outbox, error) {
 		return nil, ErrInvalidRecord
 	}
 	for _, p := range cfg.Policies {
-		if p.Dedupe == Merge && p.Merge == nil {
+		if p.Dedupe.Merges() && p.Merge == nil {
 			return nil, ErrInvalidRecord
 		}
 	}
@@ -277,7 +275,7 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 
 // schemaStatuser is a Store whose status read also counts the unsettled
 // records gate leaves alone (Projection.Unsupported) from an index of the
-// payload schema, instead of a second scan of the whole queue (IDBStore: the
+// payload schema, instead of a second scan of the whole queue (idbstore.Store: the
 // status read runs again after each burst of enqueues, and records of
 // another schema than the runtime's are rare).
 type schemaStatuser interface {
@@ -383,6 +381,9 @@ func (o *Outbox) Release(ctx context.Context, l Lease) error {
 }
 
 func (o *Outbox) emit(e Event) { o.cfg.Events.Emit(e) }
+
+// Config is the outbox's configuration with its defaults filled in.
+func (o *Outbox) Config() Config { return o.cfg }
 
 // SkippedLocked records that a flush trigger found the lock taken (Web Lock
 // ifAvailable returned no lock, or the fallback lease is held): the lock

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // batchStore records the UpdateBatch calls of a MemStore; gate, when set,
@@ -46,9 +48,7 @@ func (h *harness) entity(n int) []string {
 // although never sent.
 func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
 	recs, err := s.List(context.Background(), Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out []string
 	for _, r := range recs {
 		if r.Attempts > 0 && !sent[r.ID] {

@@ -33,9 +33,71 @@ type Policy struct {
 	Endpoint    string    // "": the Outbox default
 }
 
-// known reports whether d is one of the policies above.
+// dedupeRule is what one policy does at enqueue with the latest unsettled
+// record of the same operation key (PlanEnqueue): nothing (append),
+// coalesce into it while the server cannot have seen it (coalesces:
+// replace, or merge through Policy.Merge), or drop the new operation
+// (drops). A Store reads the entity's unsettled records for the policies
+// that coalesce (Policy.ReadsEntity), so coalescing never reorders an
+// entity's operations.
+type dedupeRule struct {
+	name      Dedupe
+	coalesces bool
+	merges    bool // coalesces through Policy.Merge, which it requires
+	drops     bool
+}
+
+// dedupeRules is the table of dedupe policies: adding a policy is adding
+// its row. The JavaScript API accepts exactly these names (DedupePolicies).
+var dedupeRules = [...]dedupeRule{
+	{name: Append},
+	{name: ReplaceLatest, coalesces: true},
+	{name: Merge, coalesces: true, merges: true},
+	{name: DropIfExists, drops: true},
+}
+
+// DedupePolicies lists every dedupe policy, in the table's order: what a
+// binding accepts and documents (tabfence.d.ts's Dedupe union is checked
+// against it).
+func DedupePolicies() []Dedupe {
+	out := make([]Dedupe, len(dedupeRules))
+	for i, r := range dedupeRules {
+		out[i] = r.name
+	}
+	return out
+}
+
+func (d Dedupe) rule() (dedupeRule, bool) {
+	for _, r := range dedupeRules {
+		if r.name == d {
+			return r, true
+		}
+	}
+	return dedupeRule{}, false
+}
+
+// known reports whether d is a policy of the table.
 func (d Dedupe) known() bool {
-	return d == Append || d == ReplaceLatest || d == Merge || d == DropIfExists
+	_, ok := d.rule()
+	return ok
+}
+
+// Known reports whether d is a policy of the table (DedupePolicies).
+func (d Dedupe) Known() bool { return d.known() }
+
+// Merges reports whether d combines payloads through Policy.Merge, which
+// it then requires.
+func (d Dedupe) Merges() bool {
+	r, _ := d.rule()
+	return r.merges
+}
+
+// ReadsEntity reports whether an enqueue under p with key opKey must also
+// read its entity's unsettled records: the policy may coalesce, and only
+// into the entity's latest record.
+func (p Policy) ReadsEntity(opKey string) bool {
+	r, _ := p.Dedupe.rule()
+	return r.coalesces && p.ReadsQueue(opKey)
 }
 
 // ReadsQueue reports whether an enqueue of an operation with key opKey
@@ -43,8 +105,10 @@ func (d Dedupe) known() bool {
 // key. One that does not is an append whatever the queue holds.
 func (p Policy) ReadsQueue(opKey string) bool { return p.Dedupe != Append && opKey != "" }
 
-// inlines reports whether a payload of n bytes is stored inline, not in the
-// blob store (see placePayload).
+// Inlines reports whether a payload of n bytes is stored in its record,
+// else in a blob of its own (see placePayload).
+func (r EnqueueRequest) Inlines(n int) bool { return inlines(n, r.InlineLimit) }
+
 func inlines(n, inlineLimit int) bool { return inlineLimit <= 0 || n <= inlineLimit }
 
 // Action says what an enqueue did.
@@ -112,18 +176,20 @@ func PlanEnqueue(related []Record, req EnqueueRequest, now time.Time) (EnqueuePl
 			latest = r
 		}
 	}
-	switch req.Policy.Dedupe {
-	case Append:
-	case DropIfExists:
+	rule, ok := req.Policy.Dedupe.rule()
+	switch {
+	case !ok:
+		return EnqueuePlan{}, ErrUnknownOperation
+	case rule.drops:
 		if latest != nil {
 			return EnqueuePlan{Result: EnqueueResult{ID: latest.ID, Action: ActionDropped, Record: *latest}}, nil
 		}
-	case ReplaceLatest, Merge:
+	case rule.coalesces:
 		if latest == nil || !latest.Status.Waiting() || latest.Sends > 0 || latest.Seq < entityTail {
 			break
 		}
 		payload, action := in.Payload, ActionReplaced
-		if req.Policy.Dedupe == Merge {
+		if rule.merges {
 			if req.Policy.Merge == nil {
 				return EnqueuePlan{}, ErrInvalidRecord
 			}
@@ -144,8 +210,6 @@ func PlanEnqueue(related []Record, req EnqueueRequest, now time.Time) (EnqueuePl
 		}
 		plan.Result = EnqueueResult{ID: put.ID, Action: action, Record: plan.Put}
 		return plan, nil
-	default:
-		return EnqueuePlan{}, ErrUnknownOperation
 	}
 	in.Status = StatusPending
 	in.CreatedAt, in.UpdatedAt = now, now

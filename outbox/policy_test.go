@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -132,4 +134,25 @@ func TestLargePayloadGoesToBlobStore(t *testing.T) {
 	_, err = h.flush("A")
 	require.NoError(t, err)
 	require.Equal(t, string(big), string(h.sent()[0].Body))
+}
+
+// The policy table is the one list of dedupe policies: every row plans an
+// enqueue, and what reads the queue or needs Merge follows from its row.
+func TestDedupePolicyTable(t *testing.T) {
+	require.Equal(t, []Dedupe{Append, ReplaceLatest, Merge, DropIfExists}, DedupePolicies())
+	require.False(t, Dedupe("replace").Known())
+	keep := func(older, newer []byte) ([]byte, error) { return newer, nil }
+	for _, d := range DedupePolicies() {
+		require.True(t, d.Known(), d)
+		require.Equal(t, d == Merge, d.Merges(), d)
+		pol := Policy{Dedupe: d, Merge: keep}
+		require.Equal(t, d != Append, pol.ReadsQueue("k"), d)
+		require.Equal(t, d == ReplaceLatest || d == Merge, pol.ReadsEntity("k"), d)
+		require.False(t, pol.ReadsEntity(""), d)
+		plan, err := PlanEnqueue(nil, EnqueueRequest{Record: Record{ID: "a", IdempotencyKey: "a", UserID: "u", OperationKey: "k"}, Policy: pol}, t0)
+		require.NoError(t, err, d)
+		require.Equal(t, ActionAppended, plan.Result.Action, d)
+	}
+	_, err := PlanEnqueue(nil, EnqueueRequest{Record: Record{ID: "a", IdempotencyKey: "a", UserID: "u"}, Policy: Policy{Dedupe: "replace"}}, t0)
+	require.ErrorIs(t, err, ErrUnknownOperation)
 }

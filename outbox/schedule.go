@@ -56,18 +56,30 @@ type ClaimPlan struct {
 //     or precede the record in the same lane.
 //   - Lanes are ordered by their head's Seq; at most Limit records in all.
 //   - A record that failed for want of network before req.Reconnected is
-//     due now, whatever its backoff said (NetworkRetryDue).
+//     due now, whatever its backoff said (networkRetryDue).
 func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 	var plan ClaimPlan
-	putAt := map[string]int{} // id -> index in plan.Put: each record is put once
-	put := func(r Record) {
-		if i, ok := putAt[r.ID]; ok {
-			plan.Put[i] = r
-			return
+	recs := recoverExpired(all, req, &plan)
+	paused := false
+	for _, u := range req.Paused {
+		if u == req.UserID {
+			paused = true
 		}
-		putAt[r.ID] = len(plan.Put)
-		plan.Put = append(plan.Put, r)
 	}
+	if req.UserID == "" || paused {
+		return plan
+	}
+	for _, l := range claimLanes(recs, req) {
+		plan.Claimed = append(plan.Claimed, l...)
+	}
+	return plan
+}
+
+// recoverExpired returns a copy of all in seq order with every in-flight
+// record whose lease expired (or was orphaned by a newer token) recovered,
+// and puts each recovered record in plan.
+func recoverExpired(all []Record, req ClaimRequest, plan *ClaimPlan) []Record {
+	putAt := map[string]int{} // id -> index in plan.Put: each record is put once
 	recs := make([]Record, len(all))
 	copy(recs, all)
 	for i := range recs {
@@ -80,28 +92,29 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 		if LeaseExpired(&recs[i], req.Now) {
 			if r, err := RecoverExpired(recs[i], req.Now); err == nil {
 				recs[i] = r
-				put(r)
+				if j, ok := putAt[r.ID]; ok {
+					plan.Put[j] = r
+				} else {
+					putAt[r.ID] = len(plan.Put)
+					plan.Put = append(plan.Put, r)
+				}
 			}
 		}
 	}
-	sortBySeq(recs)
+	SortBySeq(recs)
+	return recs
+}
+
+// claimLanes picks the claimable records of recs (in seq order), at most
+// req.Limit, as per-entity lanes in the order their entities first appear:
+// an entity's lane stops at its first record that is not due, not
+// supported here, not chargeable, or waits on a dependency outside the lane.
+func claimLanes(recs []Record, req ClaimRequest) [][]Record {
 	status := make(map[string]Status, len(recs))
 	for i := range recs {
 		status[recs[i].ID] = recs[i].Status
 	}
-	paused := false
-	for _, u := range req.Paused {
-		if u == req.UserID {
-			paused = true
-		}
-	}
-	limit := req.Limit
-	if limit <= 0 {
-		limit = 1
-	}
-	if req.UserID == "" || paused {
-		return plan
-	}
+	limit := max(req.Limit, 1)
 	stopped := map[string]bool{} // entity keys that cannot advance further
 	laneOf := map[string]int{}   // entity key -> lane index
 	inLane := map[string]int{}   // record id -> lane index
@@ -117,24 +130,9 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 			continue
 		}
 		lane, hasLane := laneOf[key]
-		due := Due(r, req.Now) || NetworkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
-		ok := total < limit && due && req.Schema.Action(r) != SchemaUnsupported
-		if ok {
-			for _, d := range r.DependencyIDs {
-				st, present := status[d]
-				if !present {
-					st, present = req.Beyond[d]
-				}
-				if !present || st == StatusAcked {
-					continue
-				}
-				if l, same := inLane[d]; same && hasLane && l == lane {
-					continue
-				}
-				ok = false
-				break
-			}
-		}
+		due := Due(r, req.Now) || networkRetryDue(r, req.Reconnected, req.Now) // Charge makes the latter due
+		ok := total < limit && due && req.Schema.Action(r) != SchemaUnsupported &&
+			depsDone(r, status, req.Beyond, inLane, lane, hasLane)
 		if !ok {
 			stopped[key] = true
 			continue
@@ -152,10 +150,26 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 		inLane[r.ID] = lane
 		total++
 	}
-	for _, l := range lanes {
-		plan.Claimed = append(plan.Claimed, l...)
+	return lanes
+}
+
+// depsDone reports whether every dependency of r is acked (or absent: done)
+// or claimed earlier in r's own lane.
+func depsDone(r *Record, status, beyond map[string]Status, inLane map[string]int, lane int, hasLane bool) bool {
+	for _, d := range r.DependencyIDs {
+		st, present := status[d]
+		if !present {
+			st, present = beyond[d]
+		}
+		if !present || st == StatusAcked {
+			continue
+		}
+		if l, same := inLane[d]; same && hasLane && l == lane {
+			continue
+		}
+		return false
 	}
-	return plan
+	return true
 }
 
 // orphaned reports whether an in-flight record is leased under a token older
@@ -173,11 +187,11 @@ const (
 	CodeOffline = "offline"
 )
 
-// NetworkRetryDue reports whether r is a failed record waiting out a
+// networkRetryDue reports whether r is a failed record waiting out a
 // backoff that a network failure before reconnected earned: once the
 // network is back that backoff protects no one, so the record is due at
 // now. A zero reconnected never makes anything due.
-func NetworkRetryDue(r *Record, reconnected, now time.Time) bool {
+func networkRetryDue(r *Record, reconnected, now time.Time) bool {
 	if reconnected.IsZero() || r.Status != StatusFailed || r.LastError == nil || !r.NextAttemptAt.After(now) {
 		return false
 	}

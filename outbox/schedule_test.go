@@ -3,6 +3,8 @@ package outbox
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func rec(id string, seq uint64, entity string, st Status) Record {
@@ -133,7 +135,7 @@ func TestNetworkRetryDue(t *testing.T) {
 		{"rate limited", failed("http_429", back.Add(-time.Second)), back, false},
 	} {
 		r := c.r
-		require.Equal(t, c.due, NetworkRetryDue(&r, c.re, t0), c.name)
+		require.Equal(t, c.due, networkRetryDue(&r, c.re, t0), c.name)
 		q := req(10)
 		q.Reconnected = c.re
 		p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, q)
@@ -152,8 +154,30 @@ func TestNetworkRetryDue(t *testing.T) {
 	// Not failed, or not waiting on a backoff: nothing to change.
 	r := failed(CodeNetwork, back.Add(-time.Second))
 	r.NextAttemptAt = t0
-	require.False(t, NetworkRetryDue(&r, back, t0))
+	require.False(t, networkRetryDue(&r, back, t0))
 	d := failed(CodeNetwork, back.Add(-time.Second))
 	d.Status = StatusDeadLetter
-	require.False(t, NetworkRetryDue(&d, back, t0))
+	require.False(t, networkRetryDue(&d, back, t0))
+}
+
+func TestOrphanedRecordsRecoveredByNewerToken(t *testing.T) {
+	old := Lease{Name: "q", Owner: "A", Token: 3}
+	cur := Lease{Name: "q", Owner: "B", Token: 4}
+	r := rec("a1", 1, "a", StatusPending)
+	r, err := Claim(r, old, t0, time.Minute)
+	require.NoError(t, err)
+	r, err = MarkSending(r, old, t0)
+	require.NoError(t, err)
+	p := PlanClaim([]Record{r, rec("a2", 2, "a", StatusPending)}, ClaimRequest{Lease: cur, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
+	require.Equal(t, []string{"a1", "a2"}, claimIDs(p))
+	require.Len(t, p.Put, 1) // the recovery is written by the claim
+	require.Equal(t, StatusFailed, p.Put[0].Status)
+	require.Equal(t, 1, p.Claimed[0].Attempts) // the lost send stays charged
+	c, err := Charge(p.Claimed[0], cur, t0.Add(time.Second), time.Minute, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), c.LeaseToken)
+	require.Equal(t, 2, c.Attempts)
+	// the same token is not orphaned: wait for its expiry
+	p = PlanClaim([]Record{r}, ClaimRequest{Lease: old, Now: t0.Add(time.Second), Limit: 10, LeaseTTL: time.Minute, UserID: "u"})
+	require.Len(t, p.Claimed, 0)
 }

@@ -49,17 +49,36 @@ func Names(name string, protocol int) (QueueNames, error) {
 
 func protocol1DB(name string) string { return "tabfence-outbox:" + name }
 
-// fenceResource is the server fencing resource of queue name's flush owner
-// for user at protocol: FenceResource's at protocol 1 (as before
-// protocols), else "outbox-v<protocol>:<name>:<user>". Only protocol 1's
-// starts "outbox:" and the prefix up to the first ':' names the protocol,
-// so no (name, protocol) pair takes another protocol's resource, whatever
-// the name holds (a suffix ":v<digits>" of the name would, at the end).
-func fenceResource(name string, protocol int, user string) string {
+// FenceResource is the server fencing resource of queue name's flush owner
+// for user at protocol: "outbox:<name>:<user>" at protocol 1 (as before
+// protocols), else "outbox-v<protocol>:<name>:<user>", with the characters
+// the receiver does not accept in a resource ([A-Za-z0-9-_.:/@]) replaced
+// by '_' and cut to 200. Only protocol 1's starts "outbox:" and the prefix
+// up to the first ':' names the protocol, so no (name, protocol) pair takes
+// another protocol's resource, whatever the name holds (a suffix
+// ":v<digits>" of the name would, at the end).
+func FenceResource(name string, protocol int, user string) string {
 	if protocol <= 1 {
-		return FenceResource(name, user)
+		return sanitizeResource("outbox:" + name + ":" + user)
 	}
 	return sanitizeResource("outbox-v" + strconv.Itoa(protocol) + ":" + name + ":" + user)
+}
+
+// sanitizeResource replaces the characters the receiver does not accept
+// in a resource by '_' and cuts it to 200 bytes.
+func sanitizeResource(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':' || c == '/' || c == '@'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(b)
 }
 
 func leaseName(name string, protocol int) string {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestNames(t *testing.T) {
@@ -25,14 +27,16 @@ func TestNames(t *testing.T) {
 // Owners of two protocols never share a fencing resource, whatever the
 // queue names hold; protocol 1's is the one existing users have.
 func TestFenceResourceAcrossProtocols(t *testing.T) {
-	require.Equal(t, "outbox:notes:alice", fenceResource("notes", 1, "alice"))
-	require.Equal(t, FenceResource("x:v2", "alice"), fenceResource("x:v2", 1, "alice"))
+	require.Equal(t, "outbox:notes:alice@x.org", FenceResource("notes", 1, "alice@x.org"))
+	require.Equal(t, "outbox:n_1:bob_smith", FenceResource("n 1", 1, "bob smith"))
+	require.Equal(t, "outbox:notes:alice", FenceResource("notes", 1, "alice"))
+	require.Equal(t, "outbox:x:v2:alice", FenceResource("x:v2", 1, "alice"))
 	names := []string{"x", "x:v2", "x:v3", "x:v2:v3", "x:v12", "x:v1", "outbox-v2:x", "x:v2:alice", "v2", ":v2", "x/v2"}
 	protocols := []int{1, 2, 3, 12}
 	seen := map[string]string{}
 	for _, n := range names {
 		for _, p := range protocols {
-			res := fenceResource(n, p, "alice")
+			res := FenceResource(n, p, "alice")
 			who := n + " @" + strconv.Itoa(p)
 			if prev, ok := seen[res]; ok {
 				t.Fatalf("%s and %s share resource %q", prev, who, res)

@@ -14,7 +14,7 @@ import (
 //   - a record is enqueued under the session of its tab (the user the
 //     tab's page last logged in as; a tab that opens without one takes the
 //     queue's), and is sendable only under that session: same user and
-//     tenant (SessionMatches). A tab that has not caught up with another
+//     tenant (sessionMatches). A tab that has not caught up with another
 //     tab's login keeps writing its own user's records, which wait for that
 //     user. The generation is not part of the match: a user's records wait
 //     through another user's session and are sent when that user logs in
@@ -45,8 +45,8 @@ var ErrSessionMismatch = errors.New("outbox: the receiver authenticated another 
 // as another user's.
 const CodeSessionMismatch = "session_mismatch"
 
-// SessionMatches reports whether r may be sent under s.
-func SessionMatches(r *Record, s Session) bool {
+// sessionMatches reports whether r may be sent under s.
+func sessionMatches(r *Record, s Session) bool {
 	return s.UserID != "" && r.UserID == s.UserID && r.TenantID == s.TenantID
 }
 
@@ -186,8 +186,8 @@ func (o *Outbox) adopt(s Session) {
 	o.mu.Unlock()
 }
 
-// SessionChanged reports whether a and b are different sessions.
-func SessionChanged(a, b Session) bool { return a != b }
+// sessionChanged reports whether a and b are different sessions.
+func sessionChanged(a, b Session) bool { return a != b }
 
 // checkSession is the flush's look at the durable metadata m before a claim
 // (heard: NoteSession's generation before m was read): the tab adopts m's
@@ -195,7 +195,7 @@ func SessionChanged(a, b Session) bool { return a != b }
 // while its user is not held.
 func (f *flushRun) checkSession(m Meta, heard uint64) error {
 	f.o.synced(m.Session, heard)
-	if SessionChanged(m.Session, f.session) {
+	if sessionChanged(m.Session, f.session) {
 		return ErrSessionChanged
 	}
 	if SessionHeldNow(m) {
@@ -209,7 +209,7 @@ func (f *flushRun) checkSession(m Meta, heard uint64) error {
 // no newer session has been announced.
 func (f *flushRun) sendable(rec *Record) bool {
 	cur := f.o.QueueSession()
-	return SessionMatches(rec, f.session) && !SessionChanged(cur, f.session) && f.o.heard.Load() <= f.session.AuthGeneration
+	return sessionMatches(rec, f.session) && !sessionChanged(cur, f.session) && f.o.heard.Load() <= f.session.AuthGeneration
 }
 
 // holdUser records that the receiver refused a record of user as another
@@ -242,7 +242,7 @@ func (o *Outbox) flushSession(ctx context.Context) (Session, Meta, error) {
 	switch {
 	case m.Session.UserID == "":
 		return Session{}, m, ErrNoSession
-	case SessionChanged(view, m.Session):
+	case sessionChanged(view, m.Session):
 		return Session{}, m, ErrSessionChanged
 	case SessionHeldNow(m):
 		return Session{}, m, ErrSessionMismatch

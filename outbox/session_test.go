@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -195,13 +197,4 @@ func TestNextSession(t *testing.T) {
 	require.Equal(t, Session{AuthGeneration: 2}, NextSession(a1, Session{}))
 	require.Equal(t, Session{UserID: "a", AuthGeneration: 7}, NextSession(a1, Session{UserID: "a", AuthGeneration: 7}))
 	require.Equal(t, Session{UserID: "a", TenantID: "t", AuthGeneration: 2}, NextSession(a1, Session{UserID: "a", TenantID: "t"}))
-}
-
-// A held user's pending records are no due work: other tabs' watchdogs do
-// not steal the lock (and fence again) for them in a loop.
-func TestSessionHeldIsNoDueWork(t *testing.T) {
-	held := Meta{Session: Session{UserID: "alice", AuthGeneration: 3}, SessionHeld: "alice"}
-	require.False(t, HasDueWork(Projection{Pending: 2, Meta: held}))
-	held.Session.UserID = "bob" // another user's session: bob's work is due
-	require.True(t, HasDueWork(Projection{Pending: 2, Meta: held}))
 }

@@ -232,12 +232,12 @@ func CurrentLease(cur Lease, found bool, l Lease) bool {
 	return found && cur.Owner == l.Owner && cur.Token == l.Token
 }
 
-// sortBySeq orders records by enqueue sequence, which is unique per store.
-// It is a heapsort written out, not slices.SortFunc: that generic sort,
-// instantiated for the 432-byte Record, was 16 functions and 3.2 KB of the
-// brotli download (tabfence.wasm 709,438 -> 706,278 bytes without it).
-// Listings usually arrive in order already, which costs one pass.
-func sortBySeq(recs []Record) {
+// SortBySeq orders records by enqueue sequence (unique per store), the
+// order every Store lists records in. It is a heapsort written out, not
+// slices.SortFunc, whose instantiation for Record costs download size (see
+// docs/outbox-notes.md). Listings usually arrive in order already, which
+// costs one pass.
+func SortBySeq(recs []Record) {
 	sorted := true
 	for i := 1; i < len(recs) && sorted; i++ {
 		sorted = recs[i-1].Seq < recs[i].Seq

@@ -30,7 +30,7 @@ func TestSortBySeq(t *testing.T) {
 			for _, r := range recs {
 				ids[r.ID] = r.Seq
 			}
-			sortBySeq(recs)
+			SortBySeq(recs)
 			if !slices.IsSortedFunc(recs, func(a, b Record) int { return int(a.Seq) - int(b.Seq) }) {
 				t.Fatalf("%s, n=%d: not sorted", shape, n)
 			}

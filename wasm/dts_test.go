@@ -20,6 +20,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -31,7 +32,7 @@ func TestDTSMatchesGo(t *testing.T) {
 	require.NoError(t, err)
 	dts := string(src)
 	var dedupes, drops []string
-	for _, d := range jsapi.DedupePolicies {
+	for _, d := range outbox.DedupePolicies() {
 		dedupes = append(dedupes, string(d))
 	}
 	for _, r := range channel.Reasons() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -20,7 +21,7 @@ import (
 // methods are the object's (outboxes).
 type outboxHandle struct {
 	id float64 // its handle in outboxes
-	rt *outbox.Runtime
+	rt *browser.Runtime
 }
 
 // outboxes are the page's outbox objects (see objects).
@@ -51,8 +52,8 @@ var bg = context.Background()
 // runtimeErrorNames: see outboxErrorNames; each name is one of those too
 // (TestRuntimeErrorNamesAreListed).
 var runtimeErrorNames = [...]errorName{
-	{outbox.ErrFenceUnavailable, "NetworkError"},
-	{outbox.ErrRuntimeClosed, "InvalidStateError"},
+	{browser.ErrFenceUnavailable, "NetworkError"},
+	{browser.ErrRuntimeClosed, "InvalidStateError"},
 }
 
 // obErr names the errors of the outbox API.
@@ -86,7 +87,7 @@ func obErr(err error) error {
 }
 
 // errOutboxClosed is what a method of a closed outbox fails with.
-var errOutboxClosed = &namedError{outbox.ErrRuntimeClosed, "InvalidStateError"}
+var errOutboxClosed = &namedError{browser.ErrRuntimeClosed, "InvalidStateError"}
 
 func (o *outboxHandle) flush([]js.Value) (any, error) {
 	rep, skipped, err := o.rt.Flush(bg)
@@ -118,7 +119,7 @@ func (o *outboxHandle) onStatus(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(o.rt.OnStatus(func(st outbox.RuntimeStatus) { jsapi.CallLater(fn, statusJS(st)) })), nil
+	return unsubscriber(o.rt.OnStatus(func(st browser.RuntimeStatus) { jsapi.CallLater(fn, statusJS(st)) })), nil
 }
 
 func (o *outboxHandle) onEvent(args []js.Value) (any, error) {

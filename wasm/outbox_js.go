@@ -11,6 +11,7 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/idbstore"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -69,7 +70,7 @@ var obAppended = jsglue.NewCallback(appended)
 func appended(_ js.Value, args []js.Value) any {
 	b := jsapi.At(args, 0)
 	if b.Type() != js.TypeString {
-		return jsglue.ToJS(obErr(outbox.EnqueueAborted(jsapi.At(args, 1))))
+		return jsglue.ToJS(obErr(idbstore.EnqueueAborted(jsapi.At(args, 1))))
 	}
 	appendedBatches.Add(1)
 	var recs []outbox.AppendedRecord

@@ -15,6 +15,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 )
 
 // tf.outbox in one page, against an in-page receiver that replaces fetch
@@ -354,7 +355,7 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 }
 
 // lastOutbox is the runtime of the outbox opened last.
-func lastOutbox(t *testing.T) *outbox.Runtime {
+func lastOutbox(t *testing.T) *browser.Runtime {
 	t.Helper()
 	o, ok := outboxes.Last()
 	require.True(t, ok, "no open outbox")

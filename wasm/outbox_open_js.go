@@ -9,10 +9,11 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
-// tf.outbox(options): reading the options into an outbox.RuntimeConfig
+// tf.outbox(options): reading the options into an browser.RuntimeConfig
 // (the rules are in outboxargs.go) and opening the runtime.
 
 // openOutbox implements tf.outbox(options).
@@ -22,7 +23,7 @@ func openOutbox(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := outbox.OpenRuntime(context.Background(), cfg)
+	rt, err := browser.OpenRuntime(context.Background(), cfg)
 	if err != nil {
 		return nil, obErr(err)
 	}
@@ -40,8 +41,8 @@ func openOutbox(args []js.Value) (any, error) {
 }
 
 // readOutboxOptions reads and validates tf.outbox's options.
-func readOutboxOptions(opts js.Value) (outbox.RuntimeConfig, error) {
-	var cfg outbox.RuntimeConfig
+func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
+	var cfg browser.RuntimeConfig
 	if !jsapi.IsType(opts, js.TypeObject) {
 		return cfg, jsapi.TypeErr("outbox", "options must be an object")
 	}
@@ -104,7 +105,7 @@ func readPolicies(pols js.Value) (map[string]outbox.Policy, error) {
 }
 
 // readLimits reads the counts, backoff and durations of the options.
-func readLimits(opts js.Value, cfg *outbox.RuntimeConfig) error {
+func readLimits(opts js.Value, cfg *browser.RuntimeConfig) error {
 	for _, o := range []struct {
 		name string
 		to   *int

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // outboxVersions reads the protocol, schemaVersion and migrations options
 // into cfg. migrations[v] upgrades a payload of schema v to v+1.
-func outboxVersions(opts js.Value, cfg *outbox.RuntimeConfig) error {
+func outboxVersions(opts js.Value, cfg *browser.RuntimeConfig) error {
 	if p := jsapi.ArgOf(jsapi.Field(opts, "protocol")); !p.Absent() {
 		n, err := jsapi.ProtocolArg("outbox", p)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -45,7 +46,7 @@ func errorInfoJS(e *outbox.ErrorInfo) any {
 	return o
 }
 
-func statusJS(st outbox.RuntimeStatus) js.Value {
+func statusJS(st browser.RuntimeStatus) js.Value {
 	o := jsapi.NewObject()
 	o.Set("pending", st.Pending)
 	o.Set("sending", st.Sending)

@@ -11,15 +11,13 @@ import (
 
 // Argument validation of tf.outbox's options, pure Go like args.go.
 
-// DedupePolicies are the dedupe policies an outbox option may name, in the
-// order the TypeError lists them; the d.ts's Dedupe lists the same
+// DedupeArg validates policies[key].dedupe against outbox's table of
+// policies (outbox.DedupePolicies), which the d.ts's Dedupe lists too
 // (TestDTSMatchesGo).
-var DedupePolicies = []outbox.Dedupe{outbox.Append, outbox.ReplaceLatest, outbox.Merge, outbox.DropIfExists}
-
-// DedupeArg validates policies[key].dedupe.
 func DedupeArg(key string, a Arg) (outbox.Dedupe, error) {
-	names := make([]string, len(DedupePolicies))
-	for i, d := range DedupePolicies {
+	policies := outbox.DedupePolicies()
+	names := make([]string, len(policies))
+	for i, d := range policies {
 		names[i] = string(d)
 		if a.Kind == KindString && a.Str == string(d) {
 			return d, nil

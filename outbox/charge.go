@@ -1,0 +1,103 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+)
+
+// errSkipped: a record change of a batch that was not made because the one
+// it depends on (the previous record's ack) was not.
+var errSkipped = errors.New("outbox: skipped: the previous record of the entity was not settled")
+
+// charge commits, in ONE transaction, the deferred acks of the lane's
+// records (acks, may be empty) and MarkSending of next (one step of
+// runLane): every attempt is charged, durably, before its record is handed
+// to the transport, and no record is charged when an ack of the same
+// transaction was not made. Acks may trail the sends by up to two steps
+// (runLane charges a step ahead): a new owner after a takeover finds those
+// records in flight, sends them again first, in order, and the receiver
+// answers with the stored responses (the idempotency keys), so per-entity
+// order holds across a takeover. It returns the charged records, a prefix
+// of next: charging stops at the first record that cannot be charged
+// (purged by a logout, an ack not made, the flush ending), which the lane
+// hands back with the rest. err is fatal for the flush.
+//
+// A crash leaves charged the records of the steps not yet sent: at most
+// ChargeAhead-1 attempts counted that were never made (none with
+// ChargeAhead 1). Never fewer: a record that crashes the tab each time it
+// is sent is charged each time and reaches dead letter.
+//
+// Durability: like every state transition (see idbstore.Open) the step uses
+// the browser's default durability, not Enqueue's strict one. A tab or
+// browser crash never undoes a committed step. An OS crash or power loss
+// may undo the last steps: an undone ack is replayed harmlessly (the
+// idempotency key), and an undone charge costs at most the uncounted sends
+// of the records that were in flight at that moment.
+func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) (charged []Record, err error) {
+	l := f.lease
+	now := f.o.cfg.Clock.Now()
+	acksOK := make([]bool, len(acks))
+	ups := make([]RecordUpdate, 0, len(acks)+len(next))
+	cctx := ctx
+	for i, a := range acks {
+		ups = append(ups, a.update(&acksOK[i]))
+		// The acks are written even when ctx is done; the charges are not.
+		cctx = context.WithoutCancel(ctx)
+	}
+	contiguous := true // the store runs the Fns in order, once each
+	ttl, reconnected, sess, gate := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.SchemaGate()
+	for _, rec := range next {
+		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r Record) (Record, error) {
+			for _, ok := range acksOK {
+				if !ok {
+					contiguous = false
+				}
+			}
+			if !contiguous {
+				return r, errSkipped
+			}
+			if err := ctx.Err(); err != nil {
+				contiguous = false
+				return r, err
+			}
+			// The claim planned r; what the plan checked of it that
+			// another tab can change meanwhile (an enqueue that replaced
+			// its payload) is checked again here.
+			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == SchemaUnsupported {
+				contiguous = false
+				return r, &opError{op: "charge", detail: "record no longer fits the claim", err: ErrInvalidTransition}
+			}
+			n, err := Charge(r, l, now, ttl, reconnected)
+			if err != nil {
+				contiguous = false
+			}
+			return n, err
+		})})
+	}
+	res, err := f.commit(cctx, ups)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, nil // the flush is ending: the lane hands its records back
+		}
+		return nil, err
+	}
+	for i, a := range acks {
+		if err := f.settled(a, res[i]); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range res[len(acks):] {
+		switch {
+		case m.Err == nil:
+			charged = append(charged, m.Record)
+			continue
+		case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
+			errors.Is(m.Err, errSkipped),           // an ack or charge before it was not made
+			errors.Is(m.Err, ErrInvalidTransition), // changed since the claim planned it
+			ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
+			return charged, nil
+		}
+		return charged, m.Err
+	}
+	return charged, nil
+}

@@ -1,0 +1,95 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+)
+
+// settleOp is a transition of a sent record under the lease, with what to
+// count and emit once it committed.
+type settleOp struct {
+	rec  Record
+	ev   Event
+	kind EventKind
+	e    *ErrorInfo
+	t    func(Record) (Record, error)
+}
+
+// update is op as a RecordUpdate; *ok (if ok != nil) is set when the
+// transition was made (it commits with the rest of the batch).
+func (op *settleOp) update(ok *bool) RecordUpdate {
+	return RecordUpdate{ID: op.rec.ID, Fn: func(r *Record) error {
+		n, err := op.t(*r)
+		if err != nil {
+			return err
+		}
+		*r = n
+		if ok != nil {
+			*ok = true
+		}
+		return nil
+	}}
+}
+
+// settle writes a transition under the lease, then counts and emits it. The
+// write happens even when ctx is done (the answer arrived; recording it is
+// what keeps a retry from being needed). A missing record is not an error.
+func (f *flushRun) settle(ctx context.Context, rec Record, ev Event, kind EventKind, e *ErrorInfo, t func(Record) (Record, error)) error {
+	op := &settleOp{rec: rec, ev: ev, kind: kind, e: e, t: t}
+	res, err := f.commit(context.WithoutCancel(ctx), []RecordUpdate{op.update(nil)})
+	if err != nil {
+		return err
+	}
+	return f.settled(op, res[0])
+}
+
+// settled counts and emits a committed settle (res is its UpdateResult).
+// A missing record is not an error.
+func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
+	o := f.o
+	if errors.Is(res.Err, ErrNotFound) {
+		return nil
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	n, kind, ev, e := res.Record, op.kind, op.ev, op.e
+	if n.Status == StatusDeadLetter {
+		kind = EventDeadLetter
+	}
+	ev.Kind, ev.At = kind, o.cfg.Clock.Now()
+	if e != nil {
+		ev.ErrorCode = e.Code
+	}
+	f.mu.Lock()
+	f.health.observe(e, &n)
+	f.mu.Unlock()
+	f.count(func(r *FlushReport) {
+		switch n.Status {
+		case StatusAcked:
+			r.Acked++
+		case StatusFailed:
+			r.Retried++
+		case StatusDeadLetter:
+			r.DeadLettered++
+		case StatusTerminalFailed:
+			r.Terminal++
+		case StatusConflict:
+			r.Conflicts++
+		}
+	}, e)
+	o.emit(ev)
+	return nil
+}
+
+// apply adapts a pure transition to a Store update function.
+func apply(t func(Record) (Record, error)) func(*Record) error {
+	return func(r *Record) error {
+		n, err := t(*r)
+		if err != nil {
+			return err
+		}
+		*r = n
+		return nil
+	}
+}
