@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -38,14 +40,10 @@ type env struct {
 func setup(t *testing.T, throttle bool) *env {
 	t.Helper()
 	srv, err := harness.Serve(distDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}
 }
@@ -55,14 +53,10 @@ func setup(t *testing.T, throttle bool) *env {
 func setupServing(t *testing.T, mw func(http.Handler) http.Handler) *env {
 	t.Helper()
 	srv, err := harness.ServeWith(distDir, mw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}
 }
@@ -84,13 +78,10 @@ func (e *env) pageURL(page, scope string, protocol int) string {
 func (e *env) open(page, scope string, protocol int, joined string) *harness.Tab {
 	e.t.Helper()
 	tab, err := e.b.Open(e.pageURL(page, scope, protocol))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	e.t.Cleanup(tab.Close)
-	if _, err := tab.WaitEvent(joined, 1, startTimeout); err != nil {
-		e.t.Fatal(err)
-	}
+	_, err = tab.WaitEvent(joined, 1, startTimeout)
+	require.NoError(e.t, err)
 	return tab
 }
 
@@ -99,9 +90,8 @@ func (e *env) open(page, scope string, protocol int, joined string) *harness.Tab
 func (e *env) demo(scope string, protocol int, want string) *harness.Tab {
 	e.t.Helper()
 	tab := e.open("", scope, protocol, "joined")
-	if _, err := tab.WaitEvent(want, 1, startTimeout); err != nil {
-		e.t.Fatalf("new tab never became %s: %v", want, err)
-	}
+	_, err := tab.WaitEvent(want, 1, startTimeout)
+	require.NoError(e.t, err, "new tab never became %s", want)
 	return tab
 }
 
@@ -114,9 +104,7 @@ func leaders(t *testing.T, tabs []*harness.Tab) []int {
 			continue
 		}
 		ok, err := tab.IsLeader()
-		if err != nil {
-			t.Fatalf("tab %d: %v", i, err)
-		}
+		require.NoError(t, err, "tab %d", i)
 		if ok {
 			out = append(out, i)
 		}
@@ -127,9 +115,7 @@ func leaders(t *testing.T, tabs []*harness.Tab) []int {
 func lockName(t *testing.T, tab *harness.Tab) string {
 	t.Helper()
 	name, err := harness.Eval[string](tab, `tabfenceDemo.election.lockName`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return name
 }
 
@@ -138,6 +124,7 @@ func eval[T any](t *testing.T, tab *harness.Tab, js string) T {
 	t.Helper()
 	v, err := harness.Eval[T](tab, js)
 	if err != nil {
+		// t.Fatalf, not require: enqueue reaches here from goroutines too.
 		t.Fatalf("eval %q: %v", js, err)
 	}
 	return v
