@@ -204,9 +204,9 @@ func TestElectionOneLeaderAndHandover(t *testing.T) {
 	stop := sampler(t, a, b, c)
 	require.Equal(t, 1, leaders(a, b, c), "exactly one leader")
 	require.Nil(t, b.e.Leadership(), "exactly one leader")
-	if ok, err := a.e.HasLeader(context.Background()); !ok || err != nil {
-		t.Fatal("HasLeader", ok, err)
-	}
+	ok, err := a.e.HasLeader(context.Background())
+	require.True(t, ok, "HasLeader")
+	require.NoError(t, err, "HasLeader")
 
 	a.e.Close()
 	a.waitLost(ReasonClosed)
@@ -223,15 +223,14 @@ func TestElectionOneLeaderAndHandover(t *testing.T) {
 	next.e.Close()
 	next.waitLost(ReasonClosed)
 	rest.waitLeader()
-	if m := stop(); m != 1 {
-		t.Fatalf("saw %d leaders at once", m)
-	}
+	m := stop()
+	require.Equal(t, 1, m, "saw %d leaders at once", m)
 	rest.e.Close()
 	rest.waitLost(ReasonClosed)
 	<-rest.e.Done()
-	if ok, err := rest.e.HasLeader(context.Background()); ok || err != nil {
-		t.Fatal("nobody leads after all closed", ok, err)
-	}
+	ok, err = rest.e.HasLeader(context.Background())
+	require.False(t, ok, "nobody leads after all closed")
+	require.NoError(t, err, "nobody leads after all closed")
 }
 
 func TestElectionClosedWaiterNeverLeads(t *testing.T) {
@@ -259,9 +258,8 @@ func TestElectionClosedWaiterNeverLeads(t *testing.T) {
 	}
 	require.ErrorIs(t, b.e.Start(), ErrClosed, "Start after Close")
 	require.ErrorIs(t, b.e.Resign(), ErrClosed, "Resign after Close")
-	if _, err := b.e.Steal(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Fatal("Steal after Close", err)
-	}
+	_, err := b.e.Steal(context.Background())
+	require.ErrorIs(t, err, ErrClosed, "Steal after Close")
 }
 
 func TestElectionCloseBeforeStart(t *testing.T) {
@@ -330,9 +328,8 @@ func TestElectionSteal(t *testing.T) {
 	require.Equal(t, 2, a.waitLeader().Generation, "generation")
 	// An unstarted election can steal straight away.
 	c := newProbe(t, "c", scope, 1, nil)
-	if _, err := c.e.Steal(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.e.Steal(context.Background())
+	require.NoError(t, err)
 	a.waitLost(ReasonStolen)
 	a.waitFollower()
 }
@@ -384,9 +381,9 @@ func TestElectionFencer(t *testing.T) {
 	// Each term gets a fresh, higher token.
 	a.e.Resign()
 	a.waitLost(ReasonResigned)
-	if l2 := a.waitLeader(); l2.Token != 43 || l2.Generation != 2 {
-		t.Fatalf("%+v", l2)
-	}
+	l2 := a.waitLeader()
+	require.Equal(t, uint64(43), l2.Token)
+	require.Equal(t, 2, l2.Generation)
 }
 
 func TestElectionFencerFailureBacksOffAndRetries(t *testing.T) {
@@ -405,12 +402,10 @@ func TestElectionFencerFailureBacksOffAndRetries(t *testing.T) {
 	calls := f.calls
 	f.mu.Unlock()
 	require.Len(t, calls, 3, "%d allocations, want 3", len(calls))
-	if d := calls[1].Sub(calls[0]); d < backoffMin*8/10 {
-		t.Fatalf("retried after %v: must back off", d)
-	}
-	if d := calls[2].Sub(calls[1]); d < 2*backoffMin*8/10 {
-		t.Fatalf("second retry after %v: backoff must grow", d)
-	}
+	d := calls[1].Sub(calls[0])
+	require.GreaterOrEqual(t, d, backoffMin*8/10, "retried after %v: must back off", d)
+	d = calls[2].Sub(calls[1])
+	require.GreaterOrEqual(t, d, 2*backoffMin*8/10, "second retry after %v: backoff must grow", d)
 	// While a backs off, the lock is free for others.
 	a.e.Close()
 	b.start()
@@ -503,12 +498,10 @@ func TestElectionStealWaitsCancel(t *testing.T) {
 }
 
 func TestNewElectionValidates(t *testing.T) {
-	if _, err := NewElection(Config{Scope: "", Protocol: 1}); !errors.Is(err, ErrInvalidName) {
-		t.Fatal(err)
-	}
-	if _, err := NewElection(Config{Scope: "s", Protocol: 0}); !errors.Is(err, ErrInvalidName) {
-		t.Fatal(err)
-	}
+	_, err := NewElection(Config{Scope: "", Protocol: 1})
+	require.ErrorIs(t, err, ErrInvalidName)
+	_, err = NewElection(Config{Scope: "s", Protocol: 0})
+	require.ErrorIs(t, err, ErrInvalidName)
 	e, err := NewElection(Config{Scope: "s", Protocol: 3})
 	require.NoError(t, err)
 	require.Equal(t, "tabfence:s:v3", e.LockName())
@@ -543,9 +536,8 @@ func TestElectionFiveContendersDownToTheLast(t *testing.T) {
 	live := ps
 	for len(live) > 0 {
 		p, _ := firstLeader(t, live...)
-		if n := leaders(ps...); n != 1 {
-			t.Fatalf("%d leaders", n)
-		}
+		n := leaders(ps...)
+		require.Equal(t, 1, n, "%d leaders", n)
 		p.e.Close()
 		p.waitLost(ReasonClosed)
 		var rest []*probe
@@ -560,7 +552,6 @@ func TestElectionFiveContendersDownToTheLast(t *testing.T) {
 	// in-between instants. Natively the scenario can finish before the
 	// sampler goroutine runs at all, so it asserts the invariant (never two),
 	// not that it sampled.
-	if m := stop(); m > 1 {
-		t.Fatalf("saw %d leaders at once", m)
-	}
+	m := stop()
+	require.LessOrEqual(t, m, 1, "saw %d leaders at once", m)
 }

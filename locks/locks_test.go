@@ -65,9 +65,8 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	invalid := []Options{{Steal: true, IfAvailable: true}, {Steal: true, Mode: Shared}, {Mode: 7}, {Mode: -1}}
 	for _, o := range invalid {
-		if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v: got %v, want ErrInvalidOptions", o, err)
-		}
+		err := o.Validate()
+		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v: got %v, want ErrInvalidOptions", o, err)
 	}
 }
 
@@ -81,9 +80,8 @@ func TestModeStrings(t *testing.T) {
 	require.Equal(t, "exclusive", Exclusive.String(), "mode strings")
 	require.Equal(t, "shared", Shared.String(), "mode strings")
 	require.Equal(t, "Mode(9)", Mode(9).String(), "mode strings")
-	if _, ok := ParseMode("EXCLUSIVE"); ok {
-		t.Fatal("ParseMode is exact")
-	}
+	_, ok := ParseMode("EXCLUSIVE")
+	require.False(t, ok, "ParseMode is exact")
 }
 
 func TestReasonStrings(t *testing.T) {
@@ -109,9 +107,10 @@ func TestErrors(t *testing.T) {
 	require.ErrorIs(t, le, ErrFenced, "LostError matching")
 	require.ErrorIs(t, le, fence, "LostError matching")
 	require.NotErrorIs(t, le, ErrStolen, "LostError matching")
-	if s := le.Error(); !strings.Contains(s, "fenced") || !strings.Contains(s, "token 3") || !strings.Contains(s, "stale token") {
-		t.Fatal(s)
-	}
+	s := le.Error()
+	require.Contains(t, s, "fenced")
+	require.Contains(t, s, "token 3")
+	require.Contains(t, s, "stale token")
 	require.Equal(t, "LostLeadershipError", jsglue.NameOf(le))
 	pe := panicErr("OnLeader", errors.New("boom"))
 	require.Contains(t, pe.Error(), "OnLeader: boom", pe)

@@ -148,9 +148,8 @@ func TestRequestCancelWhileWaitingWithdraws(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("cancel was not prompt")
 	}
-	if n := snapshot(t).Waiting(name); n != 0 {
-		t.Fatalf("%d pending after withdrawal", n)
-	}
+	n := snapshot(t).Waiting(name)
+	require.Equal(t, 0, n, "%d pending after withdrawal", n)
 }
 
 func TestRequestCtxEndWhileHoldingCancelsFn(t *testing.T) {
@@ -305,15 +304,12 @@ func TestRequestLeaksNothing(t *testing.T) {
 		require.NoError(t, <-errc)
 	}
 	require.NoError(t, release())
-	if got := jsglue.LiveCallbacks(); got != baseCB {
-		t.Fatalf("live callbacks %d, want %d", got, baseCB)
-	}
-	if got := settle(baseG); got > baseG+2 {
-		t.Fatalf("goroutines %d, baseline %d", got, baseG)
-	}
-	if s := snapshot(t); s.Holds(name) || s.Waiting(name) != 0 {
-		t.Fatal("lock state left behind", s)
-	}
+	require.Equal(t, baseCB, jsglue.LiveCallbacks(), "live callbacks")
+	got := settle(baseG)
+	require.LessOrEqual(t, got, baseG+2, "goroutines %d, baseline %d", got, baseG)
+	s := snapshot(t)
+	require.False(t, s.Holds(name), "lock state left behind")
+	require.Equal(t, 0, s.Waiting(name), "lock state left behind")
 	t.Logf("granted %v, withdrawn %v", t1.Sub(t0), time.Since(t1))
 	t.Logf("callbacks %d -> %d, goroutines %d -> %d", baseCB, jsglue.LiveCallbacks(), baseG, runtime.NumGoroutine())
 }
@@ -333,10 +329,7 @@ func TestElectionsLeakNothing(t *testing.T) {
 		<-a.e.Done()
 		<-b.e.Done()
 	}
-	if got := jsglue.LiveCallbacks(); got != baseCB {
-		t.Fatalf("live callbacks %d, want %d", got, baseCB)
-	}
-	if got := settle(baseG); got > baseG+2 {
-		t.Fatalf("goroutines %d, baseline %d", got, baseG)
-	}
+	require.Equal(t, baseCB, jsglue.LiveCallbacks(), "live callbacks")
+	got := settle(baseG)
+	require.LessOrEqual(t, got, baseG+2, "goroutines %d, baseline %d", got, baseG)
 }

@@ -1,7 +1,6 @@
 package locks
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -20,31 +19,29 @@ func TestBackoff(t *testing.T) {
 
 func TestMachineLeadAndResign(t *testing.T) {
 	var m machine
-	if started, err := m.start(); !started || err != nil {
-		t.Fatal(started, err)
-	}
-	if started, _ := m.start(); started {
-		t.Fatal("second start must not start again")
-	}
-	if a := m.next(); a.kind != actJoin || a.steal {
-		t.Fatalf("%+v", a)
-	}
+	started, err := m.start()
+	require.True(t, started)
+	require.NoError(t, err)
+	started, _ = m.start()
+	require.False(t, started, "second start must not start again")
+	a := m.next()
+	require.Equal(t, actJoin, a.kind)
+	require.False(t, a.steal)
 	gen, ok := m.granted()
 	require.True(t, ok)
 	require.Equal(t, 1, gen)
 	require.Equal(t, phaseAcquiring, m.phase)
 	require.False(t, m.leading())
-	if lead, _ := m.allocated(); !lead || !m.leading() {
-		t.Fatal("must lead")
-	}
+	lead, _ := m.allocated()
+	require.True(t, lead, "must lead")
+	require.True(t, m.leading(), "must lead")
 	require.Equal(t, resignNow, m.resignReq(), "leader resigns now")
 	m.ended(ReasonResigned)
 	require.Equal(t, phaseJoining, m.phase, "resign rejoins at once")
 	require.Equal(t, time.Duration(0), m.delay, "resign rejoins at once")
 	require.Equal(t, actJoin, m.next().kind)
-	if gen, _ := m.granted(); gen != 2 {
-		t.Fatal("generation counts leaderships", gen)
-	}
+	gen, _ = m.granted()
+	require.Equal(t, 2, gen, "generation counts leaderships")
 }
 
 func TestMachineResignWhileAcquiring(t *testing.T) {
@@ -60,9 +57,8 @@ func TestMachineResignWhileAcquiring(t *testing.T) {
 	// The flag does not leak into the next term.
 	m.next()
 	m.granted()
-	if lead, _ := m.allocated(); !lead {
-		t.Fatal("next term leads")
-	}
+	lead, _ = m.allocated()
+	require.True(t, lead, "next term leads")
 	var idle machine
 	require.Equal(t, resignNothing, idle.resignReq(), "idle resign is a no-op")
 }
@@ -95,9 +91,9 @@ func TestMachineFailuresBackOff(t *testing.T) {
 	require.Equal(t, 0, m.failures, "reset")
 	require.Equal(t, time.Duration(0), m.delay, "reset")
 	m.failed() // request error before any grant
-	if a := m.next(); a.kind != actWait || a.delay != backoffMin {
-		t.Fatalf("%+v", a)
-	}
+	a := m.next()
+	require.Equal(t, actWait, a.kind)
+	require.Equal(t, backoffMin, a.delay)
 	m.ended(ReasonFenced)
 	require.NotEqual(t, time.Duration(0), m.delay, "fenced backs off")
 }
@@ -106,9 +102,9 @@ func TestMachineSteal(t *testing.T) {
 	var idle machine
 	require.Equal(t, stealStart, idle.stealReq(), "idle steal starts")
 	require.Equal(t, phaseJoining, idle.phase, "idle steal starts")
-	if a := idle.next(); a.kind != actJoin || !a.steal {
-		t.Fatalf("%+v", a)
-	}
+	a := idle.next()
+	require.Equal(t, actJoin, a.kind)
+	require.True(t, a.steal)
 	require.False(t, idle.next().steal, "steal flag is used once")
 
 	var m machine
@@ -123,32 +119,30 @@ func TestMachineSteal(t *testing.T) {
 	m.ended(ReasonError)
 	require.Equal(t, actWait, m.next().kind, "backoff")
 	require.Equal(t, stealWake, m.stealReq(), "backoff: wake")
-	if a := m.next(); a.kind != actJoin || !a.steal || a.delay != 0 {
-		t.Fatalf("steal skips the backoff: %+v", a)
-	}
+	a = m.next()
+	require.Equal(t, actJoin, a.kind, "steal skips the backoff")
+	require.True(t, a.steal, "steal skips the backoff")
+	require.Equal(t, time.Duration(0), a.delay, "steal skips the backoff")
 }
 
 func TestMachineClose(t *testing.T) {
 	var idle machine
-	if first, wasIdle := idle.close(); !first || !wasIdle {
-		t.Fatal("idle close")
-	}
-	if _, err := idle.start(); !errors.Is(err, ErrClosed) {
-		t.Fatal("start after close")
-	}
+	first, wasIdle := idle.close()
+	require.True(t, first, "idle close")
+	require.True(t, wasIdle, "idle close")
+	_, err := idle.start()
+	require.ErrorIs(t, err, ErrClosed, "start after close")
 
 	var m machine
 	m.start()
 	m.next()
-	if first, wasIdle := m.close(); !first || wasIdle {
-		t.Fatal("close")
-	}
-	if first, _ := m.close(); first {
-		t.Fatal("idempotent")
-	}
-	if _, ok := m.granted(); ok {
-		t.Fatal("a closed election never takes the lock")
-	}
+	first, wasIdle = m.close()
+	require.True(t, first, "close")
+	require.False(t, wasIdle, "close")
+	first, _ = m.close()
+	require.False(t, first, "idempotent")
+	_, ok := m.granted()
+	require.False(t, ok, "a closed election never takes the lock")
 	require.Equal(t, actStop, m.next().kind, "stop")
 	require.Equal(t, stealClosed, m.stealReq(), "closed")
 	require.Equal(t, resignClosed, m.resignReq(), "closed")
@@ -158,9 +152,9 @@ func TestMachineClose(t *testing.T) {
 	l.next()
 	l.granted()
 	l.close() // close while acquiring
-	if lead, cause := l.allocated(); lead || !errors.Is(cause, ErrClosed) {
-		t.Fatal(lead, cause)
-	}
+	lead, cause := l.allocated()
+	require.False(t, lead)
+	require.ErrorIs(t, cause, ErrClosed)
 	l.ended(ReasonClosed)
 	l.failed()
 	require.Equal(t, phaseClosed, l.phase, "closed is terminal")

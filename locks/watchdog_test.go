@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/stretchr/testify/assert"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -52,9 +54,8 @@ func TestWatchdogHeartbeatsKeepTheLeader(t *testing.T) {
 	}
 	require.NotEqual(t, uint64(0), w.Stats().Heard, "%+v", w.Stats())
 	require.Equal(t, uint64(0), w.Stats().Steals, "%+v", w.Stats())
-	if got := w.Deadline(); !got.Equal(at(ms + 3000)) {
-		t.Fatalf("deadline %v, want 3 s after the last heartbeat", got.Sub(t0))
-	}
+	got := w.Deadline()
+	require.True(t, got.Equal(at(ms+3000)), "deadline %v, want 3 s after the last heartbeat", got.Sub(t0))
 }
 
 func TestWatchdogOlderTokenIsNotALiveLeader(t *testing.T) {
@@ -64,9 +65,9 @@ func TestWatchdogOlderTokenIsNotALiveLeader(t *testing.T) {
 	// nothing about the current leader.
 	w.Heard(at(2000), 6)
 	require.True(t, w.Tick(at(3100)), "a stale token restarted the stall timer")
-	if s := w.Stats(); s.Stale != 1 || s.Heard != 1 {
-		t.Fatalf("%+v", s)
-	}
+	s := w.Stats()
+	require.Equal(t, uint64(1), s.Stale)
+	require.Equal(t, uint64(1), s.Heard)
 	// This tab's own leadership counts as heard: after it is stolen from,
 	// an older token still proves nothing.
 	w.Led(9)
@@ -111,9 +112,8 @@ func TestWatchdogJitterIsBounded(t *testing.T) {
 		if got < 0 || got >= c.want {
 			t.Errorf("stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
 		}
-		if lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0); lo != c.stall {
-			t.Errorf("stall %v: no-jitter deadline %v", c.stall, lo)
-		}
+		lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0)
+		assert.Equal(t, c.stall, lo, "stall %v: no-jitter deadline %v", c.stall, lo)
 	}
 	// A fresh draw at every restart: two followers that heard the same
 	// heartbeat steal at different times.
@@ -146,12 +146,10 @@ func TestValidStallAfter(t *testing.T) {
 		" (" + strconv.Itoa(int(DefaultStallAfter/time.Millisecond)) + " by default)"
 	require.Contains(t, errStallAfterRange, want, "%q does not say %q", errStallAfterRange, want)
 	// Through NewElection.
-	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("unfenced watchdog election: %v", err)
-	}
-	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: time.Second, Fencer: &countingFencer{}}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("stallAfter below the minimum: %v", err)
-	}
+	_, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter})
+	require.ErrorIs(t, err, ErrInvalidOptions, "unfenced watchdog election")
+	_, err = NewElection(Config{Scope: "s", Protocol: 1, StallAfter: time.Second, Fencer: &countingFencer{}})
+	require.ErrorIs(t, err, ErrInvalidOptions, "stallAfter below the minimum")
 	e, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter, Fencer: &countingFencer{}})
 	require.NoError(t, err, "%v", e)
 	require.Equal(t, DefaultStallAfter, e.StallAfter(), "%v", e)
