@@ -213,9 +213,9 @@ func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
 	ctx := ctx5(t)
 	old, err := d.AllocateToken(ctx, "r", "tab-a")
 	require.NoError(t, err)
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1}, putItem("k", "a")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err := d.Apply(ctx, Op{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1}, putItem("k", "a"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 	thief, err := d.AllocateToken(ctx, "r", "tab-b")
 	require.NoError(t, err)
 	require.Equal(t, old+1, thief)
@@ -234,16 +234,16 @@ func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
 	require.Equal(t, "a", got, "store changed to %s", got)
 	f, _ := d.Fence(ctx, "r")
 	require.Equal(t, old, f.Highest, "a stale apply moved the fence to %d", f.Highest)
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: thief, OperationID: "b-1", Sequence: 1}, putItem("k", "b")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 1000, OperationID: "server"}, putItem("k", "s")); err != nil || res != Accepted {
-		t.Fatalf("token above the allocated epoch: %v %v", res, err)
-	}
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: thief, OperationID: "b-1", Sequence: 1}, putItem("k", "b"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 1000, OperationID: "server"}, putItem("k", "s"))
+	require.NoError(t, err, "token above the allocated epoch")
+	require.Equal(t, Accepted, res, "token above the allocated epoch")
 	// Another resource's allocations do not depose anyone here.
-	if res, err := d.Apply(ctx, Op{Resource: "other", Token: 1, OperationID: "o"}, nil); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err = d.Apply(ctx, Op{Resource: "other", Token: 1, OperationID: "o"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 }
 
 // A corrupt allocation record is a typed error for Apply (both paths),
@@ -344,15 +344,16 @@ func testApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 	require.ErrorIs(t, leaked.Put("items", js.ValueOf("x"), js.ValueOf(1)), ErrTxDone)
 	check("reserved")
 	// Then a good op still works.
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "g"}, func(tx *WriteTx) error {
+	res, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "g"}, func(tx *WriteTx) error {
 		v, err := tx.Get("items", js.ValueOf("k"))
 		if err != nil {
 			return err
 		}
 		return tx.Put("items", js.ValueOf("k2"), js.ValueOf(v.String()+"+"))
-	}, "items"); err != nil || res != Accepted || item(t, d, "k2") != "base+" {
-		t.Fatal(res, err)
-	}
+	}, "items")
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
+	require.Equal(t, "base+", item(t, d, "k2"))
 }
 
 func TestApplyCancelledContext(t *testing.T) { applyPaths(t, testApplyCancelledContext) }
@@ -388,17 +389,18 @@ func TestCompareAndSwap(t *testing.T) {
 	// Named with its resource, a token below the resource's allocated
 	// epoch is refused before the newer owner wrote the key.
 	old, _ := d.AllocateToken(ctx, "res", "a")
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("a")); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("a"))
+	require.True(t, ok)
+	require.NoError(t, err)
 	_, err = d.AllocateToken(ctx, "res", "b")
 	require.NoError(t, err)
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("stale")); ok || err != nil || item(t, d, "k2") != "a" {
-		t.Fatalf("old token after a newer allocation: %v %v %s", ok, err, item(t, d, "k2"))
-	}
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old+1, js.ValueOf("b")); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err = d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("stale"))
+	require.False(t, ok, "old token after a newer allocation")
+	require.NoError(t, err, "old token after a newer allocation")
+	require.Equal(t, "a", item(t, d, "k2"), "old token after a newer allocation")
+	ok, err = d.CompareAndSwap(ctx, "res", "items", "k2", old+1, js.ValueOf("b"))
+	require.True(t, ok)
+	require.NoError(t, err)
 }
 
 func TestCorruptRecordsAreTypedErrors(t *testing.T) { applyPaths(t, testCorruptRecordsAreTypedErrors) }
@@ -609,9 +611,9 @@ func TestDeleteMakesConnectionLetGo(t *testing.T) {
 	require.Equal(t, base, jsglue.LiveCallbacks(), "callbacks leaked")
 	// A new connection starts from an empty database.
 	d2 := open(t, name)
-	if tok, err := d2.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 1 {
-		t.Fatal(tok, err)
-	}
+	tok, err := d2.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), tok)
 }
 
 func TestUpgradeByNewerBuild(t *testing.T) {
@@ -639,13 +641,14 @@ func TestUpgradeByNewerBuild(t *testing.T) {
 	require.ErrorIs(t, old.Err(), ErrUpgraded)
 	require.Empty(t, blocked, "upgrade was blocked")
 	// Data and tokens survive the upgrade.
-	if tok, err := nu.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 2 || nu.Version() != 3 {
-		t.Fatal(tok, err)
-	}
+	tok, err := nu.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), tok)
+	require.Equal(t, uint64(3), nu.Version())
 	// A keyPath store works with CompareAndSwap.
-	if ok, err := nu.CompareAndSwap(ctx5(t), "", "more", "a", 1, js.ValueOf(map[string]any{"id": "a"})); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := nu.CompareAndSwap(ctx5(t), "", "more", "a", 1, js.ValueOf(map[string]any{"id": "a"}))
+	require.True(t, ok)
+	require.NoError(t, err)
 }
 
 func TestBlockedByForeignConnection(t *testing.T) {
@@ -724,7 +727,7 @@ func TestDeleteBetweenOpensLeavesNoHalfDatabase(t *testing.T) {
 	testHookBetweenOpens = nil
 	require.ErrorIs(t, err, ErrDeleted, "want ErrDeleted")
 	d := open(t, name, WithSchema(itemsSchema()))
-	if res, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 }

@@ -66,58 +66,60 @@ func TestRawRequests(t *testing.T) {
 	fill(t, db, 5)
 	tx := beginT(t, db, ReadWrite, "items", "people")
 	st := tx.Store("items")
-	if v, err := st.Get(num(2)).Await(ctx); err != nil || v.String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := st.Get(num(99)).Await(ctx); err != nil || !v.IsUndefined() {
-		t.Fatal(v, err)
-	}
-	if v, err := st.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 5 {
-		t.Fatal(v, err)
-	}
+	v, err := st.Get(num(2)).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v2", v.String(), v)
+	v, err = st.Get(num(99)).Await(ctx)
+	require.NoError(t, err, v)
+	require.True(t, v.IsUndefined(), v)
+	v, err = st.Count(js.Undefined()).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 5, v.Int(), v)
 	rng, err := Bound(num(1), num(3), false, true)
 	require.NoError(t, err)
-	if v, err := st.GetAll(rng, 0).Await(ctx); err != nil || v.Length() != 2 || v.Index(1).String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := st.GetAllKeys(js.Undefined(), 3).Await(ctx); err != nil || v.Length() != 3 || v.Index(2).Int() != 2 {
-		t.Fatal(v, err)
-	}
-	if v, err := st.GetKey(rng).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	v, err = st.GetAll(rng, 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Length(), v)
+	require.Equal(t, "v2", v.Index(1).String(), v)
+	v, err = st.GetAllKeys(js.Undefined(), 3).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 3, v.Length(), v)
+	require.Equal(t, 2, v.Index(2).Int(), v)
+	v, err = st.GetKey(rng).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	lo, _ := LowerBound(num(3), true)
-	if v, err := st.Count(lo).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	v, err = st.Count(lo).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	up, _ := UpperBound(num(1), false)
-	if v, err := st.Delete(up).Await(ctx); err != nil || !v.IsUndefined() {
-		t.Fatal(v, err)
-	}
+	v, err = st.Delete(up).Await(ctx)
+	require.NoError(t, err, v)
+	require.True(t, v.IsUndefined(), v)
 	only, _ := Only(num(4))
-	if v, err := st.Count(only).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	v, err = st.Count(only).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	people := tx.Store("people")
 	require.Equal(t, "id", people.KeyPath().String())
 	people.Put(js.Undefined(), js.ValueOf(map[string]any{"id": "a", "name": "Ada"}))
 	people.Add(js.Undefined(), js.ValueOf(map[string]any{"id": "b", "name": "Bob"}))
 	ix := people.Index("byName")
-	if v, err := ix.Get(str("Bob")).Await(ctx); err != nil || v.Get("id").String() != "b" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetKey(str("Ada")).Await(ctx); err != nil || v.String() != "a" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetAll(js.Undefined(), 0).Await(ctx); err != nil || v.Length() != 2 {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetAllKeys(js.Undefined(), 0).Await(ctx); err != nil || v.Index(0).String() != "a" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 2 {
-		t.Fatal(v, err)
-	}
+	v, err = ix.Get(str("Bob")).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "b", v.Get("id").String(), v)
+	v, err = ix.GetKey(str("Ada")).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "a", v.String(), v)
+	v, err = ix.GetAll(js.Undefined(), 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Length(), v)
+	v, err = ix.GetAllKeys(js.Undefined(), 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "a", v.Index(0).String(), v)
+	v, err = ix.Count(js.Undefined()).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Int(), v)
 	require.ErrorIs(t, tx.Store("nope").Err(), jsglue.ErrNotFound)
 	require.ErrorIs(t, people.Index("nope").Err(), jsglue.ErrNotFound)
 	require.NoError(t, tx.Commit())
@@ -127,9 +129,9 @@ func TestRawRequests(t *testing.T) {
 	tx.Store("items").Clear()
 	c := tx.Store("items").Count(js.Undefined())
 	require.NoError(t, tx.Await(ctx))
-	if v, err := c.Result(); err != nil || v.Int() != 0 {
-		t.Fatal(v, err)
-	}
+	v, err = c.Result()
+	require.NoError(t, err, v)
+	require.Equal(t, 0, v.Int(), v)
 	settled(t)
 }
 
@@ -144,15 +146,15 @@ func TestRawResultOfEarlierRequests(t *testing.T) {
 	a, b, c := st.Get(num(0)), st.Get(num(1)), st.Get(num(2))
 	_, err := a.Result()
 	require.ErrorIs(t, err, ErrPending)
-	if v, err := c.Await(ctx); err != nil || v.String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := a.Result(); err != nil || v.String() != "v0" {
-		t.Fatal(v, err)
-	}
-	if v, err := b.Await(ctx); err != nil || v.String() != "v1" {
-		t.Fatal(v, err)
-	}
+	v, err := c.Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v2", v.String(), v)
+	v, err = a.Result()
+	require.NoError(t, err, v)
+	require.Equal(t, "v0", v.String(), v)
+	v, err = b.Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v1", v.String(), v)
 	require.NoError(t, tx.Await(ctx))
 }
 
@@ -385,9 +387,9 @@ func TestRawManyRequestsLeakNothing(t *testing.T) {
 			total++
 			switch i % 3 {
 			case 0:
-				if v, err := r.Await(ctx); err != nil || v.Int() != round {
-					t.Fatal(v, err)
-				}
+				v, err := r.Await(ctx)
+				require.NoError(t, err, v)
+				require.Equal(t, round, v.Int(), v)
 			case 1:
 				_, _ = r.Await(cancelled) // abandoned: its event still cleans up
 			}
@@ -452,9 +454,9 @@ func TestRawOpenUpgradeMigration(t *testing.T) {
 	require.True(t, opened.Equal(db), "Opened not called with the connection, or blocked")
 	require.Empty(t, blocked, "Opened not called with the connection, or blocked")
 	tx := beginT(t, db, ReadOnly, "s")
-	if v, err := tx.Store("s").Get(num(4)).Await(ctx); err != nil || v.Int() != 40 {
-		t.Fatal(v, err)
-	}
+	v, err := tx.Store("s").Get(num(4)).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 40, v.Int(), v)
 	// A failing upgrade leaves the database as it was.
 	db.Call("close")
 	boom := errors.New("boom")
