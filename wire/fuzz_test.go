@@ -26,12 +26,12 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		}
 		require.True(t, ValidKey(k), "accepted invalid key %q from %q", k, v)
 		// Both encodings of an accepted key parse to the same key.
-		if k2, err := ParseIdempotencyKey(FormatIdempotencyKey(k)); err != nil || k2 != k {
-			t.Fatalf("sf-string form of %q parses to %q, %v", k, k2, err)
-		}
-		if k3, err := ParseIdempotencyKey(k); err != nil || k3 != k {
-			t.Fatalf("bare form of %q parses to %q, %v", k, k3, err)
-		}
+		k2, err := ParseIdempotencyKey(FormatIdempotencyKey(k))
+		require.NoError(t, err, "sf-string form of %q parses to %q", k, k2)
+		require.Equal(t, k, k2, "sf-string form of %q parses to %q", k, k2)
+		k3, err := ParseIdempotencyKey(k)
+		require.NoError(t, err, "bare form of %q parses to %q", k, k3)
+		require.Equal(t, k, k3, "bare form of %q parses to %q", k, k3)
 	})
 }
 
@@ -49,9 +49,9 @@ func FuzzParseToken(f *testing.F) {
 		require.GreaterOrEqual(t, n, uint64(1), "token %d out of range", n)
 		require.LessOrEqual(t, n, uint64(MaxToken), "token %d out of range", n)
 		require.Equal(t, strings.TrimSpace(v), FormatToken(n), "%q is not canonical for %d", v, n)
-		if m, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil || m != n {
-			t.Fatalf("disagrees with strconv: %d vs %d", n, m)
-		}
+		m, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		require.NoError(t, err, "disagrees with strconv: %d vs %d", n, m)
+		require.Equal(t, n, m, "disagrees with strconv: %d vs %d", n, m)
 	})
 }
 
