@@ -123,8 +123,8 @@ func lockName(t *testing.T, tab *harness.Tab) string {
 func eval[T any](t *testing.T, tab *harness.Tab, js string) T {
 	t.Helper()
 	v, err := harness.Eval[T](tab, js)
+	// t.Fatalf, not require: enqueue reaches here from goroutines too.
 	if err != nil {
-		// t.Fatalf, not require: enqueue reaches here from goroutines too.
 		t.Fatalf("eval %q: %v", js, err)
 	}
 	return v

@@ -41,8 +41,9 @@ func call(t *testing.T, method, url, user, key, body string) (*http.Response, []
 		req.Header.Set(wire.HeaderIdempotencyKey, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
+	// t.Fatal, not require: call runs in goroutines too.
 	if err != nil {
-		t.Fatal(err) // not require: call runs in goroutines too
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
