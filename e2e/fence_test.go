@@ -402,9 +402,8 @@ func TestFenceHostileChannelMessages(t *testing.T) {
 	for _, reason := range []string{"malformed", "version", "oversized", "foreign_protocol", "stale_token", "duplicate_seq", "duplicate_id"} {
 		assert.NotEqual(t, float64(0), st.Dropped[reason], "no %s drop counted", reason)
 	}
-	if st.DroppedTotal != 27 || st.Delivered != 2 {
-		t.Errorf("only %v drops counted", st.DroppedTotal)
-	}
+	assert.Equal(t, float64(27), st.DroppedTotal, "only %v drops counted", st.DroppedTotal)
+	assert.Equal(t, float64(2), st.Delivered, "only %v drops counted", st.DroppedTotal)
 	// The forged token was delivered (the risk) ...
 	ms := fmsgs(t, follower)
 	last := ms[len(ms)-1]

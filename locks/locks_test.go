@@ -26,9 +26,8 @@ func TestName(t *testing.T) {
 	}
 	for _, c := range good {
 		got, err := Name(c.scope, c.proto)
-		if err != nil || got != c.want {
-			t.Errorf("Name(%q,%d) = %q, %v; want %q", c.scope, c.proto, got, err, c.want)
-		}
+		assert.NoError(t, err, "Name(%q,%d)", c.scope, c.proto)
+		assert.Equal(t, c.want, got, "Name(%q,%d)", c.scope, c.proto)
 	}
 	bad := []struct {
 		scope string
@@ -46,9 +45,9 @@ func TestName(t *testing.T) {
 		{"bad\xffutf8", 1},
 	}
 	for _, c := range bad {
-		if got, err := Name(c.scope, c.proto); !errors.Is(err, ErrInvalidName) || got != "" {
-			t.Errorf("Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
-		}
+		got, err := Name(c.scope, c.proto)
+		assert.ErrorIs(t, err, ErrInvalidName, "Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
+		assert.Equal(t, "", got, "Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
 	}
 }
 
@@ -73,9 +72,8 @@ func TestOptionsValidate(t *testing.T) {
 func TestModeStrings(t *testing.T) {
 	for _, m := range []Mode{Exclusive, Shared} {
 		back, ok := ParseMode(m.String())
-		if !ok || back != m {
-			t.Errorf("round trip of %v", m)
-		}
+		assert.True(t, ok, "round trip of %v", m)
+		assert.Equal(t, m, back, "round trip of %v", m)
 	}
 	require.Equal(t, "exclusive", Exclusive.String(), "mode strings")
 	require.Equal(t, "shared", Shared.String(), "mode strings")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/jsglue"
@@ -45,9 +46,8 @@ func TestBeaconPostsOnlyTokenAndTimeAndDropsGarbage(t *testing.T) {
 		require.Equal(t, la.Token, uint64(m.Get("token").Float()), "heartbeat %d: keys %s token %v, want only at and token %d", i, m.Get("keys"), m.Get("token"), la.Token)
 		if i > 0 {
 			gap := m.Get("got").Float() - hb.Index(i-1).Get("got").Float()
-			if gap < float64(HeartbeatEvery.Milliseconds())*0.8 || gap > float64(MinStallAfter.Milliseconds())/2 {
-				t.Errorf("heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
-			}
+			assert.GreaterOrEqual(t, gap, float64(HeartbeatEvery.Milliseconds())*0.8, "heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
+			assert.LessOrEqual(t, gap, float64(MinStallAfter.Milliseconds())/2, "heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
 		}
 	}
 

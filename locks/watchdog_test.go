@@ -109,9 +109,8 @@ func TestWatchdogJitterIsBounded(t *testing.T) {
 	}{{3 * time.Second, 250 * time.Millisecond}, {5 * time.Second, 250 * time.Millisecond}, {time.Hour, 250 * time.Millisecond}} {
 		w := visibleFollower(c.stall, maxRand)
 		got := w.Deadline().Sub(t0) - c.stall
-		if got < 0 || got >= c.want {
-			t.Errorf("stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
-		}
+		assert.GreaterOrEqual(t, got, time.Duration(0), "stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
+		assert.Less(t, got, c.want, "stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
 		lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0)
 		assert.Equal(t, c.stall, lo, "stall %v: no-jitter deadline %v", c.stall, lo)
 	}
@@ -167,9 +166,8 @@ func TestParseHeartbeat(t *testing.T) {
 		{math.NaN(), true, 0, false}, {math.Inf(1), true, 0, false}, {7, false, 0, false},
 	} {
 		tok, ok := ParseHeartbeat(c.v, c.num)
-		if tok != c.token || ok != c.ok {
-			t.Errorf("ParseHeartbeat(%v, %v) = %d %v", c.v, c.num, tok, ok)
-		}
+		assert.Equal(t, c.token, tok, "ParseHeartbeat(%v, %v)", c.v, c.num)
+		assert.Equal(t, c.ok, ok, "ParseHeartbeat(%v, %v)", c.v, c.num)
 	}
 	require.Equal(t, "tabfence:w:v3#heartbeat", HeartbeatChannel("tabfence:w:v3"))
 }

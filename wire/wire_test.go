@@ -98,9 +98,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Fri, 02 Jan 2026 03:05:05 PST", 0, false},
 	} {
 		got, ok := ParseRetryAfter(c.in, now)
-		if got != c.want || ok != c.ok {
-			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
-		}
+		assert.Equal(t, c.want, got, "ParseRetryAfter(%q)", c.in)
+		assert.Equal(t, c.ok, ok, "ParseRetryAfter(%q)", c.in)
 	}
 }
 

@@ -19,8 +19,7 @@ func TestPercentileNearestRank(t *testing.T) {
 // the range are printed beside it.
 func TestRatesFigure(t *testing.T) {
 	r := rates{Go: 800, Raw: 1000, Ratios: []float64{0.2, 0.7, 0.8, 0.9, 3}}
-	if r.Ratio() != 0.8 || r.Pooled() != 0.8 {
-		t.Errorf("ratio %v pooled %v, want 0.8 and 0.8", r.Ratio(), r.Pooled())
-	}
+	assert.Equal(t, 0.8, r.Ratio(), "ratio %v pooled %v, want 0.8 and 0.8", r.Ratio(), r.Pooled())
+	assert.Equal(t, 0.8, r.Pooled(), "ratio %v pooled %v, want 0.8 and 0.8", r.Ratio(), r.Pooled())
 	assert.Equal(t, "pooled 0.80x [0.20-3.00]", r.Spread(), "spread")
 }

@@ -32,9 +32,9 @@ func TestDecodeNoteRefusesWhatJSONWouldRewrite(t *testing.T) {
 		`{"id":"x\\","text":"\\u"}`:       `x\`,
 	} {
 		id, _, err := DecodeNote([]byte(body))
-		if err != nil || id != want || strings.ContainsRune(id, 0) {
-			t.Errorf("%q: id %q, %v; want %q", body, id, err, want)
-		}
+		assert.NoError(t, err, "%q: id %q", body, id)
+		assert.Equal(t, want, id, "%q: id %q", body, id)
+		assert.False(t, strings.ContainsRune(id, 0), "%q: id %q", body, id)
 	}
 }
 
