@@ -9,6 +9,9 @@ import (
 	"github.com/chromedp/cdproto/heapprofiler"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Loading twice in one page — sequentially, concurrently, and through a
@@ -28,13 +31,9 @@ func TestLoadTwiceReturnsSameInstance(t *testing.T) {
 			sameNoOptions: a === d, oneGo: typeof globalThis.Go === "function", distinctModules: m !== copy };
 	})()`)
 	for k, v := range got {
-		if !v {
-			t.Errorf("%s is false", k)
-		}
+		assert.True(t, v, "%s is false", k)
 	}
-	if len(got) != 6 {
-		t.Fatalf("got %v", got)
-	}
+	require.Len(t, got, 6, "%v", got)
 }
 
 // Misuse from JavaScript is a thrown TypeError or a rejected promise with a
@@ -96,9 +95,7 @@ func TestAPIErrorsAreNamed(t *testing.T) {
 		"alive":               "true",
 	}
 	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s:\n got  %q\n want %q", k, got[k], w)
-		}
+		assert.Equal(t, w, got[k], "%s", k)
 	}
 }
 
@@ -123,9 +120,7 @@ func TestLoadErrors(t *testing.T) {
 		"afterFailures": "tabfence:s:v1",
 	}
 	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s:\n got  %q\n want %q", k, got[k], w)
-		}
+		assert.Equal(t, w, got[k], "%s", k)
 	}
 }
 
@@ -170,9 +165,7 @@ func TestRuntimeDeathRejectsCalls(t *testing.T) {
 				"elect":   "RuntimeExitedError (instance)",
 			}
 			for k, w := range want {
-				if got[k] != w {
-					t.Errorf("%s: got %q, want %q", k, got[k], w)
-				}
+				assert.Equal(t, w, got[k], "%s", k)
 			}
 		})
 	}
@@ -198,20 +191,15 @@ func TestSettledCallsLeaveNothing(t *testing.T) {
 	eval[bool](t, tab, calls+`(200)`)
 	used := func() float64 {
 		t.Helper()
-		if _, err := chromedp.Call(tab.Ctx(), heapprofiler.CollectGarbage, cdp.Empty{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := chromedp.Call(tab.Ctx(), heapprofiler.CollectGarbage, cdp.Empty{})
+		require.NoError(t, err)
 		u, err := chromedp.Call(tab.Ctx(), cdpruntime.GetHeapUsage, cdp.Empty{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return u.UsedSize
 	}
 	before := used()
 	eval[bool](t, tab, calls+`(80000)`)
 	grown := used() - before
 	t.Logf("the heap grew by %.0f bytes over 80,000 calls", grown)
-	if grown > 6<<20 {
-		t.Fatalf("the heap grew by %.0f bytes over 80,000 settled calls", grown)
-	}
+	require.LessOrEqual(t, grown, float64(6<<20), "the heap grew by %.0f bytes over 80,000 settled calls", grown)
 }

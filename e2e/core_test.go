@@ -2,7 +2,11 @@
 
 package e2e
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // tabfence-core.wasm is the runtime without the outbox. An app loading it
 // elects and fences as usual, and tf.outbox says plainly that it is absent.
@@ -19,7 +23,6 @@ func TestCoreBuildElectsAndRefusesOutbox(t *testing.T) {
 		catch (err) { out.outbox = err.name; }
 		return out;
 	})()`)
-	if got["leader"] != "yes" || got["outbox"] != "NotSupportedError" {
-		t.Fatalf("core build: %v", got)
-	}
+	require.Equal(t, "yes", got["leader"], "core build: %v", got)
+	require.Equal(t, "NotSupportedError", got["outbox"], "core build: %v", got)
 }

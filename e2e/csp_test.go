@@ -5,6 +5,8 @@ package e2e
 import (
 	"net/http"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // A page whose Content-Security-Policy allows WebAssembly but not eval
@@ -35,9 +37,7 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 		})
 	})
 	tab, err := e.b.Open(e.srv.URL + "/test/csp.html")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(tab.Close)
 
 	got := eval[map[string]any](t, tab, `(async () => {
@@ -78,7 +78,5 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 		setTimeout(() => res(count()), 5000);
 		check();
 	})`)
-	if n < 3 {
-		t.Fatalf("%d eval violations reported, want the runtime's three (all: %v)", n, eval[[]string](t, tab, `violations`))
-	}
+	require.GreaterOrEqual(t, n, 3, "%d eval violations reported, want the runtime's three (all: %v)", n, eval[[]string](t, tab, `violations`))
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Who hears a post, and when a first message is a gap: what the loader's
@@ -37,9 +39,7 @@ func TestPostReachesOwnPageButNotPoster(t *testing.T) {
 	eval[any](t, leader, `T.ctx.post("delta", 3).then(() => null)`)
 	waitJS(t, leader, "the leader's subscription to hear the third post", `T.msgs.length === 2`)
 	got := eval[[]float64](t, leader, `T.msgs.map((m) => m.payload)`)
-	if !slices.Equal(got, []float64{1, 3}) {
-		t.Fatalf("the posting channel heard %v, want [1 3]: its own post was delivered back to it", got)
-	}
+	require.True(t, slices.Equal(got, []float64{1, 3}), "the posting channel heard %v, want [1 3]: its own post was delivered back to it", got)
 }
 
 // A channel that was never seeded reports no gap on its first message,
@@ -69,7 +69,5 @@ func TestFirstMessageGapNeedsSeed(t *testing.T) {
 	eval[any](t, leader, `T.ctx.post("delta", 4).then(() => null)`)
 	waitJS(t, reader, "the late readers to hear seq 4", `Object.values(T.late).every((a) => a.length === 1)`)
 	got := eval[string](t, reader, `["fresh", "behind", "current"].map((k) => T.late[k][0].seq + ":" + T.late[k][0].gap).join(" ")`)
-	if got != "4:false 4:true 4:false" {
-		t.Fatalf("first message per reader (fresh, seeded behind, seeded current): %s", got)
-	}
+	require.Equal(t, "4:false 4:true 4:false", got, "first message per reader (fresh, seeded behind, seeded current)")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -22,9 +23,7 @@ func TestDemoButtons(t *testing.T) {
 	b := e.demo(s, 1, "follower")
 	waitRole(t, a, "leader")
 	waitRole(t, b, "follower")
-	if got := text(t, a, "lock"); got != "tabfence:"+s+":v1" {
-		t.Fatalf("#lock shows %q", got)
-	}
+	require.Equal(t, "tabfence:"+s+":v1", text(t, a, "lock"), "#lock shows")
 
 	click(t, b, "steal")
 	waitRole(t, b, "leader")
@@ -33,16 +32,14 @@ func TestDemoButtons(t *testing.T) {
 	click(t, b, "resign")
 	waitRole(t, a, "leader")
 	waitRole(t, b, "follower")
-	if got := text(t, a, "generation"); got != "2" {
-		t.Fatalf("#generation shows %q after leading twice", got)
-	}
+	got := text(t, a, "generation")
+	require.Equal(t, "2", got, "#generation shows %q after leading twice", got)
 
 	click(t, a, "leave")
 	waitRole(t, a, "left")
 	waitRole(t, b, "leader")
-	if got := text(t, a, "leave"); got != "Join" {
-		t.Fatalf("#leave says %q after leaving", got)
-	}
+	got = text(t, a, "leave")
+	require.Equal(t, "Join", got, "#leave says %q after leaving", got)
 	click(t, a, "leave")
 	waitRole(t, a, "follower")
 
@@ -66,9 +63,8 @@ func click(t *testing.T, tab *harness.Tab, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.ID(id))); err != nil {
-		t.Fatalf("click #%s: %v", id, err)
-	}
+	_, err := chromedp.Run(ctx, chromedp.Click(chromedp.ID(id)))
+	require.NoError(t, err, "click #%s", id)
 }
 
 func waitRole(t *testing.T, tab *harness.Tab, role string) {
@@ -79,7 +75,5 @@ func waitRole(t *testing.T, tab *harness.Tab, role string) {
 		last = v
 		return v == role, err
 	})
-	if err != nil {
-		t.Fatalf("%v (shows %q)", err, last)
-	}
+	require.NoError(t, err, "%v (shows %q)", err, last)
 }

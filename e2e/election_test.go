@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -26,43 +29,33 @@ func TestFiveTabsOneLeaderAndFailoverChain(t *testing.T) {
 	// Sample for a while: one leader in every sample, by the tabs' own
 	// account and by the browser's lock manager.
 	for i := range 20 {
-		if got := leaders(t, tabs); !slices.Equal(got, []int{0}) {
-			t.Fatalf("sample %d: leaders %v, want [0]", i, got)
-		}
+		got := leaders(t, tabs)
+		require.True(t, slices.Equal(got, []int{0}), "sample %d: leaders %v, want [0]", i, got)
 		st, err := tabs[4].Locks(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Held != 1 || st.Pending != 4 {
-			t.Fatalf("sample %d: lock %s held %d pending %d, want 1 and 4", i, name, st.Held, st.Pending)
-		}
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Held, "sample %d: lock %s held %d pending %d, want 1 and 4", i, name, st.Held, st.Pending)
+		require.Equal(t, 4, st.Pending, "sample %d: lock %s held %d pending %d, want 1 and 4", i, name, st.Held, st.Pending)
 	}
 
 	for next := 1; next < len(tabs); next++ {
 		start := time.Now()
 		tabs[next-1].Close()
-		if _, err := tabs[next].WaitEvent("leader", 1, failoverTimeout); err != nil {
-			t.Fatalf("after closing tab %d, tab %d never led: %v", next-1, next, err)
-		}
+		_, err := tabs[next].WaitEvent("leader", 1, failoverTimeout)
+		require.NoError(t, err, "after closing tab %d, tab %d never led", next-1, next)
 		t.Logf("tab %d leads %v after tab %d closed", next, time.Since(start).Round(time.Millisecond), next-1)
 		// Every remaining tab agrees, and none of the others ever led.
-		if got := leaders(t, tabs); !slices.Equal(got, []int{next}) {
-			t.Fatalf("after failover to %d: leaders %v", next, got)
-		}
+		got := leaders(t, tabs)
+		require.True(t, slices.Equal(got, []int{next}), "after failover to %d: leaders %v", next, got)
 		for i := next + 1; i < len(tabs); i++ {
 			evs, err := tabs[i].Events()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := harness.Count(evs, "leader"); n != 0 {
-				t.Fatalf("waiting tab %d led %d times", i, n)
-			}
+			require.NoError(t, err)
+			n := harness.Count(evs, "leader")
+			require.Equal(t, 0, n, "waiting tab %d led %d times", i, n)
 		}
 	}
 	ev, _ := tabs[4].Events()
-	if l, _ := harness.Last(ev, "leader"); l.Generation != 1 {
-		t.Errorf("last tab's first leadership has generation %d, want 1", l.Generation)
-	}
+	l, _ := harness.Last(ev, "leader")
+	assert.Equal(t, 1, l.Generation, "last tab's first leadership has generation %d, want 1", l.Generation)
 }
 
 // A waiting tab that goes away — its tab closed, or its election closed
@@ -78,37 +71,25 @@ func TestWaitingTabThatClosesNeverLeads(t *testing.T) {
 
 	closedTab.Close()
 	eval[any](t, closedElection, `tabfenceDemo.election.close().then(() => null)`)
-	if err := harness.Poll(context.Background(), "two requests left in the queue", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "two requests left in the queue", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 		st, err := last.Locks(name)
 		return st.Held == 1 && st.Pending == 1, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 
 	leader.Close()
-	if _, err := last.WaitEvent("leader", 1, failoverTimeout); err != nil {
-		t.Fatalf("the last waiting tab never led: %v", err)
-	}
+	_, err := last.WaitEvent("leader", 1, failoverTimeout)
+	require.NoError(t, err, "the last waiting tab never led")
 	evs, err := closedElection.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if harness.Count(evs, "leader") != 0 {
-		t.Fatalf("a closed election led: %+v", evs)
-	}
-	if got := eval[string](t, closedElection, `(async () => {
+	require.NoError(t, err)
+	require.Equal(t, 0, harness.Count(evs, "leader"), "a closed election led: %+v", evs)
+	require.Equal(t, "false InvalidStateError", eval[string](t, closedElection, `(async () => {
 		const e = tabfenceDemo.election;
 		try { await e.resign(); return "resign resolved"; } catch (err) { return e.isLeader + " " + err.name; }
-	})()`); got != "false InvalidStateError" {
-		t.Fatalf("closed election: %s", got)
-	}
+	})()`), "closed election")
 	st, err := last.Locks(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Held != 1 || st.Pending != 0 {
-		t.Fatalf("lock held %d pending %d, want 1 and 0", st.Held, st.Pending)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Held, "lock held %d pending %d, want 1 and 0", st.Held, st.Pending)
+	require.Equal(t, 0, st.Pending, "lock held %d pending %d, want 1 and 0", st.Held, st.Pending)
 }
 
 // The reference's first bug: a tab left open on an old version must not
@@ -118,32 +99,22 @@ func TestVersionSkewNewVersionLeadsAtOnce(t *testing.T) {
 	e := setup(t, false)
 	s := scope(t)
 	old := e.open("raw-locks.html", s, 1, "leader") // plain navigator.locks, v1 lock held forever
-	if got := eval[string](t, old, `document.getElementById("lock").textContent`); got != "tabfence:"+s+":v1" {
-		t.Fatalf("raw page holds %q", got)
-	}
+	require.Equal(t, "tabfence:"+s+":v1", eval[string](t, old, `document.getElementById("lock").textContent`), "raw page holds")
 
 	v1 := e.demo(s, 1, "follower")
 	start := time.Now()
 	v2 := e.demo(s, 2, "leader")
 	t.Logf("v2 tab led %v after opening, v1 lock still held", time.Since(start).Round(time.Millisecond))
 	evs, err := v2.Events()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	joined, _ := harness.Last(evs, "joined")
 	led, _ := harness.Last(evs, "leader")
-	if harness.Count(evs, "follower") != 0 {
-		t.Fatalf("v2 tab waited as a follower first: %+v", evs)
-	}
-	if d := led.At - joined.At; d > 1000 {
-		t.Fatalf("v2 tab took %.0f ms from joining to leading", d)
-	}
-	if lockName(t, v2) != "tabfence:"+s+":v2" {
-		t.Fatalf("v2 lock name %q", lockName(t, v2))
-	}
-	if ok, _ := v1.IsLeader(); ok {
-		t.Fatal("v1 demo tab leads while the raw tab holds the v1 lock")
-	}
+	require.Equal(t, 0, harness.Count(evs, "follower"), "v2 tab waited as a follower first: %+v", evs)
+	d := led.At - joined.At
+	require.LessOrEqual(t, d, float64(1000), "v2 tab took %.0f ms from joining to leading", d)
+	require.Equal(t, "tabfence:"+s+":v2", lockName(t, v2), "v2 lock name")
+	ok, _ := v1.IsLeader()
+	require.False(t, ok, "v1 demo tab leads while the raw tab holds the v1 lock")
 }
 
 // Steal: the old leader's onLost fires with "stolen" and its ctx.signal
@@ -161,29 +132,20 @@ func TestStealEndsOldLeadership(t *testing.T) {
 		t.Fatalf("steal resolved to %v", tok)
 	}
 	abort, err := old.WaitEvent("signal-abort", 1, failoverTimeout)
-	if err != nil {
-		t.Fatalf("old leader's signal never aborted: %v", err)
-	}
+	require.NoError(t, err, "old leader's signal never aborted")
 	// The abort reason is a named Error saying why.
 	if abort.Name != "LockStolenError" && abort.Name != "LostLeadershipError" {
 		t.Errorf("signal.reason.name = %q", abort.Name)
 	}
 	lost, err := old.WaitEvent("lost", 1, failoverTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lost.Reason != "stolen" {
-		t.Fatalf("old leader lost with reason %q, want stolen", lost.Reason)
-	}
-	if _, err := old.WaitEvent("follower", 1, failoverTimeout); err != nil {
-		t.Fatalf("old leader did not rejoin as follower: %v", err)
-	}
-	if got := leaders(t, []*harness.Tab{old, thief}); !slices.Equal(got, []int{1}) {
-		t.Fatalf("leaders %v, want only the thief", got)
-	}
-	if _, err := thief.WaitEvent("leader", 1, failoverTimeout); err != nil {
-		t.Fatalf("thief's onLeader never fired: %v", err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "stolen", lost.Reason, "old leader lost with reason %q, want stolen", lost.Reason)
+	_, err = old.WaitEvent("follower", 1, failoverTimeout)
+	require.NoError(t, err, "old leader did not rejoin as follower")
+	got := leaders(t, []*harness.Tab{old, thief})
+	require.True(t, slices.Equal(got, []int{1}), "leaders %v, want only the thief", got)
+	_, err = thief.WaitEvent("leader", 1, failoverTimeout)
+	require.NoError(t, err, "thief's onLeader never fired")
 }
 
 // Reloading the leader hands leadership to the next tab, and the reloaded
@@ -195,23 +157,15 @@ func TestReloadOfLeaderHandsOver(t *testing.T) {
 	next := e.demo(s, 1, "follower")
 	name := lockName(t, leader)
 
-	if err := leader.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := next.WaitEvent("leader", 1, failoverTimeout); err != nil {
-		t.Fatalf("next tab never led after the leader reloaded: %v", err)
-	}
-	if _, err := leader.WaitEvent("follower", 1, startTimeout); err != nil {
-		t.Fatalf("reloaded page did not rejoin as follower: %v", err)
-	}
-	if got := leaders(t, []*harness.Tab{leader, next}); !slices.Equal(got, []int{1}) {
-		t.Fatalf("leaders %v, want [1]", got)
-	}
+	require.NoError(t, leader.Reload())
+	_, err := next.WaitEvent("leader", 1, failoverTimeout)
+	require.NoError(t, err, "next tab never led after the leader reloaded")
+	_, err = leader.WaitEvent("follower", 1, startTimeout)
+	require.NoError(t, err, "reloaded page did not rejoin as follower")
+	got := leaders(t, []*harness.Tab{leader, next})
+	require.True(t, slices.Equal(got, []int{1}), "leaders %v, want [1]", got)
 	st, err := next.Locks(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Held != 1 || st.Pending != 1 {
-		t.Fatalf("held %d pending %d after reload, want 1 and 1 (the old page's request is gone)", st.Held, st.Pending)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Held, "held %d pending %d after reload, want 1 and 1 (the old page's request is gone)", st.Held, st.Pending)
+	require.Equal(t, 1, st.Pending, "held %d pending %d after reload, want 1 and 1 (the old page's request is gone)", st.Held, st.Pending)
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -88,9 +90,7 @@ type fmsg struct {
 func (e *env) fencedTab(s, r string) *harness.Tab {
 	e.t.Helper()
 	tab := e.runtimeTab()
-	if !eval[bool](e.t, tab, fencedJS+`(`+jsStr(s)+`, `+jsStr(r)+`)`) {
-		e.t.Fatal("election is not fenced")
-	}
+	require.True(e.t, eval[bool](e.t, tab, fencedJS+`(`+jsStr(s)+`, `+jsStr(r)+`)`), "election is not fenced")
 	return tab
 }
 
@@ -103,9 +103,7 @@ func fevents(t *testing.T, tab *harness.Tab) []fevent {
 	t.Helper()
 	raw := eval[string](t, tab, `JSON.stringify(T.ev)`)
 	var evs []fevent
-	if err := json.Unmarshal([]byte(raw), &evs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &evs))
 	return evs
 }
 
@@ -113,9 +111,7 @@ func fmsgs(t *testing.T, tab *harness.Tab) []fmsg {
 	t.Helper()
 	raw := eval[string](t, tab, `JSON.stringify(T.msgs)`)
 	var ms []fmsg
-	if err := json.Unmarshal([]byte(raw), &ms); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &ms))
 	return ms
 }
 
@@ -135,9 +131,7 @@ func waitF(t *testing.T, tab *harness.Tab, typ string, n int) fevent {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return got
 }
 
@@ -146,9 +140,7 @@ func waitJS(t *testing.T, tab *harness.Tab, what, cond string) {
 	err := harness.Poll(context.Background(), what, failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 		return harness.Eval[bool](tab, `!!(`+cond+`)`)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 type dropStats struct {
@@ -162,9 +154,7 @@ func chanStats(t *testing.T, tab *harness.Tab) dropStats {
 	t.Helper()
 	raw := eval[string](t, tab, `JSON.stringify(T.ch.stats())`)
 	var s dropStats
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &s))
 	return s
 }
 
@@ -190,24 +180,16 @@ func TestFenceConcurrentTokenAllocation(t *testing.T) {
 	wg.Wait()
 	var all []float64
 	for i := range tabs {
-		if errs[i] != nil {
-			t.Fatalf("tab %d: %v", i, errs[i])
-		}
-		if len(got[i]) != 100 {
-			t.Fatalf("tab %d allocated %d tokens", i, len(got[i]))
-		}
+		require.NoError(t, errs[i], "tab %d", i)
+		require.Len(t, got[i], 100, "tab %d allocated %d tokens", i, len(got[i]))
 		for j := 1; j < len(got[i]); j++ {
-			if got[i][j] <= got[i][j-1] {
-				t.Fatalf("tab %d: token %v after %v", i, got[i][j], got[i][j-1])
-			}
+			require.Greater(t, got[i][j], got[i][j-1], "tab %d: token %v after %v", i, got[i][j], got[i][j-1])
 		}
 		all = append(all, got[i]...)
 	}
 	slices.Sort(all)
 	for i, v := range all {
-		if v != float64(i+1) {
-			t.Fatalf("tokens are not exactly 1..300: position %d holds %v", i, v)
-		}
+		require.Equal(t, float64(i+1), v, "tokens are not exactly 1..300: position %d holds %v", i, v)
 	}
 	// The tabs really interleaved: no tab got one contiguous block.
 	interleaved := 0
@@ -223,9 +205,8 @@ func setLifecycle(t *testing.T, tab *harness.Tab, state page.SetWebLifecycleStat
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab.Ctx(), 10*time.Second)
 	defer cancel()
-	if _, err := chromedp.Call(ctx, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: state}); err != nil {
-		t.Fatalf("SetWebLifecycleState %s: %v", state, err)
-	}
+	_, err := chromedp.Call(ctx, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: state})
+	require.NoError(t, err, "SetWebLifecycleState %s", state)
 }
 
 // (2) Frozen leader: freeze the leader, another tab steals, allocates a
@@ -242,20 +223,14 @@ func TestFenceFrozenLeaderIsFenced(t *testing.T) {
 	waitF(t, thief, "follower", 1)
 	watcher := e.fencedTab(s, r)
 	waitF(t, watcher, "follower", 1)
-	if t1 < 1 {
-		t.Fatalf("leader token %v", t1)
-	}
+	require.GreaterOrEqual(t, t1, float64(1), "leader token")
 	eval[any](t, old, `T.ctx.post("delta", { v: 1 }).then(() => null)`)
 	waitJS(t, watcher, "the first delta", `T.msgs.length === 1`)
 
 	setLifecycle(t, old, page.SetWebLifecycleStateStateFrozen)
 	t2 := eval[float64](t, thief, `T.el.steal().then((c) => c.token)`)
-	if t2 <= t1 {
-		t.Fatalf("thief's token %v is not above %v", t2, t1)
-	}
-	if got := eval[string](t, thief, `T.ctx.apply({ operationID: "thief-1" }, [{ store: "notes", op: "put", key: "doc", value: "thief" }])`); got != "accepted" {
-		t.Fatalf("thief's apply: %s", got)
-	}
+	require.Greater(t, t2, t1, "thief's token %v is not above %v", t2, t1)
+	require.Equal(t, "accepted", eval[string](t, thief, `T.ctx.apply({ operationID: "thief-1" }, [{ store: "notes", op: "put", key: "doc", value: "thief" }])`), "thief's apply")
 	eval[any](t, thief, `T.ctx.post("delta", { v: 2 }).then(() => null)`)
 	waitJS(t, watcher, "the thief's delta", `T.msgs.length === 2`)
 
@@ -273,9 +248,8 @@ func TestFenceFrozenLeaderIsFenced(t *testing.T) {
 	setLifecycle(t, old, page.SetWebLifecycleStateStateActive)
 
 	waitJS(t, old, "the old leader's apply to settle", `T.applyResult !== null && T.postResult !== null`)
-	if got := eval[string](t, old, `T.applyResult`); got != "stale" {
-		t.Fatalf("old leader's write: %s, want stale", got)
-	}
+	got := eval[string](t, old, `T.applyResult`)
+	require.Equal(t, "stale", got, "old leader's write: %s, want stale", got)
 	post := eval[string](t, old, `T.postResult`)
 	t.Logf("old leader's broadcast: %s", post)
 	lost := waitF(t, old, "lost", 1)
@@ -283,33 +257,25 @@ func TestFenceFrozenLeaderIsFenced(t *testing.T) {
 		t.Fatalf("old leader lost with %q", lost.Reason)
 	}
 	t.Logf("old leader stepped down: %s (%s: %s)", lost.Reason, lost.Name, lost.Message)
-	if ok := eval[bool](t, old, `T.el.isLeader || T.ctx.signal.aborted === false`); ok {
-		t.Fatal("old leader still believes it leads")
-	}
+	require.False(t, eval[bool](t, old, `T.el.isLeader || T.ctx.signal.aborted === false`), "old leader still believes it leads")
 	st, err := watcher.Locks(eval[string](t, watcher, `T.el.lockName`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Held != 1 || !eval[bool](t, thief, `T.el.isLeader`) {
-		t.Fatalf("lock held %d, thief leads %v", st.Held, eval[bool](t, thief, `T.el.isLeader`))
-	}
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Held, "lock held %d, thief leads %v", st.Held, eval[bool](t, thief, `T.el.isLeader`))
+	require.True(t, eval[bool](t, thief, `T.el.isLeader`), "lock held %d, thief leads %v", st.Held, eval[bool](t, thief, `T.el.isLeader`))
 	// Storage holds the thief's write only.
-	if got := eval[string](t, watcher, `new Promise((res, rej) => {
+	got = eval[string](t, watcher, `new Promise((res, rej) => {
 		const q = indexedDB.open("tabfence"); q.onerror = () => rej(q.error);
 		q.onsuccess = () => { const db = q.result; const g = db.transaction("notes").objectStore("notes").get("doc");
 			g.onsuccess = () => { db.close(); res(g.result); }; g.onerror = () => rej(g.error); };
-	})`); got != "thief" {
-		t.Fatalf("notes/doc = %q, want thief", got)
-	}
+	})`)
+	require.Equal(t, "thief", got, "notes/doc = %q, want thief", got)
 	if post == "sent" {
 		// Every follower (and the thief itself, whose channel heard it)
 		// dropped the stale broadcast, counted as stale_token.
 		for name, tab := range map[string]*harness.Tab{"watcher": watcher, "thief": thief} {
-			if err := harness.Poll(context.Background(), name+" counts the stale broadcast", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+			require.NoError(t, harness.Poll(context.Background(), name+" counts the stale broadcast", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 				return chanStats(t, tab).Dropped["stale_token"] >= 1, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			}))
 			for _, m := range fmsgs(t, tab) {
 				if m.Token == t1 && m.Seq > 1 {
 					t.Fatalf("%s delivered the stale broadcast: %+v", name, m)
@@ -319,9 +285,9 @@ func TestFenceFrozenLeaderIsFenced(t *testing.T) {
 	} else if post != "NotLeaderError" {
 		t.Fatalf("old leader's post: %s", post)
 	}
-	if ms := fmsgs(t, watcher); len(ms) != 2 || ms[1].Token != t2 {
-		t.Fatalf("watcher's messages: %+v", ms)
-	}
+	ms := fmsgs(t, watcher)
+	require.Len(t, ms, 2, "watcher's messages")
+	require.Equal(t, t2, ms[1].Token, "watcher's messages")
 }
 
 // (3) A late response: the old leader's slow fetch comes back after a newer
@@ -347,18 +313,14 @@ func TestFenceLateResponseIgnored(t *testing.T) {
 		return null;
 	})()`)
 	t2 := eval[float64](t, newer, `T.el.steal().then((c) => c.token)`)
-	if got := eval[string](t, newer, `T.ctx.apply({ operationID: "new-refresh" }, [{ store: "notes", op: "put", key: "config", value: "fresh" }])`); got != "accepted" {
-		t.Fatalf("newer leader's apply: %s", got)
-	}
+	require.Equal(t, "accepted", eval[string](t, newer, `T.ctx.apply({ operationID: "new-refresh" }, [{ store: "notes", op: "put", key: "config", value: "fresh" }])`), "newer leader's apply")
 	eval[any](t, newer, `T.ctx.post("config", { token: T.ctx.token }).then(() => null)`)
 	waitJS(t, old, "the late response", `T.late !== null`)
 	late := eval[map[string]string](t, old, `T.late`)
-	if late["guardSaid"] != "stale" || late["fenceSaid"] != "stale" {
-		t.Fatalf("late response (token %v after %v): %v", t1, t2, late)
-	}
-	if got := eval[string](t, newer, `T.fence.highest()`+`.then(String)`); got != strconv.Itoa(int(t2)) {
-		t.Fatalf("fence highest %s, want %v", got, t2)
-	}
+	require.Equal(t, "stale", late["guardSaid"], "late response (token %v after %v): %v", t1, t2, late)
+	require.Equal(t, "stale", late["fenceSaid"], "late response (token %v after %v): %v", t1, t2, late)
+	got := eval[string](t, newer, `T.fence.highest()`+`.then(String)`)
+	require.Equal(t, strconv.Itoa(int(t2)), got, "fence highest %s, want %v", got, t2)
 }
 
 // (4) The same operation delivered twice — by the leader retrying, and by a
@@ -376,21 +338,15 @@ func TestFenceSameOperationAppliedOnce(t *testing.T) {
 	writes := `[{ store: "notes", op: "add", key: "once", value: 1 }]`
 	got := eval[[]string](t, leader, `(async () => [await T.ctx.apply(`+op+`, `+writes+`), await T.fence.apply(`+op+`, `+writes+`)])()`)
 	got = append(got, eval[string](t, other, `T.fence.apply(`+op+`, `+writes+`)`))
-	if !slices.Equal(got, []string{"accepted", "duplicate", "duplicate"}) {
-		t.Fatalf("results %v", got)
-	}
+	require.True(t, slices.Equal(got, []string{"accepted", "duplicate", "duplicate"}), "results %v", got)
 	// A new operation under the same token is accepted; a replayed
 	// sequence with a new ID is a duplicate.
 	more := eval[[]string](t, leader, `(async () => [
 		await T.ctx.apply({ operationID: "op-2", sequence: 2 }, [{ store: "notes", op: "put", key: "two", value: 2 }]),
 		await T.ctx.apply({ operationID: "op-2b", sequence: 2 }, [{ store: "notes", op: "put", key: "two", value: 3 }]),
 	])()`)
-	if !slices.Equal(more, []string{"accepted", "duplicate"}) {
-		t.Fatalf("sequenced results %v", more)
-	}
-	if still := eval[bool](t, leader, `T.el.isLeader`); !still {
-		t.Fatal("a duplicate made the leader step down")
-	}
+	require.True(t, slices.Equal(more, []string{"accepted", "duplicate"}), "sequenced results %v", more)
+	require.True(t, eval[bool](t, leader, `T.el.isLeader`), "a duplicate made the leader step down")
 }
 
 // (5) A hostile page script posts garbage and forged envelopes on the
@@ -437,56 +393,41 @@ func TestFenceHostileChannelMessages(t *testing.T) {
 		return null;
 	})(`+jsStr(eval[string](t, leader, `T.el.lockName`))+`, `+jsStr(r)+`, `+strconv.Itoa(int(tok))+`)`)
 
-	if err := harness.Poll(context.Background(), "the follower to count the garbage", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "the follower to count the garbage", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 		st := chanStats(t, follower)
 		return st.Received >= 29, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	st := chanStats(t, follower)
 	t.Logf("follower stats: received %v delivered %v dropped %v", st.Received, st.Delivered, st.Dropped)
 	for _, reason := range []string{"malformed", "version", "oversized", "foreign_protocol", "stale_token", "duplicate_seq", "duplicate_id"} {
-		if st.Dropped[reason] == 0 {
-			t.Errorf("no %s drop counted", reason)
-		}
+		assert.NotEqual(t, float64(0), st.Dropped[reason], "no %s drop counted", reason)
 	}
-	if st.DroppedTotal != 27 || st.Delivered != 2 {
-		t.Errorf("only %v drops counted", st.DroppedTotal)
-	}
+	assert.Equal(t, float64(27), st.DroppedTotal, "only %v drops counted", st.DroppedTotal)
+	assert.Equal(t, float64(2), st.Delivered, "only %v drops counted", st.DroppedTotal)
 	// The forged token was delivered (the risk) ...
 	ms := fmsgs(t, follower)
-	if last := ms[len(ms)-1]; last.Kind != "forged" || last.Token != tok+1000 {
-		t.Fatalf("follower's last message %+v", last)
-	}
+	last := ms[len(ms)-1]
+	require.Equal(t, "forged", last.Kind, "follower's last message")
+	require.Equal(t, tok+1000, last.Token, "follower's last message")
 	// ... but the real leader was not deposed by it, and both runtimes work.
 	// Wait until the leader has checked the forged token against
 	// IndexedDB and dismissed it (a wrong step-down would come from there).
 	waitJS(t, leader, "the leader to dismiss the forged token", `window.warnings.some(w => w.includes("ignored a message claiming token `+strconv.Itoa(int(tok)+1000)+`"))`)
-	if !eval[bool](t, leader, `T.el.isLeader && !T.ctx.signal.aborted`) {
-		t.Fatalf("the forged token deposed the leader: %+v", fevents(t, leader))
-	}
-	if got := eval[string](t, follower, `tabfenceDemo.tf.lockName("x", 1)`); got != "tabfence:x:v1" {
-		t.Fatalf("follower runtime: %q", got)
-	}
+	require.True(t, eval[bool](t, leader, `T.el.isLeader && !T.ctx.signal.aborted`), "the forged token deposed the leader: %+v", fevents(t, leader))
+	require.Equal(t, "tabfence:x:v1", eval[string](t, follower, `tabfenceDemo.tf.lockName("x", 1)`), "follower runtime")
 	// The cost of the forgery: the real leader's next message is now
 	// "stale" at that follower, until a newer leadership.
 	eval[any](t, leader, `T.ctx.post("delta", 2).then(() => null)`)
-	if err := harness.Poll(context.Background(), "the follower to drop the real leader's next message", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "the follower to drop the real leader's next message", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 		return chanStats(t, follower).Dropped["stale_token"] >= 2, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	// The leader's page can post through any channel object of the lock
 	// name; the sequence continues the leadership's (1, 2 were ctx.post).
 	// It resolves to {id, token, seq} of what it sent (the loader builds it
 	// from the envelope it posted).
-	if got := eval[string](t, leader, `T.ch.post("delta", 3).then((r) => Object.keys(r).join() + "/" + r.token + "/" + r.seq + "/" + /^[0-9a-f]{32}$/.test(r.id))`); got != "id,token,seq/"+strconv.Itoa(int(tok))+"/3/true" {
-		t.Fatalf("leader's channel post: %s", got)
-	}
+	require.Equal(t, "id,token,seq/"+strconv.Itoa(int(tok))+"/3/true", eval[string](t, leader, `T.ch.post("delta", 3).then((r) => Object.keys(r).join() + "/" + r.token + "/" + r.seq + "/" + /^[0-9a-f]{32}$/.test(r.id))`), "leader's channel post")
 	// Posting from a follower is refused with a named error.
-	if got := eval[string](t, follower, `T.ch.post("delta", 1).then(() => "sent", (e) => e.name)`); got != "NotLeaderError" {
-		t.Fatalf("follower post: %s", got)
-	}
+	require.Equal(t, "NotLeaderError", eval[string](t, follower, `T.ch.post("delta", 1).then(() => "sent", (e) => e.name)`), "follower post")
 }
 
 // (6) Deleting the database from one tab (sign-out) makes the leader in
@@ -499,9 +440,7 @@ func TestFenceDatabaseDeletedLeaderReleases(t *testing.T) {
 	waitF(t, leader, "leader", 1)
 	follower := e.fencedTab(s, r)
 	waitF(t, follower, "follower", 1)
-	if got := eval[string](t, leader, `T.ctx.apply({ operationID: "before" }, [{ store: "notes", op: "put", key: "k", value: "v" }])`); got != "accepted" {
-		t.Fatal(got)
-	}
+	require.Equal(t, "accepted", eval[string](t, leader, `T.ctx.apply({ operationID: "before" }, [{ store: "notes", op: "put", key: "k", value: "v" }])`))
 	name := eval[string](t, leader, `T.el.lockName`)
 
 	signout := e.runtimeTab()
@@ -513,28 +452,18 @@ func TestFenceDatabaseDeletedLeaderReleases(t *testing.T) {
 	})`)
 	t.Logf("delete took %v", time.Since(start).Round(time.Millisecond))
 	lost := waitF(t, leader, "lost", 1)
-	if lost.Reason != "deleted" {
-		t.Fatalf("leader lost with %q (%s)", lost.Reason, lost.Message)
-	}
-	if l := waitF(t, follower, "lost", 1); l.Reason != "deleted" {
-		t.Fatalf("follower lost with %q", l.Reason)
-	}
-	if err := harness.Poll(context.Background(), "the lock to be free", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+	require.Equal(t, "deleted", lost.Reason, "leader lost with %q (%s)", lost.Reason, lost.Message)
+	l := waitF(t, follower, "lost", 1)
+	require.Equal(t, "deleted", l.Reason, "follower lost with %q", l.Reason)
+	require.NoError(t, harness.Poll(context.Background(), "the lock to be free", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 		st, err := signout.Locks(name)
 		return st.Held == 0 && st.Pending == 0, err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if got := eval[string](t, leader, `T.fence.apply({ token: 99, operationID: "after" }, []).then(String, (e) => e.name)`); got != "DatabaseDeletedError" {
-		t.Fatalf("old fence after delete: %s", got)
-	}
+	}))
+	require.Equal(t, "DatabaseDeletedError", eval[string](t, leader, `T.fence.apply({ token: 99, operationID: "after" }, []).then(String, (e) => e.name)`), "old fence after delete")
 	fresh := e.fencedTab(s, r)
-	if tok := waitF(t, fresh, "leader", 1).Token; tok != 1 {
-		t.Fatalf("new tab's token %v, want 1 from a fresh database", tok)
-	}
-	if got := eval[string](t, fresh, `T.ctx.apply({ operationID: "after" }, [{ store: "notes", op: "put", key: "k", value: "w" }])`); got != "accepted" {
-		t.Fatal(got)
-	}
+	tok := waitF(t, fresh, "leader", 1).Token
+	require.Equal(t, float64(1), tok, "new tab's token %v, want 1 from a fresh database", tok)
+	require.Equal(t, "accepted", eval[string](t, fresh, `T.ctx.apply({ operationID: "after" }, [{ store: "notes", op: "put", key: "k", value: "w" }])`))
 }
 
 // A runtime that dies while leading (a Go exit or a WebAssembly trap, the
@@ -547,16 +476,14 @@ func TestDeadRuntimeReleasesItsLock(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			s := scope(t)
 			dying := e.open("raw-locks.html", s+"-raw", 1, "waiting") // a page without the runtime
-			if got := eval[string](t, dying, `(async (s) => {
+			require.Equal(t, "tabfence:"+s+":v1", eval[string](t, dying, `(async (s) => {
 				await import("/dist/wasm_exec.js");
 				const Base = globalThis.Go;
 				globalThis.Go = class extends Base { constructor() { super(); globalThis.__go = this; } };
 				const m = await import("/dist/tabfence.js");
 				const tf = await m.load({ wasmURL: "/dist/tabfence.wasm" });
 				return await new Promise((ok) => { window.EL = tf.elect({ scope: s, protocol: 1, onLeader: (c) => ok(c.lockName) }); });
-			})(`+jsStr(s)+`)`); got != "tabfence:"+s+":v1" {
-				t.Fatalf("dying tab led %q", got)
-			}
+			})(`+jsStr(s)+`)`), "dying tab led")
 			next := e.demo(s, 1, "follower")
 			eval[any](t, dying, `(async (how) => {
 				if (how === "trap") {
@@ -567,12 +494,10 @@ func TestDeadRuntimeReleasesItsLock(t *testing.T) {
 				}
 				return null;
 			})(`+jsStr(how)+`)`)
-			if _, err := next.WaitEvent("leader", 1, failoverTimeout); err != nil {
-				t.Fatalf("the next tab never led after the leader's runtime died: %v", err)
-			}
-			if n := eval[float64](t, dying, `globalThis.__tabfence_v1_locks.size`); n != 0 {
-				t.Fatalf("%v locks still registered", n)
-			}
+			_, err := next.WaitEvent("leader", 1, failoverTimeout)
+			require.NoError(t, err, "the next tab never led after the leader's runtime died")
+			n := eval[float64](t, dying, `globalThis.__tabfence_v1_locks.size`)
+			require.Equal(t, float64(0), n, "%v locks still registered", n)
 		})
 	}
 }
@@ -587,13 +512,8 @@ func TestFenceDatabaseUpgradedToldApart(t *testing.T) {
 	waitF(t, old, "leader", 1)
 	newer := e.runtimeTab()
 	tok := eval[float64](t, newer, `tabfenceDemo.tf.fence(`+jsStr(r)+`, { version: 2, stores: ["notes", "tags"] }).allocate()`)
-	if tok < 2 {
-		t.Fatalf("token %v after the upgrade, want above the old leader's", tok)
-	}
-	if lost := waitF(t, old, "lost", 1); lost.Reason != "upgraded" {
-		t.Fatalf("old build lost with %q (%s)", lost.Reason, lost.Message)
-	}
-	if got := eval[string](t, old, `T.fence.allocate().then(String, (e) => e.name)`); got != "DatabaseUpgradedError" {
-		t.Fatalf("old build's fence after the upgrade: %s", got)
-	}
+	require.GreaterOrEqual(t, tok, float64(2), "token %v after the upgrade, want above the old leader's", tok)
+	lost := waitF(t, old, "lost", 1)
+	require.Equal(t, "upgraded", lost.Reason, "old build lost with %q (%s)", lost.Reason, lost.Message)
+	require.Equal(t, "DatabaseUpgradedError", eval[string](t, old, `T.fence.allocate().then(String, (e) => e.name)`), "old build's fence after the upgrade")
 }

@@ -12,10 +12,11 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
@@ -50,9 +51,7 @@ func (r *restartable) start() {
 		ln, err = net.Listen("tcp", r.addr)
 		return err == nil, nil
 	})
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	require.NoError(r.t, err)
 	ts := httptest.NewUnstartedServer(r.h)
 	ts.Listener.Close()
 	ts.Listener = ln
@@ -75,29 +74,21 @@ func (r *restartable) stop() {
 
 func setupRestartable(t *testing.T) (*obEnv, *restartable) {
 	t.Helper()
-	if err := harness.CheckDist(distDir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.CheckDist(distDir))
 	ctl := newNoteCtl()
 	srv, err := server.New(server.Config{
 		DB: filepath.Join(t.TempDir(), "e2e.db"), Dist: distDir,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Middleware: ctl.middleware,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := &restartable{t: t, h: srv, addr: ln.Addr().String()}
 	ln.Close()
 	r.start()
 	t.Cleanup(func() { r.stop(); srv.Close() })
 	b, err := harness.Start(context.Background(), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &obEnv{t: t, b: b, url: "http://" + r.addr, ctl: ctl}, r
 }
@@ -110,9 +101,7 @@ func waitHealth(t *testing.T, tab *harness.Tab, what string, cond func(obHealth)
 		st = v
 		return err == nil && cond(v), err
 	})
-	if err != nil {
-		t.Fatalf("%v (last %+v)", err, describeHealth(st))
-	}
+	require.NoError(t, err, "%v (last %+v)", err, describeHealth(st))
 	return st
 }
 
@@ -153,9 +142,7 @@ func TestOutboxStatusServerDown(t *testing.T) {
 			// sent and failed (a flush in progress when the server stopped).
 			return s.Pending+s.Failed == 3 && failingWith(s, "unreachable", harness.NowMs())
 		})
-		if !strings.Contains(st.LastError.Message, "Failed to fetch") {
-			t.Fatalf("tab %d: lastError %+v", i, *st.LastError)
-		}
+		require.Contains(t, st.LastError.Message, "Failed to fetch", "tab %d: lastError %+v", i, *st.LastError)
 	}
 	srv.start()
 	for _, tab := range tabs {
@@ -169,9 +156,7 @@ func TestOutboxStatusServerDown(t *testing.T) {
 		st := waitHealth(t, tab, "server-error", func(s obHealth) bool {
 			return s.Failed == 1 && failingWith(s, "server-error", harness.NowMs())
 		})
-		if st.LastError.Code != "http_500" {
-			t.Fatalf("lastError %+v", *st.LastError)
-		}
+		require.Equal(t, "http_500", st.LastError.Code, "lastError %+v", *st.LastError)
 	}
 	e.ctl.set(func(c *noteCtl) { c.fail500 = 0 })
 	for _, tab := range tabs {

@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
@@ -171,9 +173,7 @@ func setupOutbox(t *testing.T) *obEnv { return setupOutboxWith(t, harness.Option
 // tabs are).
 func setupOutboxWith(t *testing.T, o harness.Options) *obEnv {
 	t.Helper()
-	if err := harness.CheckDist(distDir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.CheckDist(distDir))
 	ctl := newNoteCtl()
 	srv, err := server.New(server.Config{
 		DB:         filepath.Join(t.TempDir(), "e2e.db"),
@@ -181,15 +181,11 @@ func setupOutboxWith(t *testing.T, o harness.Options) *obEnv {
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Middleware: ctl.middleware,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); srv.Close() })
 	b, err := harness.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &obEnv{t: t, b: b, url: ts.URL, ctl: ctl}
 }
@@ -202,30 +198,22 @@ func (e *obEnv) tab(queue, user string, extra url.Values) *harness.Tab {
 		q[k] = v
 	}
 	tab, err := e.b.Open(e.url + "/?" + q.Encode())
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	e.t.Cleanup(tab.Close)
 	err = harness.Poll(context.Background(), "notes outbox ready", startTimeout, 20*time.Millisecond, func() (bool, error) {
 		return harness.Eval[bool](tab, `(() => { const n = window.tabfenceNotes; if (n && n.error) throw new Error(n.error.name + ": " + n.error.message); return !!(n && n.ready); })()`)
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	return tab
 }
 
 func (e *obEnv) effects() int {
 	e.t.Helper()
 	resp, err := http.Get(e.url + "/api/effects")
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	defer resp.Body.Close()
 	var v struct{ Effects int }
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&v))
 	return v.Effects
 }
 
@@ -238,9 +226,7 @@ func (e *obEnv) waitEffects(want int, timeout time.Duration) {
 		}
 		return n == want, nil
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 }
 
 type obStatus struct {
@@ -263,9 +249,7 @@ func waitStatus(t *testing.T, tab *harness.Tab, what string, timeout time.Durati
 		st = v
 		return err == nil && cond(v), err
 	})
-	if err != nil {
-		t.Fatalf("%v (last %+v)", err, st)
-	}
+	require.NoError(t, err, "%v (last %+v)", err, st)
 	return st
 }
 
@@ -273,19 +257,16 @@ func waitStatus(t *testing.T, tab *harness.Tab, what string, timeout time.Durati
 func offline(t *testing.T, tab *harness.Tab, off bool) {
 	t.Helper()
 	ctx := tab.Ctx()
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := chromedp.Call(ctx, network.Enable, network.EnableParams{})
+	require.NoError(t, err)
 	conds := []*network.Conditions{}
 	if off {
 		conds = append(conds, &network.Conditions{Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
 	}
-	if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: conds}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: off, DownloadThroughput: -1, UploadThroughput: -1}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: conds})
+	require.NoError(t, err)
+	_, err = chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: off, DownloadThroughput: -1, UploadThroughput: -1})
+	require.NoError(t, err)
 }
 
 // enqueue adds n notes from the tab, ids prefix-0..n-1; returns the record ids.
@@ -326,9 +307,7 @@ func leaderOf(t *testing.T, tabs []*harness.Tab) int {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return idx
 }
 
@@ -355,9 +334,9 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 	// middle of a send. Being offline is not the records' fault: nothing
 	// may be charged (no attempt, no backoff), all 300 wait as pending.
 	st := waitStatus(t, tabs[0], "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
-	if st.Pending != 300 || st.Failed != 0 || e.effects() != 0 {
-		t.Fatalf("offline: %+v, effects %d", st, e.effects())
-	}
+	require.Equal(t, 300, st.Pending, "offline: %+v, effects %d", st, e.effects())
+	require.Equal(t, 0, st.Failed, "offline: %+v, effects %d", st, e.effects())
+	require.Equal(t, 0, e.effects(), "offline: %+v, effects %d", st, e.effects())
 	start := time.Now()
 	for _, tab := range tabs {
 		offline(t, tab, false) // fires "online" in every tab: each one tries to flush
@@ -368,18 +347,16 @@ func TestOutbox300OfflineMutations(t *testing.T) {
 		waitStatus(t, tab, "300 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 300 && s.Pending+s.Sending+s.Failed == 0 })
 	}
 	e.waitIdle() // nothing is left to send; a resend would already be on the wire
-	if n := e.effects(); n != 300 {
-		t.Fatalf("effects %d after settling", n)
-	}
+	n := e.effects()
+	require.Equal(t, 300, n, "effects %d after settling", n)
 	keys, max := e.ctl.keys()
 	t.Logf("300 offline mutations delivered in %v after going online; %d keys, at most %d request(s) per key", took, keys, max)
 	skips := 0
 	for i, tab := range tabs {
 		skips += eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.flush.skip_locked").length`)
 		t.Logf("tab %d events: %s", i, eventSummary(t, tab))
-		if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`); n != 0 {
-			t.Errorf("tab %d: %d retries: an offline send was charged and backed off", i, n)
-		}
+		n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
+		assert.Equal(t, 0, n, "tab %d: %d retries: an offline send was charged and backed off", i, n)
 	}
 	if skips == 0 {
 		t.Log("no tab saw the lock taken (the flush was quicker than the other triggers)")
@@ -409,9 +386,7 @@ func TestOutboxResponseLost(t *testing.T) {
 		t.Fatal("no request reached the server")
 	}
 	owner := leaderOf(t, tabs)
-	if e.effects() != 1 {
-		t.Fatalf("effects %d before the close", e.effects())
-	}
+	require.Equal(t, 1, e.effects(), "effects %d before the close", e.effects())
 	start := time.Now()
 	tabs[owner].Close()
 	e.waitEffects(20, 30*time.Second)
@@ -419,13 +394,10 @@ func TestOutboxResponseLost(t *testing.T) {
 	other := tabs[(owner+1)%3]
 	waitStatus(t, other, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
 	e.waitIdle()
-	if n := e.effects(); n != 20 {
-		t.Fatalf("effects %d, want exactly 20", n)
-	}
+	n := e.effects()
+	require.Equal(t, 20, n, "effects %d, want exactly 20", n)
 	_, max := e.ctl.keys()
-	if max < 2 {
-		t.Fatalf("the lost answer's key was never resent (max %d request per key)", max)
-	}
+	require.GreaterOrEqual(t, max, 2, "the lost answer's key was never resent (max %d request per key)", max)
 	t.Logf("owner closed mid-answer: the queue finished %v later, exactly once (the lost key was sent %d times)", took, max)
 }
 
@@ -453,26 +425,23 @@ func TestOutboxOfflineMidFlush(t *testing.T) {
 	close(release) // the held answer, if the browser still takes it
 	e.waitIdle()
 	st := waitStatus(t, tab, "the flush stopped", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 && !s.Leader })
-	if st.Failed != 0 || st.DeadLetter != 0 || st.Pending+st.Acked != 20 || st.Pending == 0 {
-		t.Fatalf("offline mid-flush: %+v (nothing may be charged for the outage)", st)
-	}
-	if n := e.effects(); n < 1 || n > 2 {
-		t.Fatalf("effects %d while going offline, want 1 or 2", n)
-	}
+	require.Equal(t, 0, st.Failed, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+	require.Equal(t, 0, st.DeadLetter, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+	require.Equal(t, 20, st.Pending+st.Acked, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+	require.NotEqual(t, 0, st.Pending, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+	n := e.effects()
+	require.GreaterOrEqual(t, n, 1, "effects %d while going offline, want 1 or 2", n)
+	require.LessOrEqual(t, n, 2, "effects %d while going offline, want 1 or 2", n)
 	offline(t, tab, false)
 	e.waitEffects(20, 30*time.Second)
 	waitStatus(t, tab, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
 	e.waitIdle()
-	if n := e.effects(); n != 20 {
-		t.Fatalf("effects %d, want exactly 20", n)
-	}
+	n = e.effects()
+	require.Equal(t, 20, n, "effects %d, want exactly 20", n)
 	kinds := eventSummary(t, tab)
-	if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`); n != 0 {
-		t.Fatalf("%d retries: the outage was charged (%s)", n, kinds)
-	}
-	if n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.offline").length`); n == 0 {
-		t.Fatalf("no outbox.offline event: the flush did not see the outage (%s)", kinds)
-	}
+	n = eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
+	require.Equal(t, 0, n, "%d retries: the outage was charged (%s)", n, kinds)
+	require.NotEqual(t, 0, eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.offline").length`), "no outbox.offline event: the flush did not see the outage (%s)", kinds)
 	t.Logf("events: %s", kinds)
 }
 
@@ -501,15 +470,11 @@ func frozenOwner(t *testing.T, throttle bool) {
 	for _, tab := range tabs {
 		offline(t, tab, false)
 	}
-	if err := harness.Poll(context.Background(), "20 effects", 20*time.Second, 5*time.Millisecond, func() (bool, error) { return e.effects() >= 20, nil }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, harness.Poll(context.Background(), "20 effects", 20*time.Second, 5*time.Millisecond, func() (bool, error) { return e.effects() >= 20, nil }))
 	owner := leaderOf(t, tabs)
 	oldTok := eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.leaseToken)`)
 	fenceTok := eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.fenceToken)`)
-	if fenceTok <= 0 {
-		t.Fatalf("the owner has no server fencing token (%v)", fenceTok)
-	}
+	require.Greater(t, fenceTok, float64(0), "the owner has no server fencing token (%v)", fenceTok)
 	for i, tab := range tabs {
 		if i != owner {
 			eval[bool](t, tab, `(() => { const log = tabfenceNotes.channelLog = [];
@@ -527,9 +492,8 @@ func frozenOwner(t *testing.T, throttle bool) {
 	// queue moves again when a newer owner (a higher server fencing token)
 	// changes the server.
 	e.waitIdle()
-	if base := e.effects(); base >= n {
-		t.Fatalf("the owner finished before it froze (%d effects)", base)
-	}
+	base := e.effects()
+	require.Less(t, base, n, "the owner finished before it froze (%d effects)", base)
 	if err := harness.Poll(context.Background(), "the queue moving again", 15*time.Second, 10*time.Millisecond, func() (bool, error) {
 		return e.ctl.effectsAbove(uint64(fenceTok)) > 0, nil
 	}); err != nil {
@@ -552,9 +516,7 @@ func frozenOwner(t *testing.T, throttle bool) {
 	if throttle {
 		limit += 2 * time.Second // two throttled timer steps (about 1 s each)
 	}
-	if moved > limit {
-		t.Fatalf("queue moved again only after %v (limit %v)", moved, limit)
-	}
+	require.LessOrEqual(t, moved, limit, "queue moved again only after %v (limit %v)", moved, limit)
 	// The new owner has acked everything: from now on nothing may change.
 	// Snapshot the queue as stored, wake the old owner, wait until it has
 	// noticed (it no longer leads and every flush it started has ended),
@@ -570,19 +532,12 @@ func frozenOwner(t *testing.T, throttle bool) {
 		return harness.Eval[bool](tabs[owner], `tabfenceNotes.outbox.status().then(s => {
 			return !s.leader && (`+flushesEndedJS+`)(tabfenceNotes.events.filter(e => e.leaseToken === `+tok+`)); })`)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after := recordsSnapshot(t, other, q); after != before {
-		t.Fatalf("the old owner changed the queue after it woke:\nbefore %s\nafter  %s", before, after)
-	}
-	if got := e.effects(); got != n {
-		t.Fatalf("effects %d, want %d", got, n)
-	}
+	require.NoError(t, err)
+	after := recordsSnapshot(t, other, q)
+	require.Equal(t, before, after, "the old owner changed the queue after it woke:\nbefore %s\nafter  %s", before, after)
+	require.Equal(t, n, e.effects(), "effects")
 	st := status(t, other)
-	if st.LeaseToken <= oldTok {
-		t.Fatalf("lease token %v not above the frozen owner's %v", st.LeaseToken, oldTok)
-	}
+	require.Greater(t, st.LeaseToken, oldTok, "lease token %v not above the frozen owner's %v", st.LeaseToken, oldTok)
 	t.Logf("frozen owner (throttled background tabs: %v): queue moving again after %v (stall %dms + status timeout %dms)", throttle, moved, stallAfter, statusTimeout)
 }
 
@@ -601,9 +556,7 @@ func TestOutboxFaults(t *testing.T) {
 	e.ctl.mu.Lock()
 	left := e.ctl.fail500
 	e.ctl.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("storm not exhausted: %d left", left)
-	}
+	require.Equal(t, 0, left, "storm not exhausted: %d left", left)
 
 	// 429 with Retry-After: 2
 	e.ctl.set(func(c *noteCtl) { c.r429, c.retryAfter = 1, "2" })
@@ -617,9 +570,7 @@ func TestOutboxFaults(t *testing.T) {
 		}
 	}
 	e.ctl.mu.Unlock()
-	if gap < 2*time.Second {
-		t.Fatalf("resent %v after a 429 with Retry-After: 2", gap)
-	}
+	require.GreaterOrEqual(t, gap, 2*time.Second, "resent %v after a 429 with Retry-After: 2", gap)
 	t.Logf("429 Retry-After: 2 -> resent after %v (record %s)", gap, ids[0])
 
 	// 400: not retried
@@ -635,9 +586,8 @@ func TestOutboxFaults(t *testing.T) {
 		}
 	}
 	e.ctl.mu.Unlock()
-	if bad != 1 || e.effects() != before {
-		t.Fatalf("400 sent %d times, effects %d -> %d", bad, before, e.effects())
-	}
+	require.Equal(t, 1, bad, "400 sent %d times, effects %d -> %d", bad, before, e.effects())
+	require.Equal(t, before, e.effects(), "400 sent %d times, effects %d -> %d", bad, before, e.effects())
 
 	// dead letter after maxAttempts (4), in another queue
 	tab = e.tab(q+"-dl", "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"4"}})
@@ -654,9 +604,8 @@ func TestOutboxFaults(t *testing.T) {
 			attempts = append(attempts, d.Attempts)
 		}
 	}
-	if len(attempts) != 1 || attempts[0] != 4 {
-		t.Fatalf("dead letters %+v", dl)
-	}
+	require.Len(t, attempts, 1, "dead letters %+v", dl)
+	require.Equal(t, 4, attempts[0], "dead letters %+v", dl)
 }
 
 // Logout in one tab, login as another user in another: nothing of the first
@@ -685,15 +634,13 @@ func TestOutboxSessionSwitch(t *testing.T) {
 	e.ctl.mu.Lock()
 	alice, bob := e.ctl.byUser["alice"], e.ctl.byUser["bob"]
 	e.ctl.mu.Unlock()
-	if alice != 0 || bob != 5 || e.effects() != 5 {
-		t.Fatalf("requests alice %d bob %d, effects %d", alice, bob, e.effects())
-	}
+	require.Equal(t, 0, alice, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
+	require.Equal(t, 5, bob, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
+	require.Equal(t, 5, e.effects(), "requests alice %d bob %d, effects %d", alice, bob, e.effects())
 	st := status(t, b)
 	// (a flush that was already running when the tab went offline may have
 	// tried one of them: network error, not sent, waiting as failed)
-	if st.Pending+st.Failed != 10 {
-		t.Fatalf("alice's records must wait, unsent: %+v", st)
-	}
+	require.Equal(t, 10, st.Pending+st.Failed, "alice's records must wait, unsent: %+v", st)
 }
 
 // eventSummary counts a tab's outbox events by kind and reason.
@@ -734,13 +681,11 @@ func recordsSnapshot(t *testing.T, tab *harness.Tab, queue string) string {
 // waitIdle waits until the server has answered every request it received.
 func (e *obEnv) waitIdle() {
 	e.t.Helper()
-	if err := harness.Poll(context.Background(), "no request in flight", 10*time.Second, 5*time.Millisecond, func() (bool, error) {
+	require.NoError(e.t, harness.Poll(context.Background(), "no request in flight", 10*time.Second, 5*time.Millisecond, func() (bool, error) {
 		e.ctl.mu.Lock()
 		defer e.ctl.mu.Unlock()
 		return e.ctl.inflight == 0, nil
-	}); err != nil {
-		e.t.Fatal(err)
-	}
+	}))
 }
 
 // flushesEndedJS is a JS function of an event list: every flush that
@@ -760,9 +705,7 @@ func TestOutboxEnqueueInThrottledTab(t *testing.T) {
 	e := setupOutboxWith(t, harness.Options{Throttle: true, SharedWindow: true})
 	bg := e.tab(scope(t), "alice", nil)
 	e.tab(scope(t), "bob", nil) // the newest tab is the visible one
-	if v := eval[string](t, bg, `document.visibilityState`); v != "hidden" {
-		t.Fatalf("the background tab is %s", v)
-	}
+	require.Equal(t, "hidden", eval[string](t, bg, `document.visibilityState`), "the background tab is")
 	// delays enqueues five records, one after the other, each once the
 	// event of kind about the one before arrived: the ms from each
 	// enqueue's commit (its promise) to that event.
@@ -785,17 +728,13 @@ func TestOutboxEnqueueInThrottledTab(t *testing.T) {
 	events := delays("outbox.enqueue", "bg")
 	t.Logf("commit -> enqueue event in a hidden tab (ms): %.0f", events)
 	for _, d := range events {
-		if d > 400 {
-			t.Fatalf("an enqueue event came %.0f ms after the commit (throttled timers fire about once a second): %.0f", d, events)
-		}
+		require.LessOrEqual(t, d, float64(400), "an enqueue event came %.0f ms after the commit (throttled timers fire about once a second): %.0f", d, events)
 	}
 	offline(t, bg, false)
 	e.waitEffects(5, 10*time.Second)
 	acks := delays("outbox.record.ack", "on")
 	t.Logf("commit -> ack in a hidden tab (ms): %.0f", acks)
 	for _, d := range acks {
-		if d > 500 {
-			t.Fatalf("an enqueue in a hidden tab was acked %.0f ms after its commit: %.0f", d, acks)
-		}
+		require.LessOrEqual(t, d, float64(500), "an enqueue in a hidden tab was acked %.0f ms after its commit: %.0f", d, acks)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -26,9 +28,7 @@ func waitVersioned(t *testing.T, tab *harness.Tab, what string, cond func(obVers
 		st = v
 		return err == nil && cond(v), err
 	})
-	if err != nil {
-		t.Fatalf("%v (last %+v)", err, st)
-	}
+	require.NoError(t, err, "%v (last %+v)", err, st)
 	return st
 }
 
@@ -41,35 +41,27 @@ func TestOutboxProtocolsSeparateQueues(t *testing.T) {
 	q := scope(t)
 	old := e.tab(q, "alice", url.Values{"protocol": {"3"}})
 	cur := e.tab(q, "alice", url.Values{"protocol": {"4"}})
-	if got := eval[string](t, old, `tabfenceNotes.outbox.lockName`); got != "tabfence:outbox-"+q+":v3" {
-		t.Fatalf("protocol 3 lock %q", got)
-	}
-	if got := eval[string](t, cur, `tabfenceNotes.outbox.lockName`); got != "tabfence:outbox-"+q+":v4" {
-		t.Fatalf("protocol 4 lock %q", got)
-	}
+	require.Equal(t, "tabfence:outbox-"+q+":v3", eval[string](t, old, `tabfenceNotes.outbox.lockName`), "protocol 3 lock")
+	require.Equal(t, "tabfence:outbox-"+q+":v4", eval[string](t, cur, `tabfenceNotes.outbox.lockName`), "protocol 4 lock")
 	eval[any](t, old, `tabfenceNotes.outbox.pause()`)
 	enqueue(t, old, "p3", 3)
 	enqueue(t, cur, "p4", 2)
 	curSt := waitVersioned(t, cur, "protocol 4 drained", func(s obVersioned) bool { return s.Acked == 2 && s.Pending == 0 })
 	e.waitEffects(2, 10*time.Second)
-	if curSt.Paused {
-		t.Fatalf("protocol 3's pause reached protocol 4: %+v", curSt)
-	}
-	if id := eval[string](t, cur, `tabfenceNotes.outbox.id`); curSt.OwnerID != id {
-		t.Fatalf("protocol 4's queue flushed by %q, not its tab %q", curSt.OwnerID, id)
-	}
+	require.False(t, curSt.Paused, "protocol 3's pause reached protocol 4: %+v", curSt)
+	id := eval[string](t, cur, `tabfenceNotes.outbox.id`)
+	require.Equal(t, id, curSt.OwnerID, "protocol 4's queue flushed by %q, not its tab %q", curSt.OwnerID, id)
 	oldSt := waitVersioned(t, old, "protocol 3 waiting", func(s obVersioned) bool { return s.Pending == 3 })
-	if oldSt.Acked != 0 || !oldSt.Paused || oldSt.Unsupported != 0 {
-		t.Fatalf("protocol 3 status %+v", oldSt)
-	}
+	require.Equal(t, 0, oldSt.Acked, "protocol 3 status %+v", oldSt)
+	require.True(t, oldSt.Paused, "protocol 3 status %+v", oldSt)
+	require.Equal(t, 0, oldSt.Unsupported, "protocol 3 status %+v", oldSt)
 
 	eval[any](t, old, `tabfenceNotes.outbox.resume()`)
 	oldSt = waitVersioned(t, old, "protocol 3 drained", func(s obVersioned) bool { return s.Acked == 3 && s.Pending == 0 })
 	e.waitEffects(5, 10*time.Second)
-	if id := eval[string](t, old, `tabfenceNotes.outbox.id`); oldSt.OwnerID != id {
-		t.Fatalf("protocol 3's queue flushed by %q, not its tab %q", oldSt.OwnerID, id)
-	}
-	if s := waitVersioned(t, cur, "protocol 4 unchanged", func(obVersioned) bool { return true }); s.Acked != 2 || s.Pending != 0 {
-		t.Fatalf("protocol 4 saw protocol 3's records: %+v", s)
-	}
+	id = eval[string](t, old, `tabfenceNotes.outbox.id`)
+	require.Equal(t, id, oldSt.OwnerID, "protocol 3's queue flushed by %q, not its tab %q", oldSt.OwnerID, id)
+	s := waitVersioned(t, cur, "protocol 4 unchanged", func(obVersioned) bool { return true })
+	require.Equal(t, 2, s.Acked, "protocol 4 saw protocol 3's records")
+	require.Equal(t, 0, s.Pending, "protocol 4 saw protocol 3's records")
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -22,14 +24,10 @@ func (e *obEnv) notesOf(user string) []server.Note {
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/api/notes", nil)
 	req.Header.Set(server.DemoUserHeader, user)
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	defer resp.Body.Close()
 	var notes []server.Note
-	if err := json.NewDecoder(resp.Body).Decode(&notes); err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&notes))
 	return notes
 }
 
@@ -69,64 +67,51 @@ func TestOutboxSessionSwitchAcrossTabsCookie(t *testing.T) {
 	// the others.
 	e.ctl.set(func(c *noteCtl) { c.delay = 100 * time.Millisecond })
 	enqueue(t, b, "alice", 20)
-	if err := harness.Poll(context.Background(), "b flushing alice's notes", failoverTimeout, 5*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "b flushing alice's notes", failoverTimeout, 5*time.Millisecond, func() (bool, error) {
 		return len(e.notesOf("alice")) >= 1, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !status(t, b).Leader {
-		t.Fatal("b does not own the flush")
-	}
+	}))
+	require.True(t, status(t, b).Leader, "b does not own the flush")
 	eval[any](t, a, `tabfenceNotes.switchUser("bob")`)
 	enqueue(t, a, "bob", 5)
 	// b's page still shows alice's notes, and its user edits them: they are
 	// alice's records, whatever the cookie says now.
 	enqueue(t, b, "alice-late", 3)
-	if err := harness.Poll(context.Background(), "bob's five stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "bob's five stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
 		notes := e.notesOf("bob")
 		if id := foreign(notes, "bob-"); id != "" {
 			t.Fatalf("alice's note %s stored as bob's: %s", id, noteIDs(notes))
 		}
 		return len(notes) == 5, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	for _, tab := range []*harness.Tab{a, b} {
 		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
 	}
 	e.waitIdle()
 	bob := e.notesOf("bob")
-	if id := foreign(bob, "bob-"); id != "" || len(bob) != 5 {
-		t.Fatalf("bob's notes %s", noteIDs(bob))
-	}
+	require.Equal(t, "", foreign(bob, "bob-"), "bob's notes %s", noteIDs(bob))
+	require.Len(t, bob, 5, "bob's notes %s", noteIDs(bob))
 	before := len(e.notesOf("alice"))
-	if before == 20 {
-		t.Fatal("b's flush ended before the switch: the test did not switch under it")
-	}
+	require.NotEqual(t, 20, before, "b's flush ended before the switch: the test did not switch under it")
 	// Back to alice, from the tab that did not own the flush.
 	eval[any](t, a, `tabfenceNotes.switchUser("alice")`)
-	if err := harness.Poll(context.Background(), "alice's 23 stored", 30*time.Second, 25*time.Millisecond, func() (bool, error) {
+	err := harness.Poll(context.Background(), "alice's 23 stored", 30*time.Second, 25*time.Millisecond, func() (bool, error) {
 		return len(e.notesOf("alice")) == 23, nil
-	}); err != nil {
-		t.Fatalf("%v: alice %s; bob %s; answers %v; b's events %s", err, noteIDs(e.notesOf("alice")), noteIDs(e.notesOf("bob")),
-			e.answerCounts(), eventSummary(t, b))
-	}
+	})
+	require.NoError(t, err, "%v: alice %s; bob %s; answers %v; b's events %s", err, noteIDs(e.notesOf("alice")), noteIDs(e.notesOf("bob")), e.answerCounts(), eventSummary(t, b))
 	for _, tab := range []*harness.Tab{a, b} {
 		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
 	}
 	e.waitIdle()
 	alice := e.notesOf("alice")
 	for _, n := range alice {
-		if n.Effects != 1 || !strings.HasPrefix(n.ID, "alice-") {
-			t.Fatalf("alice's note %+v (want each once)", n)
-		}
+		require.Equal(t, int64(1), n.Effects, "alice's note %+v (want each once)", n)
+		require.True(t, strings.HasPrefix(n.ID, "alice-"), "alice's note %+v (want each once)", n)
 	}
-	if bob := e.notesOf("bob"); len(bob) != 5 || foreign(bob, "bob-") != "" {
-		t.Fatalf("bob's notes %s", noteIDs(bob))
-	}
-	if n := e.effects(); n != 28 {
-		t.Fatalf("effects %d, want 28", n)
-	}
+	bob = e.notesOf("bob")
+	require.Len(t, bob, 5, "bob's notes %s", noteIDs(bob))
+	require.Equal(t, "", foreign(bob, "bob-"), "bob's notes %s", noteIDs(bob))
+	n := e.effects()
+	require.Equal(t, 28, n, "effects %d, want 28", n)
 	t.Logf("alice's notes stored before switching back: %d; answers by status: %v", before, e.answerCounts())
 }
 
@@ -162,45 +147,38 @@ func TestOutboxSessionSwitchCookieBeforeStaleTabFlushes(t *testing.T) {
 	// b owns a flush now (a is still offline): under the queue's session,
 	// bob's, it has nothing to send.
 	eval[any](t, b, `tabfenceNotes.outbox.flush()`)
-	if notes := e.notesOf("bob"); len(notes) != 0 {
-		t.Fatalf("alice's notes stored as bob's: %s", noteIDs(notes))
-	}
+	notes := e.notesOf("bob")
+	require.Empty(t, notes, "alice's notes stored as bob's: %s", noteIDs(notes))
 	offline(t, a, false)
 	enqueue(t, a, "bob", 3)
-	if err := harness.Poll(context.Background(), "bob's three stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
+	require.NoError(t, harness.Poll(context.Background(), "bob's three stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
 		notes := e.notesOf("bob")
 		if id := foreign(notes, "bob-"); id != "" {
 			t.Fatalf("alice's note %s stored as bob's: %s", id, noteIDs(notes))
 		}
 		return len(notes) == 3, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	for _, tab := range []*harness.Tab{a, b} {
 		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
 	}
 	e.waitIdle()
-	if bob := e.notesOf("bob"); len(bob) != 3 || foreign(bob, "bob-") != "" {
-		t.Fatalf("bob's notes %s", noteIDs(bob))
-	}
+	bob := e.notesOf("bob")
+	require.Len(t, bob, 3, "bob's notes %s", noteIDs(bob))
+	require.Equal(t, "", foreign(bob, "bob-"), "bob's notes %s", noteIDs(bob))
 	if n := len(e.notesOf("alice")); n != 0 {
 		t.Fatalf("%d of alice's notes sent while bob was logged in", n)
 	}
 	eval[any](t, a, `tabfenceNotes.switchUser("alice")`)
-	if err := harness.Poll(context.Background(), "alice's twelve stored", 30*time.Second, 25*time.Millisecond, func() (bool, error) {
+	err := harness.Poll(context.Background(), "alice's twelve stored", 30*time.Second, 25*time.Millisecond, func() (bool, error) {
 		return len(e.notesOf("alice")) == 12, nil
-	}); err != nil {
-		t.Fatalf("%v: alice %s; answers %v", err, noteIDs(e.notesOf("alice")), e.answerCounts())
-	}
+	})
+	require.NoError(t, err, "%v: alice %s; answers %v", err, noteIDs(e.notesOf("alice")), e.answerCounts())
 	e.waitIdle()
 	for _, n := range e.notesOf("alice") {
-		if n.Effects != 1 {
-			t.Fatalf("alice's note %+v (want each once)", n)
-		}
+		require.Equal(t, int64(1), n.Effects, "alice's note %+v (want each once)", n)
 	}
-	if n := e.effects(); n != 15 {
-		t.Fatalf("effects %d, want 15", n)
-	}
+	n := e.effects()
+	require.Equal(t, 15, n, "effects %d, want 15", n)
 }
 
 // The credentials change (the cookie is bob's) and the page has not logged
@@ -218,39 +196,31 @@ func TestOutboxSessionMismatchHoldsUntilLogin(t *testing.T) {
 	waitJS(t, a, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
 	e.waitIdle()
 	refused := e.answerCounts()
-	if refused[http.StatusForbidden] == 0 || refused[http.StatusCreated] != 0 {
-		t.Fatalf("answers %v", refused)
-	}
+	require.NotEqual(t, 0, refused[http.StatusForbidden], "answers %v", refused)
+	require.Equal(t, 0, refused[http.StatusCreated], "answers %v", refused)
 	for i := 0; i < 3; i++ {
 		err := eval[string](t, a, `tabfenceNotes.outbox.flush().then(() => "", (e) => e.name)`)
-		if err != "SessionMismatchError" {
-			t.Fatalf("flush while held: %q", err)
-		}
+		require.Equal(t, "SessionMismatchError", err, "flush while held")
 	}
 	enqueue(t, a, "alice-more", 1)
 	waitJS(t, a, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
 	e.waitIdle()
-	if got := e.answerCounts(); got[http.StatusForbidden] != refused[http.StatusForbidden] || len(got) != 1 {
-		t.Fatalf("resent while held: answers %v, before %v", got, refused)
-	}
+	got := e.answerCounts()
+	require.Equal(t, refused[http.StatusForbidden], got[http.StatusForbidden], "resent while held: answers %v, before %v", got, refused)
+	require.Len(t, got, 1, "resent while held: answers %v, before %v", got, refused)
 	st := status(t, a)
-	if st.Pending != 4 || st.Failed+st.DeadLetter+st.Terminal != 0 {
-		t.Fatalf("alice's records must wait, uncharged: %+v", st)
-	}
+	require.Equal(t, 4, st.Pending, "alice's records must wait, uncharged: %+v", st)
+	require.Equal(t, 0, st.Failed+st.DeadLetter+st.Terminal, "alice's records must wait, uncharged: %+v", st)
 	eval[any](t, a, `tabfenceNotes.switchUser("alice")`)
-	if err := harness.Poll(context.Background(), "alice's four stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
+	err := harness.Poll(context.Background(), "alice's four stored", 20*time.Second, 25*time.Millisecond, func() (bool, error) {
 		return len(e.notesOf("alice")) == 4, nil
-	}); err != nil {
-		t.Fatalf("%v: answers %v", err, e.answerCounts())
-	}
+	})
+	require.NoError(t, err, "%v: answers %v", err, e.answerCounts())
 	e.waitIdle()
 	for _, n := range e.notesOf("alice") {
-		if n.Effects != 1 {
-			t.Fatalf("alice's note %+v (want each once)", n)
-		}
+		require.Equal(t, int64(1), n.Effects, "alice's note %+v (want each once)", n)
 	}
-	if bob := e.notesOf("bob"); len(bob) != 0 {
-		t.Fatalf("bob's notes %s", noteIDs(bob))
-	}
+	bob := e.notesOf("bob")
+	require.Empty(t, bob, "bob's notes %s", noteIDs(bob))
 	t.Logf("answers %v", e.answerCounts())
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -39,14 +41,10 @@ type env struct {
 func setup(t *testing.T, throttle bool) *env {
 	t.Helper()
 	srv, err := startServer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}
 }
@@ -56,14 +54,10 @@ func setup(t *testing.T, throttle bool) *env {
 func setupServing(t *testing.T, mw func(http.Handler) http.Handler) *env {
 	t.Helper()
 	srv, err := startServer(mw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}
 }
@@ -85,13 +79,10 @@ func (e *env) pageURL(page, scope string, protocol int) string {
 func (e *env) open(page, scope string, protocol int, joined string) *harness.Tab {
 	e.t.Helper()
 	tab, err := e.b.Open(e.pageURL(page, scope, protocol))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	e.t.Cleanup(tab.Close)
-	if _, err := tab.WaitEvent(joined, 1, startTimeout); err != nil {
-		e.t.Fatal(err)
-	}
+	_, err = tab.WaitEvent(joined, 1, startTimeout)
+	require.NoError(e.t, err)
 	return tab
 }
 
@@ -100,9 +91,8 @@ func (e *env) open(page, scope string, protocol int, joined string) *harness.Tab
 func (e *env) demo(scope string, protocol int, want string) *harness.Tab {
 	e.t.Helper()
 	tab := e.open("", scope, protocol, "joined")
-	if _, err := tab.WaitEvent(want, 1, startTimeout); err != nil {
-		e.t.Fatalf("new tab never became %s: %v", want, err)
-	}
+	_, err := tab.WaitEvent(want, 1, startTimeout)
+	require.NoError(e.t, err, "new tab never became %s", want)
 	return tab
 }
 
@@ -115,9 +105,7 @@ func leaders(t *testing.T, tabs []*harness.Tab) []int {
 			continue
 		}
 		ok, err := tab.IsLeader()
-		if err != nil {
-			t.Fatalf("tab %d: %v", i, err)
-		}
+		require.NoError(t, err, "tab %d", i)
 		if ok {
 			out = append(out, i)
 		}
@@ -128,9 +116,7 @@ func leaders(t *testing.T, tabs []*harness.Tab) []int {
 func lockName(t *testing.T, tab *harness.Tab) string {
 	t.Helper()
 	name, err := harness.Eval[string](tab, `tabfenceDemo.election.lockName`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return name
 }
 
@@ -138,6 +124,7 @@ func lockName(t *testing.T, tab *harness.Tab) string {
 func eval[T any](t *testing.T, tab *harness.Tab, js string) T {
 	t.Helper()
 	v, err := harness.Eval[T](tab, js)
+	// t.Fatalf, not require: enqueue reaches here from goroutines too.
 	if err != nil {
 		t.Fatalf("eval %q: %v", js, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/page"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -42,9 +43,7 @@ func leaderAndFollower(t *testing.T, prefix string) (old, thief *harness.Tab, t1
 	s, r := scope(t), prefix+"-"+scope(t)
 	old = e.fencedTab(s, r)
 	t1 = waitF(t, old, "leader", 1).Token
-	if got := eval[string](t, old, putDoc("T.ctx", "old-1", "old-1")); got != "accepted" {
-		t.Fatalf("old leader's first write: %s", got)
-	}
+	require.Equal(t, "accepted", eval[string](t, old, putDoc("T.ctx", "old-1", "old-1")), "old leader's first write")
 	thief = e.fencedTab(s, r)
 	waitF(t, thief, "follower", 1)
 	return old, thief, t1
@@ -56,28 +55,18 @@ func TestFenceStealThenOldLeaderWritesAtOnce(t *testing.T) {
 	old, thief, t1 := leaderAndFollower(t, "steal")
 
 	t2 := eval[float64](t, thief, `T.el.steal().then((c) => c.token)`)
-	if t2 <= t1 {
-		t.Fatalf("thief's token %v is not above %v", t2, t1)
-	}
-	if got := eval[string](t, old, putDoc("T.ctx", "old-2", "old-2")); got != "stale" {
-		t.Fatalf("old leader's write after the steal, before the thief wrote: %s, want stale", got)
-	}
-	if got := note(t, old, "doc"); got != "old-1" {
-		t.Fatalf("notes/doc = %q, want old-1 (unchanged)", got)
-	}
-	if !eval[bool](t, old, `T.guard.isStale(T.ctx.token) && T.guard.current === `+strconv.Itoa(int(t2))) {
-		t.Fatalf("old page's guard: current %v, isStale(%v) %v", eval[float64](t, old, `T.guard.current`), t1,
-			eval[bool](t, old, `T.guard.isStale(T.ctx.token)`))
-	}
+	require.Greater(t, t2, t1, "thief's token %v is not above %v", t2, t1)
+	got := eval[string](t, old, putDoc("T.ctx", "old-2", "old-2"))
+	require.Equal(t, "stale", got, "old leader's write after the steal, before the thief wrote: %s, want stale", got)
+	got = note(t, old, "doc")
+	require.Equal(t, "old-1", got, "notes/doc = %q, want old-1 (unchanged)", got)
+	require.True(t, eval[bool](t, old, `T.guard.isStale(T.ctx.token) && T.guard.current === `+strconv.Itoa(int(t2))), "old page's guard: current %v, isStale(%v) %v", eval[float64](t, old, `T.guard.current`), t1, eval[bool](t, old, `T.guard.isStale(T.ctx.token)`))
 	if lost := waitF(t, old, "lost", 1); lost.Reason != "stolen" && lost.Reason != "fenced" {
 		t.Fatalf("old leader lost with %q", lost.Reason)
 	}
-	if got := eval[string](t, thief, putDoc("T.ctx", "thief-1", "thief")); got != "accepted" {
-		t.Fatalf("thief's write: %s", got)
-	}
-	if got := note(t, thief, "doc"); got != "thief" {
-		t.Fatalf("notes/doc = %q, want thief", got)
-	}
+	require.Equal(t, "accepted", eval[string](t, thief, putDoc("T.ctx", "thief-1", "thief")), "thief's write")
+	got = note(t, thief, "doc")
+	require.Equal(t, "thief", got, "notes/doc = %q, want thief", got)
 }
 
 // The frozen variant: the leader is frozen, the thief steals (and writes
@@ -88,15 +77,11 @@ func TestFenceFrozenStealThenResumedLeaderWritesAtOnce(t *testing.T) {
 	setLifecycle(t, old, page.SetWebLifecycleStateStateFrozen)
 	t2 := eval[float64](t, thief, `T.el.steal().then((c) => c.token)`)
 	setLifecycle(t, old, page.SetWebLifecycleStateStateActive)
-	if t2 <= t1 {
-		t.Fatalf("thief's token %v is not above %v", t2, t1)
-	}
-	if got := eval[string](t, old, putDoc("T.ctx", "old-2", "old-2")); got != "stale" {
-		t.Fatalf("resumed leader's write: %s, want stale", got)
-	}
-	if got := note(t, thief, "doc"); got != "old-1" {
-		t.Fatalf("notes/doc = %q, want old-1 (unchanged)", got)
-	}
+	require.Greater(t, t2, t1, "thief's token %v is not above %v", t2, t1)
+	got := eval[string](t, old, putDoc("T.ctx", "old-2", "old-2"))
+	require.Equal(t, "stale", got, "resumed leader's write: %s, want stale", got)
+	got = note(t, thief, "doc")
+	require.Equal(t, "old-1", got, "notes/doc = %q, want old-1 (unchanged)", got)
 	if lost := waitF(t, old, "lost", 1); lost.Reason != "stolen" && lost.Reason != "fenced" {
 		t.Fatalf("old leader lost with %q", lost.Reason)
 	}
@@ -173,27 +158,19 @@ func TestFenceFrozenTightLoopDoesNotBlockThief(t *testing.T) {
 
 		waitJS(t, leader, "the resumed leader's loop to end", `T.loop.done`)
 		res := eval[[]string](t, leader, `T.loop.res`)
-		if len(res) <= nFrozen+1 {
-			t.Fatalf("round %d: no write after the resume: %v", round, res[nFrozen:])
-		}
+		require.Greater(t, len(res), nFrozen+1, "round %d: no write after the resume: %v", round, res[nFrozen:])
 		// res[nFrozen] was in flight at the freeze: aborted by it (an
 		// error), or committed before the thief's allocation could run.
 		if res[nFrozen] != "accepted" && res[nFrozen] != "stale" {
 			inFlight++
 		}
 		for i, x := range res[nFrozen+1:] {
-			if x != "stale" {
-				t.Fatalf("round %d: the resumed leader's write %d: %s, want stale (in flight at the freeze: %s)", round, i, x, res[nFrozen])
-			}
+			require.Equal(t, "stale", x, "round %d: the resumed leader's write %d: %s, want stale (in flight at the freeze: %s)", round, i, x, res[nFrozen])
 		}
-		if got := note(t, thief, "doc"); got != value {
-			t.Fatalf("round %d: notes/doc = %q, want %q", round, got, value)
-		}
-		if err := harness.Poll(context.Background(), "the old leader to rejoin", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
+		require.Equal(t, value, note(t, thief, "doc"), "round %d: notes/doc", round)
+		require.NoError(t, harness.Poll(context.Background(), "the old leader to rejoin", failoverTimeout, 20*time.Millisecond, func() (bool, error) {
 			return harness.Eval[bool](leader, `!T.el.isLeader`)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		}))
 	}
 	t.Logf("20 rounds: steal + write at most %.0f ms; the freeze aborted a write in flight in %d rounds", worst, inFlight)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/internal/wasmpack"
 )
@@ -29,28 +31,18 @@ func TestStrippedModuleRuns(t *testing.T) {
 	plain := filepath.Join(dir, "plain.wasm")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", plain, "./testdata/traces")
 	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build: %v\n%s", err, out)
 	in, err := os.ReadFile(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	packed, err := wasmpack.Pack(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stripped, st, err := wasmpack.StripLines(packed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Funcs < 1000 || st.ZeroedBytes < 10000 {
-		t.Fatalf("stripped too little: %+v", st)
-	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Funcs, 1000, "stripped too little: %+v", st)
+	require.GreaterOrEqual(t, st.ZeroedBytes, 10000, "stripped too little: %+v", st)
 	execJS, err := os.ReadFile(filepath.Join(distDir, "wasm_exec.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	modules := map[string][]byte{"/traces/plain.wasm": packed, "/traces/stripped.wasm": stripped}
 	e := setupServing(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,9 +75,7 @@ WebAssembly.instantiateStreaming(fetch(new URLSearchParams(location.search).get(
 	run := func(module string) result {
 		t.Helper()
 		tab, err := e.b.Open(e.srv.URL + "/traces/page.html?m=" + module)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tab.Close()
 		var res result
 		err = harness.Poll(tab.Ctx(), module+" to finish", 30*time.Second, 20*time.Millisecond, func() (bool, error) {
@@ -95,36 +85,28 @@ WebAssembly.instantiateStreaming(fetch(new URLSearchParams(location.search).get(
 			}
 			return true, json.Unmarshal([]byte(s), &res)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Error != "" {
-			t.Fatalf("%s: %s", module, res.Error)
-		}
+		require.NoError(t, err)
+		require.Equal(t, "", res.Error, "%s", module)
 		return res
 	}
 	const want = 4 * 5000 * 5001 / 2 // four goroutines, each sums 1..5000
 	for _, module := range []string{"plain.wasm", "stripped.wasm"} {
 		res := run(module)
-		if res.Total != want || res.NumGC < 5 {
-			t.Fatalf("%s computed total %d (want %d) with %d collections", module, res.Total, want, res.NumGC)
-		}
-		if len(res.Frames) < 2 || !strings.HasPrefix(res.Frames[0], "main.inner ") || !strings.HasPrefix(res.Frames[1], "main.main ") {
-			t.Fatalf("%s: frames %q", module, res.Frames)
-		}
+		require.Equal(t, want, res.Total, "%s computed total %d (want %d) with %d collections", module, res.Total, want, res.NumGC)
+		require.GreaterOrEqual(t, res.NumGC, 5, "%s computed total %d (want %d) with %d collections", module, res.Total, want, res.NumGC)
+		require.GreaterOrEqual(t, len(res.Frames), 2, "%s: frames %q", module, res.Frames)
+		require.True(t, strings.HasPrefix(res.Frames[0], "main.inner "), "%s: frames %q", module, res.Frames)
+		require.True(t, strings.HasPrefix(res.Frames[1], "main.main "), "%s: frames %q", module, res.Frames)
 		for _, fn := range []string{"panic(", "main.inner.func1(", "main.inner()", "main.main()"} {
-			if !strings.Contains(res.Stack, fn) {
-				t.Fatalf("%s: stack trace does not name %s:\n%s", module, fn, res.Stack)
-			}
+			require.Contains(t, res.Stack, fn, "%s: stack trace does not name %s", module, fn)
 		}
 		if module == "plain.wasm" {
-			if !strings.Contains(res.Frames[0], "main.go:") || !strings.Contains(res.Stack, "main.go:") {
-				t.Fatalf("the unstripped module has no lines: %q\n%s", res.Frames, res.Stack)
-			}
+			require.Contains(t, res.Frames[0], "main.go:", "the unstripped module has no lines: %q", res.Frames)
+			require.Contains(t, res.Stack, "main.go:", "the unstripped module has no lines: %q", res.Frames)
 			continue
 		}
-		if res.Frames[0] != "main.inner ?:0" || strings.Contains(res.Stack, ".go:") || !strings.Contains(res.Stack, "?:0") {
-			t.Fatalf("the stripped module still has lines: %q\n%s", res.Frames, res.Stack)
-		}
+		require.Equal(t, "main.inner ?:0", res.Frames[0], "the stripped module still has lines: %q", res.Frames)
+		require.NotContains(t, res.Stack, ".go:", "the stripped module still has lines: %q", res.Frames)
+		require.Contains(t, res.Stack, "?:0", "the stripped module still has lines: %q", res.Frames)
 	}
 }

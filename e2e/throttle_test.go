@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -25,9 +27,7 @@ func TestFailoverWithThrottledBackgroundTabs(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d tabs are hidden", hidden, len(tabs))
-	if hidden < 2 {
-		t.Fatalf("only %d tabs are hidden; the test needs hidden background tabs", hidden)
-	}
+	require.GreaterOrEqual(t, hidden, 2, "only %d tabs are hidden; the test needs hidden background tabs", hidden)
 	// Show that throttling is real here: a 10 ms timer in a hidden tab.
 	timer := eval[float64](t, tabs[1], `(async () => { const t0 = performance.now();
 		for (let i = 0; i < 3; i++) await new Promise(r => setTimeout(r, 10));
@@ -38,13 +38,10 @@ func TestFailoverWithThrottledBackgroundTabs(t *testing.T) {
 		closedAt := harness.NowMs()
 		tabs[next-1].Close()
 		ev, err := tabs[next].WaitEvent("leader", 1, failoverTimeout)
-		if err != nil {
-			t.Fatalf("throttled tab %d never led: %v", next, err)
-		}
+		require.NoError(t, err, "throttled tab %d never led", next)
 		t.Logf("throttled failover to tab %d: %.0f ms (close call to onLeader, page clock)", next, ev.At-closedAt)
-		if got := leaders(t, tabs); !slices.Equal(got, []int{next}) {
-			t.Fatalf("leaders %v, want [%d]", got, next)
-		}
+		got := leaders(t, tabs)
+		require.True(t, slices.Equal(got, []int{next}), "leaders %v, want [%d]", got, next)
 	}
 
 	// Resign in a throttled tab: the lock is released and retaken by the
@@ -53,11 +50,7 @@ func TestFailoverWithThrottledBackgroundTabs(t *testing.T) {
 	start := time.Now()
 	eval[any](t, last, `tabfenceDemo.election.resign().then(() => null)`)
 	ev, err := last.WaitEvent("leader", 2, failoverTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev.Generation != 2 {
-		t.Fatalf("generation %d after resign, want 2", ev.Generation)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 2, ev.Generation, "generation %d after resign, want 2", ev.Generation)
 	t.Logf("lone throttled tab led again %v after resigning", time.Since(start).Round(time.Millisecond))
 }

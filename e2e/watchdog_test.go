@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -22,16 +24,12 @@ import (
 func (e *env) watchTab(s string, stallAfter int, want string) *harness.Tab {
 	e.t.Helper()
 	tab, err := e.b.Open(e.pageURL("", s, 1) + "&" + url.Values{"stallAfter": {strconv.Itoa(stallAfter)}}.Encode())
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	e.t.Cleanup(tab.Close)
-	if _, err := tab.WaitEvent(want, 1, startTimeout); err != nil {
-		e.t.Fatalf("new tab never became %s: %v", want, err)
-	}
-	if got := eval[float64](e.t, tab, `tabfenceDemo.election.stallAfter`); got != float64(stallAfter) {
-		e.t.Fatalf("election.stallAfter = %v, want %d", got, stallAfter)
-	}
+	_, err = tab.WaitEvent(want, 1, startTimeout)
+	require.NoError(e.t, err, "new tab never became %s", want)
+	got := eval[float64](e.t, tab, `tabfenceDemo.election.stallAfter`)
+	require.Equal(e.t, float64(stallAfter), got, "election.stallAfter = %v, want %d", got, stallAfter)
 	return tab
 }
 
@@ -54,17 +52,13 @@ func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 	waitJS(t, b, "heartbeats heard by the follower", `window.__tfHeartbeats.length >= 3`)
 
 	r, err := harness.FreezeLeader(a, b, 1, failoverTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("frozen leader -> new onLeader %.0f ms (stallAfter %d); new write %s, old write %s; tokens %v -> %v",
 		r.Took(), stall, r.NewWrite, r.OldWrite, r.OldToken, r.NewToken)
 	// Not long after stallAfter + jitter (250 ms), with room for a loaded
 	// machine; and not before the follower had heard nothing for
 	// stallAfter (its last heartbeat, as a raw listener in its page saw it).
-	if r.Took() > stall+250+1500 {
-		t.Fatalf("takeover %.0f ms after the freeze, want about %d", r.Took(), stall)
-	}
+	require.LessOrEqual(t, r.Took(), float64(stall+250+1500), "takeover %.0f ms after the freeze, want about %d", r.Took(), stall)
 	heard := eval[[]float64](t, b, `window.__tfHeartbeats`)
 	last := 0.0
 	for _, at := range heard {
@@ -72,34 +66,23 @@ func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 			last = at
 		}
 	}
-	if quiet := r.LedAt - last; quiet < stall-100 {
-		t.Fatalf("the follower stole %.0f ms after the last heartbeat it heard, want >= %d", quiet, stall)
-	}
-	if r.NewWrite != "accepted" {
-		t.Fatalf("new leader's write: %s", r.NewWrite)
-	}
-	if r.OldWrite != "stale" {
-		t.Fatalf("resumed old leader's write: %s, want stale", r.OldWrite)
-	}
+	quiet := r.LedAt - last
+	require.GreaterOrEqual(t, quiet, float64(stall-100), "the follower stole %.0f ms after the last heartbeat it heard, want >= %d", quiet, stall)
+	require.Equal(t, "accepted", r.NewWrite, "new leader's write")
+	require.Equal(t, "stale", r.OldWrite, "resumed old leader's write: %s, want stale", r.OldWrite)
 	lost, err := a.WaitEvent("lost", 1, failoverTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if lost.Reason != "stolen" && lost.Reason != "fenced" {
 		t.Fatalf("old leader lost with %q", lost.Reason)
 	}
-	if _, err := a.WaitEvent("follower", 1, failoverTimeout); err != nil {
-		t.Fatalf("old leader did not rejoin as a follower: %v", err)
-	}
-	if got := eval[float64](t, b, `tabfenceDemo.ctx.apply({ operationID: "after" }).then((r) => r === "accepted" ? 1 : 0)`); got != 1 {
-		t.Fatal("new leader's next write not accepted")
-	}
+	_, err = a.WaitEvent("follower", 1, failoverTimeout)
+	require.NoError(t, err, "old leader did not rejoin as a follower")
+	require.Equal(t, float64(1), eval[float64](t, b, `tabfenceDemo.ctx.apply({ operationID: "after" }).then((r) => r === "accepted" ? 1 : 0)`), "new leader's next write not accepted")
 	// (Not checked here: that the resumed tab never steals back. CDP's
 	// resume leaves the page "hidden", and a hidden tab never steals; the
 	// native TestWatchdogStealsFromFrozenLeader checks it.)
-	if got := leaders(t, []*harness.Tab{a, b}); !slices.Equal(got, []int{1}) {
-		t.Fatalf("leaders %v, want only the thief", got)
-	}
+	got := leaders(t, []*harness.Tab{a, b})
+	require.True(t, slices.Equal(got, []int{1}), "leaders %v, want only the thief", got)
 }
 
 // Chromium's default background throttling: three tabs in one window, so
@@ -114,9 +97,9 @@ func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
 	leader := e.watchTab(s, stall, "leader")
 	hidden := e.watchTab(s, stall, "follower")
 	shown := e.watchTab(s, stall, "follower")
-	if visibility(t, leader) != "hidden" || visibility(t, hidden) != "hidden" || visibility(t, shown) != "visible" {
-		t.Fatalf("visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
-	}
+	require.Equal(t, "hidden", visibility(t, leader), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
+	require.Equal(t, "hidden", visibility(t, hidden), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
+	require.Equal(t, "visible", visibility(t, shown), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
 	eval[bool](t, shown, harness.HeartbeatLogJS)
 
 	const watch = 5 * stall * time.Millisecond
@@ -129,32 +112,23 @@ func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	gaps, err := harness.HeartbeatGaps(shown)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Throttling is real here: a visible leader beats every 500 ms.
-	if len(gaps) == 0 || harness.Percentile(gaps, 50) < 900 {
-		t.Fatalf("heartbeat gaps %v: the leader's timers were not throttled", gaps)
-	}
+	require.NotEqual(t, 0, len(gaps), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
+	require.GreaterOrEqual(t, harness.Percentile(gaps, 50), float64(900), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
 	t.Logf("hidden leader, %d heartbeats over %v: gap p50 %.0f ms, max %.0f ms", len(gaps)+1, watch,
 		harness.Percentile(gaps, 50), harness.Percentile(gaps, 100))
 	for _, tab := range []*harness.Tab{leader, hidden, shown} {
-		if evs, _ := tab.Events(); harness.Count(evs, "lost") != 0 {
-			t.Fatalf("a leadership was lost: %+v", evs)
-		}
+		evs, _ := tab.Events()
+		require.Equal(t, 0, harness.Count(evs, "lost"), "a leadership was lost: %+v", evs)
 	}
 
 	r, err := harness.FreezeLeader(leader, shown, 1, failoverTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("hidden frozen leader -> visible follower's onLeader %.0f ms; old write %s", r.Took(), r.OldWrite)
-	if r.OldWrite != "stale" {
-		t.Fatalf("resumed old leader's write: %s, want stale", r.OldWrite)
-	}
-	if evs, _ := hidden.Events(); harness.Count(evs, "leader") != 0 {
-		t.Fatal("the hidden follower stole")
-	}
+	require.Equal(t, "stale", r.OldWrite, "resumed old leader's write: %s, want stale", r.OldWrite)
+	evs, _ := hidden.Events()
+	require.Equal(t, 0, harness.Count(evs, "leader"), "the hidden follower stole")
 }
 
 // Chromium's intensive wake-up throttling: in a page hidden for 5 minutes,
@@ -166,15 +140,11 @@ func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
 // about once a second, and nobody steals.
 func TestWatchdogIntensivelyThrottledLeaderKeepsLock(t *testing.T) {
 	srv, err := startServer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{Throttle: true, SharedWindow: true,
 		Features: "IntensiveWakeUpThrottling:grace_period_seconds/10"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	e := &env{t: t, b: b, srv: srv}
 	s := scope(t)
@@ -184,9 +154,8 @@ func TestWatchdogIntensivelyThrottledLeaderKeepsLock(t *testing.T) {
 	eval[bool](t, leader, `(() => { const c = window.__chain = { last: Date.now() };
 		const tick = () => { c.last = Date.now(); setTimeout(tick, 500); }; setTimeout(tick, 500); return true; })()`)
 	shown := e.watchTab(s, stall, "follower")
-	if visibility(t, leader) != "hidden" || visibility(t, shown) != "visible" {
-		t.Fatalf("visibility %s %s, want hidden visible", visibility(t, leader), visibility(t, shown))
-	}
+	require.Equal(t, "hidden", visibility(t, leader), "visibility %s %s, want hidden visible", visibility(t, leader), visibility(t, shown))
+	require.Equal(t, "visible", visibility(t, shown), "visibility %s %s, want hidden visible", visibility(t, leader), visibility(t, shown))
 	eval[bool](t, shown, harness.HeartbeatLogJS)
 
 	// Until the chained timer has been silent for three stallAfters (and
@@ -208,11 +177,8 @@ func TestWatchdogIntensivelyThrottledLeaderKeepsLock(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	gaps, err := harness.HeartbeatGaps(shown)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mx := harness.Percentile(gaps, 100); len(gaps) == 0 || mx >= stall {
-		t.Fatalf("heartbeat gaps %v", gaps)
-	}
+	require.NoError(t, err)
+	require.NotEqual(t, 0, len(gaps), "heartbeat gaps %v", gaps)
+	require.Less(t, harness.Percentile(gaps, 100), float64(stall), "heartbeat gaps %v", gaps)
 	t.Logf("%d heartbeats: gap p50 %.0f ms, max %.0f ms", len(gaps)+1, harness.Percentile(gaps, 50), harness.Percentile(gaps, 100))
 }

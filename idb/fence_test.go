@@ -1,9 +1,11 @@
 package idb
 
 import (
-	"errors"
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func rec(highest, seq uint64, ids ...string) FenceRecord {
@@ -59,24 +61,17 @@ func TestDecideReferenceRows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := c.rec
 			got, next := Decide(c.rec, 0, c.op, 0)
-			if got != c.want {
-				t.Fatalf("result %v, want %v", got, c.want)
-			}
+			require.Equal(t, c.want, got, "result")
 			if got != Accepted {
-				if next.Highest != before.Highest || next.HighestSeq != before.HighestSeq || len(next.Recent) != len(before.Recent) {
-					t.Fatalf("a %v decision changed the record: %+v", got, next)
-				}
+				require.Equal(t, before.Highest, next.Highest, "a %v decision changed the record: %+v", got, next)
+				require.Equal(t, before.HighestSeq, next.HighestSeq, "a %v decision changed the record: %+v", got, next)
+				require.Len(t, next.Recent, len(before.Recent), "a %v decision changed the record: %+v", got, next)
 				return
 			}
-			if next.Highest != c.highest || next.HighestSeq != c.seq {
-				t.Fatalf("next record highest=%d seq=%d, want %d/%d", next.Highest, next.HighestSeq, c.highest, c.seq)
-			}
-			if last := next.Recent[len(next.Recent)-1]; last != c.op.OperationID {
-				t.Fatalf("op not recorded: %+v", next.Recent)
-			}
-			if next.Resource != c.op.Resource {
-				t.Fatalf("resource %q", next.Resource)
-			}
+			require.Equal(t, c.highest, next.Highest, "next record highest=%d seq=%d, want %d/%d", next.Highest, next.HighestSeq, c.highest, c.seq)
+			require.Equal(t, c.seq, next.HighestSeq, "next record highest=%d seq=%d, want %d/%d", next.Highest, next.HighestSeq, c.highest, c.seq)
+			require.Equal(t, c.op.OperationID, next.Recent[len(next.Recent)-1], "op not recorded: %+v", next.Recent)
+			require.Equal(t, c.op.Resource, next.Resource, "resource")
 		})
 	}
 }
@@ -86,48 +81,39 @@ func TestDecideBoundsRecent(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		var res Result
 		res, r = Decide(r, 0, op(1, "op"+strconv.Itoa(i), 0), 8)
-		if res != Accepted {
-			t.Fatalf("op %d: %v", i, res)
-		}
-		if len(r.Recent) > 8 {
-			t.Fatalf("recent grew to %d", len(r.Recent))
-		}
+		require.Equal(t, Accepted, res, "op %d", i)
+		require.LessOrEqual(t, len(r.Recent), 8, "recent grew to %d", len(r.Recent))
 	}
-	if r.Recent[0] != "op93" || r.Recent[7] != "op100" {
-		t.Fatalf("window %+v", r.Recent)
-	}
-	if res, _ := Decide(r, 0, op(1, "op100", 0), 8); res != Duplicate {
-		t.Fatal("recent id not deduped")
-	}
+	require.Equal(t, "op93", r.Recent[0], "window %+v", r.Recent)
+	require.Equal(t, "op100", r.Recent[7], "window %+v", r.Recent)
+	res, _ := Decide(r, 0, op(1, "op100", 0), 8)
+	require.Equal(t, Duplicate, res, "recent id not deduped")
 	// The documented limit: an unsequenced id that left the window is new again.
-	if res, _ := Decide(r, 0, op(1, "op1", 0), 8); res != Accepted {
-		t.Fatal("evicted id should be accepted (documented bound)")
-	}
+	res, _ = Decide(r, 0, op(1, "op1", 0), 8)
+	require.Equal(t, Accepted, res, "evicted id should be accepted (documented bound)")
 	// With sequences, a replay is caught regardless of the window.
 	s := FenceRecord{Resource: "r"}
 	for i := uint64(1); i <= 100; i++ {
 		_, s = Decide(s, 0, op(3, "s"+strconv.FormatUint(i, 10), i), 4)
 	}
-	if res, _ := Decide(s, 0, op(3, "s1", 1), 4); res != Duplicate {
-		t.Fatal("old sequence replay accepted")
-	}
+	res, _ = Decide(s, 0, op(3, "s1", 1), 4)
+	require.Equal(t, Duplicate, res, "old sequence replay accepted")
 	// Default limit.
 	d := FenceRecord{Resource: "r"}
 	for i := 0; i < 200; i++ {
 		_, d = Decide(d, 0, op(1, "d"+strconv.Itoa(i), 0), 0)
 	}
-	if len(d.Recent) != DefaultRecentOps {
-		t.Fatalf("default window %d", len(d.Recent))
-	}
+	require.Len(t, d.Recent, DefaultRecentOps, "default window")
 }
 
 func TestDecideDoesNotAliasInput(t *testing.T) {
 	r := rec(1, 0, "a", "b")
 	r.Recent = r.Recent[:2:2]
 	_, n := Decide(r, 0, op(1, "c", 0), 2)
-	if r.Recent[0] != "a" || r.Recent[1] != "b" || n.Recent[0] != "b" || n.Recent[1] != "c" {
-		t.Fatalf("in %+v out %+v", r.Recent, n.Recent)
-	}
+	require.Equal(t, "a", r.Recent[0], "in %+v out %+v", r.Recent, n.Recent)
+	require.Equal(t, "b", r.Recent[1], "in %+v out %+v", r.Recent, n.Recent)
+	require.Equal(t, "b", n.Recent[0], "in %+v out %+v", r.Recent, n.Recent)
+	require.Equal(t, "c", n.Recent[1], "in %+v out %+v", r.Recent, n.Recent)
 }
 
 // TestDecideMonotonic checks the invariant over every ordering of a small
@@ -150,12 +136,8 @@ func TestDecideMonotonic(t *testing.T) {
 				o := ops[i]
 				res, n := Decide(r, 0, o, 0)
 				if res == Accepted {
-					if o.Token < r.Highest {
-						t.Fatalf("accepted token %d below %d", o.Token, r.Highest)
-					}
-					if applied[o.OperationID] {
-						t.Fatalf("op %s applied twice", o.OperationID)
-					}
+					require.GreaterOrEqual(t, o.Token, r.Highest, "accepted token %d below %d", o.Token, r.Highest)
+					require.False(t, applied[o.OperationID], "op %s applied twice", o.OperationID)
 					applied[o.OperationID] = true
 					r = n
 				}
@@ -169,9 +151,7 @@ func TestDecideMonotonic(t *testing.T) {
 		}
 	}
 	perm(0)
-	if count != 40320 {
-		t.Fatal(count)
-	}
+	require.Equal(t, 40320, count)
 }
 
 func TestOpValidate(t *testing.T) {
@@ -188,13 +168,9 @@ func TestOpValidate(t *testing.T) {
 		{Resource: "r", Token: 1, OperationID: "a\x00"},
 	}
 	for i, o := range bad {
-		if err := o.Validate(); !errors.Is(err, ErrInvalidOp) {
-			t.Errorf("%d: %v", i, err)
-		}
+		assert.ErrorIs(t, o.Validate(), ErrInvalidOp, "%d", i)
 	}
-	if err := op(MaxToken, "a", MaxToken).Validate(); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, op(MaxToken, "a", MaxToken).Validate())
 	// The messages spell the limits out (no strconv at run time): they must
 	// say what the constants say.
 	for o, want := range map[Op]string{
@@ -215,9 +191,7 @@ func TestDecideCAS(t *testing.T) {
 		want           bool
 	}{{0, 1, true}, {5, 4, false}, {5, 5, true}, {5, 6, true}, {0, 0, false}, {0, MaxToken + 1, false}, {MaxToken, MaxToken, true}}
 	for _, c := range cases {
-		if got := DecideCAS(c.highest, 0, c.token); got != c.want {
-			t.Errorf("DecideCAS(%d,%d)=%v", c.highest, c.token, got)
-		}
+		assert.Equal(t, c.want, DecideCAS(c.highest, 0, c.token), "DecideCAS(%d,%d)", c.highest, c.token)
 	}
 }
 
@@ -245,9 +219,7 @@ func TestDecideAllocatedEpochDeposes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, next := Decide(c.rec, c.allocated, c.op, 0)
-			if got != c.want {
-				t.Fatalf("result %v, want %v", got, c.want)
-			}
+			require.Equal(t, c.want, got, "result")
 			if got != Accepted && next.Highest != c.rec.Highest {
 				t.Fatalf("a %v decision moved the fence to %d", got, next.Highest)
 			}
@@ -260,91 +232,72 @@ func TestDecideAllocatedEpochDeposes(t *testing.T) {
 		highest, allocated, token uint64
 		want                      bool
 	}{{0, 4, 3, false}, {0, 4, 4, true}, {0, 4, 5, true}, {5, 4, 4, false}, {0, 0, 1, true}} {
-		if got := DecideCAS(c.highest, c.allocated, c.token); got != c.want {
-			t.Errorf("DecideCAS(%d,%d,%d)=%v", c.highest, c.allocated, c.token, got)
-		}
+		assert.Equal(t, c.want, DecideCAS(c.highest, c.allocated, c.token), "DecideCAS(%d,%d,%d)", c.highest, c.allocated, c.token)
 	}
 }
 
 func TestNextToken(t *testing.T) {
-	if n, err := NextToken(0); n != 1 || err != nil {
-		t.Fatal(n, err)
-	}
-	if n, err := NextToken(MaxToken - 1); n != MaxToken || err != nil {
-		t.Fatal(n, err)
-	}
-	if _, err := NextToken(MaxToken); !errors.Is(err, ErrTokenExhausted) {
-		t.Fatal(err)
-	}
+	n, err := NextToken(0)
+	require.Equal(t, uint64(1), n)
+	require.NoError(t, err)
+	n, err = NextToken(MaxToken - 1)
+	require.Equal(t, uint64(MaxToken), n)
+	require.NoError(t, err)
+	_, err = NextToken(MaxToken)
+	require.ErrorIs(t, err, ErrTokenExhausted)
 }
 
 func TestSchema(t *testing.T) {
-	if v := (Schema{}).Version(); v != 1 {
-		t.Fatal(v)
-	}
+	require.Equal(t, uint64(1), (Schema{}).Version())
 	s := Schema{Steps: []Step{{Version: 1}, {Version: 2}, {Version: 5}}}
-	if err := s.Validate(); err != nil || s.Version() != 5 {
-		t.Fatal(err, s.Version())
-	}
-	if got := len(s.stepsBetween(0, 5)); got != 3 {
-		t.Fatal(got)
-	}
-	if got := s.stepsBetween(1, 5); len(got) != 2 || got[0].Version != 2 {
-		t.Fatal(got)
-	}
-	if got := len(s.stepsBetween(5, 5)); got != 0 {
-		t.Fatal(got)
-	}
+	require.NoError(t, s.Validate())
+	require.Equal(t, uint64(5), s.Version())
+	require.Len(t, s.stepsBetween(0, 5), 3)
+	got := s.stepsBetween(1, 5)
+	require.Len(t, got, 2)
+	require.Equal(t, uint64(2), got[0].Version)
+	require.Empty(t, s.stepsBetween(5, 5))
 	for _, bad := range []Schema{
 		{Steps: []Step{{Version: 0}}},
 		{Steps: []Step{{Version: 2}, {Version: 2}}},
 		{Steps: []Step{{Version: 3}, {Version: 1}}},
 		{Steps: []Step{{Version: MaxToken + 1}}},
 	} {
-		if err := bad.Validate(); !errors.Is(err, ErrInvalidSchema) {
-			t.Errorf("%+v: %v", bad, err)
-		}
+		assert.ErrorIs(t, bad.Validate(), ErrInvalidSchema, "%+v", bad)
 	}
 }
 
 func TestVersionChangeTellsDeleteFromUpgrade(t *testing.T) {
-	if classifyVersionChange(nil) != Deleted {
-		t.Fatal("null newVersion must be a delete")
-	}
+	require.Equal(t, Deleted, classifyVersionChange(nil), "null newVersion must be a delete")
 	v := uint64(3)
-	if classifyVersionChange(&v) != Upgraded {
-		t.Fatal("a target version is an upgrade")
-	}
-	if !errors.Is(Deleted.closeErr(), ErrDeleted) || !errors.Is(Upgraded.closeErr(), ErrUpgraded) || !errors.Is(ClosedByBrowser.closeErr(), ErrClosed) {
-		t.Fatal("close errors")
-	}
+	require.Equal(t, Upgraded, classifyVersionChange(&v), "a target version is an upgrade")
+	require.ErrorIs(t, Deleted.closeErr(), ErrDeleted, "close errors")
+	require.ErrorIs(t, Upgraded.closeErr(), ErrUpgraded, "close errors")
+	require.ErrorIs(t, ClosedByBrowser.closeErr(), ErrClosed, "close errors")
 	for k, s := range map[EventKind]string{Blocked: "blocked", Deleted: "deleted", Upgraded: "upgraded", ClosedByBrowser: "closed", 0: "unknown"} {
-		if k.String() != s {
-			t.Errorf("%d: %s", k, k.String())
-		}
+		assert.Equal(t, s, k.String(), "%d", k)
 	}
 }
 
 func TestCorruptErrorIs(t *testing.T) {
 	var err error = &CorruptError{Store: StoreFences, Key: "r", Reason: "highest: not a number"}
-	if !errors.Is(err, ErrCorruptRecord) || errors.Is(err, ErrInvalidOp) {
-		t.Fatal(err)
-	}
-	if err.Error() == "" {
-		t.Fatal("empty message")
-	}
+	require.ErrorIs(t, err, ErrCorruptRecord)
+	require.NotErrorIs(t, err, ErrInvalidOp)
+	require.NotEqual(t, "", err.Error(), "empty message")
 }
 
 func TestResultString(t *testing.T) {
-	if Accepted.String() != "accepted" || Duplicate.String() != "duplicate" || Stale.String() != "stale" || Result(0).String() != "invalid" {
-		t.Fatal()
-	}
+	require.Equal(t, "accepted", Accepted.String())
+	require.Equal(t, "duplicate", Duplicate.String())
+	require.Equal(t, "stale", Stale.String())
+	require.Equal(t, "invalid", Result(0).String())
 }
 
 func TestReservedNames(t *testing.T) {
-	if !reserved(StoreEpochs) || !reserved(StoreFences) || reserved("todos") || reserved("tf") {
-		t.Fatal()
-	}
+	require.True(t, reserved(StoreEpochs))
+	require.True(t, reserved(StoreFences))
+	require.False(t, reserved("todos"))
+	require.False(t, reserved("tf"))
 }
 
 func TestDecideCapsWindow(t *testing.T) {
@@ -352,10 +305,6 @@ func TestDecideCapsWindow(t *testing.T) {
 	for i := 0; i < MaxRecentOps+10; i++ {
 		_, r = Decide(r, 0, op(1, "x"+strconv.Itoa(i), 0), 1<<30)
 	}
-	if len(r.Recent) != MaxRecentOps {
-		t.Fatal(len(r.Recent))
-	}
-	if MaxRecentOps*(MaxOperationIDLen+1) > maxRecentLen {
-		t.Fatal("a full window would read back as corrupt")
-	}
+	require.Len(t, r.Recent, MaxRecentOps)
+	require.LessOrEqual(t, MaxRecentOps*(MaxOperationIDLen+1), maxRecentLen, "a full window would read back as corrupt")
 }

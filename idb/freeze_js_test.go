@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall/js"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // lifecycle dispatches the page's freeze or resume event, as the browser
@@ -26,35 +28,24 @@ func frozenAbort(err error) bool {
 // them is written); while frozen, one opened anyway is aborted at once; idb's
 // own calls wait for the resume instead, or for their context.
 func TestFreezeAbortsOpenTransactions(t *testing.T) {
-	if lifecycleJS.Type() != js.TypeObject {
-		t.Fatal("the freeze tracker was not built")
-	}
+	require.Equal(t, js.TypeObject, lifecycleJS.Type(), "the freeze tracker was not built")
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx := ctx5(t)
 	t.Cleanup(func() { lifecycle(t, "resume") })
 
 	tx, err := Begin(d.raw, []string{"items"}, ReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tx.Store("items").Put(js.ValueOf("k"), js.ValueOf("open at the freeze"))
 	lifecycle(t, "freeze")
-	if err := tx.Await(ctx); !frozenAbort(err) {
-		t.Fatalf("open transaction at the freeze: %v", err)
-	}
+	require.True(t, frozenAbort(tx.Await(ctx)), "open transaction at the freeze")
 	late, err := Begin(d.raw, []string{"items"}, ReadOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := late.Await(ctx); !frozenAbort(err) {
-		t.Fatalf("transaction opened while frozen: %v", err)
-	}
+	require.NoError(t, err)
+	require.True(t, frozenAbort(late.Await(ctx)), "transaction opened while frozen")
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := d.Apply(cctx, Op{Resource: "r", Token: 1, OperationID: "gone"}, putItem("k", "x")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Apply with an ended context while frozen: %v", err)
-	}
+	_, err = d.Apply(cctx, Op{Resource: "r", Token: 1, OperationID: "gone"}, putItem("k", "x"))
+	require.ErrorIs(t, err, context.Canceled, "Apply with an ended context while frozen")
 	started := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -67,12 +58,8 @@ func TestFreezeAbortsOpenTransactions(t *testing.T) {
 	}()
 	<-started
 	lifecycle(t, "resume")
-	if err := <-done; err != nil {
-		t.Fatalf("Apply issued while frozen, after the resume: %v", err)
-	}
-	if got := item(t, d, "k"); got != "after the resume" {
-		t.Fatalf("items/k = %s", got)
-	}
+	require.NoError(t, <-done, "Apply issued while frozen, after the resume")
+	require.Equal(t, "after the resume", item(t, d, "k"), "items/k")
 }
 
 // A connection that spares the app's writes keeps its readwrite
@@ -88,40 +75,28 @@ func TestFreezeSparesAppWrites(t *testing.T) {
 		},
 		SpareWritesWithout: []string{"leases"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { db.Call("close"); _ = DeleteDatabase(context.Background(), name, nil) })
 	ctx := ctx5(t)
 	t.Cleanup(func() { lifecycle(t, "resume") })
 
 	begin := func(mode Mode, stores ...string) *Tx {
 		tx, err := Begin(db, stores, mode)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tx.Store(stores[0]).Get(js.ValueOf("x"))
 		return tx
 	}
 	write, lease, read := begin(ReadWrite, "records"), begin(ReadWrite, "records", "leases"), begin(ReadOnly, "records")
 	lifecycle(t, "freeze")
-	if err := lease.Await(ctx); !frozenAbort(err) {
-		t.Fatalf("lease transaction: %v", err)
-	}
-	if err := read.Await(ctx); !frozenAbort(err) {
-		t.Fatalf("readonly transaction: %v", err)
-	}
-	if err := write.Await(ctx); err != nil {
-		t.Fatalf("the app's write was not spared: %v", err)
-	}
+	require.True(t, frozenAbort(lease.Await(ctx)), "lease transaction")
+	require.True(t, frozenAbort(read.Await(ctx)), "readonly transaction")
+	require.NoError(t, write.Await(ctx), "the app's write was not spared")
 	lifecycle(t, "resume")
 
 	write, lease = begin(ReadWrite, "records"), begin(ReadWrite, "leases")
 	AbortOpen(db)
-	if err := lease.Await(ctx); !errors.Is(err, ErrTxAborted) || frozenAbort(err) {
-		t.Fatalf("AbortOpen, lease transaction: %v", err)
-	}
-	if err := write.Await(ctx); err != nil {
-		t.Fatalf("AbortOpen, the app's write: %v", err)
-	}
+	err = lease.Await(ctx)
+	require.ErrorIs(t, err, ErrTxAborted, "AbortOpen, lease transaction")
+	require.False(t, frozenAbort(err), "AbortOpen, lease transaction")
+	require.NoError(t, write.Await(ctx), "AbortOpen, the app's write")
 }

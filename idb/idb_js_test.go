@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 )
@@ -37,9 +40,7 @@ func ctx5(t *testing.T) context.Context {
 func open(t *testing.T, name string, opts ...Option) *DB {
 	t.Helper()
 	d, err := Open(ctx5(t), name, opts...)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	require.NoError(t, err, "Open")
 	t.Cleanup(func() { d.Close() })
 	return d
 }
@@ -50,9 +51,7 @@ func runJS(t *testing.T, name, body string) js.Value {
 	t.Helper()
 	fn := js.Global().Get("Function").New("name", "return (async () => {"+body+"})()")
 	v, err := jsglue.Await(ctx5(t), fn.Invoke(name))
-	if err != nil {
-		t.Fatalf("js: %v", err)
-	}
+	require.NoError(t, err, "js")
 	return v
 }
 
@@ -71,9 +70,7 @@ func applyPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &applyJS, "ap
 
 func halfPaths(t *testing.T, half *js.Value, name string, f func(t *testing.T)) {
 	t.Helper()
-	if half.Type() != js.TypeFunction {
-		t.Fatal(name + " missing: this page allows Function, so the JavaScript half must be there")
-	}
+	require.Equal(t, js.TypeFunction, half.Type(), name+" missing: this page allows Function, so the JavaScript half must be there")
 	t.Run("js", f)
 	t.Run("go", func(t *testing.T) {
 		saved := *half
@@ -90,20 +87,18 @@ func testAllocateTokenIncreases(t *testing.T) {
 	ctx := ctx5(t)
 	for want := uint64(1); want <= 5; want++ {
 		got, err := d.AllocateToken(ctx, "res", "tab-a")
-		if err != nil || got != want {
-			t.Fatalf("token %d, %v; want %d", got, err, want)
-		}
+		require.NoError(t, err, "token")
+		require.Equal(t, want, got, "token")
 	}
-	if got, _ := d.AllocateToken(ctx, "other", "tab-a"); got != 1 {
-		t.Fatalf("tokens are per resource; got %d", got)
-	}
+	got, _ := d.AllocateToken(ctx, "other", "tab-a")
+	require.Equal(t, uint64(1), got, "tokens are per resource")
 	rec, err := d.Epoch(ctx, "res")
-	if err != nil || rec.Epoch != 5 || rec.OwnerID != "tab-a" || rec.UpdatedAt == 0 {
-		t.Fatalf("%+v %v", rec, err)
-	}
-	if _, err := d.AllocateToken(ctx, "", "x"); !errors.Is(err, ErrInvalidOp) {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "%+v", rec)
+	require.Equal(t, uint64(5), rec.Epoch, "%+v", rec)
+	require.Equal(t, "tab-a", rec.OwnerID, "%+v", rec)
+	require.NotEqual(t, int64(0), rec.UpdatedAt, "%+v", rec)
+	_, err = d.AllocateToken(ctx, "", "x")
+	require.ErrorIs(t, err, ErrInvalidOp)
 }
 
 func TestAllocateTokenConcurrentConnectionsUnique(t *testing.T) {
@@ -150,9 +145,7 @@ func testAllocateTokenConcurrentConnectionsUnique(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if len(seen) != 90 {
-		t.Fatalf("%d tokens", len(seen))
-	}
+	require.Len(t, seen, 90, "%d tokens", len(seen))
 }
 
 func putItem(key, value string) func(*WriteTx) error {
@@ -162,9 +155,7 @@ func putItem(key, value string) func(*WriteTx) error {
 func item(t *testing.T, d *DB, key string) string {
 	t.Helper()
 	v, err := d.Get(ctx5(t), "items", js.ValueOf(key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if v.IsUndefined() {
 		return "<none>"
 	}
@@ -177,37 +168,36 @@ func testApplyAcceptedDuplicateStale(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx := ctx5(t)
 	res, err := d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-1", Sequence: 1}, putItem("k", "v2"))
-	if err != nil || res != Accepted {
-		t.Fatalf("%v %v", res, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 	// Same operation again: nothing written twice.
 	res, err = d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-1", Sequence: 1}, putItem("k", "again"))
-	if err != nil || res != Duplicate || item(t, d, "k") != "v2" {
-		t.Fatalf("%v %v %s", res, err, item(t, d, "k"))
-	}
+	require.NoError(t, err)
+	require.Equal(t, Duplicate, res)
+	require.Equal(t, "v2", item(t, d, "k"))
 	// Older token: stale, nothing written.
 	res, err = d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "op-old"}, putItem("k", "v1"))
-	if err != nil || res != Stale || item(t, d, "k") != "v2" {
-		t.Fatalf("%v %v %s", res, err, item(t, d, "k"))
-	}
+	require.NoError(t, err)
+	require.Equal(t, Stale, res)
+	require.Equal(t, "v2", item(t, d, "k"))
 	// Same token, next op: accepted.
 	res, err = d.Apply(ctx, Op{Resource: "r", Token: 2, OperationID: "op-2", Sequence: 2}, putItem("k", "v2b"))
-	if err != nil || res != Accepted || item(t, d, "k") != "v2b" {
-		t.Fatalf("%v %v", res, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
+	require.Equal(t, "v2b", item(t, d, "k"))
 	// Higher token: accepted, sequence reset.
 	res, err = d.Apply(ctx, Op{Resource: "r", Token: 3, OperationID: "op-3", Sequence: 1}, putItem("k", "v3"))
-	if err != nil || res != Accepted {
-		t.Fatalf("%v %v", res, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 	f, err := d.Fence(ctx, "r")
-	if err != nil || f.Highest != 3 || f.HighestSeq != 1 || len(f.Recent) != 3 {
-		t.Fatalf("%+v %v", f, err)
-	}
+	require.NoError(t, err, "%+v", f)
+	require.Equal(t, uint64(3), f.Highest, "%+v", f)
+	require.Equal(t, uint64(1), f.HighestSeq, "%+v", f)
+	require.Len(t, f.Recent, 3, "%+v", f)
 	// Fence-only apply (nil writes) and all-stores scope.
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 4, OperationID: "op-4"}, nil); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 4, OperationID: "op-4"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 }
 
 // A steal deposes the old owner the moment the thief's token is
@@ -222,16 +212,13 @@ func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx := ctx5(t)
 	old, err := d.AllocateToken(ctx, "r", "tab-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1}, putItem("k", "a")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	require.NoError(t, err)
+	res, err := d.Apply(ctx, Op{Resource: "r", Token: old, OperationID: "a-1", Sequence: 1}, putItem("k", "a"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 	thief, err := d.AllocateToken(ctx, "r", "tab-b")
-	if err != nil || thief != old+1 {
-		t.Fatal(thief, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, old+1, thief)
 	// The old owner again, at once: its next op, a retry of an op it
 	// applied, and a fence-only apply are all stale.
 	for _, op := range []Op{
@@ -240,26 +227,23 @@ func testApplyStaleOnceNewerTokenAllocated(t *testing.T) {
 		{Resource: "r", Token: old, OperationID: "a-3"},
 	} {
 		res, err := d.Apply(ctx, op, putItem("k", "stale"))
-		if err != nil || res != Stale {
-			t.Fatalf("%+v: %v %v, want stale", op, res, err)
-		}
+		require.NoError(t, err, "%+v: %v %v, want stale", op, res, err)
+		require.Equal(t, Stale, res, "%+v: %v %v, want stale", op, res, err)
 	}
-	if got := item(t, d, "k"); got != "a" {
-		t.Fatalf("store changed to %s", got)
-	}
-	if f, _ := d.Fence(ctx, "r"); f.Highest != old {
-		t.Fatalf("a stale apply moved the fence to %d", f.Highest)
-	}
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: thief, OperationID: "b-1", Sequence: 1}, putItem("k", "b")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 1000, OperationID: "server"}, putItem("k", "s")); err != nil || res != Accepted {
-		t.Fatalf("token above the allocated epoch: %v %v", res, err)
-	}
+	got := item(t, d, "k")
+	require.Equal(t, "a", got, "store changed to %s", got)
+	f, _ := d.Fence(ctx, "r")
+	require.Equal(t, old, f.Highest, "a stale apply moved the fence to %d", f.Highest)
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: thief, OperationID: "b-1", Sequence: 1}, putItem("k", "b"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
+	res, err = d.Apply(ctx, Op{Resource: "r", Token: 1000, OperationID: "server"}, putItem("k", "s"))
+	require.NoError(t, err, "token above the allocated epoch")
+	require.Equal(t, Accepted, res, "token above the allocated epoch")
 	// Another resource's allocations do not depose anyone here.
-	if res, err := d.Apply(ctx, Op{Resource: "other", Token: 1, OperationID: "o"}, nil); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err = d.Apply(ctx, Op{Resource: "other", Token: 1, OperationID: "o"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 }
 
 // A corrupt allocation record is a typed error for Apply (both paths),
@@ -274,13 +258,10 @@ func testApplyCorruptEpochIsTypedError(t *testing.T) {
 	for _, g := range []string{`null`, `"str"`, `({resource: "r", epoch: "3", ownerId: "o", updatedAt: 1})`,
 		`({resource: "other", epoch: 3, ownerId: "o", updatedAt: 1})`, `({resource: "r", epoch: 2**60, ownerId: "o", updatedAt: 1})`} {
 		runJS(t, name, `const store = "tf_epochs", key = "r", value = (`+g+`);`+rawPut)
-		if _, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 9, OperationID: "x"}, putItem("k", "v")); !errors.Is(err, ErrCorruptRecord) {
-			t.Errorf("epoch %s: got %v", g, err)
-		}
+		_, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 9, OperationID: "x"}, putItem("k", "v"))
+		assert.ErrorIs(t, err, ErrCorruptRecord, "epoch %s", g)
 	}
-	if item(t, d, "k") != "<none>" {
-		t.Fatal("a corrupt epoch let a write through")
-	}
+	require.Equal(t, "<none>", item(t, d, "k"), "a corrupt epoch let a write through")
 }
 
 func TestApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
@@ -297,15 +278,11 @@ func testApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 	check := func(label string) {
 		t.Helper()
 		f, err := d.Fence(ctx, "r")
-		if err != nil || f.Highest != before.Highest || len(f.Recent) != len(before.Recent) {
-			t.Fatalf("%s: fence changed: %+v %v", label, f, err)
-		}
-		if got := item(t, d, "k"); got != "base" {
-			t.Fatalf("%s: data changed: %s", label, got)
-		}
-		if got := item(t, d, "k2"); got != "<none>" {
-			t.Fatalf("%s: partial write visible: %s", label, got)
-		}
+		require.NoError(t, err, "%s: fence changed: %+v", label, f)
+		require.Equal(t, before.Highest, f.Highest, "%s: fence changed: %+v", label, f)
+		require.Len(t, f.Recent, len(before.Recent), "%s: fence changed: %+v", label, f)
+		require.Equal(t, "base", item(t, d, "k"), "%s: data changed", label)
+		require.Equal(t, "<none>", item(t, d, "k2"), "%s: partial write visible", label)
 	}
 	boom := errors.New("boom")
 	// 1. The caller's function fails after writing.
@@ -316,36 +293,28 @@ func testApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
 		return boom
 	})
-	if !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, boom)
 	check("writes error")
 	// 2. A request throws synchronously (an object is not a valid key).
 	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "b"}, func(tx *WriteTx) error {
 		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
 		return tx.Put("items", js.Global().Get("Object").New(), js.ValueOf(1))
 	})
-	if !errors.Is(err, jsglue.ErrData) {
-		t.Fatalf("want DataError, got %v", err)
-	}
+	require.ErrorIs(t, err, jsglue.ErrData, "want DataError")
 	check("sync request error")
 	// 3. A request fails asynchronously mid-way (Add on an existing key).
 	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "c"}, func(tx *WriteTx) error {
 		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
 		return tx.Add("items", js.ValueOf("k"), js.ValueOf("dup"))
 	})
-	if !errors.Is(err, jsglue.ErrConstraint) {
-		t.Fatalf("want ConstraintError, got %v", err)
-	}
+	require.ErrorIs(t, err, jsglue.ErrConstraint, "want ConstraintError")
 	check("async request error")
 	// 4. A panic in writes aborts too.
 	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "d"}, func(tx *WriteTx) error {
 		_ = tx.Put("items", js.ValueOf("k2"), js.ValueOf("new"))
 		panic("oops")
 	})
-	if err == nil {
-		t.Fatal("panic not reported")
-	}
+	require.Error(t, err, "panic not reported")
 	check("panic")
 	// 5. Waiting on a timer mid-transaction kills it: the documented rule.
 	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "e"}, func(tx *WriteTx) error {
@@ -362,35 +331,29 @@ func testApplyAbortLeavesFenceAndDataUnchanged(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		return nil
 	})
-	if !errors.Is(err, ErrTransactionEnded) {
-		t.Fatalf("want ErrTransactionEnded, got %v", err)
-	}
-	if f, _ := d.Fence(ctx, "r"); f.Highest != before.Highest {
-		t.Fatal("fence advanced by a broken transaction")
-	}
+	require.ErrorIs(t, err, ErrTransactionEnded, "want ErrTransactionEnded")
+	f, _ := d.Fence(ctx, "r")
+	require.Equal(t, before.Highest, f.Highest, "fence advanced by a broken transaction")
 	// Reserved stores and use after return.
 	var leaked *WriteTx
 	_, err = d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "f"}, func(tx *WriteTx) error {
 		leaked = tx
 		return tx.Put(StoreFences, js.ValueOf("r"), js.ValueOf(1))
 	})
-	if !errors.Is(err, ErrReservedStore) {
-		t.Fatal(err)
-	}
-	if err := leaked.Put("items", js.ValueOf("x"), js.ValueOf(1)); !errors.Is(err, ErrTxDone) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, ErrReservedStore)
+	require.ErrorIs(t, leaked.Put("items", js.ValueOf("x"), js.ValueOf(1)), ErrTxDone)
 	check("reserved")
 	// Then a good op still works.
-	if res, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "g"}, func(tx *WriteTx) error {
+	res, err := d.Apply(ctx, Op{Resource: "r", Token: 5, OperationID: "g"}, func(tx *WriteTx) error {
 		v, err := tx.Get("items", js.ValueOf("k"))
 		if err != nil {
 			return err
 		}
 		return tx.Put("items", js.ValueOf("k2"), js.ValueOf(v.String()+"+"))
-	}, "items"); err != nil || res != Accepted || item(t, d, "k2") != "base+" {
-		t.Fatal(res, err)
-	}
+	}, "items")
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
+	require.Equal(t, "base+", item(t, d, "k2"))
 }
 
 func TestApplyCancelledContext(t *testing.T) { applyPaths(t, testApplyCancelledContext) }
@@ -399,15 +362,11 @@ func testApplyCancelledContext(t *testing.T) {
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v")); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if _, err := d.AllocateToken(ctx, "r", "o"); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if item(t, d, "k") != "<none>" {
-		t.Fatal("written")
-	}
+	_, err := d.Apply(ctx, Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v"))
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = d.AllocateToken(ctx, "r", "o")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, "<none>", item(t, d, "k"), "written")
 }
 
 func TestCompareAndSwap(t *testing.T) {
@@ -421,28 +380,27 @@ func TestCompareAndSwap(t *testing.T) {
 	}{{2, "a", true, "a"}, {2, "b", true, "b"}, {1, "old", false, "b"}, {3, "c", true, "c"}, {2, "late", false, "c"}}
 	for i, s := range steps {
 		ok, err := d.CompareAndSwap(ctx, "", "items", "key", s.token, js.ValueOf(s.value))
-		if err != nil || ok != s.want || item(t, d, "key") != s.after {
-			t.Fatalf("step %d: %v %v %s", i, ok, err, item(t, d, "key"))
-		}
+		require.NoError(t, err, "step %d", i)
+		require.Equal(t, s.want, ok, "step %d", i)
+		require.Equal(t, s.after, item(t, d, "key"), "step %d", i)
 	}
-	if _, err := d.CompareAndSwap(ctx, "", StoreEpochs, "x", 1, js.ValueOf(1)); !errors.Is(err, ErrReservedStore) {
-		t.Fatal(err)
-	}
+	_, err := d.CompareAndSwap(ctx, "", StoreEpochs, "x", 1, js.ValueOf(1))
+	require.ErrorIs(t, err, ErrReservedStore)
 	// Named with its resource, a token below the resource's allocated
 	// epoch is refused before the newer owner wrote the key.
 	old, _ := d.AllocateToken(ctx, "res", "a")
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("a")); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	if _, err := d.AllocateToken(ctx, "res", "b"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("stale")); ok || err != nil || item(t, d, "k2") != "a" {
-		t.Fatalf("old token after a newer allocation: %v %v %s", ok, err, item(t, d, "k2"))
-	}
-	if ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old+1, js.ValueOf("b")); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("a"))
+	require.True(t, ok)
+	require.NoError(t, err)
+	_, err = d.AllocateToken(ctx, "res", "b")
+	require.NoError(t, err)
+	ok, err = d.CompareAndSwap(ctx, "res", "items", "k2", old, js.ValueOf("stale"))
+	require.False(t, ok, "old token after a newer allocation")
+	require.NoError(t, err, "old token after a newer allocation")
+	require.Equal(t, "a", item(t, d, "k2"), "old token after a newer allocation")
+	ok, err = d.CompareAndSwap(ctx, "res", "items", "k2", old+1, js.ValueOf("b"))
+	require.True(t, ok)
+	require.NoError(t, err)
 }
 
 func TestCorruptRecordsAreTypedErrors(t *testing.T) { applyPaths(t, testCorruptRecordsAreTypedErrors) }
@@ -475,19 +433,13 @@ func testCorruptRecordsAreTypedErrors(t *testing.T) {
 	for _, g := range garbage {
 		runJS(t, name, `const store = "tf_fences", key = "r", value = (`+g+`);`+rawPut)
 		_, err := d.Apply(ctx, Op{Resource: "r", Token: 9, OperationID: "x"}, putItem("k", "v"))
-		if !errors.Is(err, ErrCorruptRecord) {
-			t.Errorf("fence %s: got %v", g, err)
-		}
-		if _, err := d.Fence(ctx, "r"); !errors.Is(err, ErrCorruptRecord) {
-			t.Errorf("Fence read %s: got %v", g, err)
-		}
-		if _, err := d.CompareAndSwap(ctx, "", "items", "cask", 1, js.ValueOf(1)); err != nil {
-			t.Errorf("CAS on another key must be unaffected: %v", err)
-		}
+		assert.ErrorIs(t, err, ErrCorruptRecord, "fence %s", g)
+		_, err = d.Fence(ctx, "r")
+		assert.ErrorIs(t, err, ErrCorruptRecord, "Fence read %s", g)
+		_, err = d.CompareAndSwap(ctx, "", "items", "cask", 1, js.ValueOf(1))
+		assert.NoError(t, err, "CAS on another key must be unaffected")
 	}
-	if item(t, d, "k") != "<none>" {
-		t.Fatal("corrupt fence let a write through")
-	}
+	require.Equal(t, "<none>", item(t, d, "k"), "corrupt fence let a write through")
 }
 
 // Corrupt epoch records give ErrCorruptRecord, and an exhausted resource
@@ -503,9 +455,8 @@ func TestAllocateTokenCorruptEpochs(t *testing.T) {
 			`({resource: "f", epoch: 3, ownerId: "", updatedAt: 0})`, `({resource: "e", epoch: 1.5, ownerId: "", updatedAt: 0})`,
 			`({resource: "e", epoch: 3, ownerId: "x".repeat(256), updatedAt: 0})`, `[3]`} {
 			runJS(t, name, `const store = "tf_epochs", key = "e", value = (`+g+`);`+rawPut)
-			if _, err := d.AllocateToken(ctx, "e", "o"); !errors.Is(err, ErrCorruptRecord) {
-				t.Errorf("epoch %s: got %v", g, err)
-			}
+			_, err := d.AllocateToken(ctx, "e", "o")
+			assert.ErrorIs(t, err, ErrCorruptRecord, "epoch %s", g)
 		}
 		// The largest token is kept exact; the next one is refused.
 		runJS(t, name, `const store = "tf_epochs", key = "e", value = {resource: "e", epoch: 2**53-2, ownerId: "", updatedAt: 0};`+rawPut)
@@ -539,20 +490,18 @@ func TestAllocateTokenPathsAgree(t *testing.T) {
 		}
 		before := time.Now().UnixMilli()
 		got, err := d.AllocateToken(ctx, "r", "tab-"+strconv.Itoa(i))
-		if err != nil || got != want {
-			t.Fatalf("allocation %d: %d, %v; want %d", i, got, err, want)
-		}
+		require.NoError(t, err, "allocation %d", i)
+		require.Equal(t, want, got, "allocation %d", i)
 		v, err := d.Get(ctx, StoreEpochs, js.ValueOf("r"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rec, err := decodeEpoch(v, "r")
-		if err != nil || rec.Epoch != want || rec.OwnerID != "tab-"+strconv.Itoa(i) || rec.UpdatedAt < before {
-			t.Fatalf("allocation %d wrote %+v, %v", i, rec, err)
-		}
-		if x := v.Get("extra"); x.Type() != js.TypeString || x.String() != "kept" {
-			t.Fatalf("allocation %d lost a foreign field: %v", i, x)
-		}
+		require.NoError(t, err, "allocation %d wrote %+v", i, rec)
+		require.Equal(t, want, rec.Epoch, "allocation %d wrote %+v", i, rec)
+		require.Equal(t, "tab-"+strconv.Itoa(i), rec.OwnerID, "allocation %d wrote %+v", i, rec)
+		require.GreaterOrEqual(t, rec.UpdatedAt, before, "allocation %d wrote %+v", i, rec)
+		x := v.Get("extra")
+		require.Equal(t, js.TypeString, x.Type(), "allocation %d lost a foreign field", i)
+		require.Equal(t, "kept", x.String(), "allocation %d lost a foreign field", i)
 	}
 }
 
@@ -607,23 +556,19 @@ func TestApplyPathsAgree(t *testing.T) {
 			op.Resource = "r"
 			key := "k" + strconv.Itoa(i)
 			res, err := sd.d.Apply(ctx, op, putItem(key, "v"))
-			if err != nil || res != s.want {
-				t.Fatalf("step %d (%s): %v, %v; want %v", i, sd.name, res, err, s.want)
-			}
+			require.NoError(t, err, "step %d (%s)", i, sd.name)
+			require.Equal(t, s.want, res, "step %d (%s)", i, sd.name)
 			v, err := sd.d.Get(ctx, StoreFences, js.ValueOf("r"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rec, err := decodeFence(v, "r")
-			if err != nil || rec.Highest != s.highest || rec.HighestSeq != s.highestSeq || joinSep(rec.Recent, '\n') != s.recent {
-				t.Fatalf("step %d (%s) stored %+v, %v", i, sd.name, rec, err)
-			}
-			if x := v.Get("extra"); x.Type() != js.TypeString || x.String() != "kept" {
-				t.Fatalf("step %d (%s) lost a foreign field: %v", i, sd.name, x)
-			}
-			if (item(t, sd.d, key) == "v") != (res == Accepted) {
-				t.Fatalf("step %d (%s): the write and the verdict disagree", i, sd.name)
-			}
+			require.NoError(t, err, "step %d (%s) stored %+v", i, sd.name, rec)
+			require.Equal(t, s.highest, rec.Highest, "step %d (%s) stored %+v", i, sd.name, rec)
+			require.Equal(t, s.highestSeq, rec.HighestSeq, "step %d (%s) stored %+v", i, sd.name, rec)
+			require.Equal(t, s.recent, joinSep(rec.Recent, '\n'), "step %d (%s) stored %+v", i, sd.name, rec)
+			x := v.Get("extra")
+			require.Equal(t, js.TypeString, x.Type(), "step %d (%s) lost a foreign field", i, sd.name)
+			require.Equal(t, "kept", x.String(), "step %d (%s) lost a foreign field", i, sd.name)
+			require.Equal(t, res == Accepted, item(t, sd.d, key) == "v", "step %d (%s): the write and the verdict disagree", i, sd.name)
 		}
 	}
 }
@@ -644,51 +589,39 @@ func TestDeleteMakesConnectionLetGo(t *testing.T) {
 	events := make(chan Event, 4)
 	base := jsglue.LiveCallbacks()
 	d, err := Open(ctx5(t), name, WithEvents(func(e Event) { events <- e }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.AllocateToken(ctx5(t), "r", "o"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = d.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
 	blocked := make(chan Event, 1)
-	if err := Delete(ctx5(t), name, func(e Event) { blocked <- e }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Delete(ctx5(t), name, func(e Event) { blocked <- e }))
 	e := waitEvent(t, events)
-	if e.Kind != Deleted || e.NewVersion != 0 || e.OldVersion != 1 || e.Name != name {
-		t.Fatalf("%+v", e)
-	}
+	require.Equal(t, Deleted, e.Kind, "%+v", e)
+	require.Equal(t, uint64(0), e.NewVersion, "%+v", e)
+	require.Equal(t, uint64(1), e.OldVersion, "%+v", e)
+	require.Equal(t, name, e.Name, "%+v", e)
 	select {
 	case <-d.Done():
 	default:
 		t.Fatal("Done not closed")
 	}
-	if !errors.Is(d.Err(), ErrDeleted) {
-		t.Fatal(d.Err())
-	}
-	if _, err := d.AllocateToken(ctx5(t), "r", "o"); !errors.Is(err, ErrDeleted) {
-		t.Fatal(err)
-	}
-	if len(blocked) != 0 {
-		t.Fatal("the delete was blocked")
-	}
-	if got := jsglue.LiveCallbacks(); got != base {
-		t.Fatalf("callbacks leaked: %d, want %d", got, base)
-	}
+	require.ErrorIs(t, d.Err(), ErrDeleted)
+	_, err = d.AllocateToken(ctx5(t), "r", "o")
+	require.ErrorIs(t, err, ErrDeleted)
+	require.Empty(t, blocked, "the delete was blocked")
+	require.Equal(t, base, jsglue.LiveCallbacks(), "callbacks leaked")
 	// A new connection starts from an empty database.
 	d2 := open(t, name)
-	if tok, err := d2.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 1 {
-		t.Fatal(tok, err)
-	}
+	tok, err := d2.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), tok)
 }
 
 func TestUpgradeByNewerBuild(t *testing.T) {
 	name := dbName(t)
 	events := make(chan Event, 4)
 	old := open(t, name, WithSchema(itemsSchema()), WithEvents(func(e Event) { events <- e }))
-	if _, err := old.AllocateToken(ctx5(t), "r", "o"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := old.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
 	s := itemsSchema()
 	s.Steps = append(s.Steps, Step{Version: 3, Upgrade: func(tx *UpgradeTx) error {
 		if tx.OldVersion != 1 || tx.NewVersion != 3 {
@@ -702,23 +635,20 @@ func TestUpgradeByNewerBuild(t *testing.T) {
 	blocked := make(chan Event, 1)
 	nu := open(t, name, WithSchema(s), WithEvents(func(e Event) { blocked <- e }))
 	e := waitEvent(t, events)
-	if e.Kind != Upgraded || e.NewVersion != 3 || e.OldVersion != 1 {
-		t.Fatalf("%+v", e)
-	}
-	if !errors.Is(old.Err(), ErrUpgraded) {
-		t.Fatal(old.Err())
-	}
-	if len(blocked) != 0 {
-		t.Fatal("upgrade was blocked")
-	}
+	require.Equal(t, Upgraded, e.Kind, "%+v", e)
+	require.Equal(t, uint64(3), e.NewVersion, "%+v", e)
+	require.Equal(t, uint64(1), e.OldVersion, "%+v", e)
+	require.ErrorIs(t, old.Err(), ErrUpgraded)
+	require.Empty(t, blocked, "upgrade was blocked")
 	// Data and tokens survive the upgrade.
-	if tok, err := nu.AllocateToken(ctx5(t), "r", "o"); err != nil || tok != 2 || nu.Version() != 3 {
-		t.Fatal(tok, err)
-	}
+	tok, err := nu.AllocateToken(ctx5(t), "r", "o")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), tok)
+	require.Equal(t, uint64(3), nu.Version())
 	// A keyPath store works with CompareAndSwap.
-	if ok, err := nu.CompareAndSwap(ctx5(t), "", "more", "a", 1, js.ValueOf(map[string]any{"id": "a"})); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
+	ok, err := nu.CompareAndSwap(ctx5(t), "", "more", "a", 1, js.ValueOf(map[string]any{"id": "a"}))
+	require.True(t, ok)
+	require.NoError(t, err)
 }
 
 func TestBlockedByForeignConnection(t *testing.T) {
@@ -735,13 +665,11 @@ func TestBlockedByForeignConnection(t *testing.T) {
 		done <- err
 	}()
 	e := waitEvent(t, events)
-	if e.Kind != Blocked || e.OldVersion != 1 || e.NewVersion != 2 {
-		t.Fatalf("%+v", e)
-	}
+	require.Equal(t, Blocked, e.Kind, "%+v", e)
+	require.Equal(t, uint64(1), e.OldVersion, "%+v", e)
+	require.Equal(t, uint64(2), e.NewVersion, "%+v", e)
 	runJS(t, name, `globalThis.__stubborn.close(); return 0;`)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 }
 
 func TestOpenCancelledWhileBlocked(t *testing.T) {
@@ -749,9 +677,8 @@ func TestOpenCancelledWhileBlocked(t *testing.T) {
 	runJS(t, name, `globalThis.__stubborn2 = await new Promise((res, rej) => { const r = indexedDB.open(name, 1); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); }); return 0;`)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := Open(ctx, name, WithSchema(Schema{Steps: []Step{{Version: 2}}})); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal(err)
-	}
+	_, err := Open(ctx, name, WithSchema(Schema{Steps: []Step{{Version: 2}}}))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	runJS(t, name, `globalThis.__stubborn2.close(); return 0;`)
 }
 
@@ -762,37 +689,27 @@ func TestUpgradeErrorFailsOpen(t *testing.T) {
 		_ = tx.CreateStore("half", StoreOptions{})
 		return boom
 	}}}}))
-	if !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, boom)
 	_, err = Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
 		panic("x")
 	}}}}))
-	if err == nil {
-		t.Fatal("panic in upgrade must fail Open")
-	}
+	require.Error(t, err, "panic in upgrade must fail Open")
 	_, err = Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
 		return tx.CreateStore("tf_mine", StoreOptions{})
 	}}}}))
-	if !errors.Is(err, ErrReservedStore) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, ErrReservedStore)
 	// The aborted upgrades left nothing behind: a good schema opens at 1.
 	d := open(t, name, WithSchema(itemsSchema()))
-	if d.Version() != 1 {
-		t.Fatal(d.Version())
-	}
-	if _, err := Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 2}, {Version: 1}}})); !errors.Is(err, ErrInvalidSchema) {
-		t.Fatal(err)
-	}
+	require.Equal(t, uint64(1), d.Version())
+	_, err = Open(ctx5(t), name, WithSchema(Schema{Steps: []Step{{Version: 2}, {Version: 1}}}))
+	require.ErrorIs(t, err, ErrInvalidSchema)
 }
 
 func TestOpeningOlderVersionIsVersionError(t *testing.T) {
 	name := dbName(t)
 	open(t, name, WithSchema(Schema{Steps: []Step{{Version: 2}}}))
-	if _, err := Open(ctx5(t), name); !errors.Is(err, jsglue.ErrVersion) {
-		t.Fatalf("want VersionError, got %v", err)
-	}
+	_, err := Open(ctx5(t), name)
+	require.ErrorIs(t, err, jsglue.ErrVersion, "want VersionError")
 }
 
 // *DB is the token source of the Web Lock election.
@@ -804,17 +721,13 @@ var _ locks.Fencer = (*DB)(nil)
 func TestDeleteBetweenOpensLeavesNoHalfDatabase(t *testing.T) {
 	name := dbName(t)
 	testHookBetweenOpens = func(name string) {
-		if err := Delete(context.Background(), name, nil); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, Delete(context.Background(), name, nil))
 	}
 	_, err := Open(ctx5(t), name, WithSchema(itemsSchema()))
 	testHookBetweenOpens = nil
-	if !errors.Is(err, ErrDeleted) {
-		t.Fatalf("want ErrDeleted, got %v", err)
-	}
+	require.ErrorIs(t, err, ErrDeleted, "want ErrDeleted")
 	d := open(t, name, WithSchema(itemsSchema()))
-	if res, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v")); err != nil || res != Accepted {
-		t.Fatal(res, err)
-	}
+	res, err := d.Apply(ctx5(t), Op{Resource: "r", Token: 1, OperationID: "a"}, putItem("k", "v"))
+	require.NoError(t, err)
+	require.Equal(t, Accepted, res)
 }

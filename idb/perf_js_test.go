@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -47,9 +49,7 @@ func TestAllocatePhases(t *testing.T) {
 	}
 	ctx := context.Background()
 	d, err := Open(ctx, "tabfence-phases-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Close()
 	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, "", benchAllocateBody)
 	const n = 200
@@ -73,9 +73,7 @@ func TestAllocatePhases(t *testing.T) {
 			}
 		})
 		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f, commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), s[4], r.Index(3).Float())
 	}
@@ -92,18 +90,14 @@ func TestApplyPhases(t *testing.T) {
 	d, err := Open(ctx, "tabfence-aphases-"+strconv.FormatInt(time.Now().UnixNano(), 36), WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
 		return tx.CreateStore(benchStore, StoreOptions{})
 	}}}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Close()
 	rawJS := rawPhasesJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyPre, benchApplyBody)
 	const n = 200
 	resource := "bench-go"
 	key := jsString(resource)
 	scope, err := d.scope([]string{benchStore})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for round := 0; round < 5; round++ {
 		var dec, dcd, wr, enc float64 // decode, decide, app put, fence put and commit
 		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
@@ -137,9 +131,7 @@ func TestApplyPhases(t *testing.T) {
 			dec, dcd, wr, enc = dec+ta-t0, dcd+tb-ta, wr+tc-tb, enc+perfNow()-tc
 		})
 		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f (decode %.3f decide %.3f app put %.3f fence put %.3f), commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), dec/n, dcd/n, wr/n, enc/n, s[4], r.Index(3).Float())
 	}
@@ -163,17 +155,13 @@ func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), wri
 		rq.v.Call("addEventListener", "success", stamp)
 		t1 := perfNow()
 		v, err := rq.Await(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t2 := perfNow()
 		ev := js.Global().Get("__tabfenceStamp").Float()
 		write(i, tx, st, v)
 		_ = tx.Commit()
 		t3 := perfNow()
-		if err := tx.Await(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.Await(context.Background()))
 		t4 := perfNow()
 		for k, d := range [5]float64{t1 - t0, ev - t1, t2 - ev, t3 - t2, t4 - t3} {
 			s[k] += d / float64(n)

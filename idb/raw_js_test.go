@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -27,9 +30,7 @@ func rawDB(t *testing.T) js.Value {
 		p.Call("createIndex", "byName", "name")
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		db.Call("close")
 		_ = DeleteDatabase(context.Background(), name, nil)
@@ -40,9 +41,7 @@ func rawDB(t *testing.T) js.Value {
 func beginT(t *testing.T, db js.Value, mode Mode, stores ...string) *Tx {
 	t.Helper()
 	tx, err := Begin(db, stores, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tx
 }
 
@@ -58,9 +57,7 @@ func fill(t *testing.T, db js.Value, n int) {
 	for i := 0; i < n; i++ {
 		st.Put(num(i), str("v"+strconv.Itoa(i)))
 	}
-	if err := tx.Await(ctx5(t)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Await(ctx5(t)))
 }
 
 func TestRawRequests(t *testing.T) {
@@ -69,84 +66,72 @@ func TestRawRequests(t *testing.T) {
 	fill(t, db, 5)
 	tx := beginT(t, db, ReadWrite, "items", "people")
 	st := tx.Store("items")
-	if v, err := st.Get(num(2)).Await(ctx); err != nil || v.String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := st.Get(num(99)).Await(ctx); err != nil || !v.IsUndefined() {
-		t.Fatal(v, err)
-	}
-	if v, err := st.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 5 {
-		t.Fatal(v, err)
-	}
+	v, err := st.Get(num(2)).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v2", v.String(), v)
+	v, err = st.Get(num(99)).Await(ctx)
+	require.NoError(t, err, v)
+	require.True(t, v.IsUndefined(), v)
+	v, err = st.Count(js.Undefined()).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 5, v.Int(), v)
 	rng, err := Bound(num(1), num(3), false, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := st.GetAll(rng, 0).Await(ctx); err != nil || v.Length() != 2 || v.Index(1).String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := st.GetAllKeys(js.Undefined(), 3).Await(ctx); err != nil || v.Length() != 3 || v.Index(2).Int() != 2 {
-		t.Fatal(v, err)
-	}
-	if v, err := st.GetKey(rng).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	require.NoError(t, err)
+	v, err = st.GetAll(rng, 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Length(), v)
+	require.Equal(t, "v2", v.Index(1).String(), v)
+	v, err = st.GetAllKeys(js.Undefined(), 3).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 3, v.Length(), v)
+	require.Equal(t, 2, v.Index(2).Int(), v)
+	v, err = st.GetKey(rng).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	lo, _ := LowerBound(num(3), true)
-	if v, err := st.Count(lo).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	v, err = st.Count(lo).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	up, _ := UpperBound(num(1), false)
-	if v, err := st.Delete(up).Await(ctx); err != nil || !v.IsUndefined() {
-		t.Fatal(v, err)
-	}
+	v, err = st.Delete(up).Await(ctx)
+	require.NoError(t, err, v)
+	require.True(t, v.IsUndefined(), v)
 	only, _ := Only(num(4))
-	if v, err := st.Count(only).Await(ctx); err != nil || v.Int() != 1 {
-		t.Fatal(v, err)
-	}
+	v, err = st.Count(only).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 1, v.Int(), v)
 	people := tx.Store("people")
-	if kp := people.KeyPath(); kp.String() != "id" {
-		t.Fatal(kp)
-	}
+	require.Equal(t, "id", people.KeyPath().String())
 	people.Put(js.Undefined(), js.ValueOf(map[string]any{"id": "a", "name": "Ada"}))
 	people.Add(js.Undefined(), js.ValueOf(map[string]any{"id": "b", "name": "Bob"}))
 	ix := people.Index("byName")
-	if v, err := ix.Get(str("Bob")).Await(ctx); err != nil || v.Get("id").String() != "b" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetKey(str("Ada")).Await(ctx); err != nil || v.String() != "a" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetAll(js.Undefined(), 0).Await(ctx); err != nil || v.Length() != 2 {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.GetAllKeys(js.Undefined(), 0).Await(ctx); err != nil || v.Index(0).String() != "a" {
-		t.Fatal(v, err)
-	}
-	if v, err := ix.Count(js.Undefined()).Await(ctx); err != nil || v.Int() != 2 {
-		t.Fatal(v, err)
-	}
-	if err := tx.Store("nope").Err(); !errors.Is(err, jsglue.ErrNotFound) {
-		t.Fatal(err)
-	}
-	if err := people.Index("nope").Err(); !errors.Is(err, jsglue.ErrNotFound) {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); err != nil {
-		t.Fatal(err)
-	}
+	v, err = ix.Get(str("Bob")).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "b", v.Get("id").String(), v)
+	v, err = ix.GetKey(str("Ada")).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "a", v.String(), v)
+	v, err = ix.GetAll(js.Undefined(), 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Length(), v)
+	v, err = ix.GetAllKeys(js.Undefined(), 0).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "a", v.Index(0).String(), v)
+	v, err = ix.Count(js.Undefined()).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 2, v.Int(), v)
+	require.ErrorIs(t, tx.Store("nope").Err(), jsglue.ErrNotFound)
+	require.ErrorIs(t, people.Index("nope").Err(), jsglue.ErrNotFound)
+	require.NoError(t, tx.Commit())
+	require.NoError(t, tx.Await(ctx))
 	// Clear in its own transaction, then nothing is left.
 	tx = beginT(t, db, ReadWrite, "items")
 	tx.Store("items").Clear()
 	c := tx.Store("items").Count(js.Undefined())
-	if err := tx.Await(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := c.Result(); err != nil || v.Int() != 0 {
-		t.Fatal(v, err)
-	}
+	require.NoError(t, tx.Await(ctx))
+	v, err = c.Result()
+	require.NoError(t, err, v)
+	require.Equal(t, 0, v.Int(), v)
 	settled(t)
 }
 
@@ -159,21 +144,18 @@ func TestRawResultOfEarlierRequests(t *testing.T) {
 	tx := beginT(t, db, ReadOnly, "items")
 	st := tx.Store("items")
 	a, b, c := st.Get(num(0)), st.Get(num(1)), st.Get(num(2))
-	if _, err := a.Result(); !errors.Is(err, ErrPending) {
-		t.Fatal(err)
-	}
-	if v, err := c.Await(ctx); err != nil || v.String() != "v2" {
-		t.Fatal(v, err)
-	}
-	if v, err := a.Result(); err != nil || v.String() != "v0" {
-		t.Fatal(v, err)
-	}
-	if v, err := b.Await(ctx); err != nil || v.String() != "v1" {
-		t.Fatal(v, err)
-	}
-	if err := tx.Await(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err := a.Result()
+	require.ErrorIs(t, err, ErrPending)
+	v, err := c.Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v2", v.String(), v)
+	v, err = a.Result()
+	require.NoError(t, err, v)
+	require.Equal(t, "v0", v.String(), v)
+	v, err = b.Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, "v1", v.String(), v)
+	require.NoError(t, tx.Await(ctx))
 }
 
 func TestRawAsyncErrorAbortsWholeTx(t *testing.T) {
@@ -188,23 +170,18 @@ func TestRawAsyncErrorAbortsWholeTx(t *testing.T) {
 	st.Put(str("b"), num(2))
 	err := tx.Await(ctx)
 	var ae *AbortedError
-	if !errors.Is(err, jsglue.ErrConstraint) || !errors.Is(err, ErrTxAborted) || !errors.As(err, &ae) {
-		t.Fatalf("want an aborted ConstraintError, got %v", err)
-	}
+	require.ErrorIs(t, err, jsglue.ErrConstraint, "want an aborted ConstraintError")
+	require.ErrorIs(t, err, ErrTxAborted, "want an aborted ConstraintError")
+	require.ErrorAs(t, err, &ae, "want an aborted ConstraintError")
 	// Awaited, the failing request reports its own error.
 	tx = beginT(t, db, ReadWrite, "items")
 	st = tx.Store("items")
 	st.Put(str("c"), num(3))
-	if _, err := st.Add(num(0), str("dup")).Await(ctx); !errors.Is(err, jsglue.ErrConstraint) {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrConstraint) {
-		t.Fatal(err)
-	}
+	_, err = st.Add(num(0), str("dup")).Await(ctx)
+	require.ErrorIs(t, err, jsglue.ErrConstraint)
+	require.ErrorIs(t, tx.Await(ctx), jsglue.ErrConstraint)
 	checkAbsent(t, db, "a", "b", "c")
-	if v := getItem(t, db, num(0)); v.String() != "v0" {
-		t.Fatal(v)
-	}
+	require.Equal(t, "v0", getItem(t, db, num(0)).String())
 }
 
 func TestRawSyncErrorAbortsWholeTx(t *testing.T) {
@@ -214,24 +191,17 @@ func TestRawSyncErrorAbortsWholeTx(t *testing.T) {
 	st := tx.Store("items")
 	st.Put(str("a"), num(1))
 	r := st.Put(js.Global().Get("Object").New(), num(1)) // not a valid key
-	if !errors.Is(r.Err(), jsglue.ErrData) {
-		t.Fatal(r.Err())
-	}
-	if _, err := r.Await(ctx); !errors.Is(err, jsglue.ErrData) {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrData) || !errors.Is(err, ErrTxAborted) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, r.Err(), jsglue.ErrData)
+	_, err := r.Await(ctx)
+	require.ErrorIs(t, err, jsglue.ErrData)
+	err = tx.Await(ctx)
+	require.ErrorIs(t, err, jsglue.ErrData)
+	require.ErrorIs(t, err, ErrTxAborted)
 	// A store outside the scope fails the same way.
 	tx = beginT(t, db, ReadWrite, "items")
 	tx.Store("items").Put(str("b"), num(1))
-	if err := tx.Store("people").Put(js.Undefined(), js.ValueOf(map[string]any{"id": "x"})).Err(); !errors.Is(err, jsglue.ErrNotFound) {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrNotFound) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, tx.Store("people").Put(js.Undefined(), js.ValueOf(map[string]any{"id": "x"})).Err(), jsglue.ErrNotFound)
+	require.ErrorIs(t, tx.Await(ctx), jsglue.ErrNotFound)
 	checkAbsent(t, db, "a", "b")
 }
 
@@ -240,31 +210,21 @@ func TestRawAbortCauses(t *testing.T) {
 	ctx := ctx5(t)
 	tx := beginT(t, db, ReadWrite, "items")
 	tx.Store("items").Put(str("a"), num(1))
-	if err := tx.Abort(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Abort(); err != nil {
-		t.Fatal("a second Abort must be a no-op:", err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, ErrTxAborted) || !errors.Is(err, jsglue.ErrAbort) {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Abort())
+	require.NoError(t, tx.Abort(), "a second Abort must be a no-op")
+	err := tx.Await(ctx)
+	require.ErrorIs(t, err, ErrTxAborted)
+	require.ErrorIs(t, err, jsglue.ErrAbort)
 	// The reason given to the abort is the cause, typed.
 	tx = beginT(t, db, ReadWrite, "items")
 	tx.Store("items").Put(str("a"), num(1))
 	_ = tx.AbortWith(jsglue.NewJSError("QuotaExceededError", "full"))
-	if err := tx.Await(ctx); !errors.Is(err, jsglue.ErrQuotaExceeded) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, tx.Await(ctx), jsglue.ErrQuotaExceeded)
 	// A committed transaction cannot be aborted.
 	tx = beginT(t, db, ReadWrite, "items")
 	tx.Store("items").Put(str("c"), num(1))
-	if err := tx.Await(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Abort(); !errors.Is(err, jsglue.ErrInvalidState) {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Await(ctx))
+	require.ErrorIs(t, tx.Abort(), jsglue.ErrInvalidState)
 	checkAbsent(t, db, "a")
 }
 
@@ -278,16 +238,12 @@ func TestRawIndexConstraintAbortCause(t *testing.T) {
 		st.Call("createIndex", "byEmail", "email", map[string]any{"unique": true})
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Call("close")
 	tx := beginT(t, db, ReadWrite, "u")
 	tx.Store("u").Put(js.Undefined(), js.ValueOf(map[string]any{"id": 1, "email": "x"}))
 	tx.Store("u").Put(js.Undefined(), js.ValueOf(map[string]any{"id": 2, "email": "x"}))
-	if err := tx.Await(ctx5(t)); !errors.Is(err, jsglue.ErrConstraint) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, tx.Await(ctx5(t)), jsglue.ErrConstraint)
 }
 
 func TestRawCancelledContext(t *testing.T) {
@@ -299,24 +255,21 @@ func TestRawCancelledContext(t *testing.T) {
 		tx := beginT(t, db, ReadWrite, "items")
 		st := tx.Store("items")
 		r := st.Get(num(0))
-		if v, err := r.Await(cancelled); !errors.Is(err, context.Canceled) || !v.IsUndefined() {
-			t.Fatalf("request: %v %v", v, err)
-		}
+		v, err := r.Await(cancelled)
+		require.ErrorIs(t, err, context.Canceled, "request: %v", v)
+		require.True(t, v.IsUndefined(), "request: %v", v)
 		st.Put(str("w"+strconv.Itoa(i)), num(i))
 		done := make(chan error, 1)
 		go func() { done <- tx.Await(cancelled) }()
 		select {
 		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("tx: %v", err)
-			}
+			require.ErrorIs(t, err, context.Canceled, "tx")
 		case <-time.After(2 * time.Second):
 			t.Fatal("Tx.Await with a cancelled ctx hung")
 		}
 		// The abort went through: the request is settled, the tx done.
-		if _, err := r.Await(ctx5(t)); !errors.Is(err, jsglue.ErrAbort) {
-			t.Fatalf("request of the aborted tx: %v", err)
-		}
+		_, err = r.Await(ctx5(t))
+		require.ErrorIs(t, err, jsglue.ErrAbort, "request of the aborted tx")
 		<-tx.Done()
 	}
 	checkAbsent(t, db, "w0", "w39")
@@ -339,18 +292,12 @@ func TestRawCancelWhileWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := r.Await(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el > 300*time.Millisecond {
-		t.Fatalf("cancellation took %v", el)
-	}
-	if _, err := jsglue.Await(ctx5(t), hold); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Await(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, tx.Await(ctx), context.DeadlineExceeded)
+	require.LessOrEqual(t, time.Since(start), 300*time.Millisecond, "cancellation took")
+	_, err = jsglue.Await(ctx5(t), hold)
+	require.NoError(t, err)
 	checkAbsent(t, db, "late")
 }
 
@@ -363,9 +310,7 @@ func TestRawCursor(t *testing.T) {
 	var got []int
 	rng, _ := Bound(num(3), num(7), false, false)
 	r := st.OpenCursor(rng, Next, func(k, v js.Value) bool {
-		if v.String() != "v"+strconv.Itoa(k.Int()) {
-			t.Errorf("value %v at %v", v, k)
-		}
+		assert.Equal(t, "v"+strconv.Itoa(k.Int()), v.String(), "value %v at %v", v, k)
 		got = append(got, k.Int())
 		return true
 	})
@@ -381,22 +326,19 @@ func TestRawCursor(t *testing.T) {
 		t.Fatal(got, err)
 	}
 	// Delete and update through the cursor, issuing requests from inside it.
-	if _, err := st.Iterate(js.Undefined(), Next, func(c Cursor) bool {
+	_, err := st.Iterate(js.Undefined(), Next, func(c Cursor) bool {
 		if c.Key().Int()%2 == 0 {
 			c.Delete()
 		} else {
 			c.Update(str("odd"))
 		}
 		return true
-	}).Await(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := st.Count(js.Undefined()).Await(ctx); v.Int() != 5 {
-		t.Fatal(v)
-	}
-	if v, _ := st.Get(num(3)).Await(ctx); v.String() != "odd" {
-		t.Fatal(v)
-	}
+	}).Await(ctx)
+	require.NoError(t, err)
+	v, _ := st.Count(js.Undefined()).Await(ctx)
+	require.Equal(t, 5, v.Int(), v)
+	v, _ = st.Get(num(3)).Await(ctx)
+	require.Equal(t, "odd", v.String(), v)
 	// Key cursor on an index.
 	people := tx.Store("people")
 	for _, n := range []string{"c", "a", "b"} {
@@ -412,22 +354,18 @@ func TestRawCursor(t *testing.T) {
 	}
 	// An empty range calls nothing.
 	empty, _ := Bound(num(100), num(200), false, false)
-	if _, err := st.OpenCursor(empty, Next, func(js.Value, js.Value) bool { t.Error("called"); return true }).Await(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = st.OpenCursor(empty, Next, func(js.Value, js.Value) bool { t.Error("called"); return true }).Await(ctx)
+	require.NoError(t, err)
+	require.NoError(t, tx.Await(ctx))
 	// A panic in the function aborts the transaction.
 	tx = beginT(t, db, ReadWrite, "items")
 	st = tx.Store("items")
 	st.Put(str("x"), num(1))
-	if _, err := st.Iterate(js.Undefined(), Next, func(Cursor) bool { panic("boom") }).Await(ctx); !errors.Is(err, errCursorPanic) {
-		t.Fatal(err)
-	}
-	if err := tx.Await(ctx); !errors.Is(err, errCursorPanic) || !errors.Is(err, ErrTxAborted) {
-		t.Fatal(err)
-	}
+	_, err = st.Iterate(js.Undefined(), Next, func(Cursor) bool { panic("boom") }).Await(ctx)
+	require.ErrorIs(t, err, errCursorPanic)
+	err = tx.Await(ctx)
+	require.ErrorIs(t, err, errCursorPanic)
+	require.ErrorIs(t, err, ErrTxAborted)
 	settled(t)
 	checkAbsent(t, db, "x")
 }
@@ -449,53 +387,36 @@ func TestRawManyRequestsLeakNothing(t *testing.T) {
 			total++
 			switch i % 3 {
 			case 0:
-				if v, err := r.Await(ctx); err != nil || v.Int() != round {
-					t.Fatal(v, err)
-				}
+				v, err := r.Await(ctx)
+				require.NoError(t, err, v)
+				require.Equal(t, round, v.Int(), v)
 			case 1:
 				_, _ = r.Await(cancelled) // abandoned: its event still cleans up
 			}
 		}
-		if err := tx.Await(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.Await(ctx))
 	}
-	if total != 10000 {
-		t.Fatal(total)
-	}
-	if got := jsglue.LiveCallbacks(); got != base {
-		t.Fatalf("live callbacks %d, want %d", got, base)
-	}
+	require.Equal(t, 10000, total)
+	require.Equal(t, base, jsglue.LiveCallbacks(), "live callbacks")
 	settled(t)
 }
 
 func TestRawDurabilityAndCommit(t *testing.T) {
 	db := rawDB(t)
 	tx, err := Begin(db, []string{"items"}, ReadWrite, WithTxDurability(DurabilityStrict))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := tx.JS().Get("durability"); d.String() != "strict" {
-		t.Fatal(d)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "strict", tx.JS().Get("durability").String())
 	tx.Store("items").Put(str("k"), num(1))
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tx.Commit())
 	// Nothing may be issued after commit.
 	if err := tx.Store("items").Put(str("k2"), num(1)).Err(); !errors.Is(err, jsglue.ErrTransactionInactive) && !errors.Is(err, jsglue.ErrInvalidState) {
 		t.Fatal(err)
 	}
 	// The committed write stands, and Await reports the refused request.
-	if err := tx.Await(ctx5(t)); err == nil {
-		t.Fatal("the refused request must be reported")
-	}
-	if v := getItem(t, db, str("k")); v.Int() != 1 {
-		t.Fatal(v)
-	}
-	if _, err := Begin(db, nil, ReadOnly); err == nil {
-		t.Fatal("an empty scope must fail")
-	}
+	require.Error(t, tx.Await(ctx5(t)), "the refused request must be reported")
+	require.Equal(t, 1, getItem(t, db, str("k")).Int())
+	_, err = Begin(db, nil, ReadOnly)
+	require.Error(t, err, "an empty scope must fail")
 }
 
 // A data migration in an upgrade: Iterate runs inside the versionchange
@@ -510,9 +431,7 @@ func TestRawOpenUpgradeMigration(t *testing.T) {
 		}
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	db.Call("close")
 	blocked := make(chan uint64, 1)
 	var opened js.Value
@@ -530,52 +449,42 @@ func TestRawOpenUpgradeMigration(t *testing.T) {
 		Blocked: func(o, n uint64) { blocked <- o },
 		Opened:  func(db js.Value) { opened = db },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Call("close")
-	if !opened.Equal(db) || len(blocked) != 0 {
-		t.Fatal("Opened not called with the connection, or blocked")
-	}
+	require.True(t, opened.Equal(db), "Opened not called with the connection, or blocked")
+	require.Empty(t, blocked, "Opened not called with the connection, or blocked")
 	tx := beginT(t, db, ReadOnly, "s")
-	if v, err := tx.Store("s").Get(num(4)).Await(ctx); err != nil || v.Int() != 40 {
-		t.Fatal(v, err)
-	}
+	v, err := tx.Store("s").Get(num(4)).Await(ctx)
+	require.NoError(t, err, v)
+	require.Equal(t, 40, v.Int(), v)
 	// A failing upgrade leaves the database as it was.
 	db.Call("close")
 	boom := errors.New("boom")
-	if _, err := OpenDatabase(ctx, name, 3, OpenOptions{Upgrade: func(db js.Value, tx *Tx, _, _ uint64) error {
+	_, err = OpenDatabase(ctx, name, 3, OpenOptions{Upgrade: func(db js.Value, tx *Tx, _, _ uint64) error {
 		db.Call("createObjectStore", "t")
 		return boom
-	}}); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
+	}})
+	require.ErrorIs(t, err, boom)
 	db, err = OpenDatabase(ctx, name, 0, OpenOptions{})
-	if err != nil || db.Get("version").Int() != 2 || db.Get("objectStoreNames").Call("contains", "t").Bool() {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 2, db.Get("version").Int())
+	require.False(t, db.Get("objectStoreNames").Call("contains", "t").Bool())
 	db.Call("close")
-	if err := DeleteDatabase(ctx, name, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, DeleteDatabase(ctx, name, nil))
 }
 
 func getItem(t *testing.T, db js.Value, key js.Value) js.Value {
 	t.Helper()
 	tx := beginT(t, db, ReadOnly, "items")
 	v, err := tx.Store("items").Get(key).Await(ctx5(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return v
 }
 
 func checkAbsent(t *testing.T, db js.Value, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
-		if v := getItem(t, db, str(k)); !v.IsUndefined() {
-			t.Fatalf("%s was written: %v", k, v)
-		}
+		require.True(t, getItem(t, db, str(k)).IsUndefined(), "%s was written", k)
 	}
 }
 
@@ -588,9 +497,7 @@ func settled(t *testing.T) {
 		if n1 == 0 && n2 == 0 {
 			return
 		}
-		if i == 400 {
-			t.Fatalf("left registered: %d transactions, %d requests", n1, n2)
-		}
+		require.NotEqual(t, 400, i, "left registered: %d transactions, %d requests", n1, n2)
 		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // joinSep and splitSep stand in for strings.Join and strings.Split (see
@@ -12,15 +15,13 @@ func TestJoinSplitMatchStrings(t *testing.T) {
 	lists := [][]string{nil, {}, {""}, {"a"}, {"", ""}, {"a", "b"}, {"op-1", "", "op-3"}, {"a\x00b", "c"}}
 	for _, l := range lists {
 		for _, sep := range []byte{'\n', 0} {
-			if got, want := joinSep(l, sep), strings.Join(l, string(sep)); got != want {
-				t.Errorf("joinSep(%q, %q) = %q, want %q", l, sep, got, want)
-			}
+			got, want := joinSep(l, sep), strings.Join(l, string(sep))
+			assert.Equal(t, want, got, "joinSep(%q, %q)", l, sep)
 		}
 	}
 	for _, s := range []string{"", "a", "\n", "a\n", "\na", "a\nb", "a\n\nb", "\n\n", "op-1\nop-2\nop-3"} {
-		if got, want := splitSep(s, '\n'), strings.Split(s, "\n"); !slices.Equal(got, want) {
-			t.Errorf("splitSep(%q) = %q, want %q", s, got, want)
-		}
+		got, want := splitSep(s, '\n'), strings.Split(s, "\n")
+		assert.True(t, slices.Equal(got, want), "splitSep(%q) = %q, want %q", s, got, want)
 	}
 }
 
@@ -29,11 +30,7 @@ func FuzzJoinSplitMatchStrings(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		want := strings.Split(s, "\n")
 		got := splitSep(s, '\n')
-		if !slices.Equal(got, want) {
-			t.Fatalf("splitSep(%q) = %q, want %q", s, got, want)
-		}
-		if j := joinSep(got, '\n'); j != s {
-			t.Fatalf("joinSep(splitSep(%q)) = %q", s, j)
-		}
+		require.True(t, slices.Equal(got, want), "splitSep(%q) = %q, want %q", s, got, want)
+		require.Equal(t, s, joinSep(got, '\n'), "joinSep(splitSep(%q))", s)
 	})
 }

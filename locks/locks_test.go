@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -23,9 +26,8 @@ func TestName(t *testing.T) {
 	}
 	for _, c := range good {
 		got, err := Name(c.scope, c.proto)
-		if err != nil || got != c.want {
-			t.Errorf("Name(%q,%d) = %q, %v; want %q", c.scope, c.proto, got, err, c.want)
-		}
+		assert.NoError(t, err, "Name(%q,%d)", c.scope, c.proto)
+		assert.Equal(t, c.want, got, "Name(%q,%d)", c.scope, c.proto)
 	}
 	bad := []struct {
 		scope string
@@ -43,89 +45,74 @@ func TestName(t *testing.T) {
 		{"bad\xffutf8", 1},
 	}
 	for _, c := range bad {
-		if got, err := Name(c.scope, c.proto); !errors.Is(err, ErrInvalidName) || got != "" {
-			t.Errorf("Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
-		}
+		got, err := Name(c.scope, c.proto)
+		assert.ErrorIs(t, err, ErrInvalidName, "Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
+		assert.Equal(t, "", got, "Name(%q,%d) = %q, %v; want ErrInvalidName", c.scope, c.proto, got, err)
 	}
 }
 
 func TestNameVersionsDiffer(t *testing.T) {
 	v1, _ := Name("s", 1)
 	v2, _ := Name("s", 2)
-	if v1 == v2 {
-		t.Fatal("protocol versions must give different lock names")
-	}
+	require.NotEqual(t, v2, v1, "protocol versions must give different lock names")
 }
 
 func TestOptionsValidate(t *testing.T) {
 	valid := []Options{{}, {Mode: Shared}, {IfAvailable: true}, {Mode: Shared, IfAvailable: true}, {Steal: true}}
 	for _, o := range valid {
-		if err := o.Validate(); err != nil {
-			t.Errorf("%+v: %v", o, err)
-		}
+		assert.NoError(t, o.Validate(), "%+v", o)
 	}
 	invalid := []Options{{Steal: true, IfAvailable: true}, {Steal: true, Mode: Shared}, {Mode: 7}, {Mode: -1}}
 	for _, o := range invalid {
-		if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v: got %v, want ErrInvalidOptions", o, err)
-		}
+		err := o.Validate()
+		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v: got %v, want ErrInvalidOptions", o, err)
 	}
 }
 
 func TestModeStrings(t *testing.T) {
 	for _, m := range []Mode{Exclusive, Shared} {
 		back, ok := ParseMode(m.String())
-		if !ok || back != m {
-			t.Errorf("round trip of %v", m)
-		}
+		assert.True(t, ok, "round trip of %v", m)
+		assert.Equal(t, m, back, "round trip of %v", m)
 	}
-	if Exclusive.String() != "exclusive" || Shared.String() != "shared" || Mode(9).String() != "Mode(9)" {
-		t.Fatal("mode strings")
-	}
-	if _, ok := ParseMode("EXCLUSIVE"); ok {
-		t.Fatal("ParseMode is exact")
-	}
+	require.Equal(t, "exclusive", Exclusive.String(), "mode strings")
+	require.Equal(t, "shared", Shared.String(), "mode strings")
+	require.Equal(t, "Mode(9)", Mode(9).String(), "mode strings")
+	_, ok := ParseMode("EXCLUSIVE")
+	require.False(t, ok, "ParseMode is exact")
 }
 
 func TestReasonStrings(t *testing.T) {
 	want := map[Reason]string{ReasonResigned: "resigned", ReasonClosed: "closed", ReasonStolen: "stolen",
 		ReasonFenced: "fenced", ReasonError: "error", Reason(42): "Reason(42)"}
 	for r, s := range want {
-		if r.String() != s {
-			t.Errorf("%d: %q want %q", int(r), r.String(), s)
-		}
+		assert.Equal(t, s, r.String(), "%d", int(r))
 	}
 }
 
 func TestErrors(t *testing.T) {
-	if !errors.Is(ErrUnavailable, jsglue.ErrUnavailable) || !errors.Is(ErrUnavailable, ErrUnavailable) {
-		t.Fatal("ErrUnavailable must match jsglue.ErrUnavailable")
-	}
-	if errors.Is(ErrStolen, jsglue.ErrUnavailable) || errors.Is(ErrStolen, ErrClosed) {
-		t.Fatal("sentinels are distinct")
-	}
-	if jsglue.NameOf(ErrUnavailable) != "NotSupportedError" || jsglue.NameOf(ErrStolen) != "LockStolenError" {
-		t.Fatal("JS names")
-	}
+	require.ErrorIs(t, ErrUnavailable, jsglue.ErrUnavailable, "ErrUnavailable must match jsglue.ErrUnavailable")
+	require.ErrorIs(t, ErrUnavailable, ErrUnavailable, "ErrUnavailable must match jsglue.ErrUnavailable")
+	require.NotErrorIs(t, ErrStolen, jsglue.ErrUnavailable, "sentinels are distinct")
+	require.NotErrorIs(t, ErrStolen, ErrClosed, "sentinels are distinct")
+	require.Equal(t, "NotSupportedError", jsglue.NameOf(ErrUnavailable), "JS names")
+	require.Equal(t, "LockStolenError", jsglue.NameOf(ErrStolen), "JS names")
 	err := Options{Steal: true, IfAvailable: true}.Validate()
-	if jsglue.NameOf(err) != "NotSupportedError" || !strings.Contains(err.Error(), "ifAvailable") {
-		t.Fatalf("detail error: %v %s", err, jsglue.NameOf(err))
-	}
+	require.Equal(t, "NotSupportedError", jsglue.NameOf(err), "detail error: %v", err)
+	require.Contains(t, err.Error(), "ifAvailable", "detail error: %v", err)
 	fence := errors.New("server: stale token 3 < 5")
 	le := &LostError{Reason: ReasonFenced, Resource: "r", Token: 3, Err: fence}
-	if !errors.Is(le, ErrFenced) || !errors.Is(le, fence) || errors.Is(le, ErrStolen) {
-		t.Fatal("LostError matching")
-	}
-	if s := le.Error(); !strings.Contains(s, "fenced") || !strings.Contains(s, "token 3") || !strings.Contains(s, "stale token") {
-		t.Fatal(s)
-	}
-	if jsglue.NameOf(le) != "LostLeadershipError" {
-		t.Fatal(jsglue.NameOf(le))
-	}
+	require.ErrorIs(t, le, ErrFenced, "LostError matching")
+	require.ErrorIs(t, le, fence, "LostError matching")
+	require.NotErrorIs(t, le, ErrStolen, "LostError matching")
+	s := le.Error()
+	require.Contains(t, s, "fenced")
+	require.Contains(t, s, "token 3")
+	require.Contains(t, s, "stale token")
+	require.Equal(t, "LostLeadershipError", jsglue.NameOf(le))
 	pe := panicErr("OnLeader", errors.New("boom"))
-	if !strings.Contains(pe.Error(), "OnLeader: boom") || errors.Unwrap(pe) == nil {
-		t.Fatal(pe)
-	}
+	require.Contains(t, pe.Error(), "OnLeader: boom", pe)
+	require.Error(t, errors.Unwrap(pe), pe)
 }
 
 func TestClassify(t *testing.T) {
@@ -141,33 +128,26 @@ func TestClassify(t *testing.T) {
 		{context.Canceled, ReasonError},
 	}
 	for _, c := range cases {
-		if got := classify(c.cause); got.Reason != c.want {
-			t.Errorf("%v: %v want %v", c.cause, got.Reason, c.want)
-		}
+		assert.Equal(t, c.want, classify(c.cause).Reason, "%v", c.cause)
 	}
 }
 
 func TestSnapshot(t *testing.T) {
 	s := Snapshot{Held: []Info{{Name: "a"}}, Pending: []Info{{Name: "a"}, {Name: "b"}, {Name: "a"}}}
-	if !s.Holds("a") || s.Holds("b") || s.Waiting("a") != 2 || s.Waiting("c") != 0 {
-		t.Fatal(s)
-	}
+	require.True(t, s.Holds("a"), s)
+	require.False(t, s.Holds("b"), s)
+	require.Equal(t, 2, s.Waiting("a"), s)
+	require.Equal(t, 0, s.Waiting("c"), s)
 }
 
 func TestRequestValidatesBeforeJS(t *testing.T) {
 	ctx := context.Background()
 	noop := func(context.Context) error { return nil }
-	if err := Request(ctx, "x", Options{Steal: true, Mode: Shared}, noop); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatal(err)
-	}
-	if err := Request(ctx, "x", Options{}, nil); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, Request(ctx, "x", Options{Steal: true, Mode: Shared}, noop), ErrInvalidOptions)
+	require.ErrorIs(t, Request(ctx, "x", Options{}, nil), ErrInvalidOptions)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := Request(cctx, "x", Options{}, noop); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, Request(cctx, "x", Options{}, noop), context.Canceled)
 }
 
 func TestRunFnRecovers(t *testing.T) {
@@ -180,7 +160,7 @@ func TestRunFnRecovers(t *testing.T) {
 
 func TestRandomID(t *testing.T) {
 	a, b := randomID(), randomID()
-	if len(a) != 32 || a == b || strings.Trim(a, "0123456789abcdef") != "" {
-		t.Fatal(a, b)
-	}
+	require.Len(t, a, 32)
+	require.NotEqual(t, b, a)
+	require.Equal(t, "", strings.Trim(a, "0123456789abcdef"))
 }

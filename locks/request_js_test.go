@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -24,18 +27,14 @@ func holdByHand(t *testing.T, ctx context.Context, name string, fn func(context.
 
 func lockName(t *testing.T) string {
 	n, err := Name(uniqueScope(t), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return n
 }
 
 func snapshot(t *testing.T) Snapshot {
 	t.Helper()
 	s, err := Query(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -45,9 +44,7 @@ func TestRequestHoldsWhileFnRuns(t *testing.T) {
 	err := Request(context.Background(), name, Options{}, func(ctx context.Context) error {
 		ran = true
 		s := snapshot(t) // fn may await: it is on its own goroutine
-		if !s.Holds(name) {
-			t.Error("lock not held inside fn")
-		}
+		assert.True(t, s.Holds(name), "lock not held inside fn")
 		for _, i := range s.Held {
 			if i.Name == name && (i.Mode != Exclusive || i.ClientID == "") {
 				t.Errorf("info %+v", i)
@@ -55,12 +52,9 @@ func TestRequestHoldsWhileFnRuns(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || !ran {
-		t.Fatal(err, ran)
-	}
-	if snapshot(t).Holds(name) {
-		t.Fatal("released after fn returns")
-	}
+	require.NoError(t, err)
+	require.True(t, ran)
+	require.False(t, snapshot(t).Holds(name), "released after fn returns")
 }
 
 func TestRequestReturnsFnErrorAndRecoversPanic(t *testing.T) {
@@ -71,12 +65,8 @@ func TestRequestReturnsFnErrorAndRecoversPanic(t *testing.T) {
 	}
 	err := Request(context.Background(), name, Options{}, func(context.Context) error { panic("kaboom") })
 	var pe *PanicError
-	if !errors.As(err, &pe) {
-		t.Fatal(err)
-	}
-	if snapshot(t).Holds(name) {
-		t.Fatal("a panicking fn releases the lock")
-	}
+	require.ErrorAs(t, err, &pe)
+	require.False(t, snapshot(t).Holds(name), "a panicking fn releases the lock")
 }
 
 // hold takes name and keeps it until release is closed.
@@ -119,22 +109,18 @@ func TestRequestIfAvailable(t *testing.T) {
 	release, _ := hold(t, name, Options{})
 	called := false
 	err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { called = true; return nil })
-	if !errors.Is(err, ErrNotAcquired) || called {
-		t.Fatal(err, called)
-	}
+	require.ErrorIs(t, err, ErrNotAcquired)
+	require.False(t, called)
 	release()
-	if err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { called = true; return nil }); err != nil || !called {
-		t.Fatal(err)
-	}
+	require.NoError(t, Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { called = true; return nil }))
+	require.True(t, called)
 }
 
 func TestRequestSharedHoldersCoexist(t *testing.T) {
 	name := lockName(t)
 	r1, _ := hold(t, name, Options{Mode: Shared})
 	r2, _ := hold(t, name, Options{Mode: Shared})
-	if err := Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { return nil }); !errors.Is(err, ErrNotAcquired) {
-		t.Fatal("exclusive must wait for shared holders", err)
-	}
+	require.ErrorIs(t, Request(context.Background(), name, Options{IfAvailable: true}, func(context.Context) error { return nil }), ErrNotAcquired, "exclusive must wait for shared holders")
 	r1()
 	r2()
 }
@@ -158,15 +144,12 @@ func TestRequestCancelWhileWaitingWithdraws(t *testing.T) {
 	cancel()
 	select {
 	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatal(err)
-		}
+		require.ErrorIs(t, err, context.Canceled)
 	case <-time.After(wait):
 		t.Fatal("cancel was not prompt")
 	}
-	if n := snapshot(t).Waiting(name); n != 0 {
-		t.Fatalf("%d pending after withdrawal", n)
-	}
+	n := snapshot(t).Waiting(name)
+	require.Equal(t, 0, n, "%d pending after withdrawal", n)
 }
 
 func TestRequestCtxEndWhileHoldingCancelsFn(t *testing.T) {
@@ -181,12 +164,8 @@ func TestRequestCtxEndWhileHoldingCancelsFn(t *testing.T) {
 		<-fctx.Done()
 		return fctx.Err()
 	})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if snapshot(t).Holds(name) {
-		t.Fatal("released")
-	}
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, snapshot(t).Holds(name), "released")
 }
 
 func TestRequestStealRejectsHolderWithAbort(t *testing.T) {
@@ -203,27 +182,18 @@ func TestRequestStealRejectsHolderWithAbort(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || !stole {
-		t.Fatal(err)
-	}
-	if !errors.Is(context.Cause(holderCtx), ErrStolen) {
-		t.Fatal(context.Cause(holderCtx))
-	}
-	if err := release(); !errors.Is(err, ErrStolen) {
-		t.Fatal("holder's Request must return ErrStolen, got", err)
-	}
+	require.NoError(t, err)
+	require.True(t, stole)
+	require.ErrorIs(t, context.Cause(holderCtx), ErrStolen)
+	require.ErrorIs(t, release(), ErrStolen, "holder's Request must return ErrStolen")
 }
 
 func TestRequestInvalidOptionsNeverReachJS(t *testing.T) {
 	err := Request(context.Background(), "x", Options{Steal: true, IfAvailable: true}, func(context.Context) error { return nil })
-	if !errors.Is(err, ErrInvalidOptions) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, ErrInvalidOptions)
 	// A name the browser rejects comes back as its DOMException.
 	err = Request(context.Background(), "-reserved", Options{}, func(context.Context) error { return nil })
-	if !errors.Is(err, jsglue.ErrNotSupported) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, jsglue.ErrNotSupported)
 }
 
 // withoutLocks shadows navigator.locks for the duration of fn.
@@ -237,9 +207,7 @@ func withoutLocks(t *testing.T, fn func()) {
 	def.Invoke(nav, "locks", desc)
 	defer func() {
 		js.Global().Get("Reflect").Call("deleteProperty", nav, "locks") // the prototype's getter shows again
-		if nav.Get("locks").Type() != js.TypeObject {
-			t.Fatal("navigator.locks not restored")
-		}
+		require.Equal(t, js.TypeObject, nav.Get("locks").Type(), "navigator.locks not restored")
 	}()
 	fn()
 }
@@ -269,9 +237,7 @@ func TestUnavailable(t *testing.T) {
 		}
 		e.Close()
 	})
-	if err := Request(context.Background(), lockName(t), Options{}, func(context.Context) error { return nil }); err != nil {
-		t.Fatal("after restore:", err)
-	}
+	require.NoError(t, Request(context.Background(), lockName(t), Options{}, func(context.Context) error { return nil }), "after restore")
 }
 
 func settle(base int) int {
@@ -310,9 +276,7 @@ func TestRequestLeaksNothing(t *testing.T) {
 		}()
 	}
 	for w := 0; w < workers; w++ {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-errc)
 	}
 
 	// 8,000 requests queued behind a held lock (4 goroutines), then
@@ -337,22 +301,15 @@ func TestRequestLeaksNothing(t *testing.T) {
 		}()
 	}
 	for w := 0; w < workers; w++ {
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-errc)
 	}
-	if err := release(); err != nil {
-		t.Fatal(err)
-	}
-	if got := jsglue.LiveCallbacks(); got != baseCB {
-		t.Fatalf("live callbacks %d, want %d", got, baseCB)
-	}
-	if got := settle(baseG); got > baseG+2 {
-		t.Fatalf("goroutines %d, baseline %d", got, baseG)
-	}
-	if s := snapshot(t); s.Holds(name) || s.Waiting(name) != 0 {
-		t.Fatal("lock state left behind", s)
-	}
+	require.NoError(t, release())
+	require.Equal(t, baseCB, jsglue.LiveCallbacks(), "live callbacks")
+	got := settle(baseG)
+	require.LessOrEqual(t, got, baseG+2, "goroutines %d, baseline %d", got, baseG)
+	s := snapshot(t)
+	require.False(t, s.Holds(name), "lock state left behind")
+	require.Equal(t, 0, s.Waiting(name), "lock state left behind")
 	t.Logf("granted %v, withdrawn %v", t1.Sub(t0), time.Since(t1))
 	t.Logf("callbacks %d -> %d, goroutines %d -> %d", baseCB, jsglue.LiveCallbacks(), baseG, runtime.NumGoroutine())
 }
@@ -372,10 +329,7 @@ func TestElectionsLeakNothing(t *testing.T) {
 		<-a.e.Done()
 		<-b.e.Done()
 	}
-	if got := jsglue.LiveCallbacks(); got != baseCB {
-		t.Fatalf("live callbacks %d, want %d", got, baseCB)
-	}
-	if got := settle(baseG); got > baseG+2 {
-		t.Fatalf("goroutines %d, baseline %d", got, baseG)
-	}
+	require.Equal(t, baseCB, jsglue.LiveCallbacks(), "live callbacks")
+	got := settle(baseG)
+	require.LessOrEqual(t, got, baseG+2, "goroutines %d, baseline %d", got, baseG)
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 )
 
 // validScopeStd is validScope as it was, with utf8.ValidString: the hand
@@ -32,9 +34,7 @@ func checkScope(t *testing.T, s string) {
 	if err := validScope(s); err != nil {
 		got = err.(*detailError).detail
 	}
-	if got != want {
-		t.Fatalf("validScope(%q) = %q, want %q", s, got, want)
-	}
+	require.Equal(t, want, got, "validScope(%q)", s)
 }
 
 var scopeCases = []string{

@@ -1,55 +1,47 @@
 package locks
 
 import (
-	"errors"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBackoff(t *testing.T) {
 	want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
 		800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
 	for n, w := range want {
-		if got := backoff(n); got != w {
-			t.Errorf("backoff(%d) = %v want %v", n, got, w)
-		}
+		assert.Equal(t, w, backoff(n), "backoff(%d)", n)
 	}
-	if backoff(1000) != backoffMax {
-		t.Fatal("cap")
-	}
+	require.Equal(t, backoffMax, backoff(1000), "cap")
 }
 
 func TestMachineLeadAndResign(t *testing.T) {
 	var m machine
-	if started, err := m.start(); !started || err != nil {
-		t.Fatal(started, err)
-	}
-	if started, _ := m.start(); started {
-		t.Fatal("second start must not start again")
-	}
-	if a := m.next(); a.kind != actJoin || a.steal {
-		t.Fatalf("%+v", a)
-	}
+	started, err := m.start()
+	require.True(t, started)
+	require.NoError(t, err)
+	started, _ = m.start()
+	require.False(t, started, "second start must not start again")
+	a := m.next()
+	require.Equal(t, actJoin, a.kind)
+	require.False(t, a.steal)
 	gen, ok := m.granted()
-	if !ok || gen != 1 || m.phase != phaseAcquiring || m.leading() {
-		t.Fatal(gen, ok, m.phase)
-	}
-	if lead, _ := m.allocated(); !lead || !m.leading() {
-		t.Fatal("must lead")
-	}
-	if m.resignReq() != resignNow {
-		t.Fatal("leader resigns now")
-	}
+	require.True(t, ok)
+	require.Equal(t, 1, gen)
+	require.Equal(t, phaseAcquiring, m.phase)
+	require.False(t, m.leading())
+	lead, _ := m.allocated()
+	require.True(t, lead, "must lead")
+	require.True(t, m.leading(), "must lead")
+	require.Equal(t, resignNow, m.resignReq(), "leader resigns now")
 	m.ended(ReasonResigned)
-	if m.phase != phaseJoining || m.delay != 0 {
-		t.Fatal("resign rejoins at once", m.phase, m.delay)
-	}
-	if a := m.next(); a.kind != actJoin {
-		t.Fatalf("%+v", a)
-	}
-	if gen, _ := m.granted(); gen != 2 {
-		t.Fatal("generation counts leaderships", gen)
-	}
+	require.Equal(t, phaseJoining, m.phase, "resign rejoins at once")
+	require.Equal(t, time.Duration(0), m.delay, "resign rejoins at once")
+	require.Equal(t, actJoin, m.next().kind)
+	gen, _ = m.granted()
+	require.Equal(t, 2, gen, "generation counts leaderships")
 }
 
 func TestMachineResignWhileAcquiring(t *testing.T) {
@@ -57,24 +49,18 @@ func TestMachineResignWhileAcquiring(t *testing.T) {
 	m.start()
 	m.next()
 	m.granted()
-	if m.resignReq() != resignLater {
-		t.Fatal("acquiring: resign later")
-	}
+	require.Equal(t, resignLater, m.resignReq(), "acquiring: resign later")
 	lead, cause := m.allocated()
-	if lead || !errors.Is(cause, ErrResigned) {
-		t.Fatal(lead, cause)
-	}
+	require.False(t, lead)
+	require.ErrorIs(t, cause, ErrResigned)
 	m.ended(ReasonResigned)
 	// The flag does not leak into the next term.
 	m.next()
 	m.granted()
-	if lead, _ := m.allocated(); !lead {
-		t.Fatal("next term leads")
-	}
+	lead, _ = m.allocated()
+	require.True(t, lead, "next term leads")
 	var idle machine
-	if idle.resignReq() != resignNothing {
-		t.Fatal("idle resign is a no-op")
-	}
+	require.Equal(t, resignNothing, idle.resignReq(), "idle resign is a no-op")
 }
 
 func TestMachineFailuresBackOff(t *testing.T) {
@@ -86,9 +72,9 @@ func TestMachineFailuresBackOff(t *testing.T) {
 			t.Fatalf("%+v", a)
 		}
 		if i > 1 {
-			if a.kind != actWait || a.delay != backoff(i-1) || m.phase != phaseBackoff {
-				t.Fatalf("failure %d: %+v %v", i, a, m.phase)
-			}
+			require.Equal(t, actWait, a.kind, "failure %d: %+v", i, a)
+			require.Equal(t, backoff(i-1), a.delay, "failure %d: %+v", i, a)
+			require.Equal(t, phaseBackoff, m.phase, "failure %d: %+v", i, a)
 			if a = m.next(); a.kind != actJoin {
 				t.Fatalf("after the wait it joins: %+v", a)
 			}
@@ -96,113 +82,85 @@ func TestMachineFailuresBackOff(t *testing.T) {
 		m.granted()
 		m.ended(ReasonError) // token allocation failed
 	}
-	if m.failures != 3 {
-		t.Fatal(m.failures)
-	}
+	require.Equal(t, 3, m.failures)
 	m.next()
 	m.next()
 	m.granted()
 	m.allocated()
 	m.ended(ReasonStolen) // a term that ended normally resets
-	if m.failures != 0 || m.delay != 0 {
-		t.Fatal("reset", m.failures, m.delay)
-	}
+	require.Equal(t, 0, m.failures, "reset")
+	require.Equal(t, time.Duration(0), m.delay, "reset")
 	m.failed() // request error before any grant
-	if a := m.next(); a.kind != actWait || a.delay != backoffMin {
-		t.Fatalf("%+v", a)
-	}
+	a := m.next()
+	require.Equal(t, actWait, a.kind)
+	require.Equal(t, backoffMin, a.delay)
 	m.ended(ReasonFenced)
-	if m.delay == 0 {
-		t.Fatal("fenced backs off")
-	}
+	require.NotEqual(t, time.Duration(0), m.delay, "fenced backs off")
 }
 
 func TestMachineSteal(t *testing.T) {
 	var idle machine
-	if idle.stealReq() != stealStart || idle.phase != phaseJoining {
-		t.Fatal("idle steal starts")
-	}
-	if a := idle.next(); a.kind != actJoin || !a.steal {
-		t.Fatalf("%+v", a)
-	}
-	if a := idle.next(); a.steal {
-		t.Fatal("steal flag is used once")
-	}
+	require.Equal(t, stealStart, idle.stealReq(), "idle steal starts")
+	require.Equal(t, phaseJoining, idle.phase, "idle steal starts")
+	a := idle.next()
+	require.Equal(t, actJoin, a.kind)
+	require.True(t, a.steal)
+	require.False(t, idle.next().steal, "steal flag is used once")
 
 	var m machine
 	m.start()
 	m.next()
-	if m.stealReq() != stealWithdraw {
-		t.Fatal("waiting: withdraw")
-	}
-	if a := m.next(); !a.steal {
-		t.Fatal("then steal")
-	}
+	require.Equal(t, stealWithdraw, m.stealReq(), "waiting: withdraw")
+	require.True(t, m.next().steal, "then steal")
 	m.granted()
-	if m.stealReq() != stealWait {
-		t.Fatal("acquiring: wait")
-	}
+	require.Equal(t, stealWait, m.stealReq(), "acquiring: wait")
 	m.allocated()
-	if m.stealReq() != stealLeading {
-		t.Fatal("leading")
-	}
+	require.Equal(t, stealLeading, m.stealReq(), "leading")
 	m.ended(ReasonError)
-	if a := m.next(); a.kind != actWait {
-		t.Fatal("backoff")
-	}
-	if m.stealReq() != stealWake {
-		t.Fatal("backoff: wake")
-	}
-	if a := m.next(); a.kind != actJoin || !a.steal || a.delay != 0 {
-		t.Fatalf("steal skips the backoff: %+v", a)
-	}
+	require.Equal(t, actWait, m.next().kind, "backoff")
+	require.Equal(t, stealWake, m.stealReq(), "backoff: wake")
+	a = m.next()
+	require.Equal(t, actJoin, a.kind, "steal skips the backoff")
+	require.True(t, a.steal, "steal skips the backoff")
+	require.Equal(t, time.Duration(0), a.delay, "steal skips the backoff")
 }
 
 func TestMachineClose(t *testing.T) {
 	var idle machine
-	if first, wasIdle := idle.close(); !first || !wasIdle {
-		t.Fatal("idle close")
-	}
-	if _, err := idle.start(); !errors.Is(err, ErrClosed) {
-		t.Fatal("start after close")
-	}
+	first, wasIdle := idle.close()
+	require.True(t, first, "idle close")
+	require.True(t, wasIdle, "idle close")
+	_, err := idle.start()
+	require.ErrorIs(t, err, ErrClosed, "start after close")
 
 	var m machine
 	m.start()
 	m.next()
-	if first, wasIdle := m.close(); !first || wasIdle {
-		t.Fatal("close")
-	}
-	if first, _ := m.close(); first {
-		t.Fatal("idempotent")
-	}
-	if _, ok := m.granted(); ok {
-		t.Fatal("a closed election never takes the lock")
-	}
-	if a := m.next(); a.kind != actStop {
-		t.Fatal("stop")
-	}
-	if m.stealReq() != stealClosed || m.resignReq() != resignClosed {
-		t.Fatal("closed")
-	}
+	first, wasIdle = m.close()
+	require.True(t, first, "close")
+	require.False(t, wasIdle, "close")
+	first, _ = m.close()
+	require.False(t, first, "idempotent")
+	_, ok := m.granted()
+	require.False(t, ok, "a closed election never takes the lock")
+	require.Equal(t, actStop, m.next().kind, "stop")
+	require.Equal(t, stealClosed, m.stealReq(), "closed")
+	require.Equal(t, resignClosed, m.resignReq(), "closed")
 
 	var l machine
 	l.start()
 	l.next()
 	l.granted()
 	l.close() // close while acquiring
-	if lead, cause := l.allocated(); lead || !errors.Is(cause, ErrClosed) {
-		t.Fatal(lead, cause)
-	}
+	lead, cause := l.allocated()
+	require.False(t, lead)
+	require.ErrorIs(t, cause, ErrClosed)
 	l.ended(ReasonClosed)
 	l.failed()
-	if l.phase != phaseClosed {
-		t.Fatal("closed is terminal")
-	}
+	require.Equal(t, phaseClosed, l.phase, "closed is terminal")
 }
 
 func TestPhaseString(t *testing.T) {
-	if phaseLeading.String() != "leading" || phaseClosed.String() != "closed" {
-		t.Fatal()
-	}
+	require.Equal(t, "leading", phaseLeading.String())
+	require.Equal(t, "closed", phaseClosed.String())
 }

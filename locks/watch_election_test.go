@@ -5,6 +5,8 @@ package locks
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The watchdog inside an election, on fakeLocks and the in-memory heartbeat
@@ -32,44 +34,31 @@ func TestWatchdogStealsFromFrozenLeader(t *testing.T) {
 	b := watched(t, "b", scope, f)
 	b.waitFollower()
 	bs := bus.beacons(channelOf(a))
-	if len(bs) != 2 {
-		t.Fatalf("%d beacons", len(bs))
-	}
+	require.Len(t, bs, 2, "%d beacons", len(bs))
 	// Beating, the leader is never stolen from.
 	time.Sleep(MinStallAfter + time.Second)
-	if !a.e.IsLeader() || b.e.IsLeader() {
-		t.Fatal("a live leader was stolen from")
-	}
-	if b.e.WatchStats().Heard == 0 {
-		t.Fatal("follower heard no heartbeat")
-	}
+	require.True(t, a.e.IsLeader(), "a live leader was stolen from")
+	require.False(t, b.e.IsLeader(), "a live leader was stolen from")
+	require.NotEqual(t, uint64(0), b.e.WatchStats().Heard, "follower heard no heartbeat")
 
 	frozenAt := time.Now()
 	bs[0].freeze(true)
 	lb := b.waitLeader()
 	took := time.Since(frozenAt)
-	if took < MinStallAfter-HeartbeatEvery || took > MinStallAfter+maxJitter+time.Second {
-		t.Fatalf("stole %v after the freeze (stallAfter %v)", took, MinStallAfter)
-	}
-	if lb.Token <= la.Token {
-		t.Fatalf("thief's token %d not above %d", lb.Token, la.Token)
-	}
+	require.GreaterOrEqual(t, took, MinStallAfter-HeartbeatEvery, "stole %v after the freeze (stallAfter %v)", took, MinStallAfter)
+	require.LessOrEqual(t, took, MinStallAfter+maxJitter+time.Second, "stole %v after the freeze (stallAfter %v)", took, MinStallAfter)
+	require.Greater(t, lb.Token, la.Token, "thief's token %d not above %d", lb.Token, la.Token)
 	a.waitLost(ReasonStolen)
-	if la.Ctx.Err() == nil {
-		t.Fatal("old leadership context still live")
-	}
-	if s := b.e.WatchStats(); s.Steals != 1 {
-		t.Fatalf("%+v", s)
-	}
+	require.Error(t, la.Ctx.Err(), "old leadership context still live")
+	require.Equal(t, uint64(1), b.e.WatchStats().Steals)
 	t.Logf("stolen %v after the freeze", took.Round(time.Millisecond))
 	// The old leader rejoins as a follower; the new one's heartbeats keep
 	// it from stealing back, although it is visible and "resumed".
 	bs[0].freeze(false)
 	a.waitFollower()
 	time.Sleep(MinStallAfter + time.Second)
-	if !b.e.IsLeader() || a.e.WatchStats().Steals != 0 {
-		t.Fatalf("b leads %v, a's steals %d", b.e.IsLeader(), a.e.WatchStats().Steals)
-	}
+	require.True(t, b.e.IsLeader(), "b leads %v, a's steals %d", b.e.IsLeader(), a.e.WatchStats().Steals)
+	require.Equal(t, uint64(0), a.e.WatchStats().Steals, "b leads %v, a's steals %d", b.e.IsLeader(), a.e.WatchStats().Steals)
 }
 
 // A hidden follower never steals, however long the leader is silent; once
@@ -86,15 +75,13 @@ func TestWatchdogHiddenFollowerNeverSteals(t *testing.T) {
 	bs[1].h.visible(false)
 	bs[0].freeze(true)
 	time.Sleep(2 * MinStallAfter)
-	if b.e.IsLeader() || !a.e.IsLeader() {
-		t.Fatal("a hidden follower stole")
-	}
+	require.False(t, b.e.IsLeader(), "a hidden follower stole")
+	require.True(t, a.e.IsLeader(), "a hidden follower stole")
 	shown := time.Now()
 	bs[1].h.visible(true)
 	b.waitLeader()
-	if took := time.Since(shown); took < MinStallAfter-100*time.Millisecond {
-		t.Fatalf("stole %v after becoming visible: before a full stallAfter", took)
-	}
+	took := time.Since(shown)
+	require.GreaterOrEqual(t, took, MinStallAfter-100*time.Millisecond, "stole %v after becoming visible: before a full stallAfter", took)
 }
 
 // Without the watchdog a frozen leader keeps its lock: the behaviour the
@@ -106,11 +93,7 @@ func TestNoWatchdogFrozenLeaderKeepsLock(t *testing.T) {
 	a.waitLeader()
 	b := newProbe(t, "b", scope, 1, func(c *Config) { c.Fencer = f }).start()
 	b.waitFollower()
-	if len(bus.beacons(channelOf(a))) != 0 {
-		t.Fatal("an election without stallAfter opened a heartbeat channel")
-	}
+	require.Empty(t, bus.beacons(channelOf(a)), "an election without stallAfter opened a heartbeat channel")
 	time.Sleep(MinStallAfter + time.Second)
-	if b.e.IsLeader() {
-		t.Fatal("stolen without a watchdog")
-	}
+	require.False(t, b.e.IsLeader(), "stolen without a watchdog")
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -39,14 +42,12 @@ func TestBeaconPostsOnlyTokenAndTimeAndDropsGarbage(t *testing.T) {
 	hb := js.Global().Get("__hb")
 	for i := 0; i < hb.Length(); i++ {
 		m := hb.Index(i)
-		if m.Get("keys").String() != "at,token" || uint64(m.Get("token").Float()) != la.Token {
-			t.Fatalf("heartbeat %d: keys %s token %v, want only at and token %d", i, m.Get("keys"), m.Get("token"), la.Token)
-		}
+		require.Equal(t, "at,token", m.Get("keys").String(), "heartbeat %d: keys %s token %v, want only at and token %d", i, m.Get("keys"), m.Get("token"), la.Token)
+		require.Equal(t, la.Token, uint64(m.Get("token").Float()), "heartbeat %d: keys %s token %v, want only at and token %d", i, m.Get("keys"), m.Get("token"), la.Token)
 		if i > 0 {
 			gap := m.Get("got").Float() - hb.Index(i-1).Get("got").Float()
-			if gap < float64(HeartbeatEvery.Milliseconds())*0.8 || gap > float64(MinStallAfter.Milliseconds())/2 {
-				t.Errorf("heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
-			}
+			assert.GreaterOrEqual(t, gap, float64(HeartbeatEvery.Milliseconds())*0.8, "heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
+			assert.LessOrEqual(t, gap, float64(MinStallAfter.Milliseconds())/2, "heartbeat gap %.0f ms, want about %v", gap, HeartbeatEvery)
 		}
 	}
 
@@ -67,9 +68,8 @@ func TestBeaconPostsOnlyTokenAndTimeAndDropsGarbage(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !a.e.IsLeader() || b.e.IsLeader() {
-		t.Fatal("garbage on the heartbeat channel changed the leader")
-	}
+	require.True(t, a.e.IsLeader(), "garbage on the heartbeat channel changed the leader")
+	require.False(t, b.e.IsLeader(), "garbage on the heartbeat channel changed the leader")
 	a.e.Close()
 	b.waitLeader()
 	b.e.Close()

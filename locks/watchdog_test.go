@@ -4,9 +4,12 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stretchr/testify/assert"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -25,20 +28,14 @@ func visibleFollower(stall time.Duration, rnd func(int64) int64) *Watchdog {
 
 func TestWatchdogStealsAfterSilence(t *testing.T) {
 	w := visibleFollower(3*time.Second, noJitter)
-	if w.Tick(at(2999)) {
-		t.Fatal("stole before stallAfter")
-	}
-	if !w.Tick(at(3000)) {
-		t.Fatal("no steal after stallAfter of silence")
-	}
+	require.False(t, w.Tick(at(2999)), "stole before stallAfter")
+	require.True(t, w.Tick(at(3000)), "no steal after stallAfter of silence")
 	// One steal per silence: the election leads or rejoins (Follow).
-	if w.Tick(at(9000)) || !w.Deadline().IsZero() {
-		t.Fatal("stole twice without following again")
-	}
+	require.False(t, w.Tick(at(9000)), "stole twice without following again")
+	require.True(t, w.Deadline().IsZero(), "stole twice without following again")
 	w.Follow(at(9000))
-	if !w.Tick(at(12000)) || w.Stats().Steals != 2 {
-		t.Fatalf("after rejoining: %+v", w.Stats())
-	}
+	require.True(t, w.Tick(at(12000)), "after rejoining: %+v", w.Stats())
+	require.Equal(t, uint64(2), w.Stats().Steals, "after rejoining: %+v", w.Stats())
 }
 
 func TestWatchdogHeartbeatsKeepTheLeader(t *testing.T) {
@@ -52,17 +49,13 @@ func TestWatchdogHeartbeatsKeepTheLeader(t *testing.T) {
 			gap = 2000
 		}
 		ms += gap
-		if w.Tick(at(ms)) {
-			t.Fatalf("stole at %d ms after a %d ms gap", ms, gap)
-		}
+		require.False(t, w.Tick(at(ms)), "stole at %d ms after a %d ms gap", ms, gap)
 		w.Heard(at(ms), 5)
 	}
-	if w.Stats().Heard == 0 || w.Stats().Steals != 0 {
-		t.Fatalf("%+v", w.Stats())
-	}
-	if got := w.Deadline(); !got.Equal(at(ms + 3000)) {
-		t.Fatalf("deadline %v, want 3 s after the last heartbeat", got.Sub(t0))
-	}
+	require.NotEqual(t, uint64(0), w.Stats().Heard, "%+v", w.Stats())
+	require.Equal(t, uint64(0), w.Stats().Steals, "%+v", w.Stats())
+	got := w.Deadline()
+	require.True(t, got.Equal(at(ms+3000)), "deadline %v, want 3 s after the last heartbeat", got.Sub(t0))
 }
 
 func TestWatchdogOlderTokenIsNotALiveLeader(t *testing.T) {
@@ -71,59 +64,43 @@ func TestWatchdogOlderTokenIsNotALiveLeader(t *testing.T) {
 	// The deposed leader (token 6) resumes and beats once more: it proves
 	// nothing about the current leader.
 	w.Heard(at(2000), 6)
-	if !w.Tick(at(3100)) {
-		t.Fatal("a stale token restarted the stall timer")
-	}
-	if s := w.Stats(); s.Stale != 1 || s.Heard != 1 {
-		t.Fatalf("%+v", s)
-	}
+	require.True(t, w.Tick(at(3100)), "a stale token restarted the stall timer")
+	s := w.Stats()
+	require.Equal(t, uint64(1), s.Stale)
+	require.Equal(t, uint64(1), s.Heard)
 	// This tab's own leadership counts as heard: after it is stolen from,
 	// an older token still proves nothing.
 	w.Led(9)
 	w.Follow(at(4000))
 	w.Heard(at(5000), 8)
-	if !w.Tick(at(7000)) {
-		t.Fatal("a token below this tab's own restarted the timer")
-	}
+	require.True(t, w.Tick(at(7000)), "a token below this tab's own restarted the timer")
 }
 
 func TestWatchdogOnlyAVisibleAwakeFollowerSteals(t *testing.T) {
 	w := NewWatchdog(3*time.Second, noJitter)
 	w.Follow(t0)
 	// Hidden (the default until told): never, however long the silence.
-	if w.Tick(at(600000)) || !w.Deadline().IsZero() {
-		t.Fatal("a hidden follower stole")
-	}
+	require.False(t, w.Tick(at(600000)), "a hidden follower stole")
+	require.True(t, w.Deadline().IsZero(), "a hidden follower stole")
 	// Becoming visible starts the silence then, not at the last heartbeat.
 	w.SetVisible(at(600000), true)
-	if w.Tick(at(602999)) {
-		t.Fatal("stole on silence from before the tab was visible")
-	}
-	if !w.Tick(at(603000)) {
-		t.Fatal("visible follower never stole")
-	}
+	require.False(t, w.Tick(at(602999)), "stole on silence from before the tab was visible")
+	require.True(t, w.Tick(at(603000)), "visible follower never stole")
 
 	w.Follow(at(700000))
 	w.SetFrozen(at(700500), true)
-	if w.Tick(at(800000)) {
-		t.Fatal("a frozen follower stole")
-	}
+	require.False(t, w.Tick(at(800000)), "a frozen follower stole")
 	w.SetFrozen(at(800000), false)
-	if w.Tick(at(802999)) || !w.Tick(at(803000)) {
-		t.Fatal("after resume: the silence must start at the resume")
-	}
+	require.False(t, w.Tick(at(802999)), "after resume: the silence must start at the resume")
+	require.True(t, w.Tick(at(803000)), "after resume: the silence must start at the resume")
 
 	// Not following (leading, acquiring, closed): never.
 	w.Stop()
-	if w.Tick(at(900000)) {
-		t.Fatal("stole while not following")
-	}
+	require.False(t, w.Tick(at(900000)), "stole while not following")
 	// Hidden again: the deadline goes away.
 	w.Follow(at(900000))
 	w.SetVisible(at(900001), false)
-	if !w.Deadline().IsZero() {
-		t.Fatal("hidden follower has a deadline")
-	}
+	require.True(t, w.Deadline().IsZero(), "hidden follower has a deadline")
 }
 
 func TestWatchdogJitterIsBounded(t *testing.T) {
@@ -132,12 +109,10 @@ func TestWatchdogJitterIsBounded(t *testing.T) {
 	}{{3 * time.Second, 250 * time.Millisecond}, {5 * time.Second, 250 * time.Millisecond}, {time.Hour, 250 * time.Millisecond}} {
 		w := visibleFollower(c.stall, maxRand)
 		got := w.Deadline().Sub(t0) - c.stall
-		if got < 0 || got >= c.want {
-			t.Errorf("stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
-		}
-		if lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0); lo != c.stall {
-			t.Errorf("stall %v: no-jitter deadline %v", c.stall, lo)
-		}
+		assert.GreaterOrEqual(t, got, time.Duration(0), "stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
+		assert.Less(t, got, c.want, "stall %v: jitter %v, want in [0, %v)", c.stall, got, c.want)
+		lo := visibleFollower(c.stall, noJitter).Deadline().Sub(t0)
+		assert.Equal(t, c.stall, lo, "stall %v: no-jitter deadline %v", c.stall, lo)
 	}
 	// A fresh draw at every restart: two followers that heard the same
 	// heartbeat steal at different times.
@@ -146,9 +121,7 @@ func TestWatchdogJitterIsBounded(t *testing.T) {
 	w := visibleFollower(3*time.Second, func(n int64) int64 { d := draws[i%2] * int64(time.Millisecond); i++; return d % n })
 	first := w.Deadline()
 	w.Heard(at(1000), 1)
-	if w.Deadline().Sub(at(1000)) == first.Sub(t0) {
-		t.Fatal("jitter not redrawn")
-	}
+	require.NotEqual(t, first.Sub(t0), w.Deadline().Sub(at(1000)), "jitter not redrawn")
 }
 
 func TestValidStallAfter(t *testing.T) {
@@ -170,20 +143,15 @@ func TestValidStallAfter(t *testing.T) {
 	}
 	want := "from " + strconv.Itoa(int(MinStallAfter/time.Millisecond)) + " to " + strconv.Itoa(int(MaxStallAfter/time.Millisecond)) +
 		" (" + strconv.Itoa(int(DefaultStallAfter/time.Millisecond)) + " by default)"
-	if !strings.Contains(errStallAfterRange, want) {
-		t.Fatalf("%q does not say %q", errStallAfterRange, want)
-	}
+	require.Contains(t, errStallAfterRange, want, "%q does not say %q", errStallAfterRange, want)
 	// Through NewElection.
-	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("unfenced watchdog election: %v", err)
-	}
-	if _, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: time.Second, Fencer: &countingFencer{}}); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("stallAfter below the minimum: %v", err)
-	}
+	_, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter})
+	require.ErrorIs(t, err, ErrInvalidOptions, "unfenced watchdog election")
+	_, err = NewElection(Config{Scope: "s", Protocol: 1, StallAfter: time.Second, Fencer: &countingFencer{}})
+	require.ErrorIs(t, err, ErrInvalidOptions, "stallAfter below the minimum")
 	e, err := NewElection(Config{Scope: "s", Protocol: 1, StallAfter: DefaultStallAfter, Fencer: &countingFencer{}})
-	if err != nil || e.StallAfter() != DefaultStallAfter {
-		t.Fatalf("%v %v", e, err)
-	}
+	require.NoError(t, err, "%v", e)
+	require.Equal(t, DefaultStallAfter, e.StallAfter(), "%v", e)
 }
 
 func TestParseHeartbeat(t *testing.T) {
@@ -198,11 +166,8 @@ func TestParseHeartbeat(t *testing.T) {
 		{math.NaN(), true, 0, false}, {math.Inf(1), true, 0, false}, {7, false, 0, false},
 	} {
 		tok, ok := ParseHeartbeat(c.v, c.num)
-		if tok != c.token || ok != c.ok {
-			t.Errorf("ParseHeartbeat(%v, %v) = %d %v", c.v, c.num, tok, ok)
-		}
+		assert.Equal(t, c.token, tok, "ParseHeartbeat(%v, %v)", c.v, c.num)
+		assert.Equal(t, c.ok, ok, "ParseHeartbeat(%v, %v)", c.v, c.num)
 	}
-	if got := HeartbeatChannel("tabfence:w:v3"); got != "tabfence:w:v3#heartbeat" {
-		t.Fatal(got)
-	}
+	require.Equal(t, "tabfence:w:v3#heartbeat", HeartbeatChannel("tabfence:w:v3"))
 }

@@ -6,6 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // chunked hides the length of a body, as a chunked upload does.
@@ -23,31 +26,28 @@ func TestBodyOfUnknownLengthIsChargedAsItGrows(t *testing.T) {
 	}
 	for _, size := range []int{0, 1, firstChunk, firstChunk + 1, 100 << 10, limit} {
 		body, release, p := read(size)
-		if p != nil || len(body) != size {
-			t.Fatalf("size %d: %d bytes, problem %+v", size, len(body), p)
-		}
-		if used := rc.bodies.inUse(); used < int64(size) || used > limit+1 || used != int64(cap(body)) {
-			t.Fatalf("size %d: charged %d for a buffer of %d", size, used, cap(body))
-		}
+		require.Nil(t, p, "size %d: %d bytes, problem %+v", size, len(body), p)
+		require.Len(t, body, size, "size %d: %d bytes, problem %+v", size, len(body), p)
+		used := rc.bodies.inUse()
+		require.GreaterOrEqual(t, used, int64(size), "size %d: charged %d for a buffer of %d", size, used, cap(body))
+		require.LessOrEqual(t, used, int64(limit+1), "size %d: charged %d for a buffer of %d", size, used, cap(body))
+		require.Equal(t, int64(cap(body)), used, "size %d: charged %d for a buffer of %d", size, used, cap(body))
 		release()
-		if used := rc.bodies.inUse(); used != 0 {
-			t.Fatalf("size %d: %d bytes still charged after release", size, used)
-		}
+		used = rc.bodies.inUse()
+		require.Equal(t, int64(0), used, "size %d: %d bytes still charged after release", size, used)
 	}
-	if _, _, p := read(limit + 1); p == nil || p.Status != 413 || rc.bodies.inUse() != 0 {
-		t.Fatalf("oversized chunked body: %+v, charged %d", p, rc.bodies.inUse())
-	}
+	_, _, p := read(limit + 1)
+	require.NotNil(t, p, "oversized chunked body: %+v, charged %d", p, rc.bodies.inUse())
+	require.Equal(t, 413, p.Status, "oversized chunked body: %+v, charged %d", p, rc.bodies.inUse())
+	require.Equal(t, int64(0), rc.bodies.inUse(), "oversized chunked body: %+v, charged %d", p, rc.bodies.inUse())
 	// Other requests hold most of the memory: a growing body is refused
 	// with 503 once it no longer fits, and its partial charge is given back.
-	if !rc.bodies.take(limit - 64<<10) {
-		t.Fatal("setup")
-	}
-	if _, _, p := read(100 << 10); p == nil || p.Status != 503 {
-		t.Fatalf("growing past the cap: %+v, want 503", p)
-	}
-	if used := rc.bodies.inUse(); used != limit-64<<10 {
-		t.Fatalf("charged %d after a refusal, want %d", used, limit-64<<10)
-	}
+	require.True(t, rc.bodies.take(limit-64<<10), "setup")
+	_, _, p = read(100 << 10)
+	require.NotNil(t, p, "growing past the cap: %+v, want 503", p)
+	require.Equal(t, 503, p.Status, "growing past the cap: %+v, want 503", p)
+	used := rc.bodies.inUse()
+	require.Equal(t, int64(limit-64<<10), used, "charged %d after a refusal", used)
 }
 
 // The cap holds under concurrency: many readers at once never charge more
@@ -59,9 +59,8 @@ func TestBodyBudgetNeverExceedsCap(t *testing.T) {
 		go func() {
 			r := httptest.NewRequest("POST", "/x", strings.NewReader(strings.Repeat("x", 1000)))
 			_, release, p := rc.readBody(httptest.NewRecorder(), r)
-			if used := rc.bodies.inUse(); used > 5000 {
-				t.Errorf("charged %d > cap", used)
-			}
+			used := rc.bodies.inUse()
+			assert.LessOrEqual(t, used, int64(5000), "charged %d > cap", used)
 			if p == nil {
 				release()
 			}
@@ -71,9 +70,8 @@ func TestBodyBudgetNeverExceedsCap(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		<-done
 	}
-	if used := rc.bodies.inUse(); used != 0 {
-		t.Fatalf("%d bytes still charged", used)
-	}
+	used := rc.bodies.inUse()
+	require.Equal(t, int64(0), used, "%d bytes still charged", used)
 }
 
 // Clients that declare large bodies and trickle them hold only about what
@@ -103,34 +101,29 @@ func TestTrickledBodiesAreChargedWhatArrived(t *testing.T) {
 		}()
 		// A pipe's write returns once the reader has the byte: the body is
 		// being read and charged.
-		if _, err := pw.Write([]byte("x")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := pw.Write([]byte("x"))
+		require.NoError(t, err)
 	}
-	if p := honest(); p != nil {
-		t.Fatalf("%d uploads that sent 1 byte each keep out a 5-byte body: %+v (charged %d)", slow, p, rc.bodies.inUse())
-	}
-	if used := rc.bodies.inUse(); used > slow*firstChunk {
-		t.Fatalf("%d uploads of 1 byte charged %d", slow, used)
-	}
+	p := honest()
+	require.Nil(t, p, "%d uploads that sent 1 byte each keep out a 5-byte body: %+v (charged %d)", slow, p, rc.bodies.inUse())
+	used := rc.bodies.inUse()
+	require.LessOrEqual(t, used, int64(slow*firstChunk), "%d uploads of 1 byte charged %d", slow, used)
 	// Now the uploads really hold the memory: all but their last byte.
 	for _, pw := range writers {
-		if _, err := pw.Write(bytes.Repeat([]byte("x"), limit-2)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := pw.Write(bytes.Repeat([]byte("x"), limit-2))
+		require.NoError(t, err)
 	}
-	if p := honest(); p == nil || p.Status != 503 {
-		t.Fatalf("with %d bytes held: %+v, want 503 (charged %d)", slow*(limit-1), p, rc.bodies.inUse())
-	}
+	p = honest()
+	require.NotNil(t, p, "with %d bytes held: %+v, want 503 (charged %d)", slow*(limit-1), p, rc.bodies.inUse())
+	require.Equal(t, 503, p.Status, "with %d bytes held: %+v, want 503 (charged %d)", slow*(limit-1), p, rc.bodies.inUse())
 	for _, pw := range writers {
 		_ = pw.CloseWithError(io.ErrUnexpectedEOF)
 	}
 	for range writers {
-		if p := <-done; p == nil || p.Status != 400 {
-			t.Fatalf("cut upload: %+v, want 400", p)
-		}
+		p := <-done
+		require.NotNil(t, p, "cut upload: %+v, want 400", p)
+		require.Equal(t, 400, p.Status, "cut upload: %+v, want 400", p)
 	}
-	if used := rc.bodies.inUse(); used != 0 {
-		t.Fatalf("%d bytes still charged", used)
-	}
+	used = rc.bodies.inUse()
+	require.Equal(t, int64(0), used, "%d bytes still charged", used)
 }

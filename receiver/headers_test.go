@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -35,9 +38,8 @@ func TestParseHeaders(t *testing.T) {
 			t.Errorf("%v: err %v, want %v", c.h, err, c.err)
 		}
 		if err != nil {
-			if p := headerProblem(err); p.Status != 400 {
-				t.Errorf("%v: problem status %d", c.h, p.Status)
-			}
+			p := headerProblem(err)
+			assert.Equal(t, 400, p.Status, "%v: problem status %d", c.h, p.Status)
 		}
 	}
 }
@@ -51,9 +53,7 @@ func TestFingerprintBindsEveryPart(t *testing.T) {
 		fingerprint("POST", "/a", "u", []byte("c")),
 		fingerprint("POST", "/au", "", []byte("b")),
 	} {
-		if other == base {
-			t.Fatal("fingerprint collision")
-		}
+		require.NotEqual(t, base, other, "fingerprint collision")
 	}
 }
 
@@ -74,14 +74,12 @@ func FuzzParseHeaders(f *testing.F) {
 		}
 		out, err := parseHeaders(h)
 		if err != nil {
-			if p := headerProblem(err); p.Status != 400 || p.Type == "" {
-				t.Fatalf("bad problem for %v", err)
-			}
+			p := headerProblem(err)
+			require.Equal(t, 400, p.Status, "bad problem for %v", err)
+			require.NotEqual(t, "", p.Type, "bad problem for %v", err)
 			return
 		}
-		if !wire.ValidKey(out.key) {
-			t.Fatalf("accepted key %q", out.key)
-		}
+		require.True(t, wire.ValidKey(out.key), "accepted key %q", out.key)
 		if out.resource != "" && (!wire.ValidResource(out.resource) || out.token < 1 || out.token > wire.MaxToken) {
 			t.Fatalf("accepted fence %q %d", out.resource, out.token)
 		}

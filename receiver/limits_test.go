@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
 	"github.com/tabfence/tabfence/wire"
@@ -42,9 +44,7 @@ func newLimitServer(t *testing.T, opts receiver.Options) *limitServer {
 func newLimitServerOn(t *testing.T, opts receiver.Options, delay time.Duration) *limitServer {
 	t.Helper()
 	sqlite, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var store receiver.Store = sqlite
 	if delay > 0 {
 		store = slowStore{sqlite, delay}
@@ -70,15 +70,12 @@ func newLimitServerOn(t *testing.T, opts receiver.Options, delay time.Duration) 
 func (ls *limitServer) dial(t *testing.T, path, key string, contentLength int, extra string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", ls.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %s\r\nContent-Length: %d\r\n%s\r\n",
 		path, key, contentLength, extra)
-	if _, err := conn.Write([]byte(head)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.Write([]byte(head))
+	require.NoError(t, err)
 	return conn
 }
 
@@ -87,14 +84,10 @@ func readProblem(t *testing.T, conn net.Conn, within time.Duration) (*http.Respo
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(within))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no response within %s: %v", within, err)
-	}
+	require.NoError(t, err, "no response within %s", within)
 	defer resp.Body.Close()
 	var p receiver.Problem
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-		t.Fatalf("status %d: problem body: %v", resp.StatusCode, err)
-	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&p), "status %d: problem body", resp.StatusCode)
 	return resp, p
 }
 
@@ -104,9 +97,7 @@ func (ls *limitServer) post(t *testing.T, key, body string) (*http.Response, []b
 	req, _ := http.NewRequest("POST", ls.srv.URL+"/things", strings.NewReader(body))
 	req.Header.Set(wire.HeaderIdempotencyKey, key)
 	resp, err := ls.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, b
@@ -134,9 +125,9 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		start := time.Now()
 		if path == "/things" {
 			resp, p := readProblem(t, conn, 3*time.Second)
-			if resp.StatusCode != http.StatusRequestTimeout || p.Type != wire.ProblemBodyTimeout || p.Detail == "" {
-				t.Fatalf("%s: %d %+v, want 408 body-timeout", path, resp.StatusCode, p)
-			}
+			require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s: %d %+v, want 408 body-timeout", path, resp.StatusCode, p)
+			require.Equal(t, wire.ProblemBodyTimeout, p.Type, "%s: %d %+v, want 408 body-timeout", path, resp.StatusCode, p)
+			require.NotEqual(t, "", p.Detail, "%s: %d %+v, want 408 body-timeout", path, resp.StatusCode, p)
 		}
 		// The server closes the connection: a read sees EOF (or the reset
 		// of a socket closed with our unread bytes in it), not a hang.
@@ -144,18 +135,15 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		if _, err := io.Copy(io.Discard, conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("%s: connection not closed by the server: %v", path, err)
 		}
-		if d := time.Since(start); d < 250*time.Millisecond {
-			t.Fatalf("%s: cut off after %s, before the deadline", path, d)
-		}
+		d := time.Since(start)
+		require.GreaterOrEqual(t, d, 250*time.Millisecond, "%s: cut off after %s, before the deadline", path, d)
 		close(stop)
 	}
-	if ls.runs.Load() != 0 {
-		t.Fatal("the handler ran for a body that never arrived")
-	}
+	require.Equal(t, int64(0), ls.runs.Load(), "the handler ran for a body that never arrived")
 	// Nothing was stored under the key: a prompt retry runs.
-	if resp, _ := ls.post(t, "slow", strings.Repeat("x", 100)); resp.StatusCode != 201 || resp.Header.Get(wire.HeaderReplayed) != "" {
-		t.Fatalf("retry: %d replayed=%q", resp.StatusCode, resp.Header.Get(wire.HeaderReplayed))
-	}
+	resp, _ := ls.post(t, "slow", strings.Repeat("x", 100))
+	require.Equal(t, 201, resp.StatusCode, "retry: %d replayed", resp.StatusCode)
+	require.Equal(t, "", resp.Header.Get(wire.HeaderReplayed), "retry: %d replayed", resp.StatusCode)
 }
 
 // Uploads held open are charged the bytes they hold; past MaxBodyMemory
@@ -167,9 +155,8 @@ func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
 	conns := make([]net.Conn, held)
 	for i := range conns {
 		conns[i] = ls.dial(t, "/things", fmt.Sprint("held", i), maxBody, "")
-		if _, err := conns[i].Write([]byte(strings.Repeat("x", maxBody-1))); err != nil {
-			t.Fatal(err)
-		}
+		_, err := conns[i].Write([]byte(strings.Repeat("x", maxBody-1)))
+		require.NoError(t, err)
 	}
 	// Probe only once every held upload is charged: a probe in flight while
 	// the last one arrived would have it refused, and the cap never fill.
@@ -194,9 +181,9 @@ func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
 	resp, body := ls.post(t, "big", strings.Repeat("y", maxBody))
 	var p receiver.Problem
 	_ = json.Unmarshal(body, &p)
-	if resp.StatusCode != 503 || p.Type != wire.ProblemBusy || resp.Header.Get(wire.HeaderRetryAfter) != "1" {
-		t.Fatalf("past the cap: %d %s Retry-After %q, want 503 server-busy", resp.StatusCode, body, resp.Header.Get(wire.HeaderRetryAfter))
-	}
+	require.Equal(t, 503, resp.StatusCode, "past the cap: %d %s Retry-After %q, want 503 server-busy", resp.StatusCode, body, resp.Header.Get(wire.HeaderRetryAfter))
+	require.Equal(t, wire.ProblemBusy, p.Type, "past the cap: %d %s Retry-After %q, want 503 server-busy", resp.StatusCode, body, resp.Header.Get(wire.HeaderRetryAfter))
+	require.Equal(t, "1", resp.Header.Get(wire.HeaderRetryAfter), "past the cap: %d %s Retry-After %q, want 503 server-busy", resp.StatusCode, body, resp.Header.Get(wire.HeaderRetryAfter))
 	runs := ls.runs.Load()
 	for _, c := range conns {
 		_ = c.Close()
@@ -208,13 +195,12 @@ func TestHeldUploadsBeyondMemoryCapGet503(t *testing.T) {
 			break
 		}
 	}
-	if resp.StatusCode != 201 || ls.runs.Load() != runs+1 {
-		t.Fatalf("after the held uploads ended: %d, runs %d -> %d", resp.StatusCode, runs, ls.runs.Load())
-	}
+	require.Equal(t, 201, resp.StatusCode, "after the held uploads ended: %d, runs %d -> %d", resp.StatusCode, runs, ls.runs.Load())
+	require.Equal(t, runs+1, ls.runs.Load(), "after the held uploads ended: %d, runs %d -> %d", resp.StatusCode, runs, ls.runs.Load())
 	// The 503 stored nothing under its key.
-	if resp, _ := ls.post(t, "big", strings.Repeat("y", maxBody)); resp.StatusCode != 201 || resp.Header.Get(wire.HeaderReplayed) != "" {
-		t.Fatalf("retry of a refused key: %d replayed=%q", resp.StatusCode, resp.Header.Get(wire.HeaderReplayed))
-	}
+	resp, _ = ls.post(t, "big", strings.Repeat("y", maxBody))
+	require.Equal(t, 201, resp.StatusCode, "retry of a refused key: %d replayed", resp.StatusCode)
+	require.Equal(t, "", resp.Header.Get(wire.HeaderReplayed), "retry of a refused key: %d replayed", resp.StatusCode)
 }
 
 // A declared Content-Length above MaxBody is answered 413 before the body is
@@ -223,12 +209,10 @@ func TestOversizedDeclaredBodyGetsNo100Continue(t *testing.T) {
 	ls := newLimitServer(t, receiver.Options{MaxBody: 1000})
 	conn := ls.dial(t, "/things", "big", 1001, "Expect: 100-continue\r\n")
 	resp, p := readProblem(t, conn, 5*time.Second)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || p.Type != wire.ProblemBodyTooLarge || p.Detail == "" {
-		t.Fatalf("got %d %+v, want 413 body-too-large first (not 100 Continue)", resp.StatusCode, p)
-	}
-	if ls.runs.Load() != 0 {
-		t.Fatal("handler ran")
-	}
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%d %+v, want 413 body-too-large first (not 100 Continue)", resp.StatusCode, p)
+	require.Equal(t, wire.ProblemBodyTooLarge, p.Type, "%d %+v, want 413 body-too-large first (not 100 Continue)", resp.StatusCode, p)
+	require.NotEqual(t, "", p.Detail, "%d %+v, want 413 body-too-large first (not 100 Continue)", resp.StatusCode, p)
+	require.Equal(t, int64(0), ls.runs.Load(), "handler ran")
 }
 
 // A body cut short by the client is a 400 body-unreadable that says so.
@@ -238,9 +222,9 @@ func TestTruncatedBodyProblemHasDetail(t *testing.T) {
 	_, _ = conn.Write([]byte("0123456789"))
 	_ = conn.(*net.TCPConn).CloseWrite()
 	resp, p := readProblem(t, conn, 5*time.Second)
-	if resp.StatusCode != 400 || p.Type != wire.ProblemBodyUnreadable || p.Detail == "" {
-		t.Fatalf("got %d %+v, want 400 body-unreadable with a detail", resp.StatusCode, p)
-	}
+	require.Equal(t, 400, resp.StatusCode, "%d %+v, want 400 body-unreadable with a detail", resp.StatusCode, p)
+	require.Equal(t, wire.ProblemBodyUnreadable, p.Type, "%d %+v, want 400 body-unreadable with a detail", resp.StatusCode, p)
+	require.NotEqual(t, "", p.Detail, "%d %+v, want 400 body-unreadable with a detail", resp.StatusCode, p)
 }
 
 // RejectInvalidUTF8 refuses a body that is not UTF-8 before the handler or
@@ -250,13 +234,13 @@ func TestRejectInvalidUTF8(t *testing.T) {
 	resp, b := ls.post(t, "k1", `{"id":"coll`+"\xff"+`"}`)
 	var p receiver.Problem
 	_ = json.Unmarshal(b, &p)
-	if resp.StatusCode != 422 || p.Type != wire.ProblemInvalidUTF8 || ls.runs.Load() != 0 {
-		t.Fatalf("invalid UTF-8: %d %s, runs %d; want 422 invalid-utf8 before the handler", resp.StatusCode, b, ls.runs.Load())
-	}
+	require.Equal(t, 422, resp.StatusCode, "invalid UTF-8: %d %s, runs %d; want 422 invalid-utf8 before the handler", resp.StatusCode, b, ls.runs.Load())
+	require.Equal(t, wire.ProblemInvalidUTF8, p.Type, "invalid UTF-8: %d %s, runs %d; want 422 invalid-utf8 before the handler", resp.StatusCode, b, ls.runs.Load())
+	require.Equal(t, int64(0), ls.runs.Load(), "invalid UTF-8: %d %s, runs %d; want 422 invalid-utf8 before the handler", resp.StatusCode, b, ls.runs.Load())
 	// Nothing stored: the same key with a corrected body runs.
-	if resp, _ := ls.post(t, "k1", `{"id":"coll"}`); resp.StatusCode != 201 || resp.Header.Get(wire.HeaderReplayed) != "" {
-		t.Fatalf("corrected retry: %d", resp.StatusCode)
-	}
+	resp, _ = ls.post(t, "k1", `{"id":"coll"}`)
+	require.Equal(t, 201, resp.StatusCode, "corrected retry")
+	require.Equal(t, "", resp.Header.Get(wire.HeaderReplayed), "corrected retry")
 	raw := newLimitServer(t, receiver.Options{})
 	if resp, _ := raw.post(t, "k1", "\xfe\xff"); resp.StatusCode != 201 || raw.seen.Load() != "\xfe\xff" {
 		t.Fatalf("without the option: %d, handler saw %q", resp.StatusCode, raw.seen.Load())
@@ -274,9 +258,8 @@ func TestStricterServerReadTimeoutKept(t *testing.T) {
 	conn := ls.dial(t, "/things", "k", 100, "")
 	_, _ = conn.Write([]byte("x")) // and no more
 	resp, p := readProblem(t, conn, 5*time.Second)
-	if resp.StatusCode != http.StatusRequestTimeout || p.Type != wire.ProblemBodyTimeout {
-		t.Fatalf("got %d %+v, want 408 body-timeout after the server's ReadTimeout", resp.StatusCode, p)
-	}
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%d %+v, want 408 body-timeout after the server's ReadTimeout", resp.StatusCode, p)
+	require.Equal(t, wire.ProblemBodyTimeout, p.Type, "%d %+v, want 408 body-timeout after the server's ReadTimeout", resp.StatusCode, p)
 }
 
 // slowStore is a store whose every transaction and read starts delay late,
@@ -322,16 +305,11 @@ func TestSlowStoreOutlastsBodyTimeout(t *testing.T) {
 		req.Header.Set(wire.HeaderIdempotencyKey, fmt.Sprint("k", i))
 		start := time.Now()
 		resp, err := ls.srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s with body %q after %s: %d %s, want success", c.path, c.body, time.Since(start), resp.StatusCode, b)
-		}
-		if d := time.Since(start); d < 3*bodyTimeout {
-			t.Fatalf("%s: answered after %s, before the store's delay", c.path, d)
-		}
+		require.Equal(t, 2, resp.StatusCode/100, "%s with body %q after %s: %d %s, want success", c.path, c.body, time.Since(start), resp.StatusCode, b)
+		d := time.Since(start)
+		require.GreaterOrEqual(t, d, 3*bodyTimeout, "%s: answered after %s, before the store's delay", c.path, d)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Seeds live in testdata/fuzz/<FuzzName>/ as well as here.
@@ -22,16 +24,14 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 			}
 			return
 		}
-		if !ValidKey(k) {
-			t.Fatalf("accepted invalid key %q from %q", k, v)
-		}
+		require.True(t, ValidKey(k), "accepted invalid key %q from %q", k, v)
 		// Both encodings of an accepted key parse to the same key.
-		if k2, err := ParseIdempotencyKey(FormatIdempotencyKey(k)); err != nil || k2 != k {
-			t.Fatalf("sf-string form of %q parses to %q, %v", k, k2, err)
-		}
-		if k3, err := ParseIdempotencyKey(k); err != nil || k3 != k {
-			t.Fatalf("bare form of %q parses to %q, %v", k, k3, err)
-		}
+		k2, err := ParseIdempotencyKey(FormatIdempotencyKey(k))
+		require.NoError(t, err, "sf-string form of %q parses to %q", k, k2)
+		require.Equal(t, k, k2, "sf-string form of %q parses to %q", k, k2)
+		k3, err := ParseIdempotencyKey(k)
+		require.NoError(t, err, "bare form of %q parses to %q", k, k3)
+		require.Equal(t, k, k3, "bare form of %q parses to %q", k, k3)
 	})
 }
 
@@ -42,20 +42,16 @@ func FuzzParseToken(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		n, err := ParseToken(v)
 		if err != nil {
-			if !errors.Is(err, ErrTokenMalformed) || n != 0 {
-				t.Fatalf("ParseToken(%q) = %d, %v", v, n, err)
-			}
+			require.ErrorIs(t, err, ErrTokenMalformed, "ParseToken(%q)", v)
+			require.Equal(t, uint64(0), n, "ParseToken(%q)", v)
 			return
 		}
-		if n < 1 || n > MaxToken {
-			t.Fatalf("token %d out of range", n)
-		}
-		if FormatToken(n) != strings.TrimSpace(v) {
-			t.Fatalf("%q is not canonical for %d", v, n)
-		}
-		if m, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err != nil || m != n {
-			t.Fatalf("disagrees with strconv: %d vs %d", n, m)
-		}
+		require.GreaterOrEqual(t, n, uint64(1), "token %d out of range", n)
+		require.LessOrEqual(t, n, uint64(MaxToken), "token %d out of range", n)
+		require.Equal(t, strings.TrimSpace(v), FormatToken(n), "%q is not canonical for %d", v, n)
+		m, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		require.NoError(t, err, "disagrees with strconv: %d vs %d", n, m)
+		require.Equal(t, n, m, "disagrees with strconv: %d vs %d", n, m)
 	})
 }
 
@@ -66,9 +62,8 @@ func FuzzParseRetryAfter(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string, nowUnix int64) {
 		d, ok := ParseRetryAfter(v, time.Unix(nowUnix, 0))
-		if d < 0 || d > MaxRetryAfter {
-			t.Fatalf("ParseRetryAfter(%q) = %v out of range", v, d)
-		}
+		require.GreaterOrEqual(t, d, time.Duration(0), "ParseRetryAfter(%q) = %v out of range", v, d)
+		require.LessOrEqual(t, d, MaxRetryAfter, "ParseRetryAfter(%q) = %v out of range", v, d)
 		if !ok && d != 0 {
 			t.Fatalf("not ok but %v", d)
 		}
@@ -83,13 +78,12 @@ func FuzzValidResource(f *testing.F) {
 		if !ValidResource(r) {
 			return
 		}
-		if len(r) == 0 || len(r) > MaxResourceLen || strings.ContainsAny(r, " \t\r\n\"'\\%?#,;") {
-			t.Fatalf("accepted %q", r)
-		}
+		require.NotEqual(t, 0, len(r), "accepted %q", r)
+		require.LessOrEqual(t, len(r), MaxResourceLen, "accepted %q", r)
+		require.False(t, strings.ContainsAny(r, " \t\r\n\"'\\%?#,;"), "accepted %q", r)
 		for _, c := range []byte(r) {
-			if c < 0x21 || c > 0x7e {
-				t.Fatalf("accepted non-printable byte in %q", r)
-			}
+			require.GreaterOrEqual(t, c, byte(0x21), "accepted non-printable byte in %q", r)
+			require.LessOrEqual(t, c, byte(0x7e), "accepted non-printable byte in %q", r)
 		}
 	})
 }

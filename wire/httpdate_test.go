@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The hand-written HTTP-date parser must accept exactly what time.Parse
@@ -167,9 +169,8 @@ func TestParseRetryAfterDatesMatchTimeParse(t *testing.T) {
 		for _, v := range append(httpDateCases, delayCases...) {
 			want, wok := parseRetryAfterStd(v, now)
 			got, gok := ParseRetryAfter(v, now)
-			if got != want || gok != wok {
-				t.Fatalf("ParseRetryAfter(%q, %v) = %v, %v; before: %v, %v", v, now, got, gok, want, wok)
-			}
+			require.Equal(t, want, got, "ParseRetryAfter(%q, %v)", v, now)
+			require.Equal(t, wok, gok, "ParseRetryAfter(%q, %v)", v, now)
 		}
 	}
 }
@@ -195,9 +196,8 @@ func FuzzParseRetryAfterMatchesStd(f *testing.F) {
 		now := time.Unix(nowUnix, 0)
 		want, wok := parseRetryAfterStd(v, now)
 		got, gok := ParseRetryAfter(v, now)
-		if got != want || gok != wok {
-			t.Fatalf("ParseRetryAfter(%q, %v) = %v, %v; before: %v, %v", v, now, got, gok, want, wok)
-		}
+		require.Equal(t, want, got, "ParseRetryAfter(%q, %v)", v, now)
+		require.Equal(t, wok, gok, "ParseRetryAfter(%q, %v)", v, now)
 		tg, eg := ParseToken(v)
 		tw, ew := parseTokenStd(v)
 		if tg != tw || eg != ew {

@@ -1,6 +1,11 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
 
 func TestFormatClientUser(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -13,15 +18,9 @@ func TestFormatClientUser(t *testing.T) {
 		{"x\r\ny", "x%0D%0Ay"},
 		{"\x7f", "%7F"},
 	} {
-		if got := FormatClientUser(c.in); got != c.want {
-			t.Errorf("FormatClientUser(%q) = %q, want %q", c.in, got, c.want)
-		}
+		assert.Equal(t, c.want, FormatClientUser(c.in), "FormatClientUser(%q)", c.in)
 	}
 	// Distinct users stay distinct once formatted.
-	if FormatClientUser("a%20b") == FormatClientUser("a b") {
-		t.Fatal("percent-escaping is ambiguous")
-	}
-	if OutcomeSession.String() != "session-mismatch" {
-		t.Fatal(OutcomeSession.String())
-	}
+	require.NotEqual(t, FormatClientUser("a b"), FormatClientUser("a%20b"), "percent-escaping is ambiguous")
+	require.Equal(t, "session-mismatch", OutcomeSession.String())
 }

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // trimSpace and isSpace replace strings.TrimSpace and unicode.IsSpace (see
@@ -11,9 +14,7 @@ import (
 
 func TestIsSpaceMatchesUnicode(t *testing.T) {
 	for r := rune(-1); r <= unicode.MaxRune+1; r++ {
-		if isSpace(r) != unicode.IsSpace(r) {
-			t.Fatalf("isSpace(%U) = %v", r, isSpace(r))
-		}
+		require.Equal(t, unicode.IsSpace(r), isSpace(r), "isSpace(%U)", r)
 	}
 }
 
@@ -26,9 +27,8 @@ var trimCases = []string{
 
 func TestTrimSpaceMatchesStrings(t *testing.T) {
 	for _, s := range trimCases {
-		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
-			t.Errorf("trimSpace(%q) = %q, want %q", s, got, want)
-		}
+		got, want := trimSpace(s), strings.TrimSpace(s)
+		assert.Equal(t, want, got, "trimSpace(%q)", s)
 	}
 }
 
@@ -37,8 +37,7 @@ func FuzzTrimSpace(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := trimSpace(s), strings.TrimSpace(s); got != want {
-			t.Fatalf("trimSpace(%q) = %q, want %q", s, got, want)
-		}
+		got, want := trimSpace(s), strings.TrimSpace(s)
+		require.Equal(t, want, got, "trimSpace(%q)", s)
 	})
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseIdempotencyKey(t *testing.T) {
@@ -40,21 +43,17 @@ func TestParseIdempotencyKey(t *testing.T) {
 
 func TestFormatIdempotencyKeyRoundTrip(t *testing.T) {
 	k := "5fdc6c3f-52aa-4f46-b971-6d53e4c48f68"
-	if got, err := ParseIdempotencyKey(FormatIdempotencyKey(k)); got != k || err != nil {
-		t.Fatalf("round trip: %q, %v", got, err)
-	}
+	got, err := ParseIdempotencyKey(FormatIdempotencyKey(k))
+	require.Equal(t, k, got, "round trip")
+	require.NoError(t, err, "round trip")
 }
 
 func TestValidResource(t *testing.T) {
 	for _, r := range []string{"a", "doc:1", "offline-queue/user@example.com", "A_b.c", strings.Repeat("r", MaxResourceLen)} {
-		if !ValidResource(r) {
-			t.Errorf("ValidResource(%q) = false", r)
-		}
+		assert.True(t, ValidResource(r), "ValidResource(%q) = false", r)
 	}
 	for _, r := range []string{"", "a b", "a\nb", `a"b`, "é", "a%20", strings.Repeat("r", MaxResourceLen+1)} {
-		if ValidResource(r) {
-			t.Errorf("ValidResource(%q) = true", r)
-		}
+		assert.False(t, ValidResource(r), "ValidResource(%q) = true", r)
 	}
 }
 
@@ -74,9 +73,8 @@ func TestParseToken(t *testing.T) {
 			t.Errorf("ParseToken(%q) = %d, %v", c.in, got, err)
 		}
 	}
-	if got, _ := ParseToken(FormatToken(MaxToken)); got != MaxToken {
-		t.Fatal("FormatToken round trip")
-	}
+	got, _ := ParseToken(FormatToken(MaxToken))
+	require.Equal(t, uint64(MaxToken), got, "FormatToken round trip")
 }
 
 func TestParseRetryAfter(t *testing.T) {
@@ -100,9 +98,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Fri, 02 Jan 2026 03:05:05 PST", 0, false},
 	} {
 		got, ok := ParseRetryAfter(c.in, now)
-		if got != c.want || ok != c.ok {
-			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
-		}
+		assert.Equal(t, c.want, got, "ParseRetryAfter(%q)", c.in)
+		assert.Equal(t, c.ok, ok, "ParseRetryAfter(%q)", c.in)
 	}
 }
 
@@ -117,11 +114,8 @@ func TestClassify(t *testing.T) {
 		{429, false, OutcomeRetry}, {500, false, OutcomeRetry}, {503, false, OutcomeRetry}, {400, false, OutcomeTerminal},
 		{413, false, OutcomeTerminal}, {422, false, OutcomeTerminal}, {404, false, OutcomeTerminal},
 	} {
-		if got := Classify(c.status, c.highest); got != c.want {
-			t.Errorf("Classify(%d, %v) = %v, want %v", c.status, c.highest, got, c.want)
-		}
+		assert.Equal(t, c.want, Classify(c.status, c.highest), "Classify(%d, %v)", c.status, c.highest)
 	}
-	if Outcome(0).String() != "unknown" || OutcomeStale.String() != "stale" {
-		t.Fatal("Outcome.String")
-	}
+	require.Equal(t, "unknown", Outcome(0).String(), "Outcome.String")
+	require.Equal(t, "stale", OutcomeStale.String(), "Outcome.String")
 }

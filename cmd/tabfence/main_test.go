@@ -6,30 +6,22 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errb); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	require.Equal(t, 0, run([]string{"--help"}, &out, &errb), "exit")
 	for _, want := range []string{"tabfence serve", "-addr", "-db", "-dist", "-body-timeout", "-max-body-memory", "X-Demo-User", "Idempotency-Key"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("help lacks %q", want)
-		}
+		assert.Contains(t, out.String(), want, "help lacks")
 	}
-	if code := run([]string{"serve", "--help"}, &out, &errb); code != 0 {
-		t.Fatalf("serve --help: exit %d", code)
-	}
-	if code := run([]string{"bogus"}, &out, &errb); code != 2 {
-		t.Fatalf("bogus command: exit %d", code)
-	}
-	if code := run([]string{"serve", "--log-level", "loud"}, &out, &errb); code != 2 {
-		t.Fatalf("bad log level: exit %d", code)
-	}
+	require.Equal(t, 0, run([]string{"serve", "--help"}, &out, &errb), "serve --help: exit")
+	require.Equal(t, 2, run([]string{"bogus"}, &out, &errb), "bogus command: exit")
+	require.Equal(t, 2, run([]string{"serve", "--log-level", "loud"}, &out, &errb), "bad log level: exit")
 }
 
 func TestServeShutsDown(t *testing.T) {
@@ -41,9 +33,7 @@ func TestServeShutsDown(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("no graceful shutdown")
 	}

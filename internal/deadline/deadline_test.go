@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/internal/deadline"
 )
 
@@ -28,9 +30,7 @@ func TestTimeoutEndsWithDeadlineExceeded(t *testing.T) {
 
 func TestCancelEndsWithCanceled(t *testing.T) {
 	ctx, cancel := deadline.WithTimeout(context.Background(), time.Hour)
-	if ctx.Err() != nil {
-		t.Fatal(ctx.Err())
-	}
+	require.NoError(t, ctx.Err())
 	cancel()
 	<-ctx.Done()
 	if ctx.Err() != context.Canceled || context.Cause(ctx) != context.Canceled {
@@ -87,9 +87,9 @@ func TestDeadlineIsTheEarlier(t *testing.T) {
 	pd, _ := parent.Deadline()
 	ctx, cancel = deadline.WithTimeout(parent, time.Hour)
 	defer cancel()
-	if d, ok := ctx.Deadline(); !ok || !d.Equal(pd) {
-		t.Fatalf("Deadline = %v, want the parent's %v", d, pd)
-	}
+	d, ok = ctx.Deadline()
+	require.True(t, ok, "Deadline = %v, want the parent's %v", d, pd)
+	require.True(t, d.Equal(pd), "Deadline = %v, want the parent's %v", d, pd)
 }
 
 // A context derived from it ends with it; its Err is Canceled, its cause

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestSHA256MatchesCrypto(t *testing.T) {
@@ -20,9 +22,7 @@ func TestSHA256MatchesCrypto(t *testing.T) {
 func TestSHA256KnownAnswer(t *testing.T) {
 	got := SHA256([]byte("abc"))
 	want := "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-	if hexs(got[:]) != want {
-		t.Fatalf("sha256(abc) = %s", hexs(got[:]))
-	}
+	require.Equal(t, want, hexs(got[:]), "sha256(abc)")
 }
 
 func FuzzSHA256(f *testing.F) {
@@ -35,9 +35,8 @@ func FuzzSHA256(f *testing.F) {
 
 func check(t *testing.T, p []byte) {
 	t.Helper()
-	if got, want := SHA256(p), sha256.Sum256(p); got != want {
-		t.Fatalf("len %d: digest differs from crypto/sha256", len(p))
-	}
+	got, want := SHA256(p), sha256.Sum256(p)
+	require.Equal(t, want, got, "len %d: digest differs from crypto/sha256", len(p))
 }
 
 func randomBytes(r *rand.Rand, n int) []byte {

@@ -3,6 +3,8 @@ package randid
 import (
 	"encoding/hex"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestHexMatchesEncodingHex(t *testing.T) {
@@ -10,27 +12,19 @@ func TestHexMatchesEncodingHex(t *testing.T) {
 	for i := range b {
 		b[i] = byte(i)
 	}
-	if got, want := Hex(b), hex.EncodeToString(b); got != want {
-		t.Fatalf("Hex differs from encoding/hex")
-	}
-	if Hex(nil) != "" {
-		t.Fatal("Hex(nil) must be empty")
-	}
+	got, want := Hex(b), hex.EncodeToString(b)
+	require.Equal(t, want, got, "Hex differs from encoding/hex")
+	require.Equal(t, "", Hex(nil), "Hex(nil) must be empty")
 }
 
 func TestNewIsUniqueAndWellFormed(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 10000; i++ {
 		id := New()
-		if len(id) != 32 {
-			t.Fatalf("len %d", len(id))
-		}
-		if _, err := hex.DecodeString(id); err != nil {
-			t.Fatal(err)
-		}
-		if seen[id] {
-			t.Fatal("duplicate id")
-		}
+		require.Len(t, id, 32, "len")
+		_, err := hex.DecodeString(id)
+		require.NoError(t, err)
+		require.False(t, seen[id], "duplicate id")
 		seen[id] = true
 	}
 }

@@ -3,6 +3,8 @@ package wasmpack
 import (
 	"bytes"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // codeSection wraps function bodies (instructions after an empty locals
@@ -79,9 +81,7 @@ func TestFoldCode(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if !bytes.Equal(got, codeSection(want)) {
-			t.Errorf("%s:\n got % x\nwant % x", tc.name, got, codeSection(want))
-		}
+		assert.True(t, bytes.Equal(got, codeSection(want)), "%s:\n got % x\nwant % x", tc.name, got, codeSection(want))
 	}
 }
 
@@ -91,8 +91,7 @@ func TestFoldCodeRefusesUnknownInstructions(t *testing.T) {
 		"truncated": {0x42},
 		"table op":  {0xfc, 12, 0, 0, 0x0b},
 	} {
-		if _, err := foldCode(codeSection(body)); err == nil {
-			t.Errorf("%s: foldCode succeeded", name)
-		}
+		_, err := foldCode(codeSection(body))
+		assert.Error(t, err, "%s: foldCode succeeded", name)
 	}
 }

@@ -3,8 +3,9 @@ package wasmpack
 import (
 	"bytes"
 	"encoding/binary"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Tables of the fake pctab below (a table: zigzag value delta, pc delta,
@@ -54,30 +55,23 @@ func TestStripLinesDropsOnlyLineAndFileTables(t *testing.T) {
 	mem, funcs, pctab := fakePCLN()
 	before := bytes.Clone(mem)
 	st, err := stripLines(mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Funcs != 2 || st.TableBytes != 3+3+6 || st.ZeroedBytes != 3+6 {
-		t.Fatalf("stats %+v", st)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Funcs, "stats %+v", st)
+	require.Equal(t, 3+3+6, st.TableBytes, "stats %+v", st)
+	require.Equal(t, 3+6, st.ZeroedBytes, "stats %+v", st)
 	u32 := func(at int) uint32 { return binary.LittleEndian.Uint32(mem[at:]) }
 	for _, f := range funcs {
-		if u32(f+funcPCFile) != 0 || u32(f+funcPCLn) != 0 {
-			t.Fatalf("func at %d keeps pcfile %d pcln %d", f, u32(f+funcPCFile), u32(f+funcPCLn))
-		}
-		if u32(f+funcPCSP) != tabSP || u32(f+funcPCData) != tabData {
-			t.Fatalf("func at %d: kept offsets changed", f)
-		}
+		require.Equal(t, uint32(0), u32(f+funcPCFile), "func at %d keeps pcfile %d pcln %d", f, u32(f+funcPCFile), u32(f+funcPCLn))
+		require.Equal(t, uint32(0), u32(f+funcPCLn), "func at %d keeps pcfile %d pcln %d", f, u32(f+funcPCFile), u32(f+funcPCLn))
+		require.Equal(t, uint32(tabSP), u32(f+funcPCSP), "func at %d: kept offsets changed", f)
+		require.Equal(t, uint32(tabData), u32(f+funcPCData), "func at %d: kept offsets changed", f)
 	}
 	// The line tables are zeros; the tables the runtime runs on, among
 	// them the one a pcfile shared, are as they were.
-	if !bytes.Equal(mem[pctab+tabLn0:pctab+tabLn0+3], make([]byte, 3)) || !bytes.Equal(mem[pctab+tabLn1:pctab+tabLn1+6], make([]byte, 6)) {
-		t.Fatalf("line tables not zeroed: % x", mem[pctab:pctab+20])
-	}
-	if !bytes.Equal(mem[pctab+tabSP:pctab+tabSP+3], before[pctab+tabSP:pctab+tabSP+3]) ||
-		!bytes.Equal(mem[pctab+tabData:pctab+tabData+3], before[pctab+tabData:pctab+tabData+3]) {
-		t.Fatal("a kept table changed")
-	}
+	require.True(t, bytes.Equal(mem[pctab+tabLn0:pctab+tabLn0+3], make([]byte, 3)), "line tables not zeroed: % x", mem[pctab:pctab+20])
+	require.True(t, bytes.Equal(mem[pctab+tabLn1:pctab+tabLn1+6], make([]byte, 6)), "line tables not zeroed: % x", mem[pctab:pctab+20])
+	require.True(t, bytes.Equal(mem[pctab+tabSP:pctab+tabSP+3], before[pctab+tabSP:pctab+tabSP+3]), "a kept table changed")
+	require.True(t, bytes.Equal(mem[pctab+tabData:pctab+tabData+3], before[pctab+tabData:pctab+tabData+3]), "a kept table changed")
 	// Nothing else changed.
 	for i := range mem {
 		inTables := i >= pctab+tabLn0 && i < pctab+tabLn1+6
@@ -120,12 +114,9 @@ func TestStripLinesRefusesWhatItDoesNotUnderstand(t *testing.T) {
 			mem = tc.edit(mem, funcs, pctab)
 			before := bytes.Clone(mem)
 			_, err := stripLines(mem)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want %q", err, tc.want)
-			}
-			if !bytes.Equal(mem, before) {
-				t.Fatal("a refused strip changed memory")
-			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.True(t, bytes.Equal(mem, before), "a refused strip changed memory")
 		})
 	}
 }
@@ -134,35 +125,26 @@ func TestStripLinesModule(t *testing.T) {
 	mem, _, _ := fakePCLN()
 	m := module([]seg{{0, string(mem)}}, 0)
 	out, st, err := StripLines(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Funcs != 2 {
-		t.Fatalf("stats %+v", st)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Funcs, "stats %+v", st)
 	got, err := Memory(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want, err := StrippedMemory(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// (Equal but for trailing zeros: a segment ends at its last non-zero byte.)
-	if !bytes.Equal(bytes.TrimRight(want, "\x00"), bytes.TrimRight(got, "\x00")) {
-		t.Fatal("StripLines' memory is not StrippedMemory's")
-	}
+	require.True(t, bytes.Equal(bytes.TrimRight(want, "\x00"), bytes.TrimRight(got, "\x00")), "StripLines' memory is not StrippedMemory's")
 	// The sections around the data section are kept byte for byte.
-	if !bytes.Equal(out[:8+1+1+8], m[:8+1+1+8]) || !bytes.HasSuffix(out, m[len(m)-9:]) {
-		t.Fatal("other sections changed")
-	}
+	require.True(t, bytes.Equal(out[:8+1+1+8], m[:8+1+1+8]), "other sections changed")
+	require.True(t, bytes.HasSuffix(out, m[len(m)-9:]), "other sections changed")
 }
 
 func TestSegmentsOfSplitsOnlyLongZeroRuns(t *testing.T) {
 	mem := make([]byte, 3*MaxGap)
 	mem[10], mem[10+MaxGap], mem[12+2*MaxGap] = 1, 2, 3 // gaps of MaxGap-1 and MaxGap+1
 	segs := segmentsOf(mem)
-	if len(segs) != 2 || segs[0].offset != 10 || len(segs[0].data) != MaxGap+1 || segs[1].offset != uint32(12+2*MaxGap) || len(segs[1].data) != 1 {
-		t.Fatalf("segments %+v", segs)
-	}
+	require.Len(t, segs, 2, "segments %+v", segs)
+	require.Equal(t, uint32(10), segs[0].offset, "segments %+v", segs)
+	require.Len(t, segs[0].data, MaxGap+1, "segments %+v", segs)
+	require.Equal(t, uint32(12+2*MaxGap), segs[1].offset, "segments %+v", segs)
+	require.Len(t, segs[1].data, 1, "segments %+v", segs)
 }

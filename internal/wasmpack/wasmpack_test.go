@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type seg struct {
@@ -45,9 +48,7 @@ func segments(t *testing.T, m []byte) []segment {
 		size := int(r.ULEB())
 		if id == sectionData {
 			s, err := parseData(m[r.I : r.I+size])
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return s
 		}
 		r.I += size
@@ -68,20 +69,12 @@ func TestPackKeepsMemoryAndMergesSmallGaps(t *testing.T) {
 		{200000, strings.Repeat("\x00y", 3)},
 	}, 0)
 	out, err := Pack(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mi, err := Memory(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mo, err := Memory(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(mi, mo) {
-		t.Fatal("initial memory changed")
-	}
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(mi, mo), "initial memory changed")
 	got := segments(t, out)
 	// 64..edge+4 as one, then "far", 200000 and 1<<20 apart.
 	if len(got) != 4 {
@@ -91,14 +84,12 @@ func TestPackKeepsMemoryAndMergesSmallGaps(t *testing.T) {
 		t.Fatalf("%d segments, want 4", len(got))
 	}
 	// Sections other than data are kept byte for byte, in order.
-	if !bytes.HasPrefix(out, in[:8+2+8]) || !bytes.HasSuffix(out, in[len(in)-9:]) {
-		t.Fatal("other sections changed")
-	}
+	require.True(t, bytes.HasPrefix(out, in[:8+2+8]), "other sections changed")
+	require.True(t, bytes.HasSuffix(out, in[len(in)-9:]), "other sections changed")
 	// Packing is idempotent.
 	again, err := Pack(out)
-	if err != nil || !bytes.Equal(again, out) {
-		t.Fatalf("second pack changed the module (err %v)", err)
-	}
+	require.NoError(t, err, "second pack changed the module (err %v)", err)
+	require.True(t, bytes.Equal(again, out), "second pack changed the module (err %v)", err)
 }
 
 func TestPackRefusesWhatItCannotKeepExact(t *testing.T) {
@@ -110,8 +101,7 @@ func TestPackRefusesWhatItCannotKeepExact(t *testing.T) {
 		"truncated":  module([]seg{{10, "abc"}}, 0)[:20],
 		"no section": []byte("\x00asm\x01\x00\x00\x00"),
 	} {
-		if _, err := Pack(m); err == nil {
-			t.Errorf("%s: Pack succeeded", name)
-		}
+		_, err := Pack(m)
+		assert.Error(t, err, "%s: Pack succeeded", name)
 	}
 }

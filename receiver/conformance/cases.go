@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/wire"
 )
@@ -57,25 +60,19 @@ var cases = []struct {
 
 func want(t *testing.T, r reply, status int) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status = %d, want %d; body %s", r.status, status, r.body)
-	}
+	require.Equal(t, status, r.status, "status = %d, want %d; body %s", r.status, status, r.body)
 }
 
 func wantEffects(t *testing.T, e *env, n int) {
 	t.Helper()
-	if got := e.effects(); got != n {
-		t.Fatalf("effects = %d, want %d", got, n)
-	}
+	require.Equal(t, n, e.effects(), "effects")
 }
 
 func testNewKey(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	r := e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("first answer marked as replayed")
-	}
+	require.False(t, r.replayed(), "first answer marked as replayed")
 	wantEffects(t, e, 1)
 }
 
@@ -86,15 +83,11 @@ func testStoredResultReplayed(t *testing.T, newDB NewDB) {
 	for i := 0; i < 3; i++ {
 		r := e.do(req{user: "alice", key: `"k1"`, body: okBody}) // sf-string form is the same key
 		want(t, r, 201)
-		if !r.replayed() || string(r.body) != string(first.body) {
-			t.Fatalf("replay %d: replayed=%v body %s, want %s", i, r.replayed(), r.body, first.body)
-		}
-		if r.header.Get("Location") != "/things/k1" || r.header.Get("Content-Type") != "application/json" {
-			t.Fatalf("replay lost headers: %v", r.header)
-		}
-		if r.header.Get("X-Not-Stored") != "" {
-			t.Fatal("replay carries a header that is not in the stored set")
-		}
+		require.True(t, r.replayed(), "replay %d: replayed=%v body %s, want %s", i, r.replayed(), r.body, first.body)
+		require.Equal(t, string(first.body), string(r.body), "replay %d: replayed=%v body %s, want %s", i, r.replayed(), r.body, first.body)
+		require.Equal(t, "/things/k1", r.header.Get("Location"), "replay lost headers: %v", r.header)
+		require.Equal(t, "application/json", r.header.Get("Content-Type"), "replay lost headers: %v", r.header)
+		require.Equal(t, "", r.header.Get("X-Not-Stored"), "replay carries a header that is not in the stored set")
 	}
 	wantEffects(t, e, 1)
 }
@@ -106,12 +99,8 @@ func testPermanentFailureReplayed(t *testing.T, newDB NewDB) {
 	want(t, r, 422)
 	r = e.do(req{user: "alice", key: "k1", body: body})
 	want(t, r, 422)
-	if !r.replayed() {
-		t.Fatal("stored 422 not replayed")
-	}
-	if p := r.problem(t); p.Type != wire.ProblemBase+"invalid" {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.True(t, r.replayed(), "stored 422 not replayed")
+	require.Equal(t, wire.ProblemBase+"invalid", r.problem(t).Type, "type")
 	wantEffects(t, e, 0) // the handler's write before rejecting was rolled back
 }
 
@@ -119,9 +108,7 @@ func testMissingKey(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	r := e.do(req{user: "alice", body: okBody})
 	want(t, r, 400)
-	if p := r.problem(t); p.Type != wire.ProblemMissingKey {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.Equal(t, wire.ProblemMissingKey, r.problem(t).Type, "type")
 	wantEffects(t, e, 0)
 }
 
@@ -130,9 +117,8 @@ func testMalformedKey(t *testing.T, newDB NewDB) {
 	for _, k := range []string{`""`, `"`, `"abc`, `a b`, `ab"c`, `a\b`, strings.Repeat("k", 256), "é", `"a"b"`} {
 		r := e.do(req{user: "alice", key: k, body: okBody})
 		want(t, r, 400)
-		if p := r.problem(t); p.Type != wire.ProblemMalformedKey {
-			t.Fatalf("key %q: type %q", k, p.Type)
-		}
+		p := r.problem(t)
+		require.Equal(t, wire.ProblemMalformedKey, p.Type, "key %q: type %q", k, p.Type)
 	}
 	want(t, e.do(req{user: "alice", key: strings.Repeat("k", 255), body: okBody}), 201)
 	wantEffects(t, e, 1)
@@ -143,9 +129,7 @@ func testSameKeyDifferentPayload(t *testing.T, newDB NewDB) {
 	want(t, e.do(req{user: "alice", key: "k1", body: okBody}), 201)
 	r := e.do(req{user: "alice", key: "k1", body: `{"mode":"ok","data":"other"}`})
 	want(t, r, 422)
-	if p := r.problem(t); p.Type != wire.ProblemKeyReuse {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.Equal(t, wire.ProblemKeyReuse, r.problem(t).Type, "type")
 	wantEffects(t, e, 1)
 }
 
@@ -155,9 +139,7 @@ func testInFlightDuplicate(t *testing.T, newDB NewDB) {
 	done := make(chan reply, 1)
 	go func() {
 		r, err := e.try(req{user: "alice", key: "k1", body: body})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		done <- r
 	}()
 	select {
@@ -167,19 +149,13 @@ func testInFlightDuplicate(t *testing.T, newDB NewDB) {
 	}
 	r := e.do(req{user: "alice", key: "k1", body: body})
 	want(t, r, 409)
-	if p := r.problem(t); p.Type != wire.ProblemInFlight {
-		t.Fatalf("type %q", p.Type)
-	}
-	if r.header.Get(wire.HeaderFencingHighest) != "" {
-		t.Fatal("in-flight 409 must not carry X-Fencing-Highest (the client would step down)")
-	}
+	require.Equal(t, wire.ProblemInFlight, r.problem(t).Type, "type")
+	require.Equal(t, "", r.header.Get(wire.HeaderFencingHighest), "in-flight 409 must not carry X-Fencing-Highest (the client would step down)")
 	close(e.unblock)
 	want(t, <-done, 201)
 	r = e.do(req{user: "alice", key: "k1", body: body})
 	want(t, r, 201)
-	if !r.replayed() {
-		t.Fatal("retry after completion not replayed")
-	}
+	require.True(t, r.replayed(), "retry after completion not replayed")
 	wantEffects(t, e, 1)
 }
 
@@ -189,18 +165,13 @@ func testServerErrorNotStored(t *testing.T, newDB NewDB) {
 		key := fmt.Sprintf("k%d", i)
 		body := `{"mode":"` + mode + `"}`
 		r := e.do(req{user: "alice", key: key, body: body})
-		if r.status < 500 {
-			t.Fatalf("%s: status %d", mode, r.status)
-		}
-		if strings.Contains(string(r.body), "fire") || strings.Contains(string(r.body), "handler bug") {
-			t.Fatalf("%s: error text leaked: %s", mode, r.body)
-		}
+		require.GreaterOrEqual(t, r.status, 500, "%s: status %d", mode, r.status)
+		require.NotContains(t, string(r.body), "fire", "%s: error text leaked: %s", mode, r.body)
+		require.NotContains(t, string(r.body), "handler bug", "%s: error text leaked: %s", mode, r.body)
 		wantEffects(t, e, i)
 		r = e.do(req{user: "alice", key: key, body: body})
 		want(t, r, 201)
-		if r.replayed() {
-			t.Fatalf("%s: retry was a replay, want a fresh run", mode)
-		}
+		require.False(t, r.replayed(), "%s: retry was a replay, want a fresh run", mode)
 		wantEffects(t, e, i+1)
 	}
 }
@@ -209,26 +180,20 @@ func testStaleToken(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	t1 := e.issue("alice", "doc:1")
 	t2 := e.issue("alice", "doc:1")
-	if t2 <= t1 {
-		t.Fatalf("tokens not monotonic: %d then %d", t1, t2)
-	}
+	require.Greater(t, t2, t1, "tokens not monotonic: %d then %d", t1, t2)
 	want(t, e.do(req{user: "alice", key: "new", resource: "doc:1", token: tok(t2), body: okBody}), 201)
 	r := e.do(req{user: "alice", key: "old", resource: "doc:1", token: tok(t1), body: okBody})
 	want(t, r, 409)
 	p := r.problem(t)
-	if p.Type != wire.ProblemStaleToken || p.Highest != t2 || r.header.Get(wire.HeaderFencingHighest) != tok(t2) {
-		t.Fatalf("stale rejection %+v header %q, want highest %d", p, r.header.Get(wire.HeaderFencingHighest), t2)
-	}
-	if wire.Classify(r.status, true) != wire.OutcomeStale {
-		t.Fatal("client would not step down")
-	}
+	require.Equal(t, wire.ProblemStaleToken, p.Type, "stale rejection %+v header %q, want highest %d", p, r.header.Get(wire.HeaderFencingHighest), t2)
+	require.Equal(t, t2, p.Highest, "stale rejection %+v header %q, want highest %d", p, r.header.Get(wire.HeaderFencingHighest), t2)
+	require.Equal(t, tok(t2), r.header.Get(wire.HeaderFencingHighest), "stale rejection %+v header %q, want highest %d", p, r.header.Get(wire.HeaderFencingHighest), t2)
+	require.Equal(t, wire.OutcomeStale, wire.Classify(r.status, true), "client would not step down")
 	wantEffects(t, e, 1)
 	// The rejection stored nothing: the new owner may run the same key.
 	r = e.do(req{user: "alice", key: "old", resource: "doc:1", token: tok(t2), body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("stale rejection was stored")
-	}
+	require.False(t, r.replayed(), "stale rejection was stored")
 	wantEffects(t, e, 2)
 }
 
@@ -252,9 +217,8 @@ func testForgedToken(t *testing.T, newDB NewDB) {
 	} {
 		r := e.do(req{user: c.user, key: "k1", resource: c.res, token: c.tok, body: okBody})
 		want(t, r, 400)
-		if p := r.problem(t); p.Type != wire.ProblemForgedToken {
-			t.Fatalf("%+v: type %q", c, p.Type)
-		}
+		p := r.problem(t)
+		require.Equal(t, wire.ProblemForgedToken, p.Type, "%+v: type %q", c, p.Type)
 	}
 	wantEffects(t, e, 0)
 	// A forged token must not have raised the highest accepted.
@@ -271,9 +235,8 @@ func testMalformedFencing(t *testing.T, newDB NewDB) {
 	} {
 		r := e.do(req{user: "alice", key: "k1", resource: c.res, token: c.tok, body: okBody})
 		want(t, r, 400)
-		if p := r.problem(t); p.Type != wire.ProblemMalformedToken {
-			t.Fatalf("%+v: type %q", c, p.Type)
-		}
+		p := r.problem(t)
+		require.Equal(t, wire.ProblemMalformedToken, p.Type, "%+v: type %q", c, p.Type)
 	}
 	wantEffects(t, e, 0)
 }
@@ -286,9 +249,7 @@ func testReplayBeforeFence(t *testing.T, newDB NewDB) {
 	want(t, e.do(req{user: "alice", key: "k2", resource: "doc:1", token: tok(t2), body: okBody}), 201)
 	r := e.do(req{user: "alice", key: "k1", resource: "doc:1", token: tok(t1), body: okBody})
 	want(t, r, 201)
-	if !r.replayed() {
-		t.Fatal("finished key not replayed once its token went stale")
-	}
+	require.True(t, r.replayed(), "finished key not replayed once its token went stale")
 	wantEffects(t, e, 2)
 }
 
@@ -297,15 +258,12 @@ func testOtherUser(t *testing.T, newDB NewDB) {
 	want(t, e.do(req{user: "alice", key: "shared", body: okBody}), 201)
 	r := e.do(req{user: "bob", key: "shared", body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("bob got alice's stored answer")
-	}
+	require.False(t, r.replayed(), "bob got alice's stored answer")
 	wantEffects(t, e, 2)
 	// Fences are per scope too.
 	a, b := e.issue("alice", "doc:1"), e.issue("bob", "doc:1")
-	if a != 1 || b != 1 {
-		t.Fatalf("tokens alice %d bob %d, want 1 and 1", a, b)
-	}
+	require.Equal(t, uint64(1), a, "tokens alice %d bob %d, want 1 and 1", a, b)
+	require.Equal(t, uint64(1), b, "tokens alice %d bob %d, want 1 and 1", a, b)
 }
 
 // testResponseLost commits a request, then drops the client's connection
@@ -328,14 +286,11 @@ func testResponseLost(t *testing.T, newDB NewDB) {
 		}
 	})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	raw := "POST /things HTTP/1.1\r\nHost: x\r\nX-Test-User: alice\r\nX-Lose-Response: 1\r\n" +
 		"Idempotency-Key: lost\r\nContent-Type: application/json\r\nContent-Length: " + fmt.Sprint(len(okBody)) + "\r\n\r\n" + okBody
-	if _, err := conn.Write([]byte(raw)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.Write([]byte(raw))
+	require.NoError(t, err)
 	select {
 	case <-committed:
 	case <-time.After(10 * time.Second):
@@ -348,9 +303,7 @@ func testResponseLost(t *testing.T, newDB NewDB) {
 	_, _ = bufio.NewReader(conn).ReadString('\n')
 	r := e.do(req{user: "alice", key: "lost", body: okBody})
 	want(t, r, 201)
-	if !r.replayed() {
-		t.Fatal("retry after lost response ran again")
-	}
+	require.True(t, r.replayed(), "retry after lost response ran again")
 	wantEffects(t, e, 1)
 }
 
@@ -387,27 +340,21 @@ func testConcurrent(t *testing.T, newDB NewDB) {
 	wg.Wait()
 	fresh, replayed, inflight := 0, 0, 0
 	for i, r := range replies {
-		if errs[i] != nil {
-			t.Fatalf("request %d: %v", i, errs[i])
-		}
+		require.NoError(t, errs[i], "request %d", i)
 		switch {
 		case r.status == 201 && r.replayed():
 			replayed++
 		case r.status == 201:
 			fresh++
 		case r.status == 409:
-			if p := r.problem(t); p.Type != wire.ProblemInFlight {
-				t.Fatalf("409 of type %q", p.Type)
-			}
+			require.Equal(t, wire.ProblemInFlight, r.problem(t).Type, "409 of type")
 			inflight++
 		default:
 			t.Fatalf("request %d: status %d body %s", i, r.status, r.body)
 		}
 	}
 	t.Logf("fresh %d, replayed %d, in flight %d", fresh, replayed, inflight)
-	if fresh != 1 {
-		t.Fatalf("%d requests ran the handler, want exactly 1", fresh)
-	}
+	require.Equal(t, 1, fresh, "%d requests ran the handler, want exactly 1", fresh)
 	wantEffects(t, e, 1)
 }
 
@@ -418,12 +365,9 @@ func testRestart(t *testing.T, newDB NewDB) {
 	e.restart()
 	r := e.do(req{user: "alice", key: "k1", resource: "doc:1", token: tok(t1), body: okBody})
 	want(t, r, 201)
-	if !r.replayed() {
-		t.Fatal("stored answer lost across restart")
-	}
-	if t2 := e.issue("alice", "doc:1"); t2 != t1+1 {
-		t.Fatalf("token after restart %d, want %d (never reused)", t2, t1+1)
-	}
+	require.True(t, r.replayed(), "stored answer lost across restart")
+	t2 := e.issue("alice", "doc:1")
+	require.Equal(t, t1+1, t2, "token after restart %d, want %d (never reused)", t2, t1+1)
 	r = e.do(req{user: "alice", key: "k2", resource: "doc:1", token: tok(t1 - 0), body: okBody})
 	want(t, r, 201) // equal to the highest accepted: still fine
 	wantEffects(t, e, 2)
@@ -434,9 +378,7 @@ func testBodyTooLarge(t *testing.T, newDB NewDB) {
 	big := `{"mode":"ok","data":"` + strings.Repeat("x", 5000) + `"}`
 	r := e.do(req{user: "alice", key: "k1", body: big})
 	want(t, r, 413)
-	if p := r.problem(t); p.Type != wire.ProblemBodyTooLarge {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.Equal(t, wire.ProblemBodyTooLarge, r.problem(t).Type, "type")
 	wantEffects(t, e, 0)
 	r = e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 201) // nothing was stored under the key
@@ -446,24 +388,16 @@ func testUnauthenticated(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	r := e.do(req{key: "k1", body: okBody})
 	want(t, r, 401)
-	if p := r.problem(t); p.Type != wire.ProblemUnauthenticated {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.Equal(t, wire.ProblemUnauthenticated, r.problem(t).Type, "type")
 	hr, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/fence/doc:1", nil)
 	resp, err := e.client.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
-	if resp.StatusCode != 401 {
-		t.Fatalf("fence without user: %d", resp.StatusCode)
-	}
+	require.Equal(t, 401, resp.StatusCode, "fence without user")
 	wantEffects(t, e, 0)
 	r = e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("401 was stored")
-	}
+	require.False(t, r.replayed(), "401 was stored")
 }
 
 func testReaper(t *testing.T, newDB NewDB) {
@@ -478,18 +412,13 @@ func testReaper(t *testing.T, newDB NewDB) {
 	// Past retention, even before the reaper runs, the key runs again.
 	r := e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("expired record replayed")
-	}
+	require.False(t, r.replayed(), "expired record replayed")
 	n, err := e.rc.Reap(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("reap: %d, %v; want 1 (k2)", n, err)
-	}
+	require.NoError(t, err, "reap: %d, %v; want 1 (k2)", n, err)
+	require.Equal(t, int64(1), n, "reap: %d, %v; want 1 (k2)", n, err)
 	r = e.do(req{user: "alice", key: "k2", body: okBody})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("reaped record replayed")
-	}
+	require.False(t, r.replayed(), "reaped record replayed")
 	wantEffects(t, e, 4)
 }
 
@@ -500,9 +429,7 @@ func testCrashedClaim(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	now := e.clock.now().UnixMilli()
 	tx, err := e.store.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `INSERT INTO tabfence_idempotency
 		(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires)
 		VALUES ($1, $2, $3, 1, 'dead', $4, 0, '', $5, $6, $7)`,
@@ -511,9 +438,7 @@ func testCrashedClaim(t *testing.T, newDB NewDB) {
 	if err == nil {
 		err = tx.Commit()
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want(t, e.do(req{user: "alice", key: "k1", body: okBody}), 409)
 	e.clock.advance(2 * time.Minute)
 	r := e.do(req{user: "alice", key: "k1", body: okBody})
@@ -531,9 +456,7 @@ func testStaleRace(t *testing.T, newDB NewDB) {
 	newDone := make(chan reply, 1)
 	go func() {
 		r, err := e.try(req{user: "alice", key: "new", resource: "doc:1", token: tok(t2), body: `{"mode":"block"}`})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		newDone <- r
 	}()
 	select {
@@ -544,9 +467,7 @@ func testStaleRace(t *testing.T, newDB NewDB) {
 	oldDone := make(chan reply, 1)
 	go func() {
 		r, err := e.try(req{user: "alice", key: "old", resource: "doc:1", token: tok(t1), body: okBody})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		oldDone <- r
 	}()
 	time.Sleep(300 * time.Millisecond) // let the old request pass its pre-check and queue
@@ -554,8 +475,8 @@ func testStaleRace(t *testing.T, newDB NewDB) {
 	want(t, <-newDone, 201)
 	r := <-oldDone
 	want(t, r, 409)
-	if p := r.problem(t); p.Type != wire.ProblemStaleToken || p.Highest != t2 {
-		t.Fatalf("problem %+v, want stale with highest %d", p, t2)
-	}
+	p := r.problem(t)
+	require.Equal(t, wire.ProblemStaleToken, p.Type, "problem %+v, want stale with highest %d", p, t2)
+	require.Equal(t, t2, p.Highest, "problem %+v, want stale with highest %d", p, t2)
 	wantEffects(t, e, 1)
 }

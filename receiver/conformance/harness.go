@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/wire"
 )
@@ -80,9 +82,7 @@ func newEnv(t *testing.T, newDB NewDB, tweak func(*env)) *env {
 func (e *env) start() {
 	ctx := context.Background()
 	st, err := e.open(ctx)
-	if err != nil {
-		e.t.Fatalf("open store: %v", err)
-	}
+	require.NoError(e.t, err, "open store")
 	tx, err := st.Begin(ctx)
 	if err == nil {
 		_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conf_effects (scope TEXT NOT NULL, idem_key TEXT NOT NULL, n BIGINT NOT NULL)`)
@@ -93,9 +93,7 @@ func (e *env) start() {
 			err = tx.Commit()
 		}
 	}
-	if err != nil {
-		e.t.Fatalf("create test table: %v", err)
-	}
+	require.NoError(e.t, err, "create test table")
 	e.store = st
 	if e.wrap != nil {
 		st = e.wrap(st)
@@ -186,9 +184,7 @@ func (e *env) effects() int {
 	err := e.store.View(context.Background(), func(q receiver.Tx) error {
 		return q.QueryRow(context.Background(), `SELECT COUNT(*) FROM conf_effects`).Scan(&n)
 	})
-	if err != nil {
-		e.t.Fatalf("count effects: %v", err)
-	}
+	require.NoError(e.t, err, "count effects")
 	return int(n)
 }
 
@@ -201,15 +197,12 @@ type reply struct {
 func (r reply) problem(t *testing.T) receiver.Problem {
 	t.Helper()
 	var p receiver.Problem
-	if ct := r.header.Get("Content-Type"); ct != wire.ContentTypeProblem {
-		t.Fatalf("Content-Type = %q, want %q (status %d, body %s)", ct, wire.ContentTypeProblem, r.status, r.body)
-	}
-	if err := json.Unmarshal(r.body, &p); err != nil {
-		t.Fatalf("problem body %q: %v", r.body, err)
-	}
-	if p.Status != r.status || p.Type == "" || p.Title == "" {
-		t.Fatalf("incomplete problem %+v for status %d", p, r.status)
-	}
+	ct := r.header.Get("Content-Type")
+	require.Equal(t, wire.ContentTypeProblem, ct, "Content-Type = %q, want %q (status %d, body %s)", ct, wire.ContentTypeProblem, r.status, r.body)
+	require.NoError(t, json.Unmarshal(r.body, &p), "problem body %q", r.body)
+	require.Equal(t, r.status, p.Status, "incomplete problem %+v for status %d", p, r.status)
+	require.NotEqual(t, "", p.Type, "incomplete problem %+v for status %d", p, r.status)
+	require.NotEqual(t, "", p.Title, "incomplete problem %+v for status %d", p, r.status)
 	return p
 }
 
@@ -225,9 +218,7 @@ type req struct {
 func (e *env) do(q req) reply {
 	e.t.Helper()
 	r, err := e.try(q)
-	if err != nil {
-		e.t.Fatalf("POST /things: %v", err)
-	}
+	require.NoError(e.t, err, "POST /things")
 	return r
 }
 
@@ -268,9 +259,7 @@ func (e *env) issue(user, resource string) uint64 {
 		hr.Header.Set(testUserHeader, user)
 	}
 	resp, err := e.client.Do(hr)
-	if err != nil {
-		e.t.Fatalf("POST /fence: %v", err)
-	}
+	require.NoError(e.t, err, "POST /fence")
 	defer resp.Body.Close()
 	var out struct {
 		Resource string `json:"resource"`
@@ -280,9 +269,9 @@ func (e *env) issue(user, resource string) uint64 {
 		b, _ := io.ReadAll(resp.Body)
 		e.t.Fatalf("POST /fence/%s: %d %s", resource, resp.StatusCode, b)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Resource != resource || out.Token == 0 {
-		e.t.Fatalf("POST /fence/%s: %+v %v", resource, out, err)
-	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&out), "POST /fence/%s: %+v", resource, out)
+	require.Equal(e.t, resource, out.Resource, "POST /fence/%s: %+v", resource, out)
+	require.NotEqual(e.t, uint64(0), out.Token, "POST /fence/%s: %+v", resource, out)
 	return out.Token
 }
 

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/wire"
 )
@@ -33,9 +36,8 @@ func testEmptyKeyHeader(t *testing.T, newDB NewDB) {
 	for _, v := range []string{"", " ", `""`} {
 		r := e.do(req{user: "alice", body: okBody, hdr: map[string]string{wire.HeaderIdempotencyKey: v}})
 		want(t, r, 400)
-		if p := r.problem(t); p.Type != wire.ProblemMalformedKey {
-			t.Fatalf("Idempotency-Key: %q: type %q, want malformed", v, p.Type)
-		}
+		p := r.problem(t)
+		require.Equal(t, wire.ProblemMalformedKey, p.Type, "Idempotency-Key: %q: type %q, want malformed", v, p.Type)
 	}
 	wantEffects(t, e, 0)
 }
@@ -50,9 +52,8 @@ func testProblemDetails(t *testing.T, newDB NewDB) {
 		{user: "alice", key: "k1", body: strings.Repeat("x", 5000)},
 	} {
 		r := e.do(q)
-		if p := r.problem(t); p.Detail == "" {
-			t.Errorf("%d %s has no detail", r.status, p.Type)
-		}
+		p := r.problem(t)
+		assert.NotEqual(t, "", p.Detail, "%d %s has no detail", r.status, p.Type)
 	}
 }
 
@@ -65,32 +66,24 @@ func testTextNUL(t *testing.T, newDB NewDB) {
 	body := `{"mode":"text","data":"a\u0000b"}`
 	r := e.do(req{user: "alice", key: "nul", body: body})
 	want(t, r, 422)
-	if p := r.problem(t); p.Type != wire.ProblemInvalidText {
-		t.Fatalf("type %q, want invalid-text", p.Type)
-	}
+	p := r.problem(t)
+	require.Equal(t, wire.ProblemInvalidText, p.Type, "type %q, want invalid-text", p.Type)
 	wantEffects(t, e, 0)
 	r = e.do(req{user: "alice", key: "nul", body: body})
 	want(t, r, 422)
-	if !r.replayed() {
-		t.Fatal("the 422 was not stored: an outbox would send the record again")
-	}
+	require.True(t, r.replayed(), "the 422 was not stored: an outbox would send the record again")
 	// Directly, through both kinds of handle, the error is typed.
 	ctx := context.Background()
 	err := e.store.View(ctx, func(q receiver.Tx) error {
 		var n int64
 		return q.QueryRow(ctx, `SELECT COUNT(*) FROM conf_text WHERE body = $1`, "x\x00").Scan(&n)
 	})
-	if !errors.Is(err, receiver.ErrInvalidText) {
-		t.Fatalf("View with a NUL argument: %v, want ErrInvalidText", err)
-	}
+	require.ErrorIs(t, err, receiver.ErrInvalidText, "View with a NUL argument: %v, want ErrInvalidText", err)
 	tx, err := e.store.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.Exec(ctx, `INSERT INTO conf_text (idem_key, body) VALUES ($1, $2)`, "k", "bad \xff"); !errors.Is(err, receiver.ErrInvalidText) {
-		t.Fatalf("Exec with invalid UTF-8: %v, want ErrInvalidText", err)
-	}
+	_, err = tx.Exec(ctx, `INSERT INTO conf_text (idem_key, body) VALUES ($1, $2)`, "k", "bad \xff")
+	require.ErrorIs(t, err, receiver.ErrInvalidText, "Exec with invalid UTF-8: %v, want ErrInvalidText", err)
 }
 
 // testTextFaithful: any other text comes back byte for byte.
@@ -104,9 +97,8 @@ func testTextFaithful(t *testing.T, newDB NewDB) {
 	err := e.store.View(ctx, func(q receiver.Tx) error {
 		return q.QueryRow(ctx, `SELECT body FROM conf_text WHERE idem_key = $1`, "t1").Scan(&got)
 	})
-	if err != nil || got != text {
-		t.Fatalf("stored %q (%v), want %q", got, err, text)
-	}
+	require.NoError(t, err, "stored %q (%v)", got, err)
+	require.Equal(t, text, got, "stored %q (%v)", got, err)
 }
 
 // testOrphanRetryAfter leaves a claim behind as a crashed process would. A
@@ -119,9 +111,7 @@ func testOrphanRetryAfter(t *testing.T, newDB NewDB) {
 	orphan := func(key string, age time.Duration) {
 		now := e.clock.now()
 		tx, err := e.store.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, err = tx.Exec(ctx, `INSERT INTO tabfence_idempotency
 			(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires)
 			VALUES ($1, $2, $3, 1, 'dead', $4, 0, '', $5, $6, $7)`,
@@ -130,9 +120,7 @@ func testOrphanRetryAfter(t *testing.T, newDB NewDB) {
 		if err == nil {
 			err = tx.Commit()
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	for _, c := range []struct {
 		age  time.Duration
@@ -142,9 +130,8 @@ func testOrphanRetryAfter(t *testing.T, newDB NewDB) {
 		orphan(key, c.age)
 		r := e.do(req{user: "alice", key: key, body: okBody})
 		want(t, r, 409)
-		if got := r.header.Get(wire.HeaderRetryAfter); got != c.want {
-			t.Fatalf("claim aged %s: Retry-After %q, want %q", c.age, got, c.want)
-		}
+		got := r.header.Get(wire.HeaderRetryAfter)
+		require.Equal(t, c.want, got, "claim aged %s: Retry-After %q", c.age, got)
 	}
 	// A client that obeys Retry-After from the moment of the crash.
 	orphan("k1", 0)
@@ -157,16 +144,14 @@ func testOrphanRetryAfter(t *testing.T, newDB NewDB) {
 		want(t, r, 409)
 		polls++
 		d, ok := wire.ParseRetryAfter(r.header.Get(wire.HeaderRetryAfter), time.Now())
-		if !ok || polls > 20 {
-			t.Fatalf("poll %d: Retry-After %q", polls, r.header.Get(wire.HeaderRetryAfter))
-		}
+		require.True(t, ok, "poll %d: Retry-After %q", polls, r.header.Get(wire.HeaderRetryAfter))
+		require.LessOrEqual(t, polls, 20, "poll %d: Retry-After %q", polls, r.header.Get(wire.HeaderRetryAfter))
 		e.clock.advance(d)
 		waited += d
 	}
 	t.Logf("taken over after %d polls and %s", polls, waited)
-	if polls > 8 || waited > time.Minute+time.Second {
-		t.Fatalf("%d polls over %s for an orphaned claim of ClaimTTL 1m; want at most 8, within ClaimTTL", polls, waited)
-	}
+	require.LessOrEqual(t, polls, 8, "%d polls over %s for an orphaned claim of ClaimTTL 1m; want at most 8, within ClaimTTL", polls, waited)
+	require.LessOrEqual(t, waited, time.Minute+time.Second, "%d polls over %s for an orphaned claim of ClaimTTL 1m; want at most 8, within ClaimTTL", polls, waited)
 }
 
 // testCommitUnknown: the connection is lost around COMMIT, after the
@@ -181,15 +166,13 @@ func testCommitUnknown(t *testing.T, newDB NewDB) {
 	r := e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 500)
 	p := r.problem(t)
-	if p.Type != wire.ProblemInternal || strings.Contains(p.Detail, "Nothing was stored") || !strings.Contains(p.Detail, "may") {
-		t.Fatalf("detail %q: must say the request may have been stored", p.Detail)
-	}
+	require.Equal(t, wire.ProblemInternal, p.Type, "detail %q: must say the request may have been stored", p.Detail)
+	require.NotContains(t, p.Detail, "Nothing was stored", "detail %q: must say the request may have been stored", p.Detail)
+	require.Contains(t, p.Detail, "may", "detail %q: must say the request may have been stored", p.Detail)
 	wantEffects(t, e, 1)
 	r = e.do(req{user: "alice", key: "k1", body: okBody})
 	want(t, r, 201)
-	if !r.replayed() {
-		t.Fatal("retry after a lost commit acknowledgement ran again")
-	}
+	require.True(t, r.replayed(), "retry after a lost commit acknowledgement ran again")
 	wantEffects(t, e, 1)
 }
 

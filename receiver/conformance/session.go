@@ -3,6 +3,8 @@ package conformance
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -13,17 +15,13 @@ func testSessionMismatch(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	r := e.do(req{user: "bob", key: "k1", body: okBody, hdr: map[string]string{wire.HeaderClientUser: "alice"}})
 	want(t, r, 403)
-	if p := r.problem(t); p.Type != wire.ProblemSessionMismatch {
-		t.Fatalf("type %q", p.Type)
-	}
+	require.Equal(t, wire.ProblemSessionMismatch, r.problem(t).Type, "type")
 	wantEffects(t, e, 0)
 	// Not stored for bob's key either: the same key from bob, for bob,
 	// runs.
 	r = e.do(req{user: "bob", key: "k1", body: okBody, hdr: map[string]string{wire.HeaderClientUser: "bob"}})
 	want(t, r, 201)
-	if r.replayed() {
-		t.Fatal("the refusal was stored")
-	}
+	require.False(t, r.replayed(), "the refusal was stored")
 	// Alice's request, with alice's credentials, is hers.
 	want(t, e.do(req{user: "alice", key: "k1", body: okBody, hdr: map[string]string{wire.HeaderClientUser: "alice"}}), 201)
 	wantEffects(t, e, 2)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestRun runs the full bench only when asked (it takes up to a minute).
@@ -14,11 +15,7 @@ func TestRun(t *testing.T) {
 		t.Skip("set TABFENCE_SERVERBENCH=1 to run the server bench")
 	}
 	var out bytes.Buffer
-	if err := Run(context.Background(), &out, os.Getenv("TABFENCE_PG_URL")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Run(context.Background(), &out, os.Getenv("TABFENCE_PG_URL")))
 	t.Log("\n" + out.String())
-	if !strings.Contains(out.String(), "stale token") {
-		t.Fatal("table incomplete")
-	}
+	require.Contains(t, out.String(), "stale token", "table incomplete")
 }

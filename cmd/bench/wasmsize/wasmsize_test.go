@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPkgOf(t *testing.T) {
@@ -19,17 +22,14 @@ func TestPkgOf(t *testing.T) {
 		"":                                    "(unnamed)",
 		"noDotHere":                           "noDotHere",
 	} {
-		if got := pkgOf(sym); got != want {
-			t.Errorf("pkgOf(%q) = %q, want %q", sym, got, want)
-		}
+		assert.Equal(t, want, pkgOf(sym), "pkgOf(%q)", sym)
 	}
 }
 
 func TestAnalyzeRejectsGarbage(t *testing.T) {
 	for _, b := range [][]byte{nil, []byte("\x00asm"), []byte("not wasm at all"), []byte("\x00asm\x01\x00\x00\x00\x0a\xff")} {
-		if _, err := analyze(b); err == nil {
-			t.Errorf("analyze(%q): want an error", b)
-		}
+		_, err := analyze(b)
+		assert.Error(t, err, "analyze(%q): want an error", b)
 	}
 }
 
@@ -42,9 +42,7 @@ func TestAnalyzeEnv(t *testing.T) {
 		t.Skip("WASMSIZE_FILE not set")
 	}
 	rep, err := Analyze(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n, _ := strconv.Atoi(os.Getenv("WASMSIZE_N"))
 	if n == 0 {
 		n = 40

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 )
 
@@ -19,9 +22,8 @@ func TestDecodeNoteRefusesWhatJSONWouldRewrite(t *testing.T) {
 		`{"id":"a","text":"x\u0000"}`,
 		`{"id":"a\u0000","text":""}`,
 	} {
-		if _, _, err := DecodeNote([]byte(body)); !errors.Is(err, ErrNoteInvalid) {
-			t.Errorf("%q: %v, want ErrNoteInvalid", body, err)
-		}
+		_, _, err := DecodeNote([]byte(body))
+		assert.ErrorIs(t, err, ErrNoteInvalid, "%q: %v, want ErrNoteInvalid", body, err)
 	}
 	for body, want := range map[string]string{
 		`{"id":"\ud83c\udf89","text":""}`: "🎉",
@@ -30,9 +32,9 @@ func TestDecodeNoteRefusesWhatJSONWouldRewrite(t *testing.T) {
 		`{"id":"x\\","text":"\\u"}`:       `x\`,
 	} {
 		id, _, err := DecodeNote([]byte(body))
-		if err != nil || id != want || strings.ContainsRune(id, 0) {
-			t.Errorf("%q: id %q, %v; want %q", body, id, err, want)
-		}
+		assert.NoError(t, err, "%q: id %q", body, id)
+		assert.Equal(t, want, id, "%q: id %q", body, id)
+		assert.False(t, strings.ContainsRune(id, 0), "%q: id %q", body, id)
 	}
 }
 
@@ -51,8 +53,10 @@ func FuzzDecodeNote(f *testing.F) {
 			}
 			return
 		}
-		if id == "" || len(id) > MaxNoteID || len(text) > MaxNoteText || !receiver.ValidText(id) || !receiver.ValidText(text) {
-			t.Fatalf("accepted invalid note %q %q", id, text)
-		}
+		require.NotEqual(t, "", id, "accepted invalid note %q %q", id, text)
+		require.LessOrEqual(t, len(id), MaxNoteID, "accepted invalid note %q %q", id, text)
+		require.LessOrEqual(t, len(text), MaxNoteText, "accepted invalid note %q %q", id, text)
+		require.True(t, receiver.ValidText(id), "accepted invalid note %q %q", id, text)
+		require.True(t, receiver.ValidText(text), "accepted invalid note %q %q", id, text)
 	})
 }

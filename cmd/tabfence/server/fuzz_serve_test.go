@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/wire"
 )
@@ -30,9 +32,7 @@ func FuzzServe(f *testing.F) {
 		DB: filepath.Join(f.TempDir(), "fuzz.db"), Dist: f.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	f.Cleanup(func() { _ = srv.Close() })
 	f.Fuzz(func(t *testing.T, method, path, user, key, res, tok string, body []byte) {
 		if !strings.HasPrefix(path, "/") {
@@ -50,9 +50,7 @@ func FuzzServe(f *testing.F) {
 		}
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, req)
-		if w.Code >= 500 {
-			t.Fatalf("%s %s: %d %s", method, path, w.Code, w.Body)
-		}
+		require.Less(t, w.Code, 500, "%s %s: %d %s", method, path, w.Code, w.Body)
 		ct := w.Header().Get("Content-Type")
 		if req.Method == "POST" && req.URL.Path == "/api/notes" && w.Code >= 400 && ct != wire.ContentTypeProblem {
 			t.Fatalf("rejection %d with Content-Type %q", w.Code, ct)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
@@ -39,19 +41,18 @@ func testHostileNotes(t *testing.T, db string) {
 		resp, b := call(t, "POST", base+"/api/notes", "ann", "h"+string(rune('a'+i)), c.body)
 		var p receiver.Problem
 		_ = json.Unmarshal(b, &p)
-		if resp.StatusCode != 422 || p.Type != c.problem {
-			t.Fatalf("%q: %d %s, want 422 %s", c.body, resp.StatusCode, b, c.problem)
-		}
+		require.Equal(t, 422, resp.StatusCode, "%q: %d %s, want 422 %s", c.body, resp.StatusCode, b, c.problem)
+		require.Equal(t, c.problem, p.Type, "%q: %d %s, want 422 %s", c.body, resp.StatusCode, b, c.problem)
 	}
-	if _, b := call(t, "GET", base+"/api/notes", "ann", "", ""); string(b) != "[]" {
-		t.Fatalf("notes stored from refused bodies: %s", b)
-	}
+	_, b := call(t, "GET", base+"/api/notes", "ann", "", "")
+	require.Equal(t, "[]", string(b), "notes stored from refused bodies: %s", b)
 	// A surrogate pair and an escaped backslash before "u" are fine.
 	resp, b := call(t, "POST", base+"/api/notes", "ann", "pair", `{"id":"\ud83c\udf89","text":"\\ud800"}`)
 	var n server.Note
-	if err := json.Unmarshal(b, &n); resp.StatusCode != 201 || err != nil || n.ID != "🎉" || n.Text != `\ud800` {
-		t.Fatalf("surrogate pair: %d %s", resp.StatusCode, b)
-	}
+	require.Equal(t, 201, resp.StatusCode, "surrogate pair: %d %s", resp.StatusCode, b)
+	require.NoError(t, json.Unmarshal(b, &n), "surrogate pair: %d %s", resp.StatusCode, b)
+	require.Equal(t, "🎉", n.ID, "surrogate pair: %d %s", resp.StatusCode, b)
+	require.Equal(t, `\ud800`, n.Text, "surrogate pair: %d %s", resp.StatusCode, b)
 	if n := effects(t, base); n != 1 {
 		t.Fatalf("effects %d, want 1", n)
 	}
@@ -72,16 +73,12 @@ func TestHostileNotesPostgres(t *testing.T) {
 func TestSlowBodyCutOffOnEveryRoute(t *testing.T) {
 	srv, err := server.New(server.Config{DB: filepath.Join(t.TempDir(), "s.db"), Dist: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Receiver: receiver.Options{BodyTimeout: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
 	for _, target := range []string{"POST /api/notes", "GET /api/notes", "POST /fence/doc:1", "GET /healthz"} {
 		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		method, path, _ := strings.Cut(target, " ")
 		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\n%s: ann\r\n%s: k\r\nContent-Length: 1000\r\n\r\n",
 			method, path, server.DemoUserHeader, wire.HeaderIdempotencyKey)
@@ -106,9 +103,8 @@ func TestSlowBodyCutOffOnEveryRoute(t *testing.T) {
 		if err != nil && !errors.Is(err, syscall.ECONNRESET) { // a reset is a close with our bytes unread
 			t.Fatalf("%s: connection still open after 5s: %v", target, err)
 		}
-		if d := time.Since(start); d < 250*time.Millisecond {
-			t.Fatalf("%s: closed after %s, before the deadline", target, d)
-		}
+		d := time.Since(start)
+		require.GreaterOrEqual(t, d, 250*time.Millisecond, "%s: closed after %s, before the deadline", target, d)
 	}
 }
 
@@ -128,9 +124,7 @@ func TestInstancesStartTogetherPostgres(t *testing.T) {
 			}()
 		}
 		for i := 0; i < 2; i++ {
-			if err := <-errs; err != nil {
-				t.Fatalf("round %d: an instance failed to start: %v", round, err)
-			}
+			require.NoError(t, <-errs, "round %d: an instance failed to start", round)
 		}
 	}
 }

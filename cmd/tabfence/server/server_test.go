@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
 	"github.com/tabfence/tabfence/wire"
@@ -21,13 +23,9 @@ import (
 func newServer(t *testing.T, db string) (*httptest.Server, string) {
 	t.Helper()
 	dist := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dist, "tabfence.wasm"), []byte("\x00asm"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dist, "tabfence.wasm"), []byte("\x00asm"), 0o644))
 	srv, err := server.New(server.Config{DB: db, Dist: dist, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
 	return hs, dist
@@ -43,6 +41,7 @@ func call(t *testing.T, method, url, user, key, body string) (*http.Response, []
 		req.Header.Set(wire.HeaderIdempotencyKey, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
+	// t.Fatal, not require: call runs in goroutines too.
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +54,7 @@ func effects(t *testing.T, base string) int64 {
 	t.Helper()
 	_, b := call(t, "GET", base+"/api/effects", "", "", "")
 	var out struct{ Effects int64 }
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("effects %s: %v", b, err)
-	}
+	require.NoError(t, json.Unmarshal(b, &out), "effects %s", b)
 	return out.Effects
 }
 
@@ -65,53 +62,41 @@ func testDemoAPI(t *testing.T, db string) {
 	hs, _ := newServer(t, db)
 	base := hs.URL
 	resp, b := call(t, "POST", base+"/api/notes", "ann", "n1", `{"id":"a","text":"hello"}`)
-	if resp.StatusCode != 201 {
-		t.Fatalf("create: %d %s", resp.StatusCode, b)
-	}
+	require.Equal(t, 201, resp.StatusCode, "create: %d %s", resp.StatusCode, b)
 	resp, _ = call(t, "POST", base+"/api/notes", "ann", "n1", `{"id":"a","text":"hello"}`)
-	if resp.StatusCode != 201 || resp.Header.Get(wire.HeaderReplayed) != "true" {
-		t.Fatalf("retry: %d replayed=%q", resp.StatusCode, resp.Header.Get(wire.HeaderReplayed))
-	}
+	require.Equal(t, 201, resp.StatusCode, "retry: %d replayed", resp.StatusCode)
+	require.Equal(t, "true", resp.Header.Get(wire.HeaderReplayed), "retry: %d replayed", resp.StatusCode)
 	resp, b = call(t, "POST", base+"/api/notes", "ann", "n2", `{"id":"a","text":"edited"}`)
-	if resp.StatusCode != 200 {
-		t.Fatalf("update: %d %s", resp.StatusCode, b)
-	}
-	if resp, _ := call(t, "POST", base+"/api/notes", "ann", "", `{"id":"a","text":"x"}`); resp.StatusCode != 400 {
-		t.Fatalf("no key: %d", resp.StatusCode)
-	}
-	if resp, _ := call(t, "POST", base+"/api/notes", "", "n3", `{"id":"a","text":"x"}`); resp.StatusCode != 401 {
-		t.Fatalf("no user: %d", resp.StatusCode)
-	}
-	if resp, _ := call(t, "POST", base+"/api/notes", "ann", "n4", `{"text":"x"}`); resp.StatusCode != 422 {
-		t.Fatalf("invalid note: %d", resp.StatusCode)
-	}
-	if resp, _ := call(t, "POST", base+"/api/notes", "ann", "n5", `nope`); resp.StatusCode != 400 {
-		t.Fatalf("bad json: %d", resp.StatusCode)
-	}
+	require.Equal(t, 200, resp.StatusCode, "update: %d %s", resp.StatusCode, b)
+	resp, _ = call(t, "POST", base+"/api/notes", "ann", "", `{"id":"a","text":"x"}`)
+	require.Equal(t, 400, resp.StatusCode, "no key")
+	resp, _ = call(t, "POST", base+"/api/notes", "", "n3", `{"id":"a","text":"x"}`)
+	require.Equal(t, 401, resp.StatusCode, "no user")
+	resp, _ = call(t, "POST", base+"/api/notes", "ann", "n4", `{"text":"x"}`)
+	require.Equal(t, 422, resp.StatusCode, "invalid note")
+	resp, _ = call(t, "POST", base+"/api/notes", "ann", "n5", `nope`)
+	require.Equal(t, 400, resp.StatusCode, "bad json")
 	_, b = call(t, "GET", base+"/api/notes", "ann", "", "")
 	var notes []server.Note
-	if err := json.Unmarshal(b, &notes); err != nil || len(notes) != 1 || notes[0] != (server.Note{ID: "a", Text: "edited", Effects: 2, User: "ann"}) {
-		t.Fatalf("notes %s (%v)", b, err)
-	}
+	err := json.Unmarshal(b, &notes)
+	require.NoError(t, err, "notes %s (%v)", b, err)
+	require.Len(t, notes, 1, "notes %s (%v)", b, err)
+	require.Equal(t, server.Note{ID: "a", Text: "edited", Effects: 2, User: "ann"}, notes[0], "notes %s (%v)", b, err)
 	_, b = call(t, "GET", base+"/api/notes", "bob", "", "")
-	if string(b) != "[]" {
-		t.Fatalf("bob sees %s", b)
-	}
-	if resp, _ := call(t, "GET", base+"/api/notes", "", "", ""); resp.StatusCode != 401 {
-		t.Fatalf("list without user: %d", resp.StatusCode)
-	}
-	if n := effects(t, base); n != 2 {
-		t.Fatalf("effects %d, want 2", n)
-	}
+	require.Equal(t, "[]", string(b), "bob sees %s", b)
+	resp, _ = call(t, "GET", base+"/api/notes", "", "", "")
+	require.Equal(t, 401, resp.StatusCode, "list without user")
+	n := effects(t, base)
+	require.Equal(t, int64(2), n, "effects %d, want 2", n)
 	// Fencing through the demo API.
 	_, b = call(t, "POST", base+"/fence/notes:ann", "ann", "", "")
 	var ft struct {
 		Resource string
 		Token    uint64
 	}
-	if err := json.Unmarshal(b, &ft); err != nil || ft.Resource != "notes:ann" || ft.Token != 1 {
-		t.Fatalf("fence %s", b)
-	}
+	require.NoError(t, json.Unmarshal(b, &ft), "fence %s", b)
+	require.Equal(t, "notes:ann", ft.Resource, "fence %s", b)
+	require.Equal(t, uint64(1), ft.Token, "fence %s", b)
 	// Exactly once under concurrency.
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
@@ -122,9 +107,8 @@ func testDemoAPI(t *testing.T, db string) {
 		}()
 	}
 	wg.Wait()
-	if n := effects(t, base); n != 3 {
-		t.Fatalf("effects %d after 20 concurrent retries, want 3", n)
-	}
+	n = effects(t, base)
+	require.Equal(t, int64(3), n, "effects %d after 20 concurrent retries, want 3", n)
 }
 
 func TestDemoAPISQLite(t *testing.T) {
@@ -140,17 +124,15 @@ func TestDemoAPIPostgres(t *testing.T) {
 func TestStatic(t *testing.T) {
 	hs, _ := newServer(t, filepath.Join(t.TempDir(), "demo.db"))
 	resp, b := call(t, "GET", hs.URL+"/dist/tabfence.wasm", "", "", "")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/wasm" ||
-		resp.Header.Get("Cache-Control") != "no-cache" || !bytes.Equal(b, []byte("\x00asm")) {
-		t.Fatalf("wasm: %d %v", resp.StatusCode, resp.Header)
-	}
+	require.Equal(t, 200, resp.StatusCode, "wasm: %d %v", resp.StatusCode, resp.Header)
+	require.Equal(t, "application/wasm", resp.Header.Get("Content-Type"), "wasm: %d %v", resp.StatusCode, resp.Header)
+	require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"), "wasm: %d %v", resp.StatusCode, resp.Header)
+	require.True(t, bytes.Equal(b, []byte("\x00asm")), "wasm: %d %v", resp.StatusCode, resp.Header)
 	resp, _ = call(t, "GET", hs.URL+"/", "", "", "")
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("index: %d %v", resp.StatusCode, resp.Header)
-	}
-	if resp, _ := call(t, "GET", hs.URL+"/dist/missing.js", "", "", ""); resp.StatusCode != 404 {
-		t.Fatalf("missing: %d", resp.StatusCode)
-	}
+	require.Equal(t, 200, resp.StatusCode, "index: %d %v", resp.StatusCode, resp.Header)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html"), "index: %d %v", resp.StatusCode, resp.Header)
+	resp, _ = call(t, "GET", hs.URL+"/dist/missing.js", "", "", "")
+	require.Equal(t, 404, resp.StatusCode, "missing")
 }
 
 func TestMiddleware(t *testing.T) {
@@ -172,18 +154,14 @@ func TestMiddleware(t *testing.T) {
 			})
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
-	if resp, _ := call(t, "GET", hs.URL+"/test/fail", "", "", ""); resp.StatusCode != 503 {
-		t.Fatalf("injected route: %d", resp.StatusCode)
-	}
-	if effects(t, hs.URL) != 0 || seen != 2 {
-		t.Fatalf("middleware saw %d requests", seen)
-	}
+	resp, _ := call(t, "GET", hs.URL+"/test/fail", "", "", "")
+	require.Equal(t, 503, resp.StatusCode, "injected route")
+	require.Equal(t, int64(0), effects(t, hs.URL), "middleware saw %d requests", seen)
+	require.Equal(t, 2, seen, "middleware saw %d requests", seen)
 }
 
 // The demo's cookie credentials (auth=cookie): the cookie names the caller
@@ -204,29 +182,23 @@ func TestDemoCookieAuth(t *testing.T) {
 			req.Header.Set(wire.HeaderClientUser, clientUser)
 		}
 		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if s := post("cy", "", "cy", "k1", "c1"); s != 201 {
-		t.Fatalf("cookie: %d", s)
-	}
-	if s := post("cy", "", "ann", "k2", "a1"); s != 403 {
-		t.Fatalf("ann's record with cy's cookie: %d, want 403", s)
-	}
-	if s := post("cy", "ann", "ann", "k3", "a2"); s != 201 {
-		t.Fatalf("header over cookie: %d", s)
-	}
+	require.Equal(t, 201, post("cy", "", "cy", "k1", "c1"), "cookie")
+	s := post("cy", "", "ann", "k2", "a1")
+	require.Equal(t, 403, s, "ann's record with cy's cookie: %d, want 403", s)
+	require.Equal(t, 201, post("cy", "ann", "ann", "k3", "a2"), "header over cookie")
 	list := func(user string) string {
 		_, b := call(t, "GET", hs.URL+"/api/notes", user, "", "")
 		return string(b)
 	}
-	if l := list("cy"); !strings.Contains(l, `"c1"`) || strings.Contains(l, `"a1"`) || strings.Contains(l, `"a2"`) {
-		t.Fatalf("cy's notes %s", l)
-	}
-	if l := list("ann"); !strings.Contains(l, `"a2"`) || strings.Contains(l, `"a1"`) {
-		t.Fatalf("ann's notes %s", l)
-	}
+	l := list("cy")
+	require.Contains(t, l, `"c1"`, "cy's notes")
+	require.NotContains(t, l, `"a1"`, "cy's notes")
+	require.NotContains(t, l, `"a2"`, "cy's notes")
+	l = list("ann")
+	require.Contains(t, l, `"a2"`, "ann's notes")
+	require.NotContains(t, l, `"a1"`, "ann's notes")
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver/pgstore"
 )
 
@@ -26,9 +28,8 @@ func BaseURL(t testing.TB) string {
 		return u
 	}
 	msg := EnvURL + " is not set: run under `bash internal/testenv/with-postgres.sh go test ...` to test PostgreSQL"
-	if os.Getenv("CI") != "" || os.Getenv("TABFENCE_REQUIRE_PG") != "" {
-		t.Fatal(msg + " (required because CI or TABFENCE_REQUIRE_PG is set)")
-	}
+	require.Equal(t, "", os.Getenv("CI"), msg+" (required because CI or TABFENCE_REQUIRE_PG is set)")
+	require.Equal(t, "", os.Getenv("TABFENCE_REQUIRE_PG"), msg+" (required because CI or TABFENCE_REQUIRE_PG is set)")
 	t.Skip(msg)
 	return ""
 }
@@ -41,9 +42,7 @@ func SchemaURL(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	u, drop, err := pgstore.NewSchema(ctx, base, "t")
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
+	require.NoError(t, err, "pgtest")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
