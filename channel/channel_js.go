@@ -8,9 +8,9 @@ import (
 	"math"
 	"sync"
 	"syscall/js"
-	"unsafe"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // ErrClosed: the channel was closed.
@@ -54,15 +54,16 @@ type Channel struct {
 	done   chan struct{}
 
 	encMu  sync.Mutex
-	encBuf []byte   // encode's scratch
-	post   js.Value // the loader's FAST.post, or undefined
-	post2  js.Value // the loader's FAST.post2, or undefined
-	outs   outStrs  // JavaScript strings of recurring outgoing header fields
+	encBuf []byte       // encode's scratch
+	hooks  loader.Hooks // the loader's channel hooks (fast.js), or none
+	post   js.Value     // hooks' post, or undefined
+	post2  js.Value     // hooks' post2, or undefined
+	outs   outStrs      // JavaScript strings of recurring outgoing header fields
 
 	hdrs hdrCache // recurring received header strings, see hdrCache
 
 	exportID int32    // its number for the loader's rx (see exportRx), or 0
-	payload  js.Value // the loader's FAST.payload, or undefined
+	payload  js.Value // the loader's payload(), or undefined
 
 	// heldID is the ID of the envelope exportRx is receiving, while the
 	// loader holds it and its header had no escapes (see Held); "" outside.
@@ -92,22 +93,23 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
-	fast := FastPath()
+	c.hooks = loader.Group(loader.GroupChannel)
+	rx := c.hooks.Func("rx")
 	// The one callback of this channel. It decodes and runs the cursor at
 	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)
 	// and hands accepted messages to the delivery goroutine for the others,
 	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		switch {
-		case fast.Rx.IsUndefined(): // called with the event
+		case rx.IsUndefined(): // called with the event
 			data := js.Undefined()
 			if len(args) > 0 && args[0].Type() == js.TypeObject {
 				data = args[0].Get("data")
 			}
 			c.receive(decode(data, c.limits, &c.hdrs))
 		case len(args) == 2 && args[0].Type() == js.TypeNumber: // (header's length in scratch, payload)
-			c.receiveHeader(scratchString(args[0].Int()), args[1])
-		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
+			c.receiveHeader(loader.ReadScratch(args[0].Int()), args[1])
+		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see fast.js
 			c.receiveHeader(args[0].String(), args[1])
 		default: // (undefined, data): not plainly an envelope
 			data := js.Undefined()
@@ -119,12 +121,12 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		return nil
 	})
 	handler := c.cb.Value
-	if !fast.Rx.IsUndefined() {
+	if !rx.IsUndefined() {
 		l := c.limits
 		c.exportID = exported.add(c)
-		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch, c.exportID, Kick())
+		handler = rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, loader.Scratch(), c.exportID, loader.Kick())
 	}
-	c.post, c.post2, c.payload = fast.Post, fast.Post2, fast.Payload
+	c.post, c.post2, c.payload = c.hooks.Func("post"), c.hooks.Func("post2"), loader.PayloadFunc()
 	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
 	bc.Set("onmessageerror", handler)
@@ -140,8 +142,8 @@ func (c *Channel) receive(e Envelope, why Reason) {
 	}
 }
 
-// receiveHeader receives an envelope the fast path handed over as its JSON
-// header (see FastPath) and payload: the same checks as decode.
+// receiveHeader receives an envelope the loader's rx handed over as its
+// JSON header (see decodeHeaderJSON) and payload: the same checks as decode.
 func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 	c.receiveHeaderHeld(hdr, payload, false)
 }
@@ -174,123 +176,17 @@ func plainJSON(h string) bool {
 
 // Held reports whether m is the envelope the loader is handing to Go at
 // this moment (a SubscribeNow function called during the wasm export
-// tabfence_channel_rx2) and is plain: Fast.DeliverHeld may then build the
+// tabfence_channel_rx2) and is plain: the hook deliverHeld may then build the
 // message in JavaScript from that very envelope, equal to the one deliver
 // builds from m's JSON, without crossing m's fields again.
 func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.heldID }
 
-// Fast holds the message path's JavaScript half that the loader
-// (jsglue/loader/tabfence.js, FAST) installs under
-// Symbol.for("tabfence.fastpath.v1"); a field is undefined when absent.
-// Every call into Go, and every string or object Go receives, costs a
-// reference with a finalizer; with these a message enters Go as one header
-// string instead of Go reading each field of the event. They only reshape
-// data: every check is made in Go, and without them (Go's own tests, a page
-// that loads the .wasm without the loader) Go reads the fields itself, with
-// the same results.
-//
-// Text crosses through one scratch Uint8Array (see CallFast): a number
-// crossing costs no reference, a string does.
-//
-//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner, scratch) returns
-//     the channel's event handler: a plainly shaped envelope reaches
-//     goHandler as (JSON [id, kind, resource, owner, token, seq, sentAt],
-//     payload), the JSON written into scratch (goHandler gets its length) or,
-//     if it does not fit, as a string; anything else as (undefined, data).
-//   - Post(bc, scratch, header, payload) posts an envelope (see
-//     appendHeaderJSON); Post2(bc, kind, resource, owner, four words of the
-//     ID, token, seq, sentAt, payload) one whose ID is 32 hex digits
-//     (idWords), its strings made once (outStrs): no JSON per post.
-//   - Deliver(fn, scratch, message, payload) calls fn with the message in a
-//     microtask (used by the JavaScript API's subscribers); DeliverHeld(fn,
-//     gap) does for the envelope being received, when Held.
-//
-// When the loader has attached the instance's exports (see export_js.go),
-// Rx also gets the channel's export number and Kick: a header that fits
-// xscratch (export_js.go) then enters Go through the wasm export
-// tabfence_channel_rx2, which skips
-// the event machinery of a js.Func, and Payload returns the payload being
-// handed over. Poster builds the JavaScript API's post methods the same way
-// (package main).
-//
-// Appends takes an outbox's template of plain appends (see
-// outbox.Runtime.AppendTemplate); Enqueuer builds the JavaScript API's
-// enqueue method, which writes those itself; OpFields reads any other
-// operation for Go (package main).
-type Fast struct {
-	Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value
-	Appends, OpFields, Enqueuer                            js.Value
+// Deliverers returns the loader's deliver and deliverHeld hooks (fast.js),
+// undefined without the loader: the JavaScript API hands its subscribers
+// their messages through them (deliverHeld for a message Held).
+func (c *Channel) Deliverers() (deliver, deliverHeld js.Value) {
+	return c.hooks.Func("deliver"), c.hooks.Func("deliverHeld")
 }
-
-// scratchLen bounds the text that crosses through scratch; longer text
-// crosses as a string. Headers within DefaultLimits fit unless their
-// strings are full of escapes or non-ASCII.
-const scratchLen = 1024
-
-var (
-	// scratch is the fast path's Uint8Array. JavaScript writes a received
-	// header there and calls Go at once, which copies it out first thing;
-	// Go writes a header or message there and calls the fast path, which
-	// reads it at once. Neither side yields in between, so one buffer
-	// serves every channel.
-	scratch   = js.Global().Get("Uint8Array").New(scratchLen)
-	scratchMu sync.Mutex // Go's writers
-)
-
-// scratchString copies the n bytes JavaScript wrote into scratch (garbage
-// n: empty, which the header decoder finds malformed).
-func scratchString(n int) string {
-	if n <= 0 || n > scratchLen {
-		return ""
-	}
-	b := make([]byte, n)
-	js.CopyBytesToGo(b, scratch)
-	return unsafe.String(&b[0], n)
-}
-
-// CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
-// payload, text through scratch when it fits: during an export through
-// xscratch, without a call (see export_js.go).
-func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
-	if inExport && len(text) <= len(xscratch) {
-		n := copy(xscratch[:], text)
-		_, err := jsglue.Invoke(fn, target, scratch, -n, payload) // never panics: Invoke recovers
-		return err
-	}
-	scratchMu.Lock()
-	var h any
-	if len(text) <= scratchLen {
-		h = js.CopyBytesToJS(scratch, text)
-	} else {
-		h = string(text)
-	}
-	_, err := jsglue.Invoke(fn, target, scratch, h, payload) // never panics: Invoke recovers
-	scratchMu.Unlock()
-	return err
-}
-
-// FastPath looks the loader's fast path up (it is read when a channel
-// opens).
-func FastPath() Fast {
-	var f Fast
-	v, err := jsglue.Call(jsReflect, "get", js.Global(), jsFastPathKey)
-	if err != nil || v.Type() != js.TypeObject {
-		return f
-	}
-	fn := func(name string) js.Value {
-		if x, err := jsglue.Get(v, name); err == nil && x.Type() == js.TypeFunction {
-			return x
-		}
-		return js.Undefined()
-	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster"),
-		Appends: fn("appends"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
-}
-
-var (
-	jsReflect     = js.Global().Get("Reflect")
-	jsFastPathKey = js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-)
 
 // Name returns the channel's name.
 func (c *Channel) Name() string { return c.name }
@@ -457,7 +353,7 @@ func (c *Channel) Post(e Envelope) error {
 	if !c.post.IsUndefined() {
 		c.encMu.Lock()
 		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
-		err := CallFast(c.post, c.bc, c.encBuf, e.Payload)
+		err := loader.CallText(c.post, c.bc, c.encBuf, e.Payload)
 		c.encMu.Unlock()
 		return err
 	}
@@ -465,9 +361,9 @@ func (c *Channel) Post(e Envelope) error {
 	return err
 }
 
-// PostsThroughLoader reports whether Post sends through the loader's
-// FAST.post or FAST.post2 (see Fast), which keep the envelope they sent for
-// the loader's poster.
+// PostsThroughLoader reports whether Post sends through the loader's post
+// or post2 hooks, which keep the envelope they sent for the loader's
+// poster.
 func (c *Channel) PostsThroughLoader() bool { return !c.post.IsUndefined() }
 
 // Send stamps payload with s's next sequence and posts it.

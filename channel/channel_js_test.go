@@ -377,21 +377,8 @@ func TestSubscribeNowInArrivalOrderBesideSubscribe(t *testing.T) {
 	}
 }
 
-// withFastPath installs the loader's fast path (loaderFastPath) for the
-// channels opened until t ends, as a page that uses the loader has it.
-func withFastPath(t *testing.T) {
-	t.Helper()
-	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-	reflect := js.Global().Get("Reflect")
-	reflect.Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
-	t.Cleanup(func() { reflect.Call("deleteProperty", js.Global(), key) })
-	if f := FastPath(); f.Rx.IsUndefined() || f.Post.IsUndefined() || f.Deliver.IsUndefined() {
-		t.Fatal("fast path not installed")
-	}
-}
-
 // The channel tests again, through the loader's fast path.
-func TestFastPath(t *testing.T) { runChannelSuite(t, withFastPath) }
+func TestFastPath(t *testing.T) { runChannelSuite(t, func(t *testing.T) { withFastPath(t) }) }
 
 // runChannelSuite runs the channel tests again, each after setup (which
 // installs a path of the loader's for the channels it opens).
@@ -423,13 +410,11 @@ func testFastPathDecodesLikeGo(t *testing.T, exports bool) {
 	name := chName(t)
 	slow := openCh(t, name)
 	func() {
-		key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-		fast := js.Global().Call("eval", loaderFastPath)
+		fast := withFastPath(t)
 		if exports {
-			fast.Call("attach", goInstance(t).Get("_inst").Get("exports"))
+			fast.Call("attach", instExports(t))
+			defer fast.Call("attach", nil)
 		}
-		js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
-		defer js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		fastCh := openCh(t, name)
 		t.Cleanup(func() { fastCh.Close() })
 		slowGot, fastGot := &inbox{}, &inbox{}
@@ -496,8 +481,8 @@ func TestFastPathPostsLikeGo(t *testing.T) {
 		}
 		sent = append(sent, e)
 	}
-	// An ID that is not 32 hex digits goes out as JSON (FAST.post), one that
-	// is as four words (FAST.post2).
+	// An ID that is not 32 hex digits goes out as JSON (the hook post), one that
+	// is as four words (post2).
 	for _, id := range []string{"custom-id", "0123456789ABCDEF0123456789ABCDEF", "00000000000000000000000000000000"} {
 		e := NewSequencer("doc", "o", 9).Next("k", obj(`{n: 1}`))
 		e.ID, e.Seq = id, uint64(len(sent)+1)

@@ -11,30 +11,6 @@ import (
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
-// goInstance is wasm_exec.js's Go object of this program (see
-// loader.GoInstance).
-func goInstance(t *testing.T) js.Value {
-	t.Helper()
-	g, err := loader.GoInstance()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-// withExports installs the loader's fast path (withFastPath) and attaches
-// this instance's wasm exports to it, as the loader does: received headers
-// enter Go through tabfence_channel_rx2.
-func withExports(t *testing.T) {
-	t.Helper()
-	withFastPath(t)
-	ex := goInstance(t).Get("_inst").Get("exports")
-	if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction || ex.Get("tabfence_scratch").Type() != js.TypeFunction {
-		t.Fatal("no export tabfence_channel_rx2 or tabfence_scratch")
-	}
-	js.Global().Get("Reflect").Call("get", js.Global(), js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")).Call("attach", ex)
-}
-
 // The channel tests again, through the loader's fast path and the exports.
 func TestExports(t *testing.T) { runChannelSuite(t, withExports) }
 
@@ -66,14 +42,14 @@ func TestExportsRunWokenGoroutinesAtOnce(t *testing.T) {
 
 // A message the loader hands to the export is Held while SubscribeNow
 // functions run, unless its header had an escape; and the message
-// FAST.deliverHeld builds from the held envelope is the one FAST.deliver
+// the hook deliverHeld builds from the held envelope is the one deliver
 // builds from the message's JSON (the JavaScript API's subscribers get one
 // or the other). Nothing else is Held: a Subscribe delivery, a replay.
 func TestExportsHeldDeliversLikeJSON(t *testing.T) {
 	withExports(t)
 	name := chName(t)
 	rx := openCh(t, name)
-	fast := FastPath()
+	_, deliverHeld := rx.Deliverers()
 	type got struct {
 		held      bool
 		viaHeld   string // JSON of deliverHeld's message
@@ -94,7 +70,7 @@ func TestExportsHeldDeliversLikeJSON(t *testing.T) {
 				mu.Unlock()
 				return nil
 			})
-			fast.DeliverHeld.Invoke(cb, m.Gap)
+			deliverHeld.Invoke(cb, m.Gap)
 		}
 		b := AppendJSONField(nil, `{"id":`, m.ID)
 		b = AppendJSONField(b, `,"kind":`, m.Kind)
@@ -191,11 +167,11 @@ bc.postMessage({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", res
 bc.close();`)
 	var keep [][]byte
 	grow := func() {
-		before := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int()
+		before := instExports(t).Get("mem").Get("buffer").Get("byteLength").Int()
 		b := make([]byte, 64<<20)
 		b[len(b)-1] = 1
 		keep = append(keep, b)
-		if after := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int(); after <= before {
+		if after := instExports(t).Get("mem").Get("buffer").Get("byteLength").Int(); after <= before {
 			t.Fatalf("memory did not grow: %d -> %d bytes", before, after)
 		}
 	}
@@ -210,9 +186,9 @@ bc.close();`)
 	s := NewSequencer("r", "o", 1)
 	s.seq = 2
 	e := s.Next("after-growth", js.ValueOf(3))
-	inExport = true
+	g := loader.Entered()
 	err := tx.Post(e)
-	inExport = false
+	loader.Leave(g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +200,13 @@ bc.close();`)
 		t.Fatalf("stats %+v", s)
 	}
 	_ = keep
+}
+
+func instExports(t *testing.T) js.Value {
+	t.Helper()
+	ex, err := loader.Exports()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
 }

@@ -81,8 +81,8 @@ func AppendUintField(b []byte, prefix string, n uint64) []byte {
 }
 
 // decodeHeaderJSON reads the header the loader's fast path hands Go for a
-// message it found plainly shaped like an envelope (see FAST.rx in
-// jsglue/loader/tabfence.js): JSON.stringify([id, kind, resource, owner,
+// message it found plainly shaped like an envelope (see rx in fast.js):
+// JSON.stringify([id, kind, resource, owner,
 // token, seq, sentAt]), the four strings already known to be strings within
 // l's bounds and the three numbers known to be numbers. It applies decode's
 // rules to what JSON can express — strings re-bounded in UTF-16 units,
@@ -270,7 +270,7 @@ func utf16Len(s string) int {
 }
 
 // idWords reads an ID of exactly 32 lowercase hex digits (NewID's) as four
-// 32-bit words, most significant first, for FAST.post2, which writes them
+// 32-bit words, most significant first, for the hook post2, which writes them
 // back as the same 32 digits; ok is false for any other ID, which is posted
 // as JSON.
 func idWords(id string) (w [4]uint32, ok bool) {

@@ -141,7 +141,7 @@ func TestIDWords(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q not read", id)
 		}
-		// What FAST.post2 does: each word as 8 hex digits.
+		// What the hook post2 does: each word as 8 hex digits.
 		got := ""
 		for _, x := range w {
 			got += fmt.Sprintf("%08x", x)

@@ -530,12 +530,12 @@ func appendedSeq(res EnqueueResult, k js.Value) (EnqueueResult, error) {
 	return res, nil
 }
 
-// AppendTarget is where a builder of plain appends outside Go (see
-// AppendRules; the loader's FAST.appends) writes: the connection, the
+// AppendTarget is where the loader's hook writes plain appends (see
+// PlainAppend and UseLoader): the connection, the
 // transaction's store names (the records store first) and options
 // (durability), as Enqueue opens its transaction. ok is false once the
 // store is closed. A transaction the builder opens after the connection
-// closed throws, and the builder then leaves the operation to Enqueue,
+// closed throws, and the hook then leaves the operation to Enqueue,
 // which returns the store's typed error.
 func (s *IDBStore) AppendTarget() (db, names, opts js.Value, ok bool) {
 	if s.Err() != nil {

@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync/atomic"
 	"syscall/js"
 	"time"
 
-	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -24,7 +22,7 @@ var (
 	outboxes handles[*outbox.Runtime]
 
 	obEnqueue, obFlush, obStatus, obOnStatus, obOnEvent, obDeadLetters, obRetry, obDiscard,
-	obPause, obResume, obLogin, obLogout, obClose, obAppended *jsglue.Callback
+	obPause, obResume, obLogin, obLogout, obClose *jsglue.Callback
 
 	jsJSON       = js.Global().Get("JSON")
 	jsUint8Array = js.Global().Get("Uint8Array")
@@ -94,9 +92,9 @@ func registerOutbox(api js.Value) {
 		return r, nil
 	}
 	ctx := context.Background()
-	// A plain append (see outbox.AppendRules) is written by the loader
-	// itself, from the template Go publishes for each outbox (FAST.appends):
-	// the enqueue makes no call into Go before its commit. obEnqueue takes
+	// A plain append (see outbox.PlainAppend) is built by Go through a wasm
+	// export and written by the loader's hook in the caller's task
+	// (outbox.UseLoader): no goroutine waits for its commit. obEnqueue takes
 	// every other operation (a dedupe policy reads the queue first, a large
 	// payload goes to the blob store, an invalid one gets its typed error),
 	// and every operation on a page without the loader: a goroutine that
@@ -117,39 +115,6 @@ func registerOutbox(api js.Value) {
 			}
 			return enqueueResult(res), nil
 		}), nil
-	})
-	// obAppended(batch) does Go's bookkeeping of the appends the loader
-	// committed (outbox.ParseAppended: the enqueue events, then one
-	// OUTBOX_CHANGED and flush hint per outbox), a burst at once;
-	// obAppended(undefined, error) returns the error an aborted append's
-	// promise rejects with.
-	obAppended = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
-		b := at(args, 0)
-		if b.Type() != js.TypeString {
-			return jsglue.ToJS(obErr(outbox.EnqueueAborted(at(args, 1))))
-		}
-		appendedBatches.Add(1)
-		var recs []outbox.AppendedRecord
-		last := -1
-		done := func() {
-			if r, ok := outboxes.lookup(float64(last)); ok {
-				r.Appended(recs)
-			}
-			recs = recs[:0]
-		}
-		malformed := outbox.ParseAppended(b.String(), func(key int, rec outbox.AppendedRecord) {
-			if key != last && len(recs) > 0 {
-				done()
-			}
-			last = key
-			recs = append(recs, rec)
-			appendedRecords.Add(1)
-		})
-		if len(recs) > 0 {
-			done()
-		}
-		malformedAppends.Add(int64(malformed))
-		return nil
 	})
 	obFlush = asyncFunc(func(args []js.Value) (any, error) {
 		r, err := get(args)
@@ -435,16 +400,8 @@ func openOutbox(args []js.Value) (any, error) {
 		return nil, obErr(err)
 	}
 	id := outboxes.add(rt)
-	fast := channel.FastPath()
-	loaderOpFields = fast.OpFields
-	if fast.Appends.Type() == js.TypeFunction {
-		// The loader learns every change synchronously: after a logout no
-		// append of the old user is written, even while the purge runs.
-		key := int(id)
-		publish := func() { _, _ = jsglue.Invoke(fast.Appends, key, rt.AppendTemplate(obAppended.Value)) }
-		rt.OnAppendChange(publish)
-		publish()
-	}
+	loaderOpFields = outbox.LoaderOpFields()
+	rt.UseLoader(int(id), func(err error) js.Value { return jsglue.ToJS(obErr(err)) })
 	obj := newObject()
 	defineConst(obj, "name", name)
 	defineConst(obj, "id", rt.ID())
@@ -489,23 +446,16 @@ func mergeFunc(fn js.Value) outbox.MergeFunc {
 }
 
 // enqueueMethod returns the enqueue method of outbox handle id: the
-// loader's FAST.enqueuer around the js.Func (it writes plain appends
-// itself, see registerOutbox), or the js.Func.
+// loader's enqueuer around the js.Func (plain appends are written in the
+// caller's task, see outbox.UseLoader), or the js.Func.
 func enqueueMethod(id float64) js.Value {
 	slow := bound(obEnqueue, id)
-	enq := channel.FastPath().Enqueuer
-	if enq.Type() != js.TypeFunction {
-		return slow
+	m := outbox.EnqueueMethod(int(id), slow)
+	if !m.Equal(slow) {
+		jsReflect.Call("set", m, symAsync, true)
 	}
-	m := enq.Invoke(id, slow)
-	jsReflect.Call("set", m, symAsync, true)
 	return m
 }
-
-// appendedBatches and appendedRecords count the loader's batches of
-// committed appends and their records (tests: the loader wrote them, Go
-// did not); malformedAppends the batch entries dropped as malformed.
-var appendedBatches, appendedRecords, malformedAppends atomic.Int64
 
 // enqueueResult is enqueue's result object.
 func enqueueResult(res outbox.EnqueueResult) js.Value {
@@ -515,11 +465,11 @@ func enqueueResult(res outbox.EnqueueResult) js.Value {
 	return o
 }
 
-// loaderOpFields is the loader's FAST.opFields, or undefined without the
+// loaderOpFields is the loader's opFields hook, or undefined without the
 // loader: looked up when an outbox is made, not per enqueue.
 var loaderOpFields js.Value
 
-// opArg reads enqueue's operation: through the loader's FAST.opFields when
+// opArg reads enqueue's operation: through the loader's opFields when
 // the page has it (one call instead of one per field; it takes plainly
 // shaped operations only), else field by field.
 func opArg(v js.Value) (outbox.Op, error) {
@@ -532,10 +482,9 @@ func opArg(v js.Value) (outbox.Op, error) {
 	return opArgSlow(v)
 }
 
-// maxDependencyIDs bounds an operation's dependencyIds (FAST.opFields
-// takes up to 256 and leaves longer lists to opArgSlow; its TypeError
-// names the number).
-const maxDependencyIDs = 1000
+// maxDependencyIDs bounds an operation's dependencyIds (its TypeError
+// names the number; the loader's opFields leaves longer lists here).
+const maxDependencyIDs = outbox.MaxDependencyIDs
 
 // isType reports whether v has type t (false for a BigInt, which
 // syscall/js cannot type).
@@ -544,7 +493,7 @@ func isType(v js.Value, t js.Type) bool {
 	return ok && vt == t
 }
 
-// opBuf is FAST.opFields' buffer; an operation that does not fit is read
+// opBuf is opFields' buffer; an operation that does not fit is read
 // field by field.
 var opBufV js.Value
 
@@ -555,8 +504,8 @@ func opBuf() js.Value {
 	return opBufV
 }
 
-// opArgFast reads v with FAST.opFields (see the loader), ok false when it
-// did not take v.
+// opArgFast reads v with the loader's opFields, ok false when it did not
+// take v.
 func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	if loaderOpFields.Type() != js.TypeFunction {
 		return op, false
@@ -568,7 +517,7 @@ func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	return opFromBuf(r.Int())
 }
 
-// opFromBuf decodes the n bytes FAST.opFields wrote into opBuf.
+// opFromBuf decodes the n bytes opFields wrote into opBuf.
 func opFromBuf(n int) (op outbox.Op, ok bool) {
 	buf := opBuf()
 	if n < 4 || n > buf.Length() {
@@ -576,30 +525,7 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	}
 	b := make([]byte, n)
 	js.CopyBytesToGo(b, buf)
-	u32 := func(i int) int {
-		return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
-	}
-	count := u32(0)
-	if count < 5 || 4+4*count > n {
-		return op, false
-	}
-	off := 4 + 4*count
-	fields := make([][]byte, count)
-	for i := range fields {
-		w := u32(4 + 4*i)
-		if w > n-off {
-			return op, false
-		}
-		fields[i] = b[off : off+w : off+w]
-		off += w
-	}
-	op.OperationType, op.OperationKey = string(fields[0]), string(fields[1])
-	op.EntityType, op.EntityID = string(fields[2]), string(fields[3])
-	op.Payload = fields[4]
-	for _, d := range fields[5:] {
-		op.DependencyIDs = append(op.DependencyIDs, string(d))
-	}
-	return op, true
+	return outbox.DecodeOpFields(b)
 }
 
 // payloadBytes is p as a payload: a string or bytes as is, anything else

@@ -4,12 +4,15 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"reflect"
 	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/outbox"
@@ -189,35 +192,55 @@ func TestOutboxMergePolicy(t *testing.T) {
 	}
 }
 
-// withLoaderFastPath installs the loader's FAST object (from
-// jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
-// a page that uses the loader has it: plain appends are then written by the
-// loader itself (FAST.appends), and their promise settled on the
-// transaction's events. With exports, the instance's wasm exports are
-// attached to it, as the loader attaches them.
-func withLoaderFastPath(t *testing.T, exports bool) {
+// withLoaderFastPath installs the loader's fast path, made from the
+// shipped modules (core.js and every hook group, imported as modules) as
+// tabfence.js makes it, for the outboxes opened until t ends, as a page
+// that uses the loader has it. With exports, the instance's wasm exports
+// are attached to it, as the loader attaches them: plain appends are then
+// built by Go through tabfence_outbox_append and written by the hook, their
+// promise settled on the transaction's events.
+func withLoaderFastPath(t *testing.T, exports bool) js.Value {
 	t.Helper()
-	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-	fast := eval(loader.FastPath())
+	fast := loaderFastPath(t)
 	if exports {
-		g, err := loader.GoInstance()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ex := g.Get("_inst").Get("exports")
-		if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction {
-			t.Fatal("no export tabfence_channel_rx2")
-		}
+		ex, err := loader.Exports()
+		require.NoError(t, err)
+		require.Equal(t, js.TypeFunction, ex.Get("tabfence_outbox_append").Type())
 		fast.Call("attach", ex)
 		t.Cleanup(func() { fast.Call("attach", nil) })
 	}
-	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
+	t.Cleanup(loader.Install(fast))
 	t.Cleanup(func() {
-		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		if loaderOpFields.Type() != js.TypeFunction {
 			t.Error("the outbox did not take the loader's fast path")
 		}
 	})
+	return fast
+}
+
+//go:embed api.js
+var apiJS string
+
+// loaderFastPath makes the loader's fast path from the shipped modules.
+func loaderFastPath(t *testing.T) js.Value {
+	t.Helper()
+	fast, err := loader.NewFastPath(t.Context(), map[string]string{
+		loader.GroupChannel: channel.LoaderJS, loader.GroupOutbox: outbox.LoaderJS, loader.GroupAPI: apiJS,
+	})
+	require.NoError(t, err)
+	return fast
+}
+
+// loaderBatches is how many batches of commits the loader reported.
+func loaderBatches() int64 {
+	n, _, _ := outbox.LoaderAppendStats()
+	return n
+}
+
+// loaderAppends is how many records the loader reported committed.
+func loaderAppends() int64 {
+	_, n, _ := outbox.LoaderAppendStats()
+	return n
 }
 
 // The API tests again, as a page that uses the loader runs them.
@@ -226,15 +249,18 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 		x := "exports=" + strconv.FormatBool(exports)
 		t.Run("API/"+x, func(t *testing.T) {
 			withLoaderFastPath(t, exports)
-			before := appendedRecords.Load()
+			before := loaderAppends()
 			TestOutboxAPI(t)
 			// Every enqueue of TestOutboxAPI that commits is a plain
-			// append: 5 (the bookkeeping may trail by DONE_MS).
-			for deadline := time.Now().Add(5 * time.Second); appendedRecords.Load()-before < 5 && time.Now().Before(deadline); {
+			// append: 5 (the bookkeeping may trail by DONE_MS). Go builds
+			// them through its export: without exports the loader leaves
+			// every enqueue to Go.
+			want := map[bool]int64{true: 5}[exports]
+			for deadline := time.Now().Add(5 * time.Second); loaderAppends()-before < want && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := appendedRecords.Load() - before; n != 5 {
-				t.Fatalf("the loader wrote %d appends, want 5", n)
+			if n := loaderAppends() - before; n != want {
+				t.Fatalf("the loader wrote %d appends, want %d", n, want)
 			}
 		})
 		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
@@ -254,7 +280,7 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 			}
 			eval(obMock)
 			ob := openOb(t, nil)
-			before := appendedRecords.Load()
+			before := loaderAppends()
 			mustAwait(t, ob.Call("pause"))
 			var enqueues int
 			ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
@@ -293,7 +319,7 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 			if enqueues != 1 {
 				t.Fatalf("%d enqueue events, want 1 (the committed one)", enqueues)
 			}
-			if n := appendedRecords.Load() - before; n != map[bool]int64{true: 1}[viaLoader] {
+			if n := loaderAppends() - before; n != map[bool]int64{true: 1}[viaLoader] {
 				t.Fatalf("the loader wrote %d appends (loader: %v)", n, viaLoader)
 			}
 		})
@@ -316,7 +342,7 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 		}
 		return nil
 	}).Value)
-	before := appendedBatches.Load()
+	before := loaderBatches()
 	const n = 30
 	res := mustAwait(t, eval(`((ob, n) => Promise.all(Array.from({length: n}, (_, i) => ob.enqueue({operationType: "put-note", entityId: "e" + i, payload: "{}"}))))`).Invoke(ob, n))
 	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
@@ -330,18 +356,18 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 			t.Fatalf("enqueue %s: %d events", id, seen[id])
 		}
 	}
-	if b := appendedBatches.Load() - before; b < 1 || b >= n {
+	if b := loaderBatches() - before; b < 1 || b >= n {
 		t.Fatalf("%d batches for %d enqueues", b, n)
 	}
 }
 
-// The loader's FAST.opFields and Go's field-by-field reading agree on every
-// operation: the same Op, or the same error (FAST.opFields leaves whatever
+// The loader's opFields and Go's field-by-field reading agree on every
+// operation: the same Op, or the same error (opFields leaves whatever
 // is not plainly shaped to Go).
 func TestOpArgFastAgreesWithSlow(t *testing.T) {
-	fast := eval(loader.FastPath())
+	fast := loaderFastPath(t)
 	saved := loaderOpFields
-	loaderOpFields = fast.Get("opFields")
+	loaderOpFields = fast.Get("outbox").Get("opFields")
 	t.Cleanup(func() { loaderOpFields = saved })
 	ops := eval(`[
   {operationType: "put", payload: "x"},
@@ -391,7 +417,7 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 	}
 	// The fast path took the plain ones (not everything fell back).
 	if _, ok := opArgFast(ops.Index(1)); !ok {
-		t.Fatal("FAST.opFields did not take a plain operation")
+		t.Fatal("opFields did not take a plain operation")
 	}
 }
 
@@ -438,14 +464,14 @@ const storedPair = `(async (name, a, b) => {
   });
 })`
 
-// The loader's builder of plain appends (FAST.appends) writes the record
-// Go's Enqueue writes for the same operation: the same stored fields in the
-// same order with the same values, but for the random ids and the time;
-// the same payload hash (payloads on both sides of SHA-256's block
-// boundaries); the same enqueue event. And it takes only plain appends:
-// what it declines (a key its policy coalesces by, a payload for the blob
-// store, a string Go would store otherwise, a list it does not read) is
-// written by Go.
+// A plain append through the loader's hooks (Go builds the record through
+// its export, the hook writes it) stores the record Go's Enqueue writes for
+// the same operation: the same stored fields in the same order with the
+// same values, but for the random ids and the time; the same payload hash
+// (payloads on both sides of SHA-256's block boundaries, odd strings and
+// lists read as Go reads them); the same enqueue event. And it takes only
+// plain appends: what Go declines (a key its policy coalesces by, a payload
+// for the blob store) is written by Go's enqueue.
 func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 	withLoaderFastPath(t, true)
 	eval(obMock)
@@ -471,17 +497,18 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
   {operationType: "put-note", entityType: null, entityId: "c", operationKey: null, payload: "", dependencyIds: []},
   {operationType: "edit", entityId: "e", payload: {n: 1}},
   ...[55, 56, 63, 64, 119, 120, 1000].map((n) => ({operationType: "put-note", entityId: "n" + n, payload: "x".repeat(n)})),
+  {operationType: "put-note", entityId: "lone \ud800", payload: "x"},
+  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: [1, "a"]},
+  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: Array.from({length: 1000}, (_, i) => "d" + i)},
 ]`)
 	declined := eval(`[
   {operationType: "edit", operationKey: "k", entityId: "e2", payload: {n: 2}},
-  {operationType: "put-note", entityId: "lone \ud800", payload: "x"},
   {operationType: "put-note", entityId: "big", payload: "y".repeat(70000)},
-  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: [1, "a"]},
 ]`)
 	ctx := context.Background()
 	check := func(v js.Value, plain bool) {
 		t.Helper()
-		before := appendedRecords.Load()
+		before := loaderAppends()
 		res := mustAwait(t, ob.Call("enqueue", v))
 		op, err := opArgSlow(v)
 		if err != nil {
@@ -499,7 +526,7 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := appendedRecords.Load() - before; (n == 1) != plain || n > 1 {
+		if n := loaderAppends() - before; (n == 1) != plain || n > 1 {
 			t.Fatalf("%s: the loader wrote %d records (a plain append: %v)", js.Global().Get("JSON").Call("stringify", v), n, plain)
 		}
 		if !plain {
@@ -524,27 +551,50 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 	}
 }
 
-// The loader's done callback (obAppended): an aborted append's error keeps
-// its cause's name (a full disk is a QuotaExceededError, not an
-// AbortError), and batch entries that are not the loader's (another
-// script's call, a bug) are counted and dropped, never delivered.
+// The loader's done callback (outbox.Runtime's, in its append target): an
+// aborted append's error keeps its cause's name (a full disk is a
+// QuotaExceededError, not an AbortError), and batch entries that are not
+// pending appends of its outbox (another script's call, a bug, a second
+// report of a committed one) are counted and dropped, never delivered.
 func TestAppendedCallback(t *testing.T) {
+	fast := withLoaderFastPath(t, true)
+	// The outbox group again, keeping the target the runtime publishes.
+	spy := eval(`((fast) => {
+  const spy = {target: null};
+  const outbox = {...fast.outbox, appends(k, t) { if (t !== null) spy.target = t; fast.outbox.appends(k, t); }};
+  spy.fast = {...fast, outbox};
+  return spy;
+})`).Invoke(fast)
+	t.Cleanup(loader.Install(spy.Get("fast")))
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	done := spy.Get("target").Get("done")
 	quota := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
-	if name := obAppended.Value.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
+	if name := done.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
 		t.Fatalf("aborted by a full disk: %s", name)
 	}
-	if name := obAppended.Value.Invoke(js.Undefined(), js.Null()).Get("name").String(); name != "AbortError" {
+	if name := done.Invoke(js.Undefined(), js.Null()).Get("name").String(); name != "AbortError" {
 		t.Fatalf("aborted by the page: %s", name)
 	}
-	before, records := malformedAppends.Load(), appendedRecords.Load()
-	obAppended.Value.Invoke("garbage;1,zz,,1;999999,0123456789abcdef0123456789abcdef,,1")
-	if n := malformedAppends.Load() - before; n != 2 {
-		t.Fatalf("%d malformed entries counted, want 2", n)
+	var events int
+	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if a[0].Get("kind").String() == "outbox.enqueue" {
+			events++
+		}
+		return nil
+	}).Value)
+	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+	waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+	for deadline := time.Now().Add(5 * time.Second); events == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
-	// The well-formed entry names no open outbox: read, and dropped there.
-	if n := appendedRecords.Load() - records; n != 1 {
-		t.Fatalf("%d entries read, want 1", n)
-	}
+	_, records, dropped := outbox.LoaderAppendStats()
+	done.Invoke("garbage;;0123456789abcdef0123456789abcdef;" + res.Get("id").String())
+	_, records2, dropped2 := outbox.LoaderAppendStats()
+	require.Equal(t, int64(4), dropped2-dropped, "dropped entries")
+	require.Equal(t, int64(0), records2-records, "entries delivered")
+	require.Equal(t, 1, events, "enqueue events")
 }
 
 // A page hidden while a batch of appends waits for its 8 ms timer (which a
@@ -556,9 +606,9 @@ func TestAppendedBatchRunsWhenHidden(t *testing.T) {
 	ob := openOb(t, nil)
 	mustAwait(t, ob.Call("pause"))
 	var snaps []int64
-	before := appendedBatches.Load()
+	before := loaderBatches()
 	snap := jsglue.NewCallback(func(js.Value, []js.Value) any {
-		snaps = append(snaps, appendedBatches.Load()-before)
+		snaps = append(snaps, loaderBatches()-before)
 		return nil
 	})
 	defer snap.Release()
