@@ -3,7 +3,6 @@ package outbox
 import (
 	"strings"
 	"sync"
-	"time"
 )
 
 // A plain append is an operation whose policy cannot coalesce it (no
@@ -37,7 +36,8 @@ func (o *Outbox) PlainAppend(op Op) (rec Record, ok bool) {
 	}
 	rec = plan.Put
 	rec.Seq = 0 // assigned by the store's key generator
-	if !o.pending.add(rec.ID, pendingAppend{keyHash: HashKey(op.OperationKey), at: rec.CreatedAt}) {
+	ev := Event{Kind: EventEnqueue, At: rec.CreatedAt, RecordID: rec.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(ActionAppended)}
+	if !o.pending.add(ev) {
 		return Record{}, false
 	}
 	return rec, true
@@ -47,9 +47,9 @@ func (o *Outbox) PlainAppend(op Op) (rec Record, ok bool) {
 // which committed; ok false for an id that is not pending (another
 // script's call, a bug, a second report), which is dropped.
 func (o *Outbox) CommittedAppend(id string) (ok bool) {
-	p, ok := o.pending.take(id)
+	ev, ok := o.pending.take(id)
 	if ok {
-		o.emit(Event{Kind: EventEnqueue, At: p.at, RecordID: id, OperationKeyHash: p.keyHash, Reason: string(ActionAppended)})
+		o.emit(ev)
 	}
 	return ok
 }
@@ -58,31 +58,27 @@ func (o *Outbox) CommittedAppend(id string) (ok bool) {
 // (its transaction aborted, or could not be opened).
 func (o *Outbox) ForgetAppend(id string) { o.pending.take(id) }
 
-type pendingAppend struct {
-	keyHash string
-	at      time.Time
-}
-
-// pendingAppends are the plain appends built and not yet reported.
+// pendingAppends are the plain appends built and not yet reported: the
+// enqueue event each emits once committed, by record id.
 type pendingAppends struct {
 	mu sync.Mutex
-	m  map[string]pendingAppend
+	m  map[string]Event
 }
 
-func (p *pendingAppends) add(id string, a pendingAppend) bool {
+func (p *pendingAppends) add(ev Event) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.m) >= maxPendingAppends {
 		return false
 	}
 	if p.m == nil {
-		p.m = map[string]pendingAppend{}
+		p.m = map[string]Event{}
 	}
-	p.m[id] = a
+	p.m[ev.RecordID] = ev
 	return true
 }
 
-func (p *pendingAppends) take(id string) (pendingAppend, bool) {
+func (p *pendingAppends) take(id string) (Event, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.m[id]

@@ -198,9 +198,9 @@ export function hooks(core) {
       };
     },
     // appends sets where outbox handle key's plain appends go, or deletes
-    // it (null): Go calls it synchronously on every change (close).
-    appends(key, t) {
-      if (t !== null && typeof t === "object") targets.set(key, t);
+    // it (db null): Go calls it synchronously on every change (close).
+    appends(key, db, names, opts, done, kick, action) {
+      if (typeof db === "object" && db !== null) targets.set(key, { db, names, opts, done, kick, action });
       else targets.delete(key);
     },
   };

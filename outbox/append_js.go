@@ -40,33 +40,28 @@ func (r *Runtime) UseLoader(key int, errJS func(error) js.Value) {
 	}
 	done := jsglue.NewCallback(func(_ js.Value, args []js.Value) any { return r.appendsDone(args, errJS) })
 	r.listeners = append(r.listeners, done.Release)
-	publish := func() { _, _ = jsglue.Invoke(set, key, r.appendTarget(done.Value)) }
+	publish := func() { r.publishTarget(set, key, done.Value) }
 	r.OnAppendChange(publish)
 	publish()
 }
 
-// appendTarget is where the loader writes this runtime's plain appends:
-// the connection, the transaction's store names (records first) and
-// options, done, the kick (see jsglue/loader) and the action enqueue
-// resolves with; null when every enqueue must be Enqueue (closed, not an
-// open IDBStore).
-func (r *Runtime) appendTarget(done js.Value) js.Value {
+// publishTarget tells the loader's appends hook where this runtime's plain
+// appends go: the connection, the transaction's store names (records
+// first) and options, done, the kick (see jsglue/loader) and the action
+// enqueue resolves with; or that every enqueue must be Enqueue (closed,
+// not an open IDBStore).
+func (r *Runtime) publishTarget(set js.Value, key int, done js.Value) {
 	st, isIDB := r.store.(*IDBStore)
 	if r.closed.Load() || !isIDB {
-		return js.Null()
+		_, _ = jsglue.Invoke(set, key, nil)
+		return
 	}
 	db, names, opts, ok := st.AppendTarget()
 	if !ok {
-		return js.Null()
+		_, _ = jsglue.Invoke(set, key, nil)
+		return
 	}
-	o := js.Global().Get("Object").New()
-	o.Set("db", db)
-	o.Set("names", names)
-	o.Set("opts", opts)
-	o.Set("done", done)
-	o.Set("kick", loader.Kick())
-	o.Set("action", string(ActionAppended))
-	return o
+	_, _ = jsglue.Invoke(set, key, db, names, opts, done, loader.Kick(), string(ActionAppended))
 }
 
 // AppendFromScratch is the export tabfence_outbox_append's body: the

@@ -551,7 +551,7 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 	}
 }
 
-// The loader's done callback (outbox.Runtime's, in its append target): an
+// The loader's done callback (outbox.Runtime's, with its append target): an
 // aborted append's error keeps its cause's name (a full disk is a
 // QuotaExceededError, not an AbortError), and batch entries that are not
 // pending appends of its outbox (another script's call, a bug, a second
@@ -560,8 +560,8 @@ func TestAppendedCallback(t *testing.T) {
 	fast := withLoaderFastPath(t, true)
 	// The outbox group again, keeping the target the runtime publishes.
 	spy := eval(`((fast) => {
-  const spy = {target: null};
-  const outbox = {...fast.outbox, appends(k, t) { if (t !== null) spy.target = t; fast.outbox.appends(k, t); }};
+  const spy = {done: null};
+  const outbox = {...fast.outbox, appends(k, ...t) { if (t[0]) spy.done = t[3]; fast.outbox.appends(k, ...t); }};
   spy.fast = {...fast, outbox};
   return spy;
 })`).Invoke(fast)
@@ -569,7 +569,7 @@ func TestAppendedCallback(t *testing.T) {
 	eval(obMock)
 	ob := openOb(t, nil)
 	mustAwait(t, ob.Call("pause"))
-	done := spy.Get("target").Get("done")
+	done := spy.Get("done")
 	quota := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
 	if name := done.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
 		t.Fatalf("aborted by a full disk: %s", name)

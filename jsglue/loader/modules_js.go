@@ -14,15 +14,21 @@ import (
 // shipped modules themselves, imported as ES modules from Blob URLs of
 // their embedded sources, composed as tabfence.js composes them.
 
-var jsImport = js.Global().Call("eval", `(src) => {
+// importSrc imports a module's source from a Blob URL. Made on first use,
+// never at start: a page's CSP may refuse eval.
+const importSrc = `(src) => {
   const url = URL.createObjectURL(new Blob([src], {type: "text/javascript"}));
   return import(url).finally(() => URL.revokeObjectURL(url));
-}`)
+}`
 
 // Import imports the ES module whose source is src and returns its
 // namespace.
 func Import(ctx context.Context, src string) (js.Value, error) {
-	return jsglue.Await(ctx, jsImport.Invoke(src))
+	imp, err := jsglue.Try(func() js.Value { return js.Global().Call("eval", importSrc) })
+	if err != nil {
+		return js.Undefined(), err
+	}
+	return jsglue.Await(ctx, imp.Invoke(src))
 }
 
 // NewFastPath makes the loader's fast path from core.js and the given
