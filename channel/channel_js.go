@@ -122,9 +122,8 @@ func Open(name string, opts ...Option) (*Channel, error) {
 	})
 	handler := c.cb.Value
 	if !rx.IsUndefined() {
-		l := c.limits
 		c.exportID = exported.add(c)
-		handler = rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, loader.Scratch(), c.exportID, loader.Kick())
+		handler = rx.Invoke(c.cb.Value, headerTextBound(c.limits), loader.Scratch(), c.exportID, loader.Kick())
 	}
 	c.post, c.post2, c.payload = c.hooks.Func("post"), c.hooks.Func("post2"), loader.PayloadFunc()
 	bc.Set("onmessage", handler)

@@ -430,6 +430,9 @@ const posts = [
   env({token: 1e21}), env({seq: 0.5}), env({sentAt: -1}), env({token: NaN}), env({id: "i".repeat(129)}), env({kind: "𝄞".repeat(33)}),
   env({id: "\u0001".repeat(128), resource: "\u0001".repeat(200)}), env({id: "é".repeat(128), owner: "\ud800".repeat(128), resource: "✓".repeat(200)}),
   env({owner: new String("o")}), env({version: 2}), env({protocol: "x"}), [1], null, "tabfence", env({payload: "p".repeat(2e6)}),
+  env({protocol: new String("tabfence")}), env({version: "1"}), env({version: new Number(1)}), env({token: new Number(5)}),
+  env({id: new Date(0)}), env({kind: 5}), env({seq: true}), env({resource: ["r"]}), {}, {protocol: "tabfence"}, {protocol: "tabfence", version: 1},
+  env({id: "i".repeat(3000)}), env({protocol: "x", id: "i".repeat(3000)}), env({version: 2, owner: "o".repeat(3000)}),
   env({id: "last", seq: 99, payload: undefined}),
 ];
 for (const p of posts) bc.postMessage(p);

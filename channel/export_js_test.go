@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
@@ -209,4 +210,30 @@ func instExports(t *testing.T) js.Value {
 		t.Fatal(err)
 	}
 	return ex
+}
+
+// The one bound the loader's rx keeps (for memory: it copies no strings
+// longer together than the channel's limits allow into a header) is Go's,
+// given when the channel opens: with larger limits, an ID far beyond the
+// defaults still crosses as a header through the export (Held), and one
+// beyond the limits is read by Go itself (not Held) and dropped as
+// oversized.
+func TestExportsRxBoundIsGos(t *testing.T) {
+	withExports(t)
+	name := chName(t)
+	l := DefaultLimits
+	l.MaxID = 4000
+	rx := openCh(t, name, WithLimits(l))
+	var held []bool
+	rx.SubscribeNow(func(m Message) { held = append(held, rx.Held(m)) })
+	post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+const env = (id, seq) => ({protocol: "tabfence", version: 1, id, kind: "k", resource: "r", owner: "o", token: 1, seq, sentAt: 1});
+bc.postMessage(env("i".repeat(3000), 1));
+bc.postMessage(env("i".repeat(5000), 2));
+bc.close();`)
+	post.Invoke(name)
+	waitFor(t, "both messages", func() bool { return rx.Stats().Received == 2 })
+	require.Equal(t, []bool{true}, held)
+	require.Equal(t, uint64(1), rx.Stats().DroppedBy(Oversized))
 }

@@ -2,41 +2,46 @@
 // "channel" of jsglue/loader's core.js). A message enters Go once, with
 // one header string, instead of Go reading each field of the event; an
 // envelope Go posts or delivers is built from one header. They only
-// reshape data: every check (types, bounds, cursor, fencing) is Go's, and
-// without them Go reads the fields itself, with the same results
+// reshape data: every check (protocol, types, bounds, cursor, fencing) is
+// Go's, and without them Go reads the fields itself, with the same results
 // (TestFastPathDecodesLikeGo).
 
 const hex8 = (x) => (x >>> 0).toString(16).padStart(8, "0");
+const prim = (v) => (typeof v === "string" || typeof v === "number" ? v : null);
+const len = (v) => (typeof v === "string" ? v.length : 0);
 
 export function hooks(core) {
   const { enc, text, later, enter, sent } = core;
   return {
-    // rx wraps a channel's Go handler: a message that is plainly a tabfence
-    // envelope (these types, strings within the bounds Go passes) reaches
-    // Go as (JSON header [id, kind, resource, owner, token, seq, sentAt],
-    // payload), the header in buf (its length) or as a string; anything
-    // else as (undefined, data), for Go to decode and count. With exports,
-    // a header that fits xscratch goes to tabfence_channel_rx2 instead,
-    // naming the channel by id.
-    rx(go, maxID, maxKind, maxResource, maxOwner, buf, id, kick) {
+    // rx wraps a channel's Go handler: a received object reaches Go as
+    // (JSON header [protocol, version, id, kind, resource, owner, token,
+    // seq, sentAt], payload), the header in buf (its length) or as a string,
+    // for Go to judge (decodeHeaderJSON); anything else as (undefined,
+    // data). A field crosses as itself when it is a string or a number and
+    // as null otherwise (JSON would make a wrapper object or a Date a
+    // primitive). One bound stays here, for memory: strings longer together
+    // than maxText (Go's limits allow no more) are not copied into a
+    // header, and Go reads that message's fields itself. With exports, a
+    // header that fits xscratch goes to tabfence_channel_rx2 instead, naming
+    // the channel by id.
+    rx(go, maxText, buf, id, kick) {
       return (ev) => {
         const d = ev?.data;
-        if (typeof d === "object" && d !== null && d.protocol === "tabfence" && d.version === 1 &&
-            typeof d.id === "string" && d.id.length <= maxID && typeof d.kind === "string" && d.kind.length <= maxKind &&
-            typeof d.resource === "string" && d.resource.length <= maxResource &&
-            typeof d.owner === "string" && d.owner.length <= maxOwner &&
-            typeof d.token === "number" && typeof d.seq === "number" && typeof d.sentAt === "number") {
-          const h = JSON.stringify([d.id, d.kind, d.resource, d.owner, d.token, d.seq, d.sentAt]);
-          const ex = core.exports();
-          if (ex !== null && id > 0 && typeof ex.tabfence_channel_rx2 === "function") {
-            const x = enc.encodeInto(h, core.xscratch());
-            if (x.read === h.length) {
-              if (enter(() => ex.tabfence_channel_rx2(id, x.written), d.payload, d) & 1) later(kick);
-              return;
+        if (typeof d === "object" && d !== null) {
+          const p = d.protocol, i = d.id, k = d.kind, r = d.resource, o = d.owner;
+          if (len(p) + len(i) + len(k) + len(r) + len(o) <= maxText) {
+            const h = JSON.stringify([prim(p), prim(d.version), prim(i), prim(k), prim(r), prim(o), prim(d.token), prim(d.seq), prim(d.sentAt)]);
+            const ex = core.exports();
+            if (ex !== null && id > 0 && typeof ex.tabfence_channel_rx2 === "function") {
+              const x = enc.encodeInto(h, core.xscratch());
+              if (x.read === h.length) {
+                if (enter(() => ex.tabfence_channel_rx2(id, x.written), d.payload, d) & 1) later(kick);
+                return;
+              }
             }
+            const w = enc.encodeInto(h, buf);
+            return go(w.read === h.length ? w.written : h, d.payload);
           }
-          const r = enc.encodeInto(h, buf);
-          return go(r.read === h.length ? r.written : h, d.payload);
         }
         return go(undefined, d);
       };

@@ -91,43 +91,57 @@ func TestDecodeHeaderJSON(t *testing.T) {
 		}
 		return e
 	}
-	e := ok(`["id1","delta","res","own",3,17,1764454000123]`)
+	e := ok(`["tabfence",1,"id1","delta","res","own",3,17,1764454000123]`)
 	if e.ID != "id1" || e.Kind != "delta" || e.Resource != "res" || e.Owner != "own" || e.Token != 3 || e.Seq != 17 || e.SentAt != 1764454000123 {
 		t.Fatalf("%+v", e)
 	}
 	// Escapes as JSON.stringify writes them; a lone surrogate is U+FFFD, as
 	// a copy of the string into Go makes it.
-	e = ok(`["q\"b\\s\/\b\f\n\r\t\u0001","\ud834\udd1e x","\ud800","\udc00\ud800z",0,9007199254740991,0]`)
+	e = ok(`["tabfence",1,"q\"b\\s\/\b\f\n\r\t\u0001","\ud834\udd1e x","\ud800","\udc00\ud800z",0,9007199254740991,0]`)
 	if e.ID != "q\"b\\s/\b\f\n\r\t\x01" || e.Kind != "𝄞 x" || e.Resource != "\ufffd" || e.Owner != "\ufffd\ufffdz" || e.Seq != MaxToken {
 		t.Fatalf("%+v", e)
 	}
-	if e := ok(`["ü✓","k","r","o",1000,1,1]`); e.ID != "ü✓" || e.Token != 1000 {
+	if e := ok(`["tabfence",1,"ü✓","k","r","o",1000,1,1]`); e.ID != "ü✓" || e.Token != 1000 {
 		t.Fatalf("%+v", e)
 	}
+	// After the protocol and the version, as JSON.stringify writes them.
+	const pre = `["tabfence",1,`
 	for _, h := range []string{
-		``, `[]`, `{}`, `["a","k","r","o",1,1]`, `["a","k","r","o",1,1,1,1]`, `["a","k","r",5,1,1,1]`,
-		`["a","k","r","o",null,1,1]`, `["a","k","r","o",-1,1,1]`, `["a","k","r","o",1.5,1,1]`,
-		`["a","k","r","o",9007199254740992,1,1]`, `["a","k","r","o",1e21,1,1]`, `["a","k","r","o","1",1,1]`,
-		`["a","k","r","o",1e3,1,1]`, `["a","k","r","o",1.0,1,1]`, `["a","k","r","o",99999999999999999999999,1,1]`,
-		`["a","k","r","o",1,1,1]x`, `["a","k","r","o",1,1,1`, `["a\x","k","r","o",1,1,1]`, `["a\u12","k","r","o",1,1,1]`,
-		"[\"a\x01\",\"k\",\"r\",\"o\",1,1,1]", `["a,"k","r","o",1,1,1]`, `["a","k","r","o",1 ,1,1]`,
+		``, `]`, `"a","k","r","o",1,1]`, `"a","k","r","o",1,1,1,1]`, `"a","k","r",5,1,1,1]`, `"a","k","r",null,1,1,1]`,
+		`"a","k","r","o",null,1,1]`, `"a","k","r","o",-1,1,1]`, `"a","k","r","o",1.5,1,1]`,
+		`"a","k","r","o",9007199254740992,1,1]`, `"a","k","r","o",1e21,1,1]`, `"a","k","r","o","1",1,1]`,
+		`"a","k","r","o",1e3,1,1]`, `"a","k","r","o",1.0,1,1]`, `"a","k","r","o",99999999999999999999999,1,1]`,
+		`"a","k","r","o",1,1,1]x`, `"a","k","r","o",1,1,1`, `"a\x","k","r","o",1,1,1]`, `"a\u12","k","r","o",1,1,1]`,
+		"\"a\x01\",\"k\",\"r\",\"o\",1,1,1]", `"a,"k","r","o",1,1,1]`, `"a","k","r","o",1 ,1,1]`,
 	} {
-		if _, why := decodeHeaderJSON(h, l); why != Malformed {
-			t.Errorf("%s: %v, want malformed", h, why)
+		if _, why := decodeHeaderJSON(pre+h, l); why != Malformed {
+			t.Errorf("%s: %v, want malformed", pre+h, why)
+		}
+	}
+	// The protocol first (not the string "tabfence": foreign), then the
+	// version, as decode judges them.
+	for h, want := range map[string]Reason{
+		``: Malformed, `[]`: ForeignProtocol, `[null,1,"a","k","r","o",1,1,1]`: ForeignProtocol,
+		`["x",1,"a","k","r","o",1,1,1]`: ForeignProtocol, `["tabfence",2,null,null,null,null,null,null,null]`: WrongVersion,
+		`["tabfence",null,"a","k","r","o",1,1,1]`: Malformed, `["tabfence","1","a","k","r","o",1,1,1]`: Malformed,
+		`["tabfence",1.5,"a","k","r","o",1,1,1]`: Malformed, `[5,"tabfence","a","k","r","o",1,1,1]`: ForeignProtocol,
+	} {
+		if _, why := decodeHeaderJSON(h, l); why != want {
+			t.Errorf("%s: %v, want %v", h, why, want)
 		}
 	}
 	// Bounds in UTF-16 units, as in JavaScript.
 	l.MaxKind = 3
-	if _, why := decodeHeaderJSON(`["a","𝄞x","r","o",1,1,1]`, l); why != ReasonNone {
+	if _, why := decodeHeaderJSON(pre+`"a","𝄞x","r","o",1,1,1]`, l); why != ReasonNone {
 		t.Errorf("3 units: %v", why)
 	}
-	if _, why := decodeHeaderJSON(`["a","𝄞𝄞","r","o",1,1,1]`, l); why != Oversized {
+	if _, why := decodeHeaderJSON(pre+`"a","𝄞𝄞","r","o",1,1,1]`, l); why != Oversized {
 		t.Errorf("4 units: %v", why)
 	}
 	// Whatever encoding/json writes for the strings (it escapes more than
 	// JSON.stringify), they come back.
 	for _, s := range []string{"<&>", "\u2028", strings.Repeat("\\\"", 20), "tab\tnl\n"} {
-		b, _ := json.Marshal([]any{s, "k", "r", "o", 1, 2, 3})
+		b, _ := json.Marshal([]any{"tabfence", 1, s, "k", "r", "o", 1, 2, 3})
 		if e := ok(string(b)); e.ID != s {
 			t.Errorf("%q: %q", s, e.ID)
 		}
