@@ -629,3 +629,27 @@ func TestAppendedBatchRunsWhenHidden(t *testing.T) {
 		t.Fatalf("batches run before and after the page was hidden: %v, want [0 1]", snaps)
 	}
 }
+
+// A loader of an older layout (the flat v1 object, under its own key) is
+// never called by this runtime: an outbox opened beside it (and the
+// channel it announces on) takes Go's own paths, and works.
+func TestOlderLoaderIgnored(t *testing.T) {
+	calls := eval(`(() => {
+  const calls = [];
+  const v1 = {};
+  for (const n of ["attach", "payload", "rx", "poster", "post", "post2", "deliver", "deliverHeld", "opFields", "enqueuer", "appends"]) {
+    v1[n] = (...a) => { calls.push(n); throw new Error("v1 hook called: " + n); };
+  }
+  globalThis[Symbol.for("tabfence.fastpath.v1")] = v1;
+  return calls;
+})()`)
+	t.Cleanup(func() { eval(`delete globalThis[Symbol.for("tabfence.fastpath.v1")]`) })
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+	require.Equal(t, "appended", res.Get("action").String())
+	waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+	require.True(t, loaderOpFields.IsUndefined(), "the runtime took a v1 hook")
+	require.Equal(t, 0, calls.Length(), "v1 hooks called")
+}
