@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
@@ -26,9 +27,7 @@ func chName(t *testing.T) string {
 func openCh(t *testing.T, name string, opts ...Option) *Channel {
 	t.Helper()
 	c, err := Open(name, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -66,9 +65,7 @@ func TestRoundTripAndNoSelfDelivery(t *testing.T) {
 	a.Subscribe(self.add)
 	s := NewSequencer("doc:1", "tab-a", 5)
 	sent, err := a.Send(s, "delta", obj(`{n: 1, list: [1, "two", {three: 3}], when: new Date(0)}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "delivery", func() bool { return len(got.list()) == 1 })
 	m := got.list()[0]
 	if m.ID != sent.ID || m.Kind != "delta" || m.Resource != "doc:1" || m.Owner != "tab-a" || m.Token != 5 || m.Seq != 1 || m.SentAt != sent.SentAt || m.Gap {
@@ -92,9 +89,7 @@ func TestStaleLeaderDroppedAndGapReported(t *testing.T) {
 	cur := NewSequencer("r", "tab-new", 5)
 	mustSend := func(s *Sequencer) Envelope {
 		e, err := a.Send(s, "k", js.Undefined())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return e
 	}
 	mustSend(old)
@@ -246,9 +241,7 @@ func TestAnnounceWritesThenPosts(t *testing.T) {
 	db, err := idb.Open(ctx, "announce-"+name, idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1, Upgrade: func(tx *idb.UpgradeTx) error {
 		return tx.CreateStore("docs", idb.StoreOptions{})
 	}}}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	a, b := openCh(t, name), openCh(t, name)
 	var got inbox
@@ -275,9 +268,7 @@ func TestAnnounceWritesThenPosts(t *testing.T) {
 		t.Fatal("failed commit reported success")
 	}
 	e, err := a.Announce(ctx, s, apply("op2", "v2", false), "saved", js.ValueOf("v2"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if e.Seq != 1 {
 		t.Fatalf("a failed commit used a sequence: %d", e.Seq)
 	}
@@ -300,9 +291,7 @@ func TestPostErrorsAndCloseReleases(t *testing.T) {
 	base := jsglue.LiveCallbacks()
 	name := chName(t)
 	a, err := Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if jsglue.LiveCallbacks() != base+1 {
 		t.Fatal("one callback per channel")
 	}
@@ -479,9 +468,7 @@ func TestFastPathPostsLikeGo(t *testing.T) {
 	for i, res := range []string{"doc", strings.Repeat("\x01", 200), strings.Repeat("✓", 200), "r\u2028\"\\"} {
 		s := NewSequencer(res, strings.Repeat("é", 128), uint64(i+1))
 		e, err := fastCh.Send(s, strings.Repeat("k\n", 32), obj(`{n: 1}`))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		sent = append(sent, e)
 	}
 	// An ID that is not 32 hex digits goes out as JSON (the hook post), one that
@@ -489,9 +476,7 @@ func TestFastPathPostsLikeGo(t *testing.T) {
 	for _, id := range []string{"custom-id", "0123456789ABCDEF0123456789ABCDEF", "00000000000000000000000000000000"} {
 		e := NewSequencer("doc", "o", 9).Next("k", obj(`{n: 1}`))
 		e.ID, e.Seq = id, uint64(len(sent)+1)
-		if err := fastCh.Post(e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, fastCh.Post(e))
 		sent = append(sent, e)
 	}
 	waitFor(t, "delivery", func() bool { return len(got.list()) == len(sent) })

@@ -190,9 +190,7 @@ bc.close();`)
 	g := loader.Entered()
 	err := tx.Post(e)
 	loader.Leave(g)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "the message Go posted through xscratch", func() bool { return len(got.list()) == 3 })
 	if m := got.list()[2]; m.ID != e.ID || m.Kind != "after-growth" || m.Seq != 3 || m.Payload.Int() != 3 {
 		t.Fatalf("got %+v, posted %+v", m, e)
@@ -206,9 +204,7 @@ bc.close();`)
 func instExports(t *testing.T) js.Value {
 	t.Helper()
 	ex, err := loader.Exports()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return ex
 }
 
