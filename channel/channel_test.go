@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func env(resource string, token, seq uint64, id string) Envelope {
@@ -35,13 +38,9 @@ func TestCursorRules(t *testing.T) {
 	}
 	c := NewCursor(0)
 	for i, s := range steps {
-		if got := c.Offer(s.token, s.seq, s.id).String(); got != s.want {
-			t.Fatalf("step %d (%d,%d,%s): %s, want %s", i, s.token, s.seq, s.id, got, s.want)
-		}
+		require.Equal(t, s.want, c.Offer(s.token, s.seq, s.id).String(), "step %d (%d,%d,%s)", i, s.token, s.seq, s.id)
 	}
-	if tok, seq := c.Position(); tok != 12 || seq != 4 {
-		t.Fatal(tok, seq)
-	}
+	requirePosition(t, c, 12, 4)
 }
 
 // The reference's section 2 and 11: drop lower, same token is not rejected
@@ -49,57 +48,47 @@ func TestCursorRules(t *testing.T) {
 func TestCursorReferenceSection11(t *testing.T) {
 	c := NewCursor(0)
 	c.Offer(42, 1, "x")
-	if v := c.Offer(41, 1, "y"); v.Accept || v.Reason != StaleToken {
-		t.Fatal(v)
-	}
-	if v := c.Offer(42, 2, "z"); !v.Accept {
-		t.Fatal(v)
-	}
-	if v := c.Offer(43, 1, "w"); !v.Accept || v.Gap {
-		t.Fatal(v)
-	}
+	v := c.Offer(41, 1, "y")
+	require.False(t, v.Accept, v)
+	require.Equal(t, StaleToken, v.Reason)
+	require.True(t, c.Offer(42, 2, "z").Accept)
+	v = c.Offer(43, 1, "w")
+	require.True(t, v.Accept, v)
+	require.False(t, v.Gap, v)
 }
 
 func TestCursorSeed(t *testing.T) {
 	c := NewCursor(0)
 	c.Seed(5, 10)
-	if v := c.Offer(5, 10, "a"); v.Reason != DuplicateSeq {
-		t.Fatal(v)
-	}
-	if v := c.Offer(5, 12, "b"); !v.Accept || !v.Gap {
-		t.Fatal(v)
-	}
+	require.Equal(t, DuplicateSeq, c.Offer(5, 10, "a").Reason)
+	v := c.Offer(5, 12, "b")
+	require.True(t, v.Accept, v)
+	require.True(t, v.Gap, v)
 	c.Seed(4, 100) // never backwards
-	if tok, seq := c.Position(); tok != 5 || seq != 12 {
-		t.Fatal(tok, seq)
-	}
+	requirePosition(t, c, 5, 12)
 }
 
 func TestCursorIDMemoryBounded(t *testing.T) {
 	c := NewCursor(4)
 	for i := 1; i <= 1000; i++ {
-		if v := c.Offer(1, uint64(i), "id"+strconv.Itoa(i)); !v.Accept {
-			t.Fatal(i, v)
-		}
+		require.True(t, c.Offer(1, uint64(i), "id"+strconv.Itoa(i)).Accept, i)
 	}
-	if len(c.ids.m) != 4 {
-		t.Fatalf("remembered %d ids", len(c.ids.m))
-	}
-	if v := c.Offer(2, 1, "id1000"); v.Reason != DuplicateID {
-		t.Fatal(v)
-	}
+	require.Len(t, c.ids.m, 4, "remembered ids")
+	require.Equal(t, DuplicateID, c.Offer(2, 1, "id1000").Reason)
 	// An evicted ID under a newer token is new again (sequence protects the
 	// current token's stream).
-	if v := c.Offer(2, 1, "id1"); !v.Accept {
-		t.Fatal(v)
-	}
+	require.True(t, c.Offer(2, 1, "id1").Accept)
+}
+
+func requirePosition(t *testing.T, c *Cursor, token, seq uint64) {
+	t.Helper()
+	tok, sq := c.Position()
+	require.Equal(t, [2]uint64{token, seq}, [2]uint64{tok, sq}, "position")
 }
 
 func TestLimitsCheck(t *testing.T) {
 	good := env("r", 1, 1, "id")
-	if r := (Limits{}).Check(good); r != ReasonNone {
-		t.Fatal(r)
-	}
+	require.Equal(t, ReasonNone, (Limits{}).Check(good))
 	mod := func(f func(*Envelope)) Envelope { e := good; f(&e); return e }
 	cases := map[string]struct {
 		e    Envelope
@@ -122,13 +111,9 @@ func TestLimitsCheck(t *testing.T) {
 		"long resource": {mod(func(e *Envelope) { e.Resource = strings.Repeat("k", 1000) }), Oversized},
 	}
 	for name, c := range cases {
-		if got := (Limits{}).Check(c.e); got != c.want {
-			t.Errorf("%s: %v, want %v", name, got, c.want)
-		}
+		assert.Equal(t, c.want, (Limits{}).Check(c.e), name)
 	}
-	if got := (Limits{MaxKind: 2}).Check(mod(func(e *Envelope) { e.Kind = "abcdefg" })); got != Oversized {
-		t.Error("custom limit ignored", got)
-	}
+	assert.Equal(t, Oversized, (Limits{MaxKind: 2}).Check(mod(func(e *Envelope) { e.Kind = "abcdefg" })), "custom limit ignored")
 }
 
 func TestSequencer(t *testing.T) {
