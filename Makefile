@@ -33,8 +33,12 @@ WASMPACK_FLAGS ?= -strip-lines
 
 all: build
 
+# The modules tabfence.js imports: the loader's fast path (core.js) and its
+# hook groups, each beside the Go package it serves.
+LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/tabfence-outbox.js $(DIST)/tabfence-api.js
+
 ## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox), wasm_exec.js, the ES module loader and its types
-build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts
+build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES)
 
 $(DIST):
 	mkdir -p $(DIST)
@@ -61,6 +65,15 @@ $(DIST)/tabfence.js: jsglue/loader/tabfence.js | $(DIST)
 	cp $< $@
 
 $(DIST)/tabfence.d.ts: jsglue/loader/tabfence.d.ts | $(DIST)
+	cp $< $@
+
+$(DIST)/tabfence-fast.js: jsglue/loader/core.js | $(DIST)
+	cp $< $@
+$(DIST)/tabfence-channel.js: channel/fast.js | $(DIST)
+	cp $< $@
+$(DIST)/tabfence-outbox.js: outbox/browser/append.js | $(DIST)
+	cp $< $@
+$(DIST)/tabfence-api.js: wasm/api.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks

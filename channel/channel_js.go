@@ -5,12 +5,11 @@ package channel
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"syscall/js"
-	"unsafe"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // ErrClosed: the channel was closed.
@@ -54,15 +53,16 @@ type Channel struct {
 	done   chan struct{}
 
 	encMu  sync.Mutex
-	encBuf []byte   // encode's scratch
-	post   js.Value // the loader's FAST.post, or undefined
-	post2  js.Value // the loader's FAST.post2, or undefined
-	outs   outStrs  // JavaScript strings of recurring outgoing header fields
+	encBuf []byte       // encode's scratch
+	hooks  loader.Hooks // the loader's channel hooks (fast.js), or none
+	post   js.Value     // hooks' post, or undefined
+	post2  js.Value     // hooks' post2, or undefined
+	outs   outStrs      // JavaScript strings of recurring outgoing header fields
 
 	hdrs hdrCache // recurring received header strings, see hdrCache
 
 	exportID int32    // its number for the loader's rx (see exportRx), or 0
-	payload  js.Value // the loader's FAST.payload, or undefined
+	payload  js.Value // the loader's payload(), or undefined
 
 	// heldID is the ID of the envelope exportRx is receiving, while the
 	// loader holds it and its header had no escapes (see Held); "" outside.
@@ -92,22 +92,23 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
-	fast := FastPath()
+	c.hooks = loader.Group(loader.GroupChannel)
+	rx := c.hooks.Func("rx")
 	// The one callback of this channel. It decodes and runs the cursor at
 	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)
 	// and hands accepted messages to the delivery goroutine for the others,
 	// so a slow subscriber never blocks the event loop.
 	c.cb = jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 		switch {
-		case fast.Rx.IsUndefined(): // called with the event
+		case rx.IsUndefined(): // called with the event
 			data := js.Undefined()
 			if len(args) > 0 && args[0].Type() == js.TypeObject {
 				data = args[0].Get("data")
 			}
 			c.receive(decode(data, c.limits, &c.hdrs))
 		case len(args) == 2 && args[0].Type() == js.TypeNumber: // (header's length in scratch, payload)
-			c.receiveHeader(scratchString(args[0].Int()), args[1])
-		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see FastPath
+			c.receiveHeader(loader.ReadScratch(args[0].Int()), args[1])
+		case len(args) == 2 && args[0].Type() == js.TypeString: // (header, payload), see fast.js
 			c.receiveHeader(args[0].String(), args[1])
 		default: // (undefined, data): not plainly an envelope
 			data := js.Undefined()
@@ -119,12 +120,11 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		return nil
 	})
 	handler := c.cb.Value
-	if !fast.Rx.IsUndefined() {
-		l := c.limits
+	if !rx.IsUndefined() {
 		c.exportID = exported.add(c)
-		handler = fast.Rx.Invoke(c.cb.Value, l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner, scratch, c.exportID, Kick())
+		handler = rx.Invoke(c.cb.Value, headerTextBound(c.limits), loader.Scratch(), c.exportID, loader.Kick())
 	}
-	c.post, c.post2, c.payload = fast.Post, fast.Post2, fast.Payload
+	c.post, c.post2, c.payload = c.hooks.Func("post"), c.hooks.Func("post2"), loader.PayloadFunc()
 	bc.Set("onmessage", handler)
 	// A message that fails to deserialize is also someone else's garbage.
 	bc.Set("onmessageerror", handler)
@@ -140,8 +140,8 @@ func (c *Channel) receive(e Envelope, why Reason) {
 	}
 }
 
-// receiveHeader receives an envelope the fast path handed over as its JSON
-// header (see FastPath) and payload: the same checks as decode.
+// receiveHeader receives an envelope the loader's rx handed over as its
+// JSON header (see decodeHeaderJSON) and payload: the same checks as decode.
 func (c *Channel) receiveHeader(hdr string, payload js.Value) {
 	c.receiveHeaderHeld(hdr, payload, false)
 }
@@ -174,123 +174,17 @@ func plainJSON(h string) bool {
 
 // Held reports whether m is the envelope the loader is handing to Go at
 // this moment (a SubscribeNow function called during the wasm export
-// tabfence_channel_rx2) and is plain: Fast.DeliverHeld may then build the
+// tabfence_channel_rx2) and is plain: the hook deliverHeld may then build the
 // message in JavaScript from that very envelope, equal to the one deliver
 // builds from m's JSON, without crossing m's fields again.
 func (c *Channel) Held(m Message) bool { return c.heldID != "" && m.ID == c.heldID }
 
-// Fast holds the message path's JavaScript half that the loader
-// (jsglue/loader/tabfence.js, FAST) installs under
-// Symbol.for("tabfence.fastpath.v1"); a field is undefined when absent.
-// Every call into Go, and every string or object Go receives, costs a
-// reference with a finalizer; with these a message enters Go as one header
-// string instead of Go reading each field of the event. They only reshape
-// data: every check is made in Go, and without them (Go's own tests, a page
-// that loads the .wasm without the loader) Go reads the fields itself, with
-// the same results.
-//
-// Text crosses through one scratch Uint8Array (see CallFast): a number
-// crossing costs no reference, a string does.
-//
-//   - Rx(goHandler, maxID, maxKind, maxResource, maxOwner, scratch) returns
-//     the channel's event handler: a plainly shaped envelope reaches
-//     goHandler as (JSON [id, kind, resource, owner, token, seq, sentAt],
-//     payload), the JSON written into scratch (goHandler gets its length) or,
-//     if it does not fit, as a string; anything else as (undefined, data).
-//   - Post(bc, scratch, header, payload) posts an envelope (see
-//     appendHeaderJSON); Post2(bc, kind, resource, owner, four words of the
-//     ID, token, seq, sentAt, payload) one whose ID is 32 hex digits
-//     (idWords), its strings made once (outStrs): no JSON per post.
-//   - Deliver(fn, scratch, message, payload) calls fn with the message in a
-//     microtask (used by the JavaScript API's subscribers); DeliverHeld(fn,
-//     gap) does for the envelope being received, when Held.
-//
-// When the loader has attached the instance's exports (see export_js.go),
-// Rx also gets the channel's export number and Kick: a header that fits
-// xscratch (export_js.go) then enters Go through the wasm export
-// tabfence_channel_rx2, which skips
-// the event machinery of a js.Func, and Payload returns the payload being
-// handed over. Poster builds the JavaScript API's post methods the same way
-// (package main).
-//
-// Appends takes an outbox's template of plain appends (see
-// outbox.Runtime.AppendTemplate); Enqueuer builds the JavaScript API's
-// enqueue method, which writes those itself; OpFields reads any other
-// operation for Go (package main).
-type Fast struct {
-	Rx, Post, Post2, Deliver, DeliverHeld, Payload, Poster js.Value
-	Appends, OpFields, Enqueuer                            js.Value
+// Deliverers returns the loader's deliver and deliverHeld hooks (fast.js),
+// undefined without the loader: the JavaScript API hands its subscribers
+// their messages through them (deliverHeld for a message Held).
+func (c *Channel) Deliverers() (deliver, deliverHeld js.Value) {
+	return c.hooks.Func("deliver"), c.hooks.Func("deliverHeld")
 }
-
-// scratchLen bounds the text that crosses through scratch; longer text
-// crosses as a string. Headers within DefaultLimits fit unless their
-// strings are full of escapes or non-ASCII.
-const scratchLen = 1024
-
-var (
-	// scratch is the fast path's Uint8Array. JavaScript writes a received
-	// header there and calls Go at once, which copies it out first thing;
-	// Go writes a header or message there and calls the fast path, which
-	// reads it at once. Neither side yields in between, so one buffer
-	// serves every channel.
-	scratch   = js.Global().Get("Uint8Array").New(scratchLen)
-	scratchMu sync.Mutex // Go's writers
-)
-
-// scratchString copies the n bytes JavaScript wrote into scratch (garbage
-// n: empty, which the header decoder finds malformed).
-func scratchString(n int) string {
-	if n <= 0 || n > scratchLen {
-		return ""
-	}
-	b := make([]byte, n)
-	js.CopyBytesToGo(b, scratch)
-	return unsafe.String(&b[0], n)
-}
-
-// CallFast calls fn (Fast.Post or Fast.Deliver) with target, text and
-// payload, text through scratch when it fits: during an export through
-// xscratch, without a call (see export_js.go).
-func CallFast(fn, target js.Value, text []byte, payload js.Value) error {
-	if inExport && len(text) <= len(xscratch) {
-		n := copy(xscratch[:], text)
-		_, err := jsglue.Invoke(fn, target, scratch, -n, payload) // never panics: Invoke recovers
-		return err
-	}
-	scratchMu.Lock()
-	var h any
-	if len(text) <= scratchLen {
-		h = js.CopyBytesToJS(scratch, text)
-	} else {
-		h = string(text)
-	}
-	_, err := jsglue.Invoke(fn, target, scratch, h, payload) // never panics: Invoke recovers
-	scratchMu.Unlock()
-	return err
-}
-
-// FastPath looks the loader's fast path up (it is read when a channel
-// opens).
-func FastPath() Fast {
-	var f Fast
-	v, err := jsglue.Call(jsReflect, "get", js.Global(), jsFastPathKey)
-	if err != nil || v.Type() != js.TypeObject {
-		return f
-	}
-	fn := func(name string) js.Value {
-		if x, err := jsglue.Get(v, name); err == nil && x.Type() == js.TypeFunction {
-			return x
-		}
-		return js.Undefined()
-	}
-	return Fast{Rx: fn("rx"), Post: fn("post"), Post2: fn("post2"), Deliver: fn("deliver"), DeliverHeld: fn("deliverHeld"), Payload: fn("payload"), Poster: fn("poster"),
-		Appends: fn("appends"), OpFields: fn("opFields"), Enqueuer: fn("enqueuer")}
-}
-
-var (
-	jsReflect     = js.Global().Get("Reflect")
-	jsFastPathKey = js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-)
 
 // Name returns the channel's name.
 func (c *Channel) Name() string { return c.name }
@@ -457,7 +351,7 @@ func (c *Channel) Post(e Envelope) error {
 	if !c.post.IsUndefined() {
 		c.encMu.Lock()
 		c.encBuf = appendHeaderJSON(c.encBuf[:0], e, false)
-		err := CallFast(c.post, c.bc, c.encBuf, e.Payload)
+		err := loader.CallText(c.post, c.bc, c.encBuf, e.Payload)
 		c.encMu.Unlock()
 		return err
 	}
@@ -465,9 +359,9 @@ func (c *Channel) Post(e Envelope) error {
 	return err
 }
 
-// PostsThroughLoader reports whether Post sends through the loader's
-// FAST.post or FAST.post2 (see Fast), which keep the envelope they sent for
-// the loader's poster.
+// PostsThroughLoader reports whether Post sends through the loader's post
+// or post2 hooks, which keep the envelope they sent for the loader's
+// poster.
 func (c *Channel) PostsThroughLoader() bool { return !c.post.IsUndefined() }
 
 // Send stamps payload with s's next sequence and posts it.
@@ -561,268 +455,4 @@ func (o *outStrs) get(s string) js.Value {
 	e.s, e.v = s, v
 	o.next = (o.next + 1) % len(o.ents)
 	return v
-}
-
-// receivedPayloadReason is clonedPayloadReason, recovering like decode.
-func receivedPayloadReason(p js.Value, l Limits) (why Reason) {
-	defer func() {
-		if recover() != nil {
-			why = Malformed
-		}
-	}()
-	return clonedPayloadReason(p, l)
-}
-
-// ---- decoding untrusted values ----
-
-var (
-	// JSON.parse, called with Invoke: it ignores this, and a call by
-	// reference needs no method name decoded per message.
-	jsJSONParse   = js.Global().Get("JSON").Get("parse")
-	jsArrayBuffer = js.Global().Get("ArrayBuffer")
-	jsBlob        = js.Global().Get("Blob")
-	// charCodeAt(i) is NaN when i is past the end of the string: one call
-	// that bounds a string's length without copying it or boxing it.
-	jsCharCodeAt = js.Global().Get("String").Get("prototype").Get("charCodeAt")
-	// jsProtocol is held for the life of the program, so wasm_exec.js keeps
-	// one reference ID for the string "tabfence" and every received
-	// "tabfence" string gets that same ID: Equal compares without a copy.
-	jsProtocol = js.ValueOf(Protocol)
-)
-
-// decode reads an envelope from any value any same-origin script may have
-// posted, in one pass of plain js.Value reads: one crossing into JavaScript
-// per field, one more to bound each string (charCodeAt, no copy) and the
-// copy itself; the protocol is compared without a copy. Every field's type
-// and bounds are checked; strings are bounded before they are copied into
-// Go. (A one-call variant, JSON.stringify(data, keys) parsed in Go, was
-// measured: once it also checks that no field is a wrapper object or Date,
-// which JSON reads as primitives, it is no faster than this.)
-//
-// Why plain Get is safe here, unlike on values the page's own scripts hand
-// the API (see jsglue.Get): data is the data of a MessageEvent from a
-// BroadcastChannel, a structured clone made by the browser. A clone holds
-// only plain data — objects, arrays, primitives, typed arrays, Blobs,
-// Maps, Sets… — never a getter, a Proxy or a function (the sender's
-// postMessage throws DataCloneError on those), so reading its properties
-// runs no script and cannot throw. (A script running in this very page
-// could patch Object.prototype with a throwing getter, but such a script
-// can already replace BroadcastChannel itself; the channel defends against
-// what other tabs post, not against the page it runs in.)
-//
-// What a clone can still hold is any *shape*: wrong types, huge strings,
-// NaN, and BigInts, on which js.Value.Type panics ("bad type flag"): that
-// panic is recovered here and the message counted as malformed.
-//
-// The strings that recur from message to message — kind, resource, owner —
-// are looked up in hdrs (nil: no cache) before they are bounded and copied.
-func decode(data js.Value, l Limits, hdrs *hdrCache) (e Envelope, why Reason) {
-	defer func() {
-		if recover() != nil {
-			e, why = Envelope{}, Malformed
-		}
-	}()
-	if data.Type() != js.TypeObject {
-		return Envelope{}, Malformed
-	}
-	// Protocol first: a value that is not ours is foreign, not malformed.
-	if p := data.Get("protocol"); !p.Equal(jsProtocol) {
-		return Envelope{}, ForeignProtocol
-	}
-	e.Protocol = Protocol
-	ver, why := num(data.Get("version"))
-	if why != ReasonNone {
-		return Envelope{}, why
-	}
-	if ver != Version {
-		return Envelope{}, WrongVersion
-	}
-	e.Version = Version
-	if e.ID, why = str(data.Get("id"), l.MaxID); why != ReasonNone {
-		return Envelope{}, why
-	}
-	if e.Kind, why = hdrs.str(data.Get("kind"), l.MaxKind); why != ReasonNone {
-		return Envelope{}, why
-	}
-	if e.Resource, why = hdrs.str(data.Get("resource"), l.MaxResource); why != ReasonNone {
-		return Envelope{}, why
-	}
-	if e.Owner, why = hdrs.str(data.Get("owner"), l.MaxOwner); why != ReasonNone {
-		return Envelope{}, why
-	}
-	if e.Token, why = num(data.Get("token")); why != ReasonNone {
-		return Envelope{}, why
-	}
-	if e.Seq, why = num(data.Get("seq")); why != ReasonNone {
-		return Envelope{}, why
-	}
-	ts, why := num(data.Get("sentAt"))
-	if why != ReasonNone {
-		return Envelope{}, why
-	}
-	e.SentAt = int64(ts)
-	pl := data.Get("payload")
-	if why := clonedPayloadReason(pl, l); why != ReasonNone {
-		return Envelope{}, why
-	}
-	e.Payload = pl
-	return e, ReasonNone
-}
-
-// str copies a JavaScript string into Go after checking that it has at
-// most max UTF-16 units; anything else is malformed.
-func str(f js.Value, max int) (string, Reason) {
-	if f.Type() != js.TypeString {
-		return "", Malformed
-	}
-	if longer(f, max) {
-		return "", Oversized
-	}
-	return f.String(), ReasonNone
-}
-
-// hdrCache remembers a few received header strings as JavaScript values.
-// wasm_exec.js gives equal strings the same reference while Go holds one,
-// so a string that recurs (the kind, resource and owner of a leader's
-// messages) is recognised by comparing references, in Go: no bounding call
-// and no copy into Go. A string from another tab or a hostile script only
-// replaces an entry; the cache never grows.
-type hdrCache struct {
-	mu   sync.Mutex
-	ents [8]struct {
-		v   js.Value
-		s   string
-		max int // the bound it was checked against: valid for fields bounded by >= max
-	}
-	next int
-}
-
-// str is the package-level str, through the cache.
-func (h *hdrCache) str(f js.Value, max int) (string, Reason) {
-	if h == nil {
-		return str(f, max)
-	}
-	if f.Type() != js.TypeString {
-		return "", Malformed
-	}
-	h.mu.Lock()
-	for i := range h.ents {
-		if e := &h.ents[i]; e.max != 0 && e.max <= max && e.v.Equal(f) {
-			s := e.s
-			h.mu.Unlock()
-			return s, ReasonNone
-		}
-	}
-	h.mu.Unlock()
-	s, why := str(f, max)
-	if why != ReasonNone {
-		return s, why
-	}
-	h.mu.Lock()
-	e := &h.ents[h.next]
-	e.v, e.s, e.max = f, s, max
-	h.next = (h.next + 1) % len(h.ents)
-	h.mu.Unlock()
-	return s, ReasonNone
-}
-
-// longer reports whether the string f has more than max UTF-16 units.
-func longer(f js.Value, max int) bool {
-	return !math.IsNaN(jsCharCodeAt.Call("call", f, max).Float())
-}
-
-// num reads a non-negative integer <= 2^53-1: NaN, Infinity, negatives,
-// fractions, strings and missing fields are malformed.
-func num(f js.Value) (uint64, Reason) {
-	if f.Type() != js.TypeNumber {
-		return 0, Malformed
-	}
-	x := f.Float()
-	if math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
-		return 0, Malformed
-	}
-	return uint64(x), ReasonNone
-}
-
-// clonedPayloadReason is payloadReason for a received (structured-cloned)
-// payload: plain reads, see decode.
-func clonedPayloadReason(p js.Value, l Limits) Reason {
-	max := float64(l.MaxPayload)
-	t, ok := typeOf(p)
-	if !ok {
-		return ReasonNone // a BigInt: cloneable, nothing to measure
-	}
-	switch t {
-	case js.TypeString:
-		if longer(p, l.MaxPayload) {
-			return Oversized
-		}
-	case js.TypeObject:
-		switch {
-		case p.InstanceOf(jsArrayBuffer):
-			return sizeOf(p.Get("byteLength"), max)
-		case jsArrayBuffer.Call("isView", p).Truthy():
-			return sizeOf(p.Get("byteLength"), max)
-		case jsBlob.Type() == js.TypeFunction && p.InstanceOf(jsBlob):
-			return sizeOf(p.Get("size"), max)
-		}
-	}
-	return ReasonNone
-}
-
-// payloadReason measures an outgoing payload, which the app made and which
-// may be anything (a Proxy, an object with getters): guarded accessors.
-func payloadReason(p js.Value, l Limits) Reason {
-	max := float64(l.MaxPayload)
-	t, ok := typeOf(p)
-	if !ok {
-		return ReasonNone // a BigInt: cloneable, nothing to measure
-	}
-	switch t {
-	case js.TypeString:
-		if longer(p, l.MaxPayload) {
-			return Oversized
-		}
-	case js.TypeObject:
-		if jsglue.InstanceOf(p, jsArrayBuffer) {
-			return sizeProp(p, "byteLength", max)
-		}
-		if isView, err := jsglue.Call(jsArrayBuffer, "isView", p); err == nil && isView.Truthy() {
-			return sizeProp(p, "byteLength", max)
-		}
-		if jsBlob.Type() == js.TypeFunction && jsglue.InstanceOf(p, jsBlob) {
-			return sizeProp(p, "size", max)
-		}
-	}
-	return ReasonNone
-}
-
-func typeOf(v js.Value) (t js.Type, ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	return v.Type(), true
-}
-
-func sizeOf(n js.Value, max float64) Reason {
-	if n.Type() != js.TypeNumber {
-		return Malformed
-	}
-	if n.Float() > max {
-		return Oversized
-	}
-	return ReasonNone
-}
-
-func sizeProp(p js.Value, prop string, max float64) Reason {
-	n, err := jsglue.Get(p, prop)
-	if err != nil || n.Type() != js.TypeNumber {
-		return Malformed
-	}
-	if x := n.Float(); x > max {
-		return Oversized
-	}
-	return ReasonNone
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 )
@@ -26,9 +27,7 @@ func chName(t *testing.T) string {
 func openCh(t *testing.T, name string, opts ...Option) *Channel {
 	t.Helper()
 	c, err := Open(name, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -66,9 +65,7 @@ func TestRoundTripAndNoSelfDelivery(t *testing.T) {
 	a.Subscribe(self.add)
 	s := NewSequencer("doc:1", "tab-a", 5)
 	sent, err := a.Send(s, "delta", obj(`{n: 1, list: [1, "two", {three: 3}], when: new Date(0)}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "delivery", func() bool { return len(got.list()) == 1 })
 	m := got.list()[0]
 	if m.ID != sent.ID || m.Kind != "delta" || m.Resource != "doc:1" || m.Owner != "tab-a" || m.Token != 5 || m.Seq != 1 || m.SentAt != sent.SentAt || m.Gap {
@@ -92,9 +89,7 @@ func TestStaleLeaderDroppedAndGapReported(t *testing.T) {
 	cur := NewSequencer("r", "tab-new", 5)
 	mustSend := func(s *Sequencer) Envelope {
 		e, err := a.Send(s, "k", js.Undefined())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return e
 	}
 	mustSend(old)
@@ -246,9 +241,7 @@ func TestAnnounceWritesThenPosts(t *testing.T) {
 	db, err := idb.Open(ctx, "announce-"+name, idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1, Upgrade: func(tx *idb.UpgradeTx) error {
 		return tx.CreateStore("docs", idb.StoreOptions{})
 	}}}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	a, b := openCh(t, name), openCh(t, name)
 	var got inbox
@@ -275,9 +268,7 @@ func TestAnnounceWritesThenPosts(t *testing.T) {
 		t.Fatal("failed commit reported success")
 	}
 	e, err := a.Announce(ctx, s, apply("op2", "v2", false), "saved", js.ValueOf("v2"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if e.Seq != 1 {
 		t.Fatalf("a failed commit used a sequence: %d", e.Seq)
 	}
@@ -300,9 +291,7 @@ func TestPostErrorsAndCloseReleases(t *testing.T) {
 	base := jsglue.LiveCallbacks()
 	name := chName(t)
 	a, err := Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if jsglue.LiveCallbacks() != base+1 {
 		t.Fatal("one callback per channel")
 	}
@@ -377,21 +366,8 @@ func TestSubscribeNowInArrivalOrderBesideSubscribe(t *testing.T) {
 	}
 }
 
-// withFastPath installs the loader's fast path (loaderFastPath) for the
-// channels opened until t ends, as a page that uses the loader has it.
-func withFastPath(t *testing.T) {
-	t.Helper()
-	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-	reflect := js.Global().Get("Reflect")
-	reflect.Call("set", js.Global(), key, js.Global().Call("eval", loaderFastPath))
-	t.Cleanup(func() { reflect.Call("deleteProperty", js.Global(), key) })
-	if f := FastPath(); f.Rx.IsUndefined() || f.Post.IsUndefined() || f.Deliver.IsUndefined() {
-		t.Fatal("fast path not installed")
-	}
-}
-
 // The channel tests again, through the loader's fast path.
-func TestFastPath(t *testing.T) { runChannelSuite(t, withFastPath) }
+func TestFastPath(t *testing.T) { runChannelSuite(t, func(t *testing.T) { withFastPath(t) }) }
 
 // runChannelSuite runs the channel tests again, each after setup (which
 // installs a path of the loader's for the channels it opens).
@@ -423,13 +399,11 @@ func testFastPathDecodesLikeGo(t *testing.T, exports bool) {
 	name := chName(t)
 	slow := openCh(t, name)
 	func() {
-		key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-		fast := js.Global().Call("eval", loaderFastPath)
+		fast := withFastPath(t)
 		if exports {
-			fast.Call("attach", goInstance(t).Get("_inst").Get("exports"))
+			fast.Call("attach", instExports(t))
+			defer fast.Call("attach", nil)
 		}
-		js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
-		defer js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		fastCh := openCh(t, name)
 		t.Cleanup(func() { fastCh.Close() })
 		slowGot, fastGot := &inbox{}, &inbox{}
@@ -445,6 +419,9 @@ const posts = [
   env({token: 1e21}), env({seq: 0.5}), env({sentAt: -1}), env({token: NaN}), env({id: "i".repeat(129)}), env({kind: "𝄞".repeat(33)}),
   env({id: "\u0001".repeat(128), resource: "\u0001".repeat(200)}), env({id: "é".repeat(128), owner: "\ud800".repeat(128), resource: "✓".repeat(200)}),
   env({owner: new String("o")}), env({version: 2}), env({protocol: "x"}), [1], null, "tabfence", env({payload: "p".repeat(2e6)}),
+  env({protocol: new String("tabfence")}), env({version: "1"}), env({version: new Number(1)}), env({token: new Number(5)}),
+  env({id: new Date(0)}), env({kind: 5}), env({seq: true}), env({resource: ["r"]}), {}, {protocol: "tabfence"}, {protocol: "tabfence", version: 1},
+  env({id: "i".repeat(3000)}), env({protocol: "x", id: "i".repeat(3000)}), env({version: 2, owner: "o".repeat(3000)}),
   env({id: "last", seq: 99, payload: undefined}),
 ];
 for (const p of posts) bc.postMessage(p);
@@ -491,19 +468,15 @@ func TestFastPathPostsLikeGo(t *testing.T) {
 	for i, res := range []string{"doc", strings.Repeat("\x01", 200), strings.Repeat("✓", 200), "r\u2028\"\\"} {
 		s := NewSequencer(res, strings.Repeat("é", 128), uint64(i+1))
 		e, err := fastCh.Send(s, strings.Repeat("k\n", 32), obj(`{n: 1}`))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		sent = append(sent, e)
 	}
-	// An ID that is not 32 hex digits goes out as JSON (FAST.post), one that
-	// is as four words (FAST.post2).
+	// An ID that is not 32 hex digits goes out as JSON (the hook post), one that
+	// is as four words (post2).
 	for _, id := range []string{"custom-id", "0123456789ABCDEF0123456789ABCDEF", "00000000000000000000000000000000"} {
 		e := NewSequencer("doc", "o", 9).Next("k", obj(`{n: 1}`))
 		e.ID, e.Seq = id, uint64(len(sent)+1)
-		if err := fastCh.Post(e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, fastCh.Post(e))
 		sent = append(sent, e)
 	}
 	waitFor(t, "delivery", func() bool { return len(got.list()) == len(sent) })

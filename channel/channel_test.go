@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func env(resource string, token, seq uint64, id string) Envelope {
@@ -35,13 +38,9 @@ func TestCursorRules(t *testing.T) {
 	}
 	c := NewCursor(0)
 	for i, s := range steps {
-		if got := c.Offer(s.token, s.seq, s.id).String(); got != s.want {
-			t.Fatalf("step %d (%d,%d,%s): %s, want %s", i, s.token, s.seq, s.id, got, s.want)
-		}
+		require.Equal(t, s.want, c.Offer(s.token, s.seq, s.id).String(), "step %d (%d,%d,%s)", i, s.token, s.seq, s.id)
 	}
-	if tok, seq := c.Position(); tok != 12 || seq != 4 {
-		t.Fatal(tok, seq)
-	}
+	requirePosition(t, c, 12, 4)
 }
 
 // The reference's section 2 and 11: drop lower, same token is not rejected
@@ -49,57 +48,47 @@ func TestCursorRules(t *testing.T) {
 func TestCursorReferenceSection11(t *testing.T) {
 	c := NewCursor(0)
 	c.Offer(42, 1, "x")
-	if v := c.Offer(41, 1, "y"); v.Accept || v.Reason != StaleToken {
-		t.Fatal(v)
-	}
-	if v := c.Offer(42, 2, "z"); !v.Accept {
-		t.Fatal(v)
-	}
-	if v := c.Offer(43, 1, "w"); !v.Accept || v.Gap {
-		t.Fatal(v)
-	}
+	v := c.Offer(41, 1, "y")
+	require.False(t, v.Accept, v)
+	require.Equal(t, StaleToken, v.Reason)
+	require.True(t, c.Offer(42, 2, "z").Accept)
+	v = c.Offer(43, 1, "w")
+	require.True(t, v.Accept, v)
+	require.False(t, v.Gap, v)
 }
 
 func TestCursorSeed(t *testing.T) {
 	c := NewCursor(0)
 	c.Seed(5, 10)
-	if v := c.Offer(5, 10, "a"); v.Reason != DuplicateSeq {
-		t.Fatal(v)
-	}
-	if v := c.Offer(5, 12, "b"); !v.Accept || !v.Gap {
-		t.Fatal(v)
-	}
+	require.Equal(t, DuplicateSeq, c.Offer(5, 10, "a").Reason)
+	v := c.Offer(5, 12, "b")
+	require.True(t, v.Accept, v)
+	require.True(t, v.Gap, v)
 	c.Seed(4, 100) // never backwards
-	if tok, seq := c.Position(); tok != 5 || seq != 12 {
-		t.Fatal(tok, seq)
-	}
+	requirePosition(t, c, 5, 12)
 }
 
 func TestCursorIDMemoryBounded(t *testing.T) {
 	c := NewCursor(4)
 	for i := 1; i <= 1000; i++ {
-		if v := c.Offer(1, uint64(i), "id"+strconv.Itoa(i)); !v.Accept {
-			t.Fatal(i, v)
-		}
+		require.True(t, c.Offer(1, uint64(i), "id"+strconv.Itoa(i)).Accept, i)
 	}
-	if len(c.ids.m) != 4 {
-		t.Fatalf("remembered %d ids", len(c.ids.m))
-	}
-	if v := c.Offer(2, 1, "id1000"); v.Reason != DuplicateID {
-		t.Fatal(v)
-	}
+	require.Len(t, c.ids.m, 4, "remembered ids")
+	require.Equal(t, DuplicateID, c.Offer(2, 1, "id1000").Reason)
 	// An evicted ID under a newer token is new again (sequence protects the
 	// current token's stream).
-	if v := c.Offer(2, 1, "id1"); !v.Accept {
-		t.Fatal(v)
-	}
+	require.True(t, c.Offer(2, 1, "id1").Accept)
+}
+
+func requirePosition(t *testing.T, c *Cursor, token, seq uint64) {
+	t.Helper()
+	tok, sq := c.Position()
+	require.Equal(t, [2]uint64{token, seq}, [2]uint64{tok, sq}, "position")
 }
 
 func TestLimitsCheck(t *testing.T) {
 	good := env("r", 1, 1, "id")
-	if r := (Limits{}).Check(good); r != ReasonNone {
-		t.Fatal(r)
-	}
+	require.Equal(t, ReasonNone, (Limits{}).Check(good))
 	mod := func(f func(*Envelope)) Envelope { e := good; f(&e); return e }
 	cases := map[string]struct {
 		e    Envelope
@@ -122,13 +111,9 @@ func TestLimitsCheck(t *testing.T) {
 		"long resource": {mod(func(e *Envelope) { e.Resource = strings.Repeat("k", 1000) }), Oversized},
 	}
 	for name, c := range cases {
-		if got := (Limits{}).Check(c.e); got != c.want {
-			t.Errorf("%s: %v, want %v", name, got, c.want)
-		}
+		assert.Equal(t, c.want, (Limits{}).Check(c.e), name)
 	}
-	if got := (Limits{MaxKind: 2}).Check(mod(func(e *Envelope) { e.Kind = "abcdefg" })); got != Oversized {
-		t.Error("custom limit ignored", got)
-	}
+	assert.Equal(t, Oversized, (Limits{MaxKind: 2}).Check(mod(func(e *Envelope) { e.Kind = "abcdefg" })), "custom limit ignored")
 }
 
 func TestSequencer(t *testing.T) {
@@ -145,83 +130,57 @@ func TestSequencer(t *testing.T) {
 				var zero Payload
 				e := s.Next("k", zero)
 				mu.Lock()
-				if ids[e.ID] || seqs[e.Seq] {
-					t.Error("duplicate id or seq")
-				}
+				assert.False(t, ids[e.ID] || seqs[e.Seq], "duplicate id or seq")
 				ids[e.ID], seqs[e.Seq] = true, true
 				mu.Unlock()
-				if e.Token != 7 || e.Resource != "r" || e.Owner != "owner" || e.Protocol != Protocol || e.Version != Version || e.SentAt <= 0 || len(e.ID) != 32 {
-					t.Errorf("%+v", e)
-				}
-				if (Limits{}).Check(e) != ReasonNone {
-					t.Errorf("sequencer output invalid: %+v", e)
-				}
+				assert.Equal(t, Envelope{Protocol: Protocol, Version: Version, ID: e.ID, Kind: "k", Resource: "r", Owner: "owner", Token: 7, Seq: e.Seq, SentAt: e.SentAt}, e)
+				assert.Positive(t, e.SentAt)
+				assert.Len(t, e.ID, 32)
+				assert.Equal(t, ReasonNone, (Limits{}).Check(e), "sequencer output invalid: %+v", e)
 			}
 		}()
 	}
 	wg.Wait()
 	for i := uint64(1); i <= 200; i++ {
-		if !seqs[i] {
-			t.Fatalf("seq %d missing", i)
-		}
+		require.True(t, seqs[i], "seq %d missing", i)
 	}
-	if s.Token() != 7 {
-		t.Fatal()
-	}
+	require.Equal(t, uint64(7), s.Token())
 }
 
 func TestGuard(t *testing.T) {
 	g := NewGuard()
-	if g.IsCurrent("r", 0) || g.IsStale("r", 0) || g.Current("r") != 0 {
-		t.Fatal("empty guard")
-	}
+	require.False(t, g.IsCurrent("r", 0) || g.IsStale("r", 0), "empty guard")
+	require.Equal(t, uint64(0), g.Current("r"), "empty guard")
 	g.Advance("r", 10)
-	if !g.IsCurrent("r", 10) || g.IsStale("r", 10) {
-		t.Fatal("10 current")
-	}
+	require.True(t, g.IsCurrent("r", 10) && !g.IsStale("r", 10), "10 current")
 	// A search started under 10, a newer one under 11 (section 25).
 	g.Advance("r", 11)
-	if g.IsCurrent("r", 10) || !g.IsStale("r", 10) || !g.IsCurrent("r", 11) {
-		t.Fatal("10 must be stale after 11")
-	}
+	require.True(t, !g.IsCurrent("r", 10) && g.IsStale("r", 10) && g.IsCurrent("r", 11), "10 must be stale after 11")
 	g.Advance("r", 9) // never backwards
-	if g.Current("r") != 11 {
-		t.Fatal(g.Current("r"))
-	}
-	if g.IsStale("r", 12) || g.IsCurrent("r", 12) {
-		t.Fatal("future token is neither")
-	}
-	if g.Current("other") != 0 {
-		t.Fatal("per resource")
-	}
+	require.Equal(t, uint64(11), g.Current("r"))
+	require.False(t, g.IsStale("r", 12) || g.IsCurrent("r", 12), "future token is neither")
+	require.Equal(t, uint64(0), g.Current("other"), "per resource")
 }
 
 func TestReceiverCountsAndDelivers(t *testing.T) {
 	r := newReceiver(Limits{}, false)
-	if _, ok := r.receive(Envelope{}, Malformed); ok {
-		t.Fatal("decode drop delivered")
-	}
-	if _, ok := r.receive(env("r", 1, 1, "a"), ReasonNone); !ok {
-		t.Fatal("first not delivered")
-	}
+	_, ok := r.receive(Envelope{}, Malformed)
+	require.False(t, ok, "decode drop delivered")
+	_, ok = r.receive(env("r", 1, 1, "a"), ReasonNone)
+	require.True(t, ok, "first not delivered")
 	r.receive(env("r", 1, 1, "a"), ReasonNone)         // duplicate id
 	r.receive(env("r", 1, 1, "b"), ReasonNone)         // duplicate seq
 	r.receive(mod(env("r", 2, 1, "c"), 9), ReasonNone) // version
-	if m, ok := r.receive(env("r", 1, 3, "d"), ReasonNone); !ok || !m.Gap {
-		t.Fatal("gap not flagged")
-	}
+	m, ok := r.receive(env("r", 1, 3, "d"), ReasonNone)
+	require.True(t, ok && m.Gap, "gap not flagged")
 	r.receive(env("r", 2, 1, "e"), ReasonNone)
 	r.receive(env("r", 1, 9, "f"), ReasonNone) // stale
 	s := r.snapshot()
 	want := map[Reason]uint64{Malformed: 1, DuplicateID: 1, DuplicateSeq: 1, WrongVersion: 1, StaleToken: 1}
 	for _, reason := range Reasons() {
-		if s.DroppedBy(reason) != want[reason] {
-			t.Errorf("%v: %d, want %d", reason, s.DroppedBy(reason), want[reason])
-		}
+		assert.Equal(t, want[reason], s.DroppedBy(reason), reason.String())
 	}
-	if s.Received != 8 || s.Delivered != 3 || s.Gaps != 1 || s.TotalDropped() != 5 {
-		t.Fatalf("%+v", s)
-	}
+	require.Equal(t, [4]uint64{8, 3, 1, 5}, [4]uint64{s.Received, s.Delivered, s.Gaps, s.TotalDropped()}, "received, delivered, gaps, dropped: %+v", s)
 }
 
 func mod(e Envelope, version int) Envelope { e.Version = version; return e }
@@ -231,39 +190,35 @@ func TestReceiverResourceBound(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		r.receive(env("r"+strconv.Itoa(i), 1, 1, "id"+strconv.Itoa(i)), ReasonNone)
 	}
-	if s := r.snapshot(); s.Delivered != 3 || s.DroppedBy(Oversized) != 7 || len(r.cursors) != 3 {
-		t.Fatalf("%+v", s)
-	}
+	s := r.snapshot()
+	require.Equal(t, uint64(3), s.Delivered)
+	require.Equal(t, uint64(7), s.DroppedBy(Oversized))
+	require.Len(t, r.cursors, 3)
 }
 
 func TestBufferThenReplayAppliesRulesInOrder(t *testing.T) {
 	r := newReceiver(Limits{}, true)
 	in := []Envelope{env("r", 5, 1, "a"), env("r", 5, 2, "b"), env("r", 4, 9, "old"), env("r", 5, 2, "b"), env("r", 6, 1, "c"), env("q", 1, 1, "q1")}
 	for _, e := range in {
-		if _, ok := r.receive(e, ReasonNone); ok {
-			t.Fatal("delivered while buffering")
-		}
+		_, ok := r.receive(e, ReasonNone)
+		require.False(t, ok, "delivered while buffering")
 	}
 	r.receive(Envelope{Protocol: "x"}, ReasonNone) // dropped at once, not buffered
-	if s := r.snapshot(); s.DroppedBy(ForeignProtocol) != 1 || s.Delivered != 0 {
-		t.Fatalf("%+v", s)
-	}
+	s := r.snapshot()
+	require.Equal(t, uint64(1), s.DroppedBy(ForeignProtocol))
+	require.Equal(t, uint64(0), s.Delivered)
 	out := r.replay()
 	var got []string
 	for _, m := range out {
 		got = append(got, m.ID)
 	}
-	if strings.Join(got, ",") != "a,b,c,q1" {
-		t.Fatal(got)
-	}
-	s := r.snapshot()
-	if s.DroppedBy(StaleToken) != 1 || s.DroppedBy(DuplicateID) != 1 {
-		t.Fatalf("%+v", s)
-	}
+	require.Equal(t, "a,b,c,q1", strings.Join(got, ","))
+	s = r.snapshot()
+	require.Equal(t, uint64(1), s.DroppedBy(StaleToken))
+	require.Equal(t, uint64(1), s.DroppedBy(DuplicateID))
 	// Live again.
-	if _, ok := r.receive(env("r", 6, 2, "d"), ReasonNone); !ok {
-		t.Fatal("not live after replay")
-	}
+	_, ok := r.receive(env("r", 6, 2, "d"), ReasonNone)
+	require.True(t, ok, "not live after replay")
 }
 
 func TestBufferOverflowReportsGap(t *testing.T) {
@@ -273,12 +228,11 @@ func TestBufferOverflowReportsGap(t *testing.T) {
 		r.receive(env("r", 1, uint64(i), "m"+strconv.Itoa(i)), ReasonNone)
 	}
 	out := r.replay()
-	if len(out) != 3 || out[0].Seq != 3 || !out[0].Gap || out[1].Gap {
-		t.Fatalf("%+v", out)
-	}
-	if s := r.snapshot(); s.DroppedBy(Oversized) != 2 {
-		t.Fatalf("%+v", s)
-	}
+	require.Len(t, out, 3)
+	require.Equal(t, uint64(3), out[0].Seq)
+	require.True(t, out[0].Gap)
+	require.False(t, out[1].Gap)
+	require.Equal(t, uint64(2), r.snapshot().DroppedBy(Oversized))
 }
 
 func TestReasonNames(t *testing.T) {
@@ -287,12 +241,9 @@ func TestReasonNames(t *testing.T) {
 	for _, r := range Reasons() {
 		names = append(names, r.String())
 	}
-	if strings.Join(names, ",") != want {
-		t.Fatal(names)
-	}
-	if Reason(99).String() != "unknown" || (Stats{}).DroppedBy(Reason(99)) != 0 {
-		t.Fatal()
-	}
+	require.Equal(t, want, strings.Join(names, ","))
+	require.Equal(t, "unknown", Reason(99).String())
+	require.Equal(t, uint64(0), (Stats{}).DroppedBy(Reason(99)))
 }
 
 // TestSection17CrossTabStreamNeedsAllThree: the reference's decision matrix
@@ -302,28 +253,20 @@ func TestSection17CrossTabStreamNeedsAllThree(t *testing.T) {
 	// Token: an old leader's fresh-looking message (new ID, new seq).
 	c := NewCursor(0)
 	c.Offer(2, 1, "a")
-	if v := c.Offer(1, 5, "b"); v.Reason != StaleToken {
-		t.Fatal("token", v)
-	}
+	require.Equal(t, StaleToken, c.Offer(1, 5, "b").Reason, "token")
 	// Sequence: a late message of the current leader with a new ID
 	// (e.g. re-sent after its ID left the window).
 	c = NewCursor(1)
 	c.Offer(2, 1, "a")
 	c.Offer(2, 2, "b")
-	if v := c.Offer(2, 1, "a-again"); v.Reason != DuplicateSeq {
-		t.Fatal("sequence", v)
-	}
+	require.Equal(t, DuplicateSeq, c.Offer(2, 1, "a-again").Reason, "sequence")
 	// Message ID: a new leader re-announcing what the old one sent: same
 	// ID, higher token, seq 1 — token and sequence alone would accept it.
 	c = NewCursor(0)
 	c.Offer(2, 4, "x")
-	if v := c.Offer(3, 1, "x"); v.Reason != DuplicateID {
-		t.Fatal("id", v)
-	}
+	require.Equal(t, DuplicateID, c.Offer(3, 1, "x").Reason, "id")
 	// Timestamps and UUIDs order nothing: SentAt and ID never reorder.
 	c = NewCursor(0)
 	c.Offer(2, 1, "zzzz")
-	if v := c.Offer(2, 2, "0000"); !v.Accept {
-		t.Fatal("an ID must not be read as an order", v)
-	}
+	require.True(t, c.Offer(2, 2, "0000").Accept, "an ID must not be read as an order")
 }

@@ -8,32 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
-
-// goInstance is wasm_exec.js's Go object of this program (see
-// loader.GoInstance).
-func goInstance(t *testing.T) js.Value {
-	t.Helper()
-	g, err := loader.GoInstance()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-// withExports installs the loader's fast path (withFastPath) and attaches
-// this instance's wasm exports to it, as the loader does: received headers
-// enter Go through tabfence_channel_rx2.
-func withExports(t *testing.T) {
-	t.Helper()
-	withFastPath(t)
-	ex := goInstance(t).Get("_inst").Get("exports")
-	if ex.Get("tabfence_channel_rx2").Type() != js.TypeFunction || ex.Get("tabfence_scratch").Type() != js.TypeFunction {
-		t.Fatal("no export tabfence_channel_rx2 or tabfence_scratch")
-	}
-	js.Global().Get("Reflect").Call("get", js.Global(), js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")).Call("attach", ex)
-}
 
 // The channel tests again, through the loader's fast path and the exports.
 func TestExports(t *testing.T) { runChannelSuite(t, withExports) }
@@ -66,14 +43,14 @@ func TestExportsRunWokenGoroutinesAtOnce(t *testing.T) {
 
 // A message the loader hands to the export is Held while SubscribeNow
 // functions run, unless its header had an escape; and the message
-// FAST.deliverHeld builds from the held envelope is the one FAST.deliver
+// the hook deliverHeld builds from the held envelope is the one deliver
 // builds from the message's JSON (the JavaScript API's subscribers get one
 // or the other). Nothing else is Held: a Subscribe delivery, a replay.
 func TestExportsHeldDeliversLikeJSON(t *testing.T) {
 	withExports(t)
 	name := chName(t)
 	rx := openCh(t, name)
-	fast := FastPath()
+	_, deliverHeld := rx.Deliverers()
 	type got struct {
 		held      bool
 		viaHeld   string // JSON of deliverHeld's message
@@ -94,7 +71,7 @@ func TestExportsHeldDeliversLikeJSON(t *testing.T) {
 				mu.Unlock()
 				return nil
 			})
-			fast.DeliverHeld.Invoke(cb, m.Gap)
+			deliverHeld.Invoke(cb, m.Gap)
 		}
 		b := AppendJSONField(nil, `{"id":`, m.ID)
 		b = AppendJSONField(b, `,"kind":`, m.Kind)
@@ -191,11 +168,11 @@ bc.postMessage({protocol: "tabfence", version: 1, id: "id" + seq, kind: "k", res
 bc.close();`)
 	var keep [][]byte
 	grow := func() {
-		before := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int()
+		before := instExports(t).Get("mem").Get("buffer").Get("byteLength").Int()
 		b := make([]byte, 64<<20)
 		b[len(b)-1] = 1
 		keep = append(keep, b)
-		if after := goInstance(t).Get("_inst").Get("exports").Get("mem").Get("buffer").Get("byteLength").Int(); after <= before {
+		if after := instExports(t).Get("mem").Get("buffer").Get("byteLength").Int(); after <= before {
 			t.Fatalf("memory did not grow: %d -> %d bytes", before, after)
 		}
 	}
@@ -210,12 +187,10 @@ bc.close();`)
 	s := NewSequencer("r", "o", 1)
 	s.seq = 2
 	e := s.Next("after-growth", js.ValueOf(3))
-	inExport = true
+	g := loader.Entered()
 	err := tx.Post(e)
-	inExport = false
-	if err != nil {
-		t.Fatal(err)
-	}
+	loader.Leave(g)
+	require.NoError(t, err)
 	waitFor(t, "the message Go posted through xscratch", func() bool { return len(got.list()) == 3 })
 	if m := got.list()[2]; m.ID != e.ID || m.Kind != "after-growth" || m.Seq != 3 || m.Payload.Int() != 3 {
 		t.Fatalf("got %+v, posted %+v", m, e)
@@ -224,4 +199,37 @@ bc.close();`)
 		t.Fatalf("stats %+v", s)
 	}
 	_ = keep
+}
+
+func instExports(t *testing.T) js.Value {
+	t.Helper()
+	ex, err := loader.Exports()
+	require.NoError(t, err)
+	return ex
+}
+
+// The one bound the loader's rx keeps (for memory: it copies no strings
+// longer together than the channel's limits allow into a header) is Go's,
+// given when the channel opens: with larger limits, an ID far beyond the
+// defaults still crosses as a header through the export (Held), and one
+// beyond the limits is read by Go itself (not Held) and dropped as
+// oversized.
+func TestExportsRxBoundIsGos(t *testing.T) {
+	withExports(t)
+	name := chName(t)
+	l := DefaultLimits
+	l.MaxID = 4000
+	rx := openCh(t, name, WithLimits(l))
+	var held []bool
+	rx.SubscribeNow(func(m Message) { held = append(held, rx.Held(m)) })
+	post := js.Global().Get("Function").New("name", `
+const bc = new BroadcastChannel(name);
+const env = (id, seq) => ({protocol: "tabfence", version: 1, id, kind: "k", resource: "r", owner: "o", token: 1, seq, sentAt: 1});
+bc.postMessage(env("i".repeat(3000), 1));
+bc.postMessage(env("i".repeat(5000), 2));
+bc.close();`)
+	post.Invoke(name)
+	waitFor(t, "both messages", func() bool { return rx.Stats().Received == 2 })
+	require.Equal(t, []bool{true}, held)
+	require.Equal(t, uint64(1), rx.Stats().DroppedBy(Oversized))
 }

@@ -80,19 +80,28 @@ func AppendUintField(b []byte, prefix string, n uint64) []byte {
 	return strconv.AppendUint(append(b, prefix...), n, 10)
 }
 
-// decodeHeaderJSON reads the header the loader's fast path hands Go for a
-// message it found plainly shaped like an envelope (see FAST.rx in
-// jsglue/loader/tabfence.js): JSON.stringify([id, kind, resource, owner,
-// token, seq, sentAt]), the four strings already known to be strings within
-// l's bounds and the three numbers known to be numbers. It applies decode's
-// rules to what JSON can express — strings re-bounded in UTF-16 units,
-// numbers non-negative integers <= MaxToken (NaN and Infinity arrive as
-// null) — so it returns what decode would for the same message; anything
-// that is not that exact shape is malformed.
+// decodeHeaderJSON reads the header the loader's rx hook hands Go for a
+// received object (see fast.js): JSON.stringify([protocol, version, id,
+// kind, resource, owner, token, seq, sentAt]), each field as itself when it
+// is a string or a number and null otherwise. It applies decode's rules,
+// in decode's order, to what JSON can express — not the string "tabfence":
+// foreign; strings bounded in UTF-16 units; numbers non-negative integers
+// <= MaxToken (NaN and Infinity arrive as null) — so it returns what decode
+// would for the same message; anything else is malformed.
 func decodeHeaderJSON(h string, l Limits) (e Envelope, why Reason) {
 	p := hdrParser{s: h}
 	if !p.lit('[') {
 		return Envelope{}, Malformed
+	}
+	if proto, ok := p.str(); !ok || proto != Protocol || !p.lit(',') {
+		return Envelope{}, ForeignProtocol
+	}
+	ver, ok := p.num()
+	if !ok || !p.lit(',') {
+		return Envelope{}, Malformed
+	}
+	if ver != Version {
+		return Envelope{}, WrongVersion
 	}
 	strs := [4]*string{&e.ID, &e.Kind, &e.Resource, &e.Owner}
 	maxes := [4]int{l.MaxID, l.MaxKind, l.MaxResource, l.MaxOwner}
@@ -124,6 +133,13 @@ func decodeHeaderJSON(h string, l Limits) (e Envelope, why Reason) {
 	e.Protocol, e.Version = Protocol, Version
 	e.Token, e.Seq, e.SentAt = nums[0], nums[1], int64(nums[2])
 	return e, ReasonNone
+}
+
+// headerTextBound is the most UTF-16 units the strings of a header within
+// l can hold together (the loader's rx copies no longer ones into a
+// header: Go reads such a message's fields itself, bounding each).
+func headerTextBound(l Limits) int {
+	return len(Protocol) + l.MaxID + l.MaxKind + l.MaxResource + l.MaxOwner
 }
 
 type hdrParser struct {
@@ -270,7 +286,7 @@ func utf16Len(s string) int {
 }
 
 // idWords reads an ID of exactly 32 lowercase hex digits (NewID's) as four
-// 32-bit words, most significant first, for FAST.post2, which writes them
+// 32-bit words, most significant first, for the hook post2, which writes them
 // back as the same 32 digits; ok is false for any other ID, which is posted
 // as JSON.
 func idWords(id string) (w [4]uint32, ok bool) {

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestAppendJSONString(t *testing.T) {
@@ -83,54 +86,59 @@ func TestDecodeHeaderJSON(t *testing.T) {
 	ok := func(h string) Envelope {
 		t.Helper()
 		e, why := decodeHeaderJSON(h, l)
-		if why != ReasonNone {
-			t.Fatalf("%s: %v", h, why)
-		}
-		if e.Protocol != Protocol || e.Version != Version {
-			t.Fatalf("%s: %+v", h, e)
-		}
+		require.Equal(t, ReasonNone, why, h)
+		require.Equal(t, Protocol, e.Protocol, h)
+		require.Equal(t, Version, e.Version, h)
 		return e
 	}
-	e := ok(`["id1","delta","res","own",3,17,1764454000123]`)
-	if e.ID != "id1" || e.Kind != "delta" || e.Resource != "res" || e.Owner != "own" || e.Token != 3 || e.Seq != 17 || e.SentAt != 1764454000123 {
-		t.Fatalf("%+v", e)
-	}
+	e := ok(`["tabfence",1,"id1","delta","res","own",3,17,1764454000123]`)
+	require.Equal(t, Envelope{Protocol: Protocol, Version: Version, ID: "id1", Kind: "delta", Resource: "res", Owner: "own", Token: 3, Seq: 17, SentAt: 1764454000123}, e)
 	// Escapes as JSON.stringify writes them; a lone surrogate is U+FFFD, as
 	// a copy of the string into Go makes it.
-	e = ok(`["q\"b\\s\/\b\f\n\r\t\u0001","\ud834\udd1e x","\ud800","\udc00\ud800z",0,9007199254740991,0]`)
-	if e.ID != "q\"b\\s/\b\f\n\r\t\x01" || e.Kind != "𝄞 x" || e.Resource != "\ufffd" || e.Owner != "\ufffd\ufffdz" || e.Seq != MaxToken {
-		t.Fatalf("%+v", e)
-	}
-	if e := ok(`["ü✓","k","r","o",1000,1,1]`); e.ID != "ü✓" || e.Token != 1000 {
-		t.Fatalf("%+v", e)
-	}
+	e = ok(`["tabfence",1,"q\"b\\s\/\b\f\n\r\t\u0001","\ud834\udd1e x","\ud800","\udc00\ud800z",0,9007199254740991,0]`)
+	require.Equal(t, "q\"b\\s/\b\f\n\r\t\x01", e.ID)
+	require.Equal(t, "𝄞 x", e.Kind)
+	require.Equal(t, "\ufffd", e.Resource)
+	require.Equal(t, "\ufffd\ufffdz", e.Owner)
+	require.Equal(t, uint64(MaxToken), e.Seq)
+	e = ok(`["tabfence",1,"ü✓","k","r","o",1000,1,1]`)
+	require.Equal(t, "ü✓", e.ID)
+	require.Equal(t, uint64(1000), e.Token)
+	// After the protocol and the version, as JSON.stringify writes them.
+	const pre = `["tabfence",1,`
 	for _, h := range []string{
-		``, `[]`, `{}`, `["a","k","r","o",1,1]`, `["a","k","r","o",1,1,1,1]`, `["a","k","r",5,1,1,1]`,
-		`["a","k","r","o",null,1,1]`, `["a","k","r","o",-1,1,1]`, `["a","k","r","o",1.5,1,1]`,
-		`["a","k","r","o",9007199254740992,1,1]`, `["a","k","r","o",1e21,1,1]`, `["a","k","r","o","1",1,1]`,
-		`["a","k","r","o",1e3,1,1]`, `["a","k","r","o",1.0,1,1]`, `["a","k","r","o",99999999999999999999999,1,1]`,
-		`["a","k","r","o",1,1,1]x`, `["a","k","r","o",1,1,1`, `["a\x","k","r","o",1,1,1]`, `["a\u12","k","r","o",1,1,1]`,
-		"[\"a\x01\",\"k\",\"r\",\"o\",1,1,1]", `["a,"k","r","o",1,1,1]`, `["a","k","r","o",1 ,1,1]`,
+		``, `]`, `"a","k","r","o",1,1]`, `"a","k","r","o",1,1,1,1]`, `"a","k","r",5,1,1,1]`, `"a","k","r",null,1,1,1]`,
+		`"a","k","r","o",null,1,1]`, `"a","k","r","o",-1,1,1]`, `"a","k","r","o",1.5,1,1]`,
+		`"a","k","r","o",9007199254740992,1,1]`, `"a","k","r","o",1e21,1,1]`, `"a","k","r","o","1",1,1]`,
+		`"a","k","r","o",1e3,1,1]`, `"a","k","r","o",1.0,1,1]`, `"a","k","r","o",99999999999999999999999,1,1]`,
+		`"a","k","r","o",1,1,1]x`, `"a","k","r","o",1,1,1`, `"a\x","k","r","o",1,1,1]`, `"a\u12","k","r","o",1,1,1]`,
+		"\"a\x01\",\"k\",\"r\",\"o\",1,1,1]", `"a,"k","r","o",1,1,1]`, `"a","k","r","o",1 ,1,1]`,
 	} {
-		if _, why := decodeHeaderJSON(h, l); why != Malformed {
-			t.Errorf("%s: %v, want malformed", h, why)
-		}
+		_, why := decodeHeaderJSON(pre+h, l)
+		assert.Equal(t, Malformed, why, pre+h)
+	}
+	// The protocol first (not the string "tabfence": foreign), then the
+	// version, as decode judges them.
+	for h, want := range map[string]Reason{
+		``: Malformed, `[]`: ForeignProtocol, `[null,1,"a","k","r","o",1,1,1]`: ForeignProtocol,
+		`["x",1,"a","k","r","o",1,1,1]`: ForeignProtocol, `["tabfence",2,null,null,null,null,null,null,null]`: WrongVersion,
+		`["tabfence",null,"a","k","r","o",1,1,1]`: Malformed, `["tabfence","1","a","k","r","o",1,1,1]`: Malformed,
+		`["tabfence",1.5,"a","k","r","o",1,1,1]`: Malformed, `[5,"tabfence","a","k","r","o",1,1,1]`: ForeignProtocol,
+	} {
+		_, why := decodeHeaderJSON(h, l)
+		assert.Equal(t, want, why, h)
 	}
 	// Bounds in UTF-16 units, as in JavaScript.
 	l.MaxKind = 3
-	if _, why := decodeHeaderJSON(`["a","𝄞x","r","o",1,1,1]`, l); why != ReasonNone {
-		t.Errorf("3 units: %v", why)
-	}
-	if _, why := decodeHeaderJSON(`["a","𝄞𝄞","r","o",1,1,1]`, l); why != Oversized {
-		t.Errorf("4 units: %v", why)
-	}
+	_, why := decodeHeaderJSON(pre+`"a","𝄞x","r","o",1,1,1]`, l)
+	assert.Equal(t, ReasonNone, why, "3 units")
+	_, why = decodeHeaderJSON(pre+`"a","𝄞𝄞","r","o",1,1,1]`, l)
+	assert.Equal(t, Oversized, why, "4 units")
 	// Whatever encoding/json writes for the strings (it escapes more than
 	// JSON.stringify), they come back.
 	for _, s := range []string{"<&>", "\u2028", strings.Repeat("\\\"", 20), "tab\tnl\n"} {
-		b, _ := json.Marshal([]any{s, "k", "r", "o", 1, 2, 3})
-		if e := ok(string(b)); e.ID != s {
-			t.Errorf("%q: %q", s, e.ID)
-		}
+		b, _ := json.Marshal([]any{"tabfence", 1, s, "k", "r", "o", 1, 2, 3})
+		assert.Equal(t, s, ok(string(b)).ID)
 	}
 }
 
@@ -141,7 +149,7 @@ func TestIDWords(t *testing.T) {
 		if !ok {
 			t.Fatalf("%q not read", id)
 		}
-		// What FAST.post2 does: each word as 8 hex digits.
+		// What the hook post2 does: each word as 8 hex digits.
 		got := ""
 		for _, x := range w {
 			got += fmt.Sprintf("%08x", x)

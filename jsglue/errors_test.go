@@ -5,24 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestJSErrorMatchesSentinelByName(t *testing.T) {
 	for _, name := range Names() {
 		err := fmt.Errorf("wrapped: %w", NewJSError(name, "boom"))
-		if !errors.Is(err, Sentinel(name)) {
-			t.Errorf("%s: errors.Is with its sentinel is false", name)
-		}
-		if got := NameOf(err); got != name {
-			t.Errorf("NameOf(%s) = %q", name, got)
-		}
+		assert.ErrorIs(t, err, Sentinel(name), "%s: errors.Is with its sentinel is false", name)
+		assert.Equal(t, name, NameOf(err), "NameOf(%s)", name)
 	}
-	if errors.Is(NewJSError("QuotaExceededError", ""), ErrAbort) {
-		t.Error("a QuotaExceededError matched ErrAbort")
-	}
-	if errors.Is(NewJSError("SomethingNew", ""), ErrUnknown) {
-		t.Error("an unknown name must match no sentinel")
-	}
+	assert.NotErrorIs(t, NewJSError("QuotaExceededError", ""), ErrAbort, "a QuotaExceededError matched ErrAbort")
+	assert.NotErrorIs(t, NewJSError("SomethingNew", ""), ErrUnknown, "an unknown name must match no sentinel")
 }
 
 func TestNameOfGoErrors(t *testing.T) {
@@ -34,9 +28,7 @@ func TestNameOfGoErrors(t *testing.T) {
 		named{}:             "LostLeadershipError",
 	}
 	for err, want := range cases {
-		if got := NameOf(err); got != want {
-			t.Errorf("NameOf(%v) = %q, want %q", err, got, want)
-		}
+		assert.Equal(t, want, NameOf(err), "NameOf(%v)", err)
 	}
 }
 
@@ -46,10 +38,6 @@ func (named) Error() string  { return "lost" }
 func (named) JSName() string { return "LostLeadershipError" }
 
 func TestJSErrorMessage(t *testing.T) {
-	if got := NewJSError("AbortError", "").Error(); got != "AbortError" {
-		t.Errorf("got %q", got)
-	}
-	if got := NewJSError("DataError", "bad key").Error(); got != "DataError: bad key" {
-		t.Errorf("got %q", got)
-	}
+	assert.Equal(t, "AbortError", NewJSError("AbortError", "").Error())
+	assert.Equal(t, "DataError: bad key", NewJSError("DataError", "bad key").Error())
 }

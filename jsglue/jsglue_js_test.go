@@ -4,42 +4,36 @@ package jsglue
 
 import (
 	"context"
-	"errors"
 	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func eval(src string) js.Value { return js.Global().Call("eval", src) }
 
 func TestAwaitResolves(t *testing.T) {
 	v, err := Await(context.Background(), eval(`new Promise(r => setTimeout(() => r(42), 5))`))
-	if err != nil || v.Int() != 42 {
-		t.Fatalf("got %v, %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, 42, v.Int())
 }
 
 func TestAwaitPlainValue(t *testing.T) {
 	v, err := Await(context.Background(), js.ValueOf("x"))
-	if err != nil || v.String() != "x" {
-		t.Fatalf("got %v, %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "x", v.String())
 }
 
 func TestAwaitRejectionKeepsDOMExceptionName(t *testing.T) {
 	_, err := Await(context.Background(), eval(`Promise.reject(new DOMException("full", "QuotaExceededError"))`))
-	if !errors.Is(err, ErrQuotaExceeded) {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, ErrQuotaExceeded)
 	_, err = Await(context.Background(), eval(`Promise.reject("a string")`))
 	var je *JSError
-	if !errors.As(err, &je) || je.Message != "a string" {
-		t.Fatalf("got %#v", err)
-	}
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, "a string", je.Message)
 	_, err = Await(context.Background(), eval(`Promise.reject(undefined)`))
-	if err == nil {
-		t.Fatal("rejection with undefined must be an error")
-	}
+	require.Error(t, err, "rejection with undefined must be an error")
 }
 
 func TestAwaitCancelReturnsPromptlyAndLeaksNothing(t *testing.T) {
@@ -48,39 +42,27 @@ func TestAwaitCancelReturnsPromptlyAndLeaksNothing(t *testing.T) {
 	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
 	start := time.Now()
 	_, err := Await(ctx, eval(`new Promise(() => {})`))
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v", err)
-	}
-	if time.Since(start) > time.Second {
-		t.Fatal("cancellation was not prompt")
-	}
-	if got := LiveCallbacks(); got != base {
-		t.Fatalf("live callbacks %d, want %d", got, base)
-	}
+	require.ErrorIs(t, err, context.Canceled)
+	require.LessOrEqual(t, time.Since(start), time.Second, "cancellation was not prompt")
+	require.Equal(t, base, LiveCallbacks(), "live callbacks")
 }
 
 func TestAwaitManyLeavesCallbackCountUnchanged(t *testing.T) {
 	base := LiveCallbacks()
 	for i := 0; i < 10000; i++ {
-		if _, err := Await(context.Background(), eval(`Promise.resolve(1)`)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := Await(context.Background(), eval(`Promise.resolve(1)`))
+		require.NoError(t, err)
 	}
-	if got := LiveCallbacks(); got != base {
-		t.Fatalf("live callbacks %d, want %d", got, base)
-	}
+	require.Equal(t, base, LiveCallbacks(), "live callbacks")
 }
 
 func TestCallbackAfterReleaseIsHarmless(t *testing.T) {
 	calls := 0
 	cb := NewCallback(func(js.Value, []js.Value) any { calls++; return 7 })
-	if got := cb.Value.Invoke().Int(); got != 7 {
-		t.Fatalf("got %d", got)
-	}
+	require.Equal(t, 7, cb.Value.Invoke().Int())
 	cb.Release()
-	if !cb.Value.Invoke().IsUndefined() || calls != 1 {
-		t.Fatal("released callback ran")
-	}
+	require.True(t, cb.Value.Invoke().IsUndefined(), "released callback returned a value")
+	require.Equal(t, 1, calls, "released callback ran")
 }
 
 func TestCallbackPanicIsRecovered(t *testing.T) {
@@ -90,35 +72,28 @@ func TestCallbackPanicIsRecovered(t *testing.T) {
 	cb := NewCallback(func(js.Value, []js.Value) any { panic("boom") })
 	defer cb.Release()
 	cb.Value.Invoke()
-	if got != "boom" {
-		t.Fatalf("panic handler saw %v", got)
-	}
+	require.Equal(t, "boom", got, "what the panic handler saw")
 }
 
 func TestDeferredAndAsync(t *testing.T) {
 	d := NewDeferred()
 	go d.Resolve("done")
 	v, err := Await(context.Background(), d.Promise)
-	if err != nil || v.String() != "done" {
-		t.Fatalf("got %v %v", v, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "done", v.String())
 	p := Async(func() (any, error) { return nil, ErrNotAllowed })
 	_, err = Await(context.Background(), p)
-	if !errors.Is(err, ErrNotAllowed) {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, ErrNotAllowed)
 	p = Async(func() (any, error) { panic("kaboom") })
-	if _, err = Await(context.Background(), p); err == nil {
-		t.Fatal("panic in Async must reject")
-	}
+	_, err = Await(context.Background(), p)
+	require.Error(t, err, "panic in Async must reject")
 }
 
 func TestCallKeepsThrownName(t *testing.T) {
 	_, err := Call(js.Global().Get("JSON"), "parse", "{bad")
 	var je *JSError
-	if !errors.As(err, &je) || je.Name != "SyntaxError" {
-		t.Fatalf("got %#v", err)
-	}
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, "SyntaxError", je.Name)
 }
 
 func TestSignalAbortsWithAbortError(t *testing.T) {
@@ -128,39 +103,30 @@ func TestSignalAbortsWithAbortError(t *testing.T) {
 	cancel()
 	// A request given the signal rejects with the signal's reason.
 	_, err := Await(context.Background(), eval(`(s) => new Promise((_, rej) => { if (s.aborted) rej(s.reason); s.onabort = () => rej(s.reason); })`).Invoke(sig))
-	if !errors.Is(err, ErrAbort) {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, ErrAbort)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()
 	sig2, stop2 := Signal(ctx2)
 	defer stop2()
-	if !sig2.Get("aborted").Bool() {
-		t.Fatal("signal of a cancelled ctx must start aborted")
-	}
+	require.True(t, sig2.Get("aborted").Bool(), "signal of a cancelled ctx must start aborted")
 }
 
 func TestGetSurvivesThrowingGetterAndProxy(t *testing.T) {
 	obj := eval(`({ get bad() { throw new RangeError("nope"); }, ok: 1 })`)
-	if _, err := Get(obj, "bad"); !errors.Is(err, ErrRange) {
-		t.Fatalf("getter: got %v", err)
-	}
-	if v, err := Get(obj, "ok"); err != nil || v.Int() != 1 {
-		t.Fatalf("ok: got %v %v", v, err)
-	}
+	_, err := Get(obj, "bad")
+	require.ErrorIs(t, err, ErrRange, "getter")
+	v, err := Get(obj, "ok")
+	require.NoError(t, err)
+	require.Equal(t, 1, v.Int())
 	proxy := eval(`new Proxy({}, { get() { throw new TypeError("trap"); } })`)
-	if _, err := Get(proxy, "anything"); !errors.Is(err, ErrType) {
-		t.Fatalf("proxy: got %v", err)
-	}
-	if _, err := Get(js.Null(), "x"); !errors.Is(err, ErrType) {
-		t.Fatalf("null: got %v", err)
-	}
+	_, err = Get(proxy, "anything")
+	require.ErrorIs(t, err, ErrType, "proxy")
+	_, err = Get(js.Null(), "x")
+	require.ErrorIs(t, err, ErrType, "null")
 	// FromJS reads name/message through Get: a hostile rejection reason
 	// must not kill the program either.
-	_, err := Await(context.Background(), eval(`Promise.reject(new Proxy({}, { get() { throw 1; } }))`))
-	if err == nil {
-		t.Fatal("want an error")
-	}
+	_, err = Await(context.Background(), eval(`Promise.reject(new Proxy({}, { get() { throw 1; } }))`))
+	require.Error(t, err)
 }
 
 // Async settles at once what did not block, and still settles later what
@@ -169,20 +135,17 @@ func TestAsyncSettledAndPending(t *testing.T) {
 	state := js.Global().Call("eval", `(p) => { let s = "pending"; p.then(() => s = "resolved", () => s = "rejected"); return () => s; }`)
 	p := Async(func() (any, error) { return "now", nil })
 	probe := state.Invoke(p)
-	if v, err := Await(context.Background(), p); err != nil || v.String() != "now" {
-		t.Fatalf("got %v %v", v, err)
-	}
-	if probe.Invoke().String() != "resolved" {
-		t.Fatal("not resolved")
-	}
+	v, err := Await(context.Background(), p)
+	require.NoError(t, err)
+	require.Equal(t, "now", v.String())
+	require.Equal(t, "resolved", probe.Invoke().String())
 	release := make(chan struct{})
 	p = Async(func() (any, error) { <-release; return "later", nil })
 	go close(release)
-	if v, err := Await(context.Background(), p); err != nil || v.String() != "later" {
-		t.Fatalf("got %v %v", v, err)
-	}
+	v, err = Await(context.Background(), p)
+	require.NoError(t, err)
+	require.Equal(t, "later", v.String())
 	p = Async(func() (any, error) { <-release; panic("late kaboom") })
-	if _, err := Await(context.Background(), p); err == nil {
-		t.Fatal("a late panic must reject")
-	}
+	_, err = Await(context.Background(), p)
+	require.Error(t, err, "a late panic must reject")
 }

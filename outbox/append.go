@@ -3,69 +3,92 @@ package outbox
 import (
 	"strings"
 	"sync"
-	"time"
 )
 
-// AppendRules is what the record of a plain append holds besides the
-// operation's own fields, its random ids and the time: everything a builder
-// outside Go needs to write the same record Enqueue writes. The browser's
-// loader (jsglue/loader/tabfence.js) is that builder: an enqueue through the
-// JavaScript API then makes no call into Go before its commit, which was
-// the runtime's main cost per enqueue (docs/outbox-notes.md; the
-// bookkeeping after the commit is batched, see Appended).
-//
-// A plain append is an operation whose policy cannot coalesce it: its type
-// is in Types, and it has no operation key unless its type's KeyedAppends.
-// Anything else (a dedupe policy, a payload above InlineLimit, an unknown
-// type) goes through Enqueue, which decides and gives the typed error.
-type AppendRules struct {
-	Session       Session
-	SchemaVersion int
-	InlineLimit   int // payloads above this go to the blob store (Enqueue); <= 0: no limit
-	Types         map[string]AppendType
+// A plain append is an operation whose policy cannot coalesce it (no
+// dedupe policy reads the queue for it) and whose payload is stored
+// inline: its store writes the record without reading anything. In the
+// browser, such a record can be written in the caller's own task, with no
+// wait for a goroutine (the loader's hooks, see Runtime.AppendFromScratch):
+// Go builds the record here, exactly as Enqueue builds it, the loader
+// writes it, and Go learns of its commit afterwards (CommittedAppend) and
+// does then what Enqueue does after its commit. Anything else goes through
+// Enqueue, which decides it and gives the typed error.
+
+// maxPendingAppends bounds the plain appends built and not yet committed or
+// forgotten: beyond it (a loader that never reports back) every enqueue
+// goes through Enqueue.
+const maxPendingAppends = 1 << 14
+
+// PlainAppend returns the record Enqueue would store for op when op is a
+// plain append under the current session, and holds it as pending until
+// CommittedAppend or ForgetAppend. ok is false for anything else: Enqueue
+// then decides (ErrNoSession, ErrUnknownOperation, a dedupe policy, a
+// payload for the blob store).
+func (o *Outbox) PlainAppend(op Op) (rec Record, ok bool) {
+	req, err := o.request(op)
+	if err != nil || req.Policy.ReadsQueue(op.OperationKey) || !inlines(len(op.Payload), req.InlineLimit) {
+		return Record{}, false
+	}
+	plan, err := PlanEnqueue(nil, req, req.Record.CreatedAt)
+	if err != nil || !plan.Write || plan.Result.Action != ActionAppended || plan.Put.PayloadRef != "" {
+		return Record{}, false
+	}
+	rec = plan.Put
+	rec.Seq = 0 // assigned by the store's key generator
+	ev := Event{Kind: EventEnqueue, At: rec.CreatedAt, RecordID: rec.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(ActionAppended)}
+	if !o.pending.add(ev) {
+		return Record{}, false
+	}
+	return rec, true
 }
 
-// AppendType is one operation type's share of AppendRules.
-type AppendType struct {
-	MaxAttempts int  // the record's maxAttempts (the policy's, else the outbox default)
-	Keyed       bool // an operation with a key is a plain append too (policy Append)
+// CommittedAppend emits the enqueue event of the pending plain append id,
+// which committed; ok false for an id that is not pending (another
+// script's call, a bug, a second report), which is dropped.
+func (o *Outbox) CommittedAppend(id string) (ok bool) {
+	ev, ok := o.pending.take(id)
+	if ok {
+		o.emit(ev)
+	}
+	return ok
 }
 
-// AppendRules returns the rules of plain appends under the current
-// session. ok is false when no append can be built outside Go: no session
-// (Enqueue fails with ErrNoSession), or ids or time the app supplies
-// (Config.NewID, Config.Clock), which only Enqueue uses.
-func (o *Outbox) AppendRules() (rules AppendRules, ok bool) {
-	if o.customIDs {
-		return rules, false
+// ForgetAppend drops the pending plain append id, which was not written
+// (its transaction aborted, or could not be opened).
+func (o *Outbox) ForgetAppend(id string) { o.pending.take(id) }
+
+// pendingAppends are the plain appends built and not yet reported: the
+// enqueue event each emits once committed, by record id.
+type pendingAppends struct {
+	mu sync.Mutex
+	m  map[string]Event
+}
+
+func (p *pendingAppends) add(ev Event) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.m) >= maxPendingAppends {
+		return false
 	}
-	if _, sys := o.cfg.Clock.(SystemClock); !sys {
-		return rules, false
+	if p.m == nil {
+		p.m = map[string]Event{}
 	}
-	s := o.Session()
-	if s.UserID == "" {
-		return rules, false
-	}
-	rules = AppendRules{Session: s, SchemaVersion: o.cfg.SchemaVersion, InlineLimit: o.cfg.InlineLimit,
-		Types: make(map[string]AppendType, len(o.cfg.Policies))}
-	for name, pol := range o.cfg.Policies {
-		if !pol.Dedupe.known() {
-			continue // Enqueue refuses it
-		}
-		max := pol.MaxAttempts
-		if max <= 0 {
-			max = o.cfg.MaxAttempts
-		}
-		rules.Types[name] = AppendType{MaxAttempts: max, Keyed: !pol.ReadsQueue("any key")}
-	}
-	return rules, true
+	p.m[ev.RecordID] = ev
+	return true
+}
+
+func (p *pendingAppends) take(id string) (Event, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.m[id]
+	delete(p.m, id)
+	return a, ok
 }
 
 // OnSessionChange registers fn, called after every Login and Logout, once
-// the new session is in place and before Logout purges: a builder of
-// appends outside Go (AppendRules) must learn the session synchronously,
-// or it could write a record of the user being purged after the purge.
-// One function; a later call replaces it.
+// the new session is in place and before Logout purges. One function; a
+// later call replaces it.
 func (o *Outbox) OnSessionChange(fn func()) { o.sessionHook.set(fn) }
 
 // changeHook is one registered callback, replaced by the next registration and
@@ -90,13 +113,6 @@ func (h *changeHook) call() {
 	}
 }
 
-// Appended emits the enqueue event of a plain append a builder outside Go
-// committed (see AppendRules): its record id, the hash of its operation
-// key (HashKey) and its creation time.
-func (o *Outbox) Appended(id, opKeyHash string, at time.Time) {
-	o.emit(Event{Kind: EventEnqueue, At: at, RecordID: id, OperationKeyHash: opKeyHash, Reason: string(ActionAppended)})
-}
-
 // HashKey is the OperationKeyHash of events about operation key k: the
 // first 16 hex digits of its SHA-256 ("" for no key). Operation keys may
 // hold user data; events carry only this.
@@ -107,22 +123,11 @@ func HashKey(k string) string {
 	return HashPayload([]byte(k))[:16]
 }
 
-// AppendedRecord is a plain append a builder outside Go committed.
-type AppendedRecord struct {
-	ID               string
-	OperationKeyHash string // HashKey of its operation key
-	At               time.Time
-}
-
-// ParseAppended reads a batch of committed appends from the loader:
-// entries "key,id,keyHash,unixMillis" joined by ";", key the number the
-// loader knows the outbox's template by (its handle in the JavaScript API). One string crosses into Go
-// per batch, instead of a value per field. fn gets each well-formed entry;
-// a malformed one (another script's call, a bug) is counted in dropped and
-// skipped, never guessed at.
-func ParseAppended(batch string, fn func(key int, rec AppendedRecord)) (dropped int) {
-	// Parsed by hand: strconv's parsers and strings.Split would link their
-	// error formatting into the download for four plain fields.
+// ParseCommitted reads a batch of committed plain appends from the loader:
+// their record ids joined by ";" (one string crosses into Go per batch).
+// fn gets each id and says whether it was pending; an empty entry or one
+// that was not pending is counted in dropped, never guessed at.
+func ParseCommitted(batch string, fn func(id string) (pending bool)) (dropped int) {
 	for batch != "" {
 		e := batch
 		if i := strings.IndexByte(batch, ';'); i >= 0 {
@@ -130,57 +135,52 @@ func ParseAppended(batch string, fn func(key int, rec AppendedRecord)) (dropped 
 		} else {
 			batch = ""
 		}
-		var f [4]string
-		n := 0
-		for ; n < 4; n++ {
-			i := strings.IndexByte(e, ',')
-			if i < 0 {
-				f[n], e = e, ""
-				n++
-				break
-			}
-			f[n], e = e[:i], e[i+1:]
-		}
-		key, ok1 := decimal(f[0])
-		ms, ok2 := decimal(f[3])
-		if n != 4 || e != "" || !ok1 || !ok2 || !validID(f[1]) || f[2] != "" && !isHex(f[2], 16) {
+		if e == "" || !fn(e) {
 			dropped++
-			continue
 		}
-		fn(int(key), AppendedRecord{ID: f[1], OperationKeyHash: f[2], At: time.UnixMilli(ms)})
 	}
 	return dropped
 }
 
-// decimal parses s, 1 to 15 decimal digits (below 2^53: a number from
-// JavaScript, exact).
-func decimal(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 15 {
-		return 0, false
-	}
-	var v int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
-}
+// MaxDependencyIDs bounds an operation's dependencyIds as the JavaScript
+// API takes them (a longer list is a TypeError).
+const MaxDependencyIDs = 1000
 
-// validID reports whether id is a record id the default NewID makes.
-func validID(id string) bool { return isHex(id, 32) }
-
-// isHex reports whether s is n lowercase hex digits.
-func isHex(s string, n int) bool {
-	if len(s) != n {
-		return false
+// DecodeOpFields reads an operation the loader's opFields wrote (b: the
+// bytes it used): u32 count, u32 the dependency list's length as given
+// (0xffffffff: none), u32 byte lengths, then operationType, operationKey,
+// entityType, entityId, the payload and the dependency ids. ok is false for
+// anything else, and for a list longer than MaxDependencyIDs (Go's own
+// reading then gives the error). The payload aliases b.
+func DecodeOpFields(b []byte) (op Op, ok bool) {
+	n := len(b)
+	if n < 8 {
+		return op, false
 	}
-	for i := 0; i < n; i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+	u32 := func(i int) int {
+		return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
+	}
+	count, given := u32(0), u32(4)
+	if count < 5 || count > n/4 || 8+4*count > n || given != 0xffffffff && given > MaxDependencyIDs {
+		return op, false
+	}
+	off := 8 + 4*count
+	var fixed [5][]byte
+	for i := 0; i < count; i++ {
+		w := u32(8 + 4*i)
+		if w > n-off {
+			return op, false
+		}
+		f := b[off : off+w : off+w]
+		off += w
+		if i < len(fixed) {
+			fixed[i] = f
+		} else {
+			op.DependencyIDs = append(op.DependencyIDs, string(f))
 		}
 	}
-	return true
+	op.OperationType, op.OperationKey = string(fixed[0]), string(fixed[1])
+	op.EntityType, op.EntityID = string(fixed[2]), string(fixed[3])
+	op.Payload = fixed[4]
+	return op, true
 }

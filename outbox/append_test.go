@@ -2,20 +2,19 @@ package outbox
 
 import (
 	"context"
+	"encoding/binary"
 	"reflect"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// AppendRules carries what Enqueue would put into a plain append's record:
-// the session, the schema version, the inline limit, and per operation
-// type its maxAttempts and whether a keyed operation is a plain append.
-// With ids or a clock the app supplies, or without a session, there are no
-// rules: every enqueue goes through Enqueue.
-func TestAppendRules(t *testing.T) {
+func appendOutbox(t *testing.T, events *[]Event) *Outbox {
+	t.Helper()
 	ob, err := New(Config{Name: "r", Store: NewMemStore(), Transport: TransportFunc(nil), MaxAttempts: 7,
+		NewID: seqIDs(), Clock: &fakeClock{now: t0}, InlineLimit: 100,
+		Events: EventsFunc(func(e Event) { *events = append(*events, e) }),
 		Policies: map[string]Policy{
 			"comment": {Dedupe: Append, MaxAttempts: 3},
 			"title":   {Dedupe: ReplaceLatest},
@@ -24,39 +23,119 @@ func TestAppendRules(t *testing.T) {
 			"guess":   {Dedupe: "guess"},
 		}})
 	require.NoError(t, err)
-	if _, ok := ob.AppendRules(); ok {
-		t.Fatal("rules without a session")
-	}
-	s := Session{UserID: "alice", TenantID: "t", AuthGeneration: 4}
-	ob.Login(context.Background(), s)
-	rules, ok := ob.AppendRules()
-	want := AppendRules{Session: s, SchemaVersion: 1, InlineLimit: 64 << 10, Types: map[string]AppendType{
-		"comment": {MaxAttempts: 3, Keyed: true}, "title": {MaxAttempts: 7}, "tags": {MaxAttempts: 7}, "star": {MaxAttempts: 7},
-	}}
-	if !ok || !reflect.DeepEqual(rules, want) {
-		t.Fatalf("rules %+v %v\nwant %+v", rules, ok, want)
-	}
-	// What AppendRules calls a plain append is what Enqueue appends
-	// without reading the queue.
-	for name, typ := range rules.Types {
-		if pol := ob.cfg.Policies[name]; pol.ReadsQueue("k") == typ.Keyed || pol.ReadsQueue("") {
-			t.Fatalf("%s: Keyed %v, policy %v", name, typ.Keyed, pol.Dedupe)
-		}
-	}
+	return ob
+}
 
-	for _, mod := range []func(*Config){
-		func(c *Config) { c.NewID = seqIDs() },
-		func(c *Config) { c.Clock = &fakeClock{now: t0} },
-	} {
-		cfg := ob.cfg
-		cfg.NewID, cfg.Clock = nil, nil
-		mod(&cfg)
-		o, err := New(cfg)
-		require.NoError(t, err)
-		o.Login(context.Background(), s)
-		if _, ok := o.AppendRules(); ok {
-			t.Fatal("rules with the app's ids or clock")
+// PlainAppend builds exactly the record Enqueue stores for a plain append
+// (the same ids and time, given the same sources), and takes nothing else:
+// no session, an unknown type or policy, a key a dedupe policy coalesces
+// by, a payload for the blob store are left to Enqueue.
+func TestPlainAppendIsWhatEnqueueWrites(t *testing.T) {
+	var events []Event
+	ob := appendOutbox(t, &events)
+	if _, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("x")}); ok {
+		t.Fatal("a plain append without a session")
+	}
+	ob.Login(context.Background(), Session{UserID: "alice", TenantID: "t", AuthGeneration: 4})
+	plain := []Op{
+		{OperationType: "comment", OperationKey: "k", EntityType: "note", EntityID: "n1", Payload: []byte(`{"a":1}`), DependencyIDs: []string{"d1"}},
+		{OperationType: "title", EntityID: "n2", Payload: []byte("t")},
+		{OperationType: "star", Payload: nil},
+		{OperationType: "comment", Payload: []byte(strings.Repeat("x", 100))},
+	}
+	for i, op := range plain {
+		rec, ok := ob.PlainAppend(op)
+		if !ok {
+			t.Fatalf("op %d not a plain append", i)
 		}
+		ob.ForgetAppend(rec.ID)
+		// The same sources again: Enqueue draws the same next ids.
+		ob.cfg.NewID = replay(rec.IdempotencyKey, rec.ID, ob.cfg.NewID) // the key is drawn first
+		res, err := ob.Enqueue(context.Background(), op)
+		require.NoError(t, err)
+		stored, err := ob.cfg.Store.(*MemStore).Get(context.Background(), res.ID)
+		require.NoError(t, err)
+		stored.Seq = 0
+		if !reflect.DeepEqual(rec, stored) {
+			t.Fatalf("op %d:\nPlainAppend %+v\nEnqueue     %+v", i, rec, stored)
+		}
+	}
+	for i, op := range []Op{
+		{OperationType: "title", OperationKey: "k", Payload: []byte("t")},
+		{OperationType: "tags", OperationKey: "k", Payload: []byte("t")},
+		{OperationType: "star", OperationKey: "k", Payload: []byte("t")},
+		{OperationType: "guess", Payload: []byte("t")},
+		{OperationType: "nope", Payload: []byte("t")},
+		{OperationType: "comment", Payload: []byte(strings.Repeat("x", 101))},
+	} {
+		if _, ok := ob.PlainAppend(op); ok {
+			t.Fatalf("declined op %d taken", i)
+		}
+	}
+}
+
+// replay returns a NewID that gives ids first, then next's.
+func replay(a, b string, next func() string) func() string {
+	ids := []string{a, b}
+	return func() string {
+		if len(ids) == 0 {
+			return next()
+		}
+		id := ids[0]
+		ids = ids[1:]
+		return id
+	}
+}
+
+// A committed plain append gets its enqueue event once, with its key's
+// hash and creation time; a forgotten one, an unknown id or a second
+// report gets none. Pending appends are bounded.
+func TestCommittedAppend(t *testing.T) {
+	var events []Event
+	ob := appendOutbox(t, &events)
+	ob.Login(context.Background(), Session{UserID: "alice"})
+	a, ok := ob.PlainAppend(Op{OperationType: "comment", OperationKey: "k", Payload: []byte("x")})
+	require.True(t, ok)
+	b, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("y")})
+	require.True(t, ok)
+	ob.ForgetAppend(b.ID)
+	require.True(t, ob.CommittedAppend(a.ID))
+	require.False(t, ob.CommittedAppend(a.ID), "a second report")
+	require.False(t, ob.CommittedAppend(b.ID), "a forgotten append")
+	require.False(t, ob.CommittedAppend("nope"), "an unknown id")
+	want := []Event{{Kind: EventEnqueue, At: t0, RecordID: a.ID, OperationKeyHash: HashKey("k"), Reason: "appended"}}
+	require.Equal(t, want, events)
+
+	for i := 0; i < maxPendingAppends; i++ {
+		if _, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("z")}); !ok {
+			t.Fatalf("append %d refused below the bound", i)
+		}
+	}
+	_, ok = ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("z")})
+	require.False(t, ok, "an append beyond the bound of pending ones")
+}
+
+// The session hook runs after every Login and Logout with the new session
+// in place, and before Logout's purge.
+func TestSessionHookBeforePurge(t *testing.T) {
+	var log []string
+	ob, err := New(Config{Name: "h", Store: orderStore{NewMemStore(), &log}, Transport: TransportFunc(nil),
+		Policies: map[string]Policy{"comment": {Dedupe: Append}}})
+	require.NoError(t, err)
+	ob.OnSessionChange(func() {
+		rec, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("x")})
+		ob.ForgetAppend(rec.ID)
+		log = append(log, "hook "+ob.Session().UserID+map[bool]string{true: " appends", false: " none"}[ok])
+	})
+	ob.Login(context.Background(), Session{UserID: "alice"})
+	_, err = ob.Logout(context.Background(), true)
+	require.NoError(t, err)
+	ob.Login(context.Background(), Session{UserID: "bob"})
+	_, err = ob.Logout(context.Background(), false)
+	require.NoError(t, err)
+	want := []string{"hook alice appends", "hook  none", "delete alice", "hook bob appends", "hook  none"}
+	if !reflect.DeepEqual(log, want) {
+		t.Fatalf("order %q\nwant  %q", log, want)
 	}
 }
 
@@ -71,53 +150,56 @@ func (s orderStore) Delete(ctx context.Context, f Filter) (int, error) {
 	return s.MemStore.Delete(ctx, f)
 }
 
-// The session hook runs after every Login and Logout with the new session
-// in place, and before Logout's purge: a builder of appends outside Go
-// never writes a record of the user being purged after the purge.
-func TestSessionHookBeforePurge(t *testing.T) {
-	var log []string
-	ob, err := New(Config{Name: "h", Store: orderStore{NewMemStore(), &log}, Transport: TransportFunc(nil),
-		Policies: map[string]Policy{"comment": {Dedupe: Append}}})
-	require.NoError(t, err)
-	ob.OnSessionChange(func() {
-		_, ok := ob.AppendRules()
-		log = append(log, "hook "+ob.Session().UserID+map[bool]string{true: " rules", false: " none"}[ok])
+// ParseCommitted reads the loader's batches; empty entries and ids that
+// were not pending are counted, never delivered twice.
+func TestParseCommitted(t *testing.T) {
+	pending := map[string]bool{"a": true, "b": true}
+	var got []string
+	n := ParseCommitted("a;;b;zz;a", func(id string) bool {
+		ok := pending[id]
+		delete(pending, id)
+		if ok {
+			got = append(got, id)
+		}
+		return ok
 	})
-	ob.Login(context.Background(), Session{UserID: "alice"})
-	_, err = ob.Logout(context.Background(), true)
-	require.NoError(t, err)
-	ob.Login(context.Background(), Session{UserID: "bob"})
-	_, err = ob.Logout(context.Background(), false)
-	require.NoError(t, err)
-	want := []string{"hook alice rules", "hook  none", "delete alice", "hook bob rules", "hook  none"}
-	if !reflect.DeepEqual(log, want) {
-		t.Fatalf("order %q\nwant  %q", log, want)
-	}
+	require.Equal(t, []string{"a", "b"}, got)
+	require.Equal(t, 3, n)
+	require.Equal(t, 0, ParseCommitted("", func(string) bool { t.Fatal("an entry in nothing"); return false }))
 }
 
-// ParseAppended reads the loader's batches; malformed entries are counted
-// and skipped, never delivered.
-func TestParseAppended(t *testing.T) {
-	id1, id2 := "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	var got []string
-	n := ParseAppended("1,"+id1+",,1700000000123;12,"+id2+",0123456789abcdef,5;"+
-		"x,"+id1+",,1;"+ // key not a number
-		"1,"+id1+",,;"+ // no time
-		"1,ABCDEF,,1;"+ // not an id
-		"1,"+id1+",zz,1;"+ // not a key hash
-		"1,"+id1+",,1,extra;"+
-		"1,"+id1+";"+
-		";"+
-		"1,"+id1+",,12345678901234567890", // beyond 2^53
-		func(key int, r AppendedRecord) {
-			got = append(got, r.ID[:4]+"/"+r.OperationKeyHash+"/"+r.At.UTC().Format(time.RFC3339Nano)+"/"+string(rune('0'+key%10)))
-		})
-	want := []string{"0123//2023-11-14T22:13:20.123Z/1", "fedc/0123456789abcdef/1970-01-01T00:00:00.005Z/2"}
-	if !reflect.DeepEqual(got, want) || n != 8 {
-		t.Fatalf("got %q, %d dropped\nwant %q, 8", got, n, want)
+// opFieldsBytes is what the loader's opFields writes for fields, given a
+// dependency list of given elements.
+func opFieldsBytes(given uint32, fields ...string) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(fields)))
+	b = binary.LittleEndian.AppendUint32(b, given)
+	for _, f := range fields {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
 	}
-	if ParseAppended("", func(int, AppendedRecord) { t.Fatal("an entry in nothing") }) != 0 {
-		t.Fatal("dropped entries of nothing")
+	for _, f := range fields {
+		b = append(b, f...)
+	}
+	return b
+}
+
+// DecodeOpFields reads opFields' layout, and nothing else: short or
+// inconsistent buffers are refused, never read past, and so is a list
+// longer than the API takes (Go's own reading gives its TypeError).
+func TestDecodeOpFields(t *testing.T) {
+	op, ok := DecodeOpFields(opFieldsBytes(3, "put", "k", "note", "é", "payload", "d1", "d2"))
+	require.True(t, ok)
+	require.Equal(t, Op{OperationType: "put", OperationKey: "k", EntityType: "note", EntityID: "é", Payload: []byte("payload"), DependencyIDs: []string{"d1", "d2"}}, op)
+	_, ok = DecodeOpFields(opFieldsBytes(MaxDependencyIDs, "put", "", "", "", "x"))
+	require.True(t, ok, "a list of MaxDependencyIDs")
+	good := opFieldsBytes(0xffffffff, "put", "", "", "", "x")
+	for i, b := range [][]byte{
+		nil, good[:7], good[:len(good)-1], opFieldsBytes(0xffffffff, "put", "", "", ""),
+		opFieldsBytes(MaxDependencyIDs+1, "put", "", "", "", "x"),
+		binary.LittleEndian.AppendUint64(nil, 1<<30),
+	} {
+		if _, ok := DecodeOpFields(b); ok {
+			t.Fatalf("buffer %d read", i)
+		}
 	}
 }
 

@@ -64,10 +64,8 @@ type Outbox struct {
 	// started: when this runtime began (SchemaGate.Since).
 	started time.Time
 
-	// customIDs: the app supplies the ids (Config.NewID); see AppendRules.
-	customIDs bool
-
-	sessionHook changeHook // OnSessionChange
+	sessionHook changeHook     // OnSessionChange
+	pending     pendingAppends // PlainAppend's records not yet reported
 
 	mu      sync.Mutex
 	session Session       // this tab's session: new records' (session.go)
@@ -127,11 +125,10 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.Protocol <= 0 {
 		cfg.Protocol = 1
 	}
-	custom := cfg.NewID != nil
-	if !custom {
+	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
-	return &Outbox{cfg: cfg, lockName: leaseName(cfg.Name, cfg.Protocol), customIDs: custom, started: cfg.Clock.Now()}, nil
+	return &Outbox{cfg: cfg, lockName: leaseName(cfg.Name, cfg.Protocol), started: cfg.Clock.Now()}, nil
 }
 
 // SchemaGate is this runtime's rule of which records it sends, migrates or

@@ -11,6 +11,7 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/internal/deadline"
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
@@ -34,8 +35,8 @@ type chanState struct {
 	name    string
 	c       *channel.Channel
 	el      *election // the election it was opened from, or nil
-	deliver js.Value  // the loader's FAST.deliver, or undefined
-	held    js.Value  // the loader's FAST.deliverHeld, or undefined
+	deliver js.Value  // the loader's deliver hook, or undefined
+	held    js.Value  // the loader's deliverHeld hook, or undefined
 
 	mu      sync.Mutex
 	subs    map[float64]func()
@@ -102,8 +103,7 @@ func newChanState(name string, buffer bool, el *election) (*chanState, error) {
 		return nil, err
 	}
 	cs := &chanState{name: name, c: c, el: el, subs: map[float64]func(){}}
-	f := channel.FastPath()
-	cs.deliver, cs.held = f.Deliver, f.DeliverHeld
+	cs.deliver, cs.held = c.Deliverers()
 	c.SubscribeNow(cs.observe) // never blocks: it starts goroutines to verify
 	return cs, nil
 }
@@ -147,9 +147,9 @@ func (cs *chanState) deliverTo(fn js.Value, m channel.Message) {
 		}
 		return
 	}
-	// The loader's FAST.deliver: one call, no object or string made from Go.
+	// The loader's deliver hook: one call, no object or string made from Go.
 	var b [256]byte
-	if err := channel.CallFast(cs.deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
+	if err := loader.CallText(cs.deliver, fn, appendMessageJSON(b[:0], m), m.Payload); err != nil {
 		jsapi.ReportError("tabfence: channel delivery:", err)
 	}
 }

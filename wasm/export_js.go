@@ -9,13 +9,34 @@ import (
 
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
+// The runtime's wasm exports, all of them here in package main: what they
+// are for and the rules every export keeps are in package jsglue/loader
+// (an entry through a js.Func costs tens of µs; an export is a plain call).
+// Each calls the exported Go function of the package it serves. Without
+// the loader nothing calls them and every path is the js.Func one.
+
+// exportScratch returns the address of the exports' scratch in the
+// instance's memory (loader.XScratch).
+//
+//go:wasmexport tabfence_scratch
+func exportScratch() int32 { return loader.ScratchAddr() }
+
+// exportScratchLen returns its size.
+//
+//go:wasmexport tabfence_scratch_len
+func exportScratchLen() int32 { return loader.XScratchLen }
+
+// exportChannelRx receives a message for a channel (channel.ReceiveExported).
+//
+//go:wasmexport tabfence_channel_rx2
+func exportChannelRx(id, n int32) int32 { return channel.ReceiveExported(id, n) }
+
 // The post methods of the API (ctx.post, channel.post) through a wasm
-// export: see package channel's export_js.go for why (an entry through a
-// js.Func costs tens of µs, a post pays one) and for the rules an export
-// keeps. The loader's FAST.poster builds the method; without the loader it
-// is the js.Func.
+// export (a post pays one entry into Go). The loader's poster hook
+// (api.js) builds the method; without the loader it is the js.Func.
 
 // Which post tabfence_post runs.
 const (
@@ -28,20 +49,20 @@ var errLeaderReleased = errors.New("tabfence: leader context released")
 // postMethod returns the post method for handle id: the loader's poster
 // around slow (the js.Func), or slow itself.
 func postMethod(op int32, id float64, slow js.Value) js.Value {
-	poster := channel.FastPath().Poster
+	poster := loader.Group(loader.GroupAPI).Func("poster")
 	if poster.IsUndefined() {
 		return slow
 	}
-	m := poster.Invoke(op, id, slow, fastFail().Value, channel.Scratch(), channel.Kick())
+	m := poster.Invoke(op, id, slow, fastFail().Value, loader.Scratch(), loader.Kick())
 	jsReflect.Call("set", m, symAsync, true)
 	return m
 }
 
 // exportPost runs post op for handle id with the kind the loader wrote into
-// xscratch (n bytes, see package channel) and the payload it holds (Channel.HeldPayload), exactly
+// xscratch (n bytes) and the payload it holds (Channel.HeldPayload), exactly
 // as the js.Func does. Its result, shifted left by one beside the kick
-// bit (channel.Leave) in bit 0: 1 when the envelope went out through the
-// loader's FAST.post, which keeps it, so the loader answers {id, token,
+// bit (loader.Leave) in bit 0: 1 when the envelope went out through the
+// loader's post hook, which keeps it, so the loader answers {id, token,
 // seq} from its fields (no result JSON written, copied and parsed); else
 // the length of the result JSON written into scratch; or -1 when it failed
 // (the loader then calls fail, which returns the rejected promise).
@@ -49,7 +70,7 @@ func postMethod(op int32, id float64, slow js.Value) js.Value {
 //go:wasmexport tabfence_post
 func exportPost(op, id, n int32) int32 {
 	return exported(func() (int32, error) {
-		e, viaLoader, err := fastPost(op, float64(id), channel.ScratchString(int(n)))
+		e, viaLoader, err := fastPost(op, float64(id), loader.ScratchString(int(n)))
 		switch {
 		case err != nil:
 			return 0, err
@@ -57,7 +78,7 @@ func exportPost(op, id, n int32) int32 {
 			return 1, nil
 		}
 		var b [128]byte
-		if w := channel.WriteScratch(postResult(b[:0], e)); w > 0 {
+		if w := loader.WriteScratch(postResult(b[:0], e)); w > 0 {
 			return int32(w), nil
 		}
 		return 0, errInternal // cannot happen: an ID is 32 hex digits
@@ -65,16 +86,16 @@ func exportPost(op, id, n int32) int32 {
 }
 
 // exported runs the body of a wasm export (the rules are in package
-// channel's export_js.go): its verdict is the body's result, or -1 when it
+// jsglue/loader): its verdict is the body's result, or -1 when it
 // failed (the error waits for fastFail) or panicked, shifted left by one
-// beside the kick bit (channel.Leave).
+// beside the kick bit (loader.Leave).
 func exported(body func() (int32, error)) (v int32) {
-	g := channel.Entered()
+	g := loader.Entered()
 	defer func() {
 		if r := recover(); r != nil {
 			reportPanic(r)
 			setFastErr(errInternal)
-			v = -1<<1 | channel.Leave(g)
+			v = -1<<1 | loader.Leave(g)
 		}
 	}()
 	res, err := body()
@@ -82,11 +103,11 @@ func exported(body func() (int32, error)) (v int32) {
 		setFastErr(err)
 		res = -1
 	}
-	return res<<1 | channel.Leave(g)
+	return res<<1 | loader.Leave(g)
 }
 
 // fastPost is ctxPost's or chanPost's body for a string kind; viaLoader:
-// the envelope went out through the loader's FAST.post.
+// the envelope went out through the loader's post hook.
 func fastPost(op int32, id float64, kind string) (e channel.Envelope, viaLoader bool, err error) {
 	switch op {
 	case opCtxPost:

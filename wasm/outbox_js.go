@@ -5,13 +5,11 @@ package main
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
-	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -24,13 +22,13 @@ var (
 	jsUint8Array = js.Global().Get("Uint8Array")
 )
 
-// enqueue is outbox.enqueue(op). A plain append (see outbox.AppendRules)
-// is written by the loader itself, from the template Go publishes for each
-// outbox (FAST.appends, see useLoaderAppends): the enqueue makes no call
-// into Go before its commit. This method takes every other operation (a
-// dedupe policy reads the queue first, a large payload goes to the blob
-// store, an invalid one gets its typed error), and every operation on a
-// page without the loader: a goroutine that waits for the commit.
+// enqueue is outbox.enqueue(op). A plain append (see outbox.PlainAppend)
+// is built by Go through a wasm export and written by the loader's hook in
+// the caller's task (browser's UseLoader): no goroutine waits for its
+// commit. This method takes every other operation (a dedupe policy reads
+// the queue first, a large payload goes to the blob store, an invalid one
+// gets its typed error), and every operation on a page without the
+// loader: a goroutine that waits for the commit.
 func (o *outboxHandle) enqueue(args []js.Value) (any, error) {
 	op, err := opArg(jsapi.At(args, 0))
 	if err != nil {
@@ -45,74 +43,25 @@ func (o *outboxHandle) enqueue(args []js.Value) (any, error) {
 	}), nil
 }
 
-// useLoaderAppends hands the loader the outbox's append template when the
-// page has the loader's fast path.
+// useLoaderAppends hands the outbox's plain appends to the loader's hooks
+// when the page has them: the loader learns every change synchronously,
+// so after a logout no append of the old user is written, even while the
+// purge runs.
 func useLoaderAppends(o *outboxHandle) {
-	fast := channel.FastPath()
-	loaderOpFields = fast.OpFields
-	if fast.Appends.Type() == js.TypeFunction {
-		// The loader learns every change synchronously: after a logout no
-		// append of the old user is written, even while the purge runs.
-		key := int(o.id)
-		publish := func() { _, _ = jsglue.Invoke(fast.Appends, key, o.rt.AppendTemplate(obAppended.Value)) }
-		o.rt.OnAppendChange(publish)
-		publish()
-	}
-}
-
-// obAppended(batch) does Go's bookkeeping of the appends the loader
-// committed (outbox.ParseAppended: the enqueue events, then one
-// OUTBOX_CHANGED and flush hint per outbox), a burst at once;
-// obAppended(undefined, error) returns the error an aborted append's
-// promise rejects with.
-var obAppended = jsglue.NewCallback(appended)
-
-func appended(_ js.Value, args []js.Value) any {
-	b := jsapi.At(args, 0)
-	if b.Type() != js.TypeString {
-		return jsglue.ToJS(obErr(idbstore.EnqueueAborted(jsapi.At(args, 1))))
-	}
-	appendedBatches.Add(1)
-	var recs []outbox.AppendedRecord
-	last := -1
-	done := func() {
-		if o, ok := outboxes.Lookup(float64(last)); ok {
-			o.rt.Appended(recs)
-		}
-		recs = recs[:0]
-	}
-	malformed := outbox.ParseAppended(b.String(), func(key int, rec outbox.AppendedRecord) {
-		if key != last && len(recs) > 0 {
-			done()
-		}
-		last = key
-		recs = append(recs, rec)
-		appendedRecords.Add(1)
-	})
-	if len(recs) > 0 {
-		done()
-	}
-	malformedAppends.Add(int64(malformed))
-	return nil
+	loaderOpFields = browser.LoaderOpFields()
+	o.rt.UseLoader(int(o.id), func(err error) js.Value { return jsglue.ToJS(obErr(err)) })
 }
 
 // enqueueMethod returns the enqueue method of outbox handle id: the
-// loader's FAST.enqueuer around the js.Func slow (it writes plain appends
-// itself, see enqueue), or slow.
+// loader's enqueuer around the js.Func slow (plain appends are written in
+// the caller's task, see enqueue), or slow.
 func enqueueMethod(id float64, slow js.Value) js.Value {
-	enq := channel.FastPath().Enqueuer
-	if enq.Type() != js.TypeFunction {
-		return slow
+	m := browser.EnqueueMethod(int(id), slow)
+	if !m.Equal(slow) {
+		jsapi.JSReflect.Call("set", m, jsapi.SymAsync, true)
 	}
-	m := enq.Invoke(id, slow)
-	jsapi.JSReflect.Call("set", m, jsapi.SymAsync, true)
 	return m
 }
-
-// appendedBatches and appendedRecords count the loader's batches of
-// committed appends and their records (tests: the loader wrote them, Go
-// did not); malformedAppends the batch entries dropped as malformed.
-var appendedBatches, appendedRecords, malformedAppends atomic.Int64
 
 // enqueueResult is enqueue's result object.
 func enqueueResult(res outbox.EnqueueResult) js.Value {
@@ -122,11 +71,11 @@ func enqueueResult(res outbox.EnqueueResult) js.Value {
 	return o
 }
 
-// loaderOpFields is the loader's FAST.opFields, or undefined without the
+// loaderOpFields is the loader's opFields hook, or undefined without the
 // loader: looked up when an outbox is made, not per enqueue.
 var loaderOpFields js.Value
 
-// opArg reads enqueue's operation: through the loader's FAST.opFields when
+// opArg reads enqueue's operation: through the loader's opFields when
 // the page has it (one call instead of one per field; it takes plainly
 // shaped operations only), else field by field.
 func opArg(v js.Value) (outbox.Op, error) {
@@ -139,12 +88,11 @@ func opArg(v js.Value) (outbox.Op, error) {
 	return opArgSlow(v)
 }
 
-// maxDependencyIDs bounds an operation's dependencyIds (FAST.opFields
-// takes up to 256 and leaves longer lists to opArgSlow; its TypeError
-// names the number).
-const maxDependencyIDs = 1000
+// maxDependencyIDs bounds an operation's dependencyIds (its TypeError
+// names the number; the loader's opFields leaves longer lists here).
+const maxDependencyIDs = outbox.MaxDependencyIDs
 
-// opBuf is FAST.opFields' buffer; an operation that does not fit is read
+// opBuf is opFields' buffer; an operation that does not fit is read
 // field by field.
 var opBufV js.Value
 
@@ -155,8 +103,8 @@ func opBuf() js.Value {
 	return opBufV
 }
 
-// opArgFast reads v with FAST.opFields (see the loader), ok false when it
-// did not take v.
+// opArgFast reads v with the loader's opFields, ok false when it did not
+// take v.
 func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	if loaderOpFields.Type() != js.TypeFunction {
 		return op, false
@@ -168,7 +116,7 @@ func opArgFast(v js.Value) (op outbox.Op, ok bool) {
 	return opFromBuf(r.Int())
 }
 
-// opFromBuf decodes the n bytes FAST.opFields wrote into opBuf.
+// opFromBuf decodes the n bytes opFields wrote into opBuf.
 func opFromBuf(n int) (op outbox.Op, ok bool) {
 	buf := opBuf()
 	if n < 4 || n > buf.Length() {
@@ -176,30 +124,7 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	}
 	b := make([]byte, n)
 	js.CopyBytesToGo(b, buf)
-	u32 := func(i int) int {
-		return int(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
-	}
-	count := u32(0)
-	if count < 5 || 4+4*count > n {
-		return op, false
-	}
-	off := 4 + 4*count
-	fields := make([][]byte, count)
-	for i := range fields {
-		w := u32(4 + 4*i)
-		if w > n-off {
-			return op, false
-		}
-		fields[i] = b[off : off+w : off+w]
-		off += w
-	}
-	op.OperationType, op.OperationKey = string(fields[0]), string(fields[1])
-	op.EntityType, op.EntityID = string(fields[2]), string(fields[3])
-	op.Payload = fields[4]
-	for _, d := range fields[5:] {
-		op.DependencyIDs = append(op.DependencyIDs, string(d))
-	}
-	return op, true
+	return outbox.DecodeOpFields(b)
 }
 
 // payloadBytes is p as a payload: a string or bytes as is, anything else

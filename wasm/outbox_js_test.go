@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"strconv"
 	"syscall/js"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/outbox"
@@ -168,29 +170,53 @@ func TestOutboxMergePolicy(t *testing.T) {
 	require.False(t, b.Get("action").String() != "merged" || b.Get("id").String() != a.Get("id").String(), "merge: %v", js.Global().Get("JSON").Call("stringify", b))
 }
 
-// withLoaderFastPath installs the loader's FAST object (from
-// jsglue/loader/tabfence.js itself) for the outboxes opened until t ends, as
-// a page that uses the loader has it: plain appends are then written by the
-// loader itself (FAST.appends), and their promise settled on the
-// transaction's events. With exports, the instance's wasm exports are
-// attached to it, as the loader attaches them.
-func withLoaderFastPath(t *testing.T, exports bool) {
+// withLoaderFastPath installs the loader's fast path, made from the
+// shipped modules (core.js and every hook group, imported as modules) as
+// tabfence.js makes it, for the outboxes opened until t ends, as a page
+// that uses the loader has it. With exports, the instance's wasm exports
+// are attached to it, as the loader attaches them: plain appends are then
+// built by Go through tabfence_outbox_append and written by the hook, their
+// promise settled on the transaction's events.
+func withLoaderFastPath(t *testing.T, exports bool) js.Value {
 	t.Helper()
-	key := js.Global().Get("Symbol").Call("for", "tabfence.fastpath.v1")
-	fast := eval(loader.FastPath())
+	fast := loaderFastPath(t)
 	if exports {
-		g, err := loader.GoInstance()
+		ex, err := loader.Exports()
 		require.NoError(t, err)
-		ex := g.Get("_inst").Get("exports")
-		require.EqualValues(t, js.TypeFunction, ex.Get("tabfence_channel_rx2").Type(), "no export tabfence_channel_rx2")
+		require.Equal(t, js.TypeFunction, ex.Get("tabfence_outbox_append").Type())
 		fast.Call("attach", ex)
 		t.Cleanup(func() { fast.Call("attach", nil) })
 	}
-	js.Global().Get("Reflect").Call("set", js.Global(), key, fast)
+	t.Cleanup(loader.Install(fast))
 	t.Cleanup(func() {
-		js.Global().Get("Reflect").Call("deleteProperty", js.Global(), key)
 		assert.EqualValues(t, js.TypeFunction, loaderOpFields.Type(), "the outbox did not take the loader's fast path")
 	})
+	return fast
+}
+
+//go:embed api.js
+var apiJS string
+
+// loaderFastPath makes the loader's fast path from the shipped modules.
+func loaderFastPath(t *testing.T) js.Value {
+	t.Helper()
+	fast, err := loader.NewFastPath(t.Context(), map[string]string{
+		loader.GroupChannel: channel.LoaderJS, loader.GroupOutbox: browser.LoaderJS, loader.GroupAPI: apiJS,
+	})
+	require.NoError(t, err)
+	return fast
+}
+
+// loaderBatches is how many batches of commits the loader reported.
+func loaderBatches() int64 {
+	n, _, _ := browser.LoaderAppendStats()
+	return n
+}
+
+// loaderAppends is how many records the loader reported committed.
+func loaderAppends() int64 {
+	_, n, _ := browser.LoaderAppendStats()
+	return n
 }
 
 // The API tests again, as a page that uses the loader runs them.
@@ -199,15 +225,18 @@ func TestOutboxAPIThroughLoader(t *testing.T) {
 		x := "exports=" + strconv.FormatBool(exports)
 		t.Run("API/"+x, func(t *testing.T) {
 			withLoaderFastPath(t, exports)
-			before := appendedRecords.Load()
+			before := loaderAppends()
 			TestOutboxAPI(t)
 			// Every enqueue of TestOutboxAPI that commits is a plain
-			// append: 5 (the bookkeeping may trail by DONE_MS).
-			for deadline := time.Now().Add(5 * time.Second); appendedRecords.Load()-before < 5 && time.Now().Before(deadline); {
+			// append: 5 (the bookkeeping may trail by DONE_MS). Go builds
+			// them through its export: without exports the loader leaves
+			// every enqueue to Go.
+			want := map[bool]int64{true: 5}[exports]
+			for deadline := time.Now().Add(5 * time.Second); loaderAppends()-before < want && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			n := appendedRecords.Load() - before
-			require.EqualValues(t, 5, n, "the loader wrote %d appends, want 5", n)
+			n := loaderAppends() - before
+			require.EqualValues(t, want, n, "the loader wrote %d appends, want %d", n, want)
 		})
 		t.Run("Merge/"+x, func(t *testing.T) { withLoaderFastPath(t, exports); TestOutboxMergePolicy(t) })
 	}
@@ -226,7 +255,7 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 			}
 			eval(obMock)
 			ob := openOb(t, nil)
-			before := appendedRecords.Load()
+			before := loaderAppends()
 			mustAwait(t, ob.Call("pause"))
 			var enqueues int
 			ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
@@ -258,7 +287,7 @@ func TestOutboxEnqueueAborted(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			require.EqualValues(t, 1, enqueues, "%d enqueue events, want 1 (the committed one)", enqueues)
-			n := appendedRecords.Load() - before
+			n := loaderAppends() - before
 			require.EqualValues(t, map[bool]int64{true: 1}[viaLoader], n, "the loader wrote %d appends (loader: %v)", n, viaLoader)
 		})
 	}
@@ -280,7 +309,7 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 		}
 		return nil
 	}).Value)
-	before := appendedBatches.Load()
+	before := loaderBatches()
 	const n = 30
 	res := mustAwait(t, eval(`((ob, n) => Promise.all(Array.from({length: n}, (_, i) => ob.enqueue({operationType: "put-note", entityId: "e" + i, payload: "{}"}))))`).Invoke(ob, n))
 	for deadline := time.Now().Add(5 * time.Second); len(seen) < n && time.Now().Before(deadline); {
@@ -291,17 +320,17 @@ func TestOutboxEnqueueBookkeepingBatched(t *testing.T) {
 		id := res.Index(i).Get("id").String()
 		require.EqualValues(t, 1, seen[id], "enqueue %s: %d events", id, seen[id])
 	}
-	b := appendedBatches.Load() - before
+	b := loaderBatches() - before
 	require.False(t, b < 1 || b >= n, "%d batches for %d enqueues", b, n)
 }
 
-// The loader's FAST.opFields and Go's field-by-field reading agree on every
-// operation: the same Op, or the same error (FAST.opFields leaves whatever
+// The loader's opFields and Go's field-by-field reading agree on every
+// operation: the same Op, or the same error (opFields leaves whatever
 // is not plainly shaped to Go).
 func TestOpArgFastAgreesWithSlow(t *testing.T) {
-	fast := eval(loader.FastPath())
+	fast := loaderFastPath(t)
 	saved := loaderOpFields
-	loaderOpFields = fast.Get("opFields")
+	loaderOpFields = fast.Get("outbox").Get("opFields")
 	t.Cleanup(func() { loaderOpFields = saved })
 	ops := eval(`[
   {operationType: "put", payload: "x"},
@@ -351,7 +380,7 @@ func TestOpArgFastAgreesWithSlow(t *testing.T) {
 	}
 	// The fast path took the plain ones (not everything fell back).
 	_, ok := opArgFast(ops.Index(1))
-	require.True(t, ok, "FAST.opFields did not take a plain operation")
+	require.True(t, ok, "opFields did not take a plain operation")
 }
 
 // lastOutbox is the runtime of the outbox opened last.
@@ -393,14 +422,14 @@ const storedPair = `(async (name, a, b) => {
   });
 })`
 
-// The loader's builder of plain appends (FAST.appends) writes the record
-// Go's Enqueue writes for the same operation: the same stored fields in the
-// same order with the same values, but for the random ids and the time;
-// the same payload hash (payloads on both sides of SHA-256's block
-// boundaries); the same enqueue event. And it takes only plain appends:
-// what it declines (a key its policy coalesces by, a payload for the blob
-// store, a string Go would store otherwise, a list it does not read) is
-// written by Go.
+// A plain append through the loader's hooks (Go builds the record through
+// its export, the hook writes it) stores the record Go's Enqueue writes for
+// the same operation: the same stored fields in the same order with the
+// same values, but for the random ids and the time; the same payload hash
+// (payloads on both sides of SHA-256's block boundaries, odd strings and
+// lists read as Go reads them); the same enqueue event. And it takes only
+// plain appends: what Go declines (a key its policy coalesces by, a payload
+// for the blob store) is written by Go's enqueue.
 func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 	withLoaderFastPath(t, true)
 	eval(obMock)
@@ -426,17 +455,18 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
   {operationType: "put-note", entityType: null, entityId: "c", operationKey: null, payload: "", dependencyIds: []},
   {operationType: "edit", entityId: "e", payload: {n: 1}},
   ...[55, 56, 63, 64, 119, 120, 1000].map((n) => ({operationType: "put-note", entityId: "n" + n, payload: "x".repeat(n)})),
+  {operationType: "put-note", entityId: "lone \ud800", payload: "x"},
+  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: [1, "a"]},
+  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: Array.from({length: 1000}, (_, i) => "d" + i)},
 ]`)
 	declined := eval(`[
   {operationType: "edit", operationKey: "k", entityId: "e2", payload: {n: 2}},
-  {operationType: "put-note", entityId: "lone \ud800", payload: "x"},
   {operationType: "put-note", entityId: "big", payload: "y".repeat(70000)},
-  {operationType: "put-note", entityId: "d", payload: "x", dependencyIds: [1, "a"]},
 ]`)
 	ctx := context.Background()
 	check := func(v js.Value, plain bool) {
 		t.Helper()
-		before := appendedRecords.Load()
+		before := loaderAppends()
 		res := mustAwait(t, ob.Call("enqueue", v))
 		op, err := opArgSlow(v)
 		require.NoError(t, err)
@@ -450,7 +480,7 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		n := appendedRecords.Load() - before
+		n := loaderAppends() - before
 		require.False(t, (n == 1) != plain || n > 1, "%s: the loader wrote %d records (a plain append: %v)", js.Global().Get("JSON").Call("stringify", v), n, plain)
 		if !plain {
 			return
@@ -470,20 +500,50 @@ func TestLoaderAppendsWhatEnqueueWrites(t *testing.T) {
 	}
 }
 
-// The loader's done callback (obAppended): an aborted append's error keeps
-// its cause's name (a full disk is a QuotaExceededError, not an
-// AbortError), and batch entries that are not the loader's (another
-// script's call, a bug) are counted and dropped, never delivered.
+// The loader's done callback (browser.Runtime's, with its append target): an
+// aborted append's error keeps its cause's name (a full disk is a
+// QuotaExceededError, not an AbortError), and batch entries that are not
+// pending appends of its outbox (another script's call, a bug, a second
+// report of a committed one) are counted and dropped, never delivered.
 func TestAppendedCallback(t *testing.T) {
+	fast := withLoaderFastPath(t, true)
+	// The outbox group again, keeping the target the runtime publishes.
+	spy := eval(`((fast) => {
+  const spy = {done: null};
+  const outbox = {...fast.outbox, appends(k, ...t) { if (t[0]) spy.done = t[3]; fast.outbox.appends(k, ...t); }};
+  spy.fast = {...fast, outbox};
+  return spy;
+})`).Invoke(fast)
+	t.Cleanup(loader.Install(spy.Get("fast")))
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	done := spy.Get("done")
 	quota := js.Global().Get("DOMException").New("The quota has been exceeded.", "QuotaExceededError")
-	require.Equal(t, "QuotaExceededError", obAppended.Value.Invoke(js.Undefined(), quota).Get("name").String(), "aborted by a full disk")
-	require.Equal(t, "AbortError", obAppended.Value.Invoke(js.Undefined(), js.Null()).Get("name").String(), "aborted by the page")
-	before, records := malformedAppends.Load(), appendedRecords.Load()
-	obAppended.Value.Invoke("garbage;1,zz,,1;999999,0123456789abcdef0123456789abcdef,,1")
-	require.EqualValues(t, 2, malformedAppends.Load()-before, "malformed entries counted")
-	// The well-formed entry names no open outbox: read, and dropped there.
-	n := appendedRecords.Load() - records
-	require.EqualValues(t, 1, n, "entries read")
+	if name := done.Invoke(js.Undefined(), quota).Get("name").String(); name != "QuotaExceededError" {
+		t.Fatalf("aborted by a full disk: %s", name)
+	}
+	if name := done.Invoke(js.Undefined(), js.Null()).Get("name").String(); name != "AbortError" {
+		t.Fatalf("aborted by the page: %s", name)
+	}
+	var events int
+	ob.Call("onEvent", jsglue.NewCallback(func(_ js.Value, a []js.Value) any {
+		if a[0].Get("kind").String() == "outbox.enqueue" {
+			events++
+		}
+		return nil
+	}).Value)
+	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+	waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+	for deadline := time.Now().Add(5 * time.Second); events == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, records, dropped := browser.LoaderAppendStats()
+	done.Invoke("garbage;;0123456789abcdef0123456789abcdef;" + res.Get("id").String())
+	_, records2, dropped2 := browser.LoaderAppendStats()
+	require.Equal(t, int64(4), dropped2-dropped, "dropped entries")
+	require.Equal(t, int64(0), records2-records, "entries delivered")
+	require.Equal(t, 1, events, "enqueue events")
 }
 
 // A page hidden while a batch of appends waits for its 8 ms timer (which a
@@ -495,9 +555,9 @@ func TestAppendedBatchRunsWhenHidden(t *testing.T) {
 	ob := openOb(t, nil)
 	mustAwait(t, ob.Call("pause"))
 	var snaps []int64
-	before := appendedBatches.Load()
+	before := loaderBatches()
 	snap := jsglue.NewCallback(func(js.Value, []js.Value) any {
-		snaps = append(snaps, appendedBatches.Load()-before)
+		snaps = append(snaps, loaderBatches()-before)
 		return nil
 	})
 	defer snap.Release()
@@ -515,4 +575,28 @@ func TestAppendedBatchRunsWhenHidden(t *testing.T) {
 		snap();
 	})`).Invoke(ob, snap.Value))
 	require.Equal(t, []int64{0, 1}, snaps, "batches run before and after the page was hidden")
+}
+
+// A loader of an older layout (the flat v1 object, under its own key) is
+// never called by this runtime: an outbox opened beside it (and the
+// channel it announces on) takes Go's own paths, and works.
+func TestOlderLoaderIgnored(t *testing.T) {
+	calls := eval(`(() => {
+  const calls = [];
+  const v1 = {};
+  for (const n of ["attach", "payload", "rx", "poster", "post", "post2", "deliver", "deliverHeld", "opFields", "enqueuer", "appends"]) {
+    v1[n] = (...a) => { calls.push(n); throw new Error("v1 hook called: " + n); };
+  }
+  globalThis[Symbol.for("tabfence.fastpath.v1")] = v1;
+  return calls;
+})()`)
+	t.Cleanup(func() { eval(`delete globalThis[Symbol.for("tabfence.fastpath.v1")]`) })
+	eval(obMock)
+	ob := openOb(t, nil)
+	mustAwait(t, ob.Call("pause"))
+	res := mustAwait(t, ob.Call("enqueue", eval(`({operationType: "put-note", entityId: "a", payload: "{}"})`)))
+	require.Equal(t, "appended", res.Get("action").String())
+	waitStatus(t, ob, "1 pending", func(s js.Value) bool { return s.Get("pending").Int() == 1 })
+	require.True(t, loaderOpFields.IsUndefined(), "the runtime took a v1 hook")
+	require.Equal(t, 0, calls.Length(), "v1 hooks called")
 }

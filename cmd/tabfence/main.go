@@ -37,7 +37,7 @@ Quick start (from the repository root):
 
 What "serve" serves:
   /                  the demo pages
-  /dist/             the runtime (tabfence.wasm, wasm_exec.js, tabfence.js)
+  /dist/             the runtime (tabfence.wasm, wasm_exec.js, tabfence.js and its modules)
   POST /api/notes    {"id":"...","text":"..."}: upserts a note; requires the
                      Idempotency-Key header, so a retry never applies twice
   GET  /api/notes    the caller's notes

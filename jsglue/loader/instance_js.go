@@ -12,7 +12,7 @@ import (
 // tests): the value syscall/js keeps under reference 6 (jsGo, unexported).
 // The test runner (wasmbrowsertest) keeps the WebAssembly instance in a
 // closure, and the Go object holds it as _inst: that is how a test reaches
-// the exports the loader calls (FAST.attach). The layout mirrors
+// the exports the loader attaches (attach). The layout mirrors
 // syscall/js.Value (ref, gcPtr); the checks fail loudly if it changes.
 func GoInstance() (js.Value, error) {
 	type value struct {

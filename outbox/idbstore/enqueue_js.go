@@ -226,12 +226,12 @@ func appendedSeq(res outbox.EnqueueResult, k js.Value) (outbox.EnqueueResult, er
 	return res, nil
 }
 
-// AppendTarget is where a builder of plain appends outside Go (see
-// AppendRules; the loader's FAST.appends) writes: the connection, the
+// AppendTarget is where the loader's hook writes plain appends (see
+// outbox.Outbox.PlainAppend and browser's UseLoader): the connection, the
 // transaction's store names (the records store first) and options
 // (durability), as Enqueue opens its transaction. ok is false once the
-// store is closed. A transaction the builder opens after the connection
-// closed throws, and the builder then leaves the operation to Enqueue,
+// store is closed. A transaction the hook opens after the connection
+// closed throws, and the hook then leaves the operation to Enqueue,
 // which returns the store's typed error.
 func (s *Store) AppendTarget() (db, names, opts js.Value, ok bool) {
 	if s.Err() != nil {

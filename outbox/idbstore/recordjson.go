@@ -165,3 +165,11 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// AppendRecordJSON appends the stored form of rec, a fresh record (see
+// PlainAppend), as Enqueue's store writes it: one JSON object of its
+// scalar fields (appendRecordJSON). withPayload says whether the stored
+// object also has the payload's bytes, set after parsing.
+func AppendRecordJSON(b []byte, rec *outbox.Record) (out []byte, withPayload bool) {
+	return appendRecordJSON(b, rec, false), rec.Payload != nil
+}
