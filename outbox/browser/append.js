@@ -113,7 +113,7 @@ export function hooks(core) {
   };
 
   // targets: outbox handle -> where its plain appends go ({db, names,
-  // opts, done, kick, action}, Go's Runtime.appendTarget).
+  // opts, done, kick, action}, Go's Runtime.publishTarget).
   const targets = new Map();
   core.onStop(() => {
     targets.clear();
@@ -136,14 +136,16 @@ export function hooks(core) {
     const m = v >>> 2;
     if (m === 0) return null;
     // Go wrote the record after the operation; the payload (field 4) is
-    // still where opFields put it.
-    const rec = JSON.parse(dec.decode(buf.subarray(n, n + m)));
+    // still where opFields put it. Read through a view made after the
+    // call: Go allocates inside it, and a memory that grew detached buf.
+    const out = core.xscratch();
+    const rec = JSON.parse(dec.decode(out.subarray(n, n + m)));
     if (v & 2) {
-      const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      const dv = new DataView(out.buffer, out.byteOffset, out.byteLength);
       const count = dv.getUint32(0, true);
       let off = 8 + 4 * count;
       for (let i = 0; i < 4; i++) off += dv.getUint32(8 + 4 * i, true);
-      rec.payload = buf.slice(off, off + dv.getUint32(24, true));
+      rec.payload = out.slice(off, off + dv.getUint32(24, true));
     }
     let tx;
     try {
@@ -171,7 +173,9 @@ export function hooks(core) {
       tx.addEventListener("abort", () => {
         doneRun();
         try {
-          reject(t.done(undefined, tx.error, rec.id));
+          // done is released once the outbox closed: it then returns
+          // nothing, and the promise still rejects with an AbortError.
+          reject(t.done(undefined, tx.error, rec.id) ?? new DOMException("tabfence: the outbox closed before the enqueue committed", "AbortError"));
         } catch (err) {
           reject(err); // the runtime died meanwhile
         }
