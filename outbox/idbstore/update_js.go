@@ -111,21 +111,13 @@ func applyUpdates(op string, lease outbox.Lease, ups []outbox.RecordUpdate, stat
 	dirty := map[string]bool{}
 	for i, u := range ups {
 		st := states[u.ID]
-		switch {
-		case !st.ok:
+		if !st.ok {
 			out[i].Err = st.err
-			continue
-		case !u.Take && !st.rec.HeldBy(lease):
-			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: outbox.ErrStaleOwner}
 			continue
 		}
 		c := st.rec.Clone()
-		if err := u.Fn(&c); err != nil {
+		if err := applyUpdate(op, lease, u, &st.rec, &c); err != nil {
 			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: err}
-			continue
-		}
-		if c.ID != u.ID || c.Seq != st.rec.Seq || (u.Take && !c.HeldBy(lease)) {
-			out[i] = outbox.UpdateResult{Record: st.rec.Clone(), Err: outbox.OpError(op, "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)}
 			continue
 		}
 		st.rec = c
@@ -133,6 +125,22 @@ func applyUpdates(op string, lease outbox.Lease, ups []outbox.RecordUpdate, stat
 		out[i].Record = c.Clone()
 	}
 	return out, dirty
+}
+
+// applyUpdate runs u.Fn on c, a copy of rec, and says why the change is
+// refused, if it is: rec is not held by lease (unless u takes it), Fn
+// failed, or Fn changed what it must not.
+func applyUpdate(op string, lease outbox.Lease, u outbox.RecordUpdate, rec, c *outbox.Record) error {
+	if !u.Take && !rec.HeldBy(lease) {
+		return outbox.ErrStaleOwner
+	}
+	if err := u.Fn(c); err != nil {
+		return err
+	}
+	if c.ID != u.ID || c.Seq != rec.Seq || (u.Take && !c.HeldBy(lease)) {
+		return outbox.OpError(op, "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)
+	}
+	return nil
 }
 
 // Amend implements outbox.Store: one record changed by fn in one transaction,
