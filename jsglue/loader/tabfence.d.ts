@@ -315,7 +315,7 @@ export class RuntimeExitedError extends Error {
   readonly name: "RuntimeExitedError";
 }
 
-// ---- Fencing (issue 3) ----
+// ---- Fencing ----
 
 /**
  * Where fenced state lives. The runtime keeps ONE connection per database
@@ -552,7 +552,7 @@ export interface Channel {
   close(): void;
 }
 
-// ---- tf.outbox: the durable, fenced outbox (issue 5) ----
+// ---- tf.outbox: the durable, fenced outbox ----
 
 export interface Tabfence {
   /**

@@ -28,7 +28,7 @@ const LOCKS = GLOBAL + "_locks";
 // electing leaders.
 const LOADING = Symbol.for("tabfence.load.v1");
 
-// Markers set by the Go side (wasm/jsapi_js.go).
+// Markers set by the Go side (wasm/jsapi/jsapi_js.go).
 const ASYNC = Symbol.for("tabfence.async"); // the function returns a promise
 const THROW = Symbol.for("tabfence.throw"); // this returned Error must be thrown
 
