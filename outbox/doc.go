@@ -19,7 +19,7 @@
 //   - store.go, transport.go, events.go: the plug-in interfaces.
 //   - outbox.go: the Outbox API; session.go, health.go: the queue's session
 //     and the flush's failure spells; append.go: plain appends written
-//     outside Go.
+//     outside Go (the loader's wire format for them is in outbox/browser).
 //   - The flush, one file per step: flush.go (the claim loop), lane.go (one
 //     entity's records in order), charge.go (attempts charged before a
 //     send), send.go (the request and the receiver's verdict), settle.go
