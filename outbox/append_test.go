@@ -1,25 +1,26 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
-	"encoding/binary"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/memstore"
 )
 
-func appendOutbox(t *testing.T, events *[]Event) *Outbox {
+func appendOutbox(t *testing.T, events *[]outbox.Event) *outbox.Outbox {
 	t.Helper()
-	ob, err := New(Config{Name: "r", Store: NewMemStore(), Transport: TransportFunc(nil), MaxAttempts: 7,
+	ob, err := outbox.New(outbox.Config{Name: "r", Store: memstore.New(), Transport: outbox.TransportFunc(nil), MaxAttempts: 7,
 		NewID: seqIDs(), Clock: &fakeClock{now: t0}, InlineLimit: 100,
-		Events: EventsFunc(func(e Event) { *events = append(*events, e) }),
-		Policies: map[string]Policy{
-			"comment": {Dedupe: Append, MaxAttempts: 3},
-			"title":   {Dedupe: ReplaceLatest},
-			"tags":    {Dedupe: Merge, Merge: func(a, b []byte) ([]byte, error) { return b, nil }},
-			"star":    {Dedupe: DropIfExists},
+		Events: outbox.EventsFunc(func(e outbox.Event) { *events = append(*events, e) }),
+		Policies: map[string]outbox.Policy{
+			"comment": {Dedupe: outbox.Append, MaxAttempts: 3},
+			"title":   {Dedupe: outbox.ReplaceLatest},
+			"tags":    {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) { return b, nil }},
+			"star":    {Dedupe: outbox.DropIfExists},
 			"guess":   {Dedupe: "guess"},
 		}})
 	require.NoError(t, err)
@@ -31,13 +32,13 @@ func appendOutbox(t *testing.T, events *[]Event) *Outbox {
 // no session, an unknown type or policy, a key a dedupe policy coalesces
 // by, a payload for the blob store are left to Enqueue.
 func TestPlainAppendIsWhatEnqueueWrites(t *testing.T) {
-	var events []Event
+	var events []outbox.Event
 	ob := appendOutbox(t, &events)
-	if _, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("x")}); ok {
+	if _, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("x")}); ok {
 		t.Fatal("a plain append without a session")
 	}
-	ob.Login(context.Background(), Session{UserID: "alice", TenantID: "t", AuthGeneration: 4})
-	plain := []Op{
+	ob.Login(context.Background(), outbox.Session{UserID: "alice", TenantID: "t", AuthGeneration: 4})
+	plain := []outbox.Op{
 		{OperationType: "comment", OperationKey: "k", EntityType: "note", EntityID: "n1", Payload: []byte(`{"a":1}`), DependencyIDs: []string{"d1"}},
 		{OperationType: "title", EntityID: "n2", Payload: []byte("t")},
 		{OperationType: "star", Payload: nil},
@@ -50,17 +51,17 @@ func TestPlainAppendIsWhatEnqueueWrites(t *testing.T) {
 		}
 		ob.ForgetAppend(rec.ID)
 		// The same sources again: Enqueue draws the same next ids.
-		ob.cfg.NewID = replay(rec.IdempotencyKey, rec.ID, ob.cfg.NewID) // the key is drawn first
+		ob.ConfigForTest().NewID = replay(rec.IdempotencyKey, rec.ID, ob.ConfigForTest().NewID) // the key is drawn first
 		res, err := ob.Enqueue(context.Background(), op)
 		require.NoError(t, err)
-		stored, err := ob.cfg.Store.(*MemStore).Get(context.Background(), res.ID)
+		stored, err := ob.ConfigForTest().Store.(*memstore.Store).Get(context.Background(), res.ID)
 		require.NoError(t, err)
 		stored.Seq = 0
 		if !reflect.DeepEqual(rec, stored) {
 			t.Fatalf("op %d:\nPlainAppend %+v\nEnqueue     %+v", i, rec, stored)
 		}
 	}
-	for i, op := range []Op{
+	for i, op := range []outbox.Op{
 		{OperationType: "title", OperationKey: "k", Payload: []byte("t")},
 		{OperationType: "tags", OperationKey: "k", Payload: []byte("t")},
 		{OperationType: "star", OperationKey: "k", Payload: []byte("t")},
@@ -91,27 +92,27 @@ func replay(a, b string, next func() string) func() string {
 // hash and creation time; a forgotten one, an unknown id or a second
 // report gets none. Pending appends are bounded.
 func TestCommittedAppend(t *testing.T) {
-	var events []Event
+	var events []outbox.Event
 	ob := appendOutbox(t, &events)
-	ob.Login(context.Background(), Session{UserID: "alice"})
-	a, ok := ob.PlainAppend(Op{OperationType: "comment", OperationKey: "k", Payload: []byte("x")})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
+	a, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", OperationKey: "k", Payload: []byte("x")})
 	require.True(t, ok)
-	b, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("y")})
+	b, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("y")})
 	require.True(t, ok)
 	ob.ForgetAppend(b.ID)
 	require.True(t, ob.CommittedAppend(a.ID))
 	require.False(t, ob.CommittedAppend(a.ID), "a second report")
 	require.False(t, ob.CommittedAppend(b.ID), "a forgotten append")
 	require.False(t, ob.CommittedAppend("nope"), "an unknown id")
-	want := []Event{{Kind: EventEnqueue, At: t0, RecordID: a.ID, OperationKeyHash: HashKey("k"), Reason: "appended"}}
+	want := []outbox.Event{{Kind: outbox.EventEnqueue, At: t0, RecordID: a.ID, OperationKeyHash: outbox.HashKey("k"), Reason: "appended"}}
 	require.Equal(t, want, events)
 
-	for i := 0; i < maxPendingAppends; i++ {
-		if _, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("z")}); !ok {
+	for i := 0; i < outbox.MaxPendingAppends; i++ {
+		if _, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("z")}); !ok {
 			t.Fatalf("append %d refused below the bound", i)
 		}
 	}
-	_, ok = ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("z")})
+	_, ok = ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("z")})
 	require.False(t, ok, "an append beyond the bound of pending ones")
 }
 
@@ -119,18 +120,18 @@ func TestCommittedAppend(t *testing.T) {
 // in place, and before Logout's purge.
 func TestSessionHookBeforePurge(t *testing.T) {
 	var log []string
-	ob, err := New(Config{Name: "h", Store: orderStore{NewMemStore(), &log}, Transport: TransportFunc(nil),
-		Policies: map[string]Policy{"comment": {Dedupe: Append}}})
+	ob, err := outbox.New(outbox.Config{Name: "h", Store: orderStore{memstore.New(), &log}, Transport: outbox.TransportFunc(nil),
+		Policies: map[string]outbox.Policy{"comment": {Dedupe: outbox.Append}}})
 	require.NoError(t, err)
 	ob.OnSessionChange(func() {
-		rec, ok := ob.PlainAppend(Op{OperationType: "comment", Payload: []byte("x")})
+		rec, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("x")})
 		ob.ForgetAppend(rec.ID)
 		log = append(log, "hook "+ob.Session().UserID+map[bool]string{true: " appends", false: " none"}[ok])
 	})
-	ob.Login(context.Background(), Session{UserID: "alice"})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 	_, err = ob.Logout(context.Background(), true)
 	require.NoError(t, err)
-	ob.Login(context.Background(), Session{UserID: "bob"})
+	ob.Login(context.Background(), outbox.Session{UserID: "bob"})
 	_, err = ob.Logout(context.Background(), false)
 	require.NoError(t, err)
 	want := []string{"hook alice appends", "hook  none", "delete alice", "hook bob appends", "hook  none"}
@@ -141,74 +142,21 @@ func TestSessionHookBeforePurge(t *testing.T) {
 
 // orderStore records when Delete runs, relative to the session hook.
 type orderStore struct {
-	*MemStore
+	*memstore.Store
 	log *[]string
 }
 
-func (s orderStore) Delete(ctx context.Context, f Filter) (int, error) {
+func (s orderStore) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	*s.log = append(*s.log, "delete "+f.UserID)
-	return s.MemStore.Delete(ctx, f)
-}
-
-// ParseCommitted reads the loader's batches; empty entries and ids that
-// were not pending are counted, never delivered twice.
-func TestParseCommitted(t *testing.T) {
-	pending := map[string]bool{"a": true, "b": true}
-	var got []string
-	n := ParseCommitted("a;;b;zz;a", func(id string) bool {
-		ok := pending[id]
-		delete(pending, id)
-		if ok {
-			got = append(got, id)
-		}
-		return ok
-	})
-	require.Equal(t, []string{"a", "b"}, got)
-	require.Equal(t, 3, n)
-	require.Equal(t, 0, ParseCommitted("", func(string) bool { t.Fatal("an entry in nothing"); return false }))
-}
-
-// opFieldsBytes is what the loader's opFields writes for fields, given a
-// dependency list of given elements.
-func opFieldsBytes(given uint32, fields ...string) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(fields)))
-	b = binary.LittleEndian.AppendUint32(b, given)
-	for _, f := range fields {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
-	}
-	for _, f := range fields {
-		b = append(b, f...)
-	}
-	return b
-}
-
-// DecodeOpFields reads opFields' layout, and nothing else: short or
-// inconsistent buffers are refused, never read past, and so is a list
-// longer than the API takes (Go's own reading gives its TypeError).
-func TestDecodeOpFields(t *testing.T) {
-	op, ok := DecodeOpFields(opFieldsBytes(3, "put", "k", "note", "é", "payload", "d1", "d2"))
-	require.True(t, ok)
-	require.Equal(t, Op{OperationType: "put", OperationKey: "k", EntityType: "note", EntityID: "é", Payload: []byte("payload"), DependencyIDs: []string{"d1", "d2"}}, op)
-	_, ok = DecodeOpFields(opFieldsBytes(MaxDependencyIDs, "put", "", "", "", "x"))
-	require.True(t, ok, "a list of MaxDependencyIDs")
-	good := opFieldsBytes(0xffffffff, "put", "", "", "", "x")
-	for i, b := range [][]byte{
-		nil, good[:7], good[:len(good)-1], opFieldsBytes(0xffffffff, "put", "", "", ""),
-		opFieldsBytes(MaxDependencyIDs+1, "put", "", "", "", "x"),
-		binary.LittleEndian.AppendUint64(nil, 1<<30),
-	} {
-		if _, ok := DecodeOpFields(b); ok {
-			t.Fatalf("buffer %d read", i)
-		}
-	}
+	return s.Store.Delete(ctx, f)
 }
 
 func TestHashKey(t *testing.T) {
-	if HashKey("") != "" {
+	if outbox.HashKey("") != "" {
 		t.Fatal("a hash of no key")
 	}
 	// sha256("k") = 8254c329a92850f6d539dd376f4816ee2764517da5e0235514af433164480d7a
-	if got := HashKey("k"); got != "8254c329a92850f6" {
+	if got := outbox.HashKey("k"); got != "8254c329a92850f6" {
 		t.Fatalf("HashKey(k) = %s", got)
 	}
 }

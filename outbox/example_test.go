@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/memstore"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -15,7 +16,7 @@ import (
 // Lock) and flushes them to the receiver.
 func Example() {
 	ctx := context.Background()
-	store := outbox.NewMemStore()
+	store := memstore.New()
 	seen := map[string]bool{} // a receiver that dedupes by idempotency key
 	server := outbox.TransportFunc(func(_ context.Context, req outbox.Request) (outbox.Response, error) {
 		key, _ := wire.ParseIdempotencyKey(req.Header.Get(wire.HeaderIdempotencyKey))
@@ -55,7 +56,7 @@ func Example() {
 func ExampleOutbox_DeadLetters() {
 	ctx := context.Background()
 	ob, _ := outbox.New(outbox.Config{
-		Store: outbox.NewMemStore(), MaxAttempts: 1,
+		Store: memstore.New(), MaxAttempts: 1,
 		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
 			return outbox.Response{Status: 503}, nil
 		}),
@@ -81,7 +82,7 @@ func ExampleOutbox_DeadLetters() {
 func ExampleOutbox_Reconnected() {
 	ctx := context.Background()
 	network := "offline"
-	store := outbox.NewMemStore()
+	store := memstore.New()
 	clock := &manualClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	ob, _ := outbox.New(outbox.Config{
 		Store: store, Clock: clock,

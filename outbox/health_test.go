@@ -1,4 +1,4 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
@@ -9,34 +9,35 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/wire"
 )
 
 func TestFailureOf(t *testing.T) {
 	for _, c := range []struct {
-		e     ErrorInfo
-		kind  FailureKind
-		fence FailureKind
+		e     outbox.ErrorInfo
+		kind  outbox.FailureKind
+		fence outbox.FailureKind
 	}{
-		{ErrorInfo{Code: CodeOffline}, FailureOffline, FailureOffline},
-		{ErrorInfo{Code: CodeNetwork}, FailureUnreachable, FailureUnreachable},
-		{ErrorInfo{Code: "http_503", Status: 503}, FailureServerError, FailureServerError},
-		{ErrorInfo{Code: "http_408", Status: 408}, FailureServerError, FailureServerError},
-		{ErrorInfo{Code: "http_429", Status: 429}, FailureRateLimited, FailureRateLimited},
-		{ErrorInfo{Code: "http_401", Status: 401}, FailurePausedAuth, FailureUnauthorized},
-		{ErrorInfo{Code: "http_422", Status: 422}, "", FailureRefused},
-		{ErrorInfo{Code: "http_409", Status: 409}, "", FailureRefused},
-		{ErrorInfo{Code: CodeSchemaUnsupported}, "", FailureRefused},
+		{outbox.ErrorInfo{Code: outbox.CodeOffline}, outbox.FailureOffline, outbox.FailureOffline},
+		{outbox.ErrorInfo{Code: outbox.CodeNetwork}, outbox.FailureUnreachable, outbox.FailureUnreachable},
+		{outbox.ErrorInfo{Code: "http_503", Status: 503}, outbox.FailureServerError, outbox.FailureServerError},
+		{outbox.ErrorInfo{Code: "http_408", Status: 408}, outbox.FailureServerError, outbox.FailureServerError},
+		{outbox.ErrorInfo{Code: "http_429", Status: 429}, outbox.FailureRateLimited, outbox.FailureRateLimited},
+		{outbox.ErrorInfo{Code: "http_401", Status: 401}, outbox.FailurePausedAuth, outbox.FailureUnauthorized},
+		{outbox.ErrorInfo{Code: "http_422", Status: 422}, "", outbox.FailureRefused},
+		{outbox.ErrorInfo{Code: "http_409", Status: 409}, "", outbox.FailureRefused},
+		{outbox.ErrorInfo{Code: outbox.CodeSchemaUnsupported}, "", outbox.FailureRefused},
 	} {
-		k, ok := failureOf(c.e)
+		k, ok := outbox.FailureOf(c.e)
 		if k != c.kind || ok != (c.kind != "") {
 			t.Fatalf("failureOf(%+v) = %q %v, want %q", c.e, k, ok, c.kind)
 		}
-		require.Equal(t, c.fence, fenceFailureOf(c.e), c.e.Code)
+		require.Equal(t, c.fence, outbox.FenceFailureOf(c.e), c.e.Code)
 	}
-	require.Equal(t, ErrorInfo{Code: CodeOffline, Message: "fence: x"}, FenceError(0, errors.New("x"), true))
-	require.Equal(t, ErrorInfo{Code: CodeNetwork, Message: "fence: x"}, FenceError(0, errors.New("x"), false))
-	require.Equal(t, ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, FenceError(502, nil, false))
+	require.Equal(t, outbox.ErrorInfo{Code: outbox.CodeOffline, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), true))
+	require.Equal(t, outbox.ErrorInfo{Code: outbox.CodeNetwork, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), false))
+	require.Equal(t, outbox.ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, outbox.FenceError(502, nil, false))
 }
 
 // failureOf follows wire.Classify for every status: a send failure exactly
@@ -44,11 +45,11 @@ func TestFailureOf(t *testing.T) {
 // failing for an answer the flusher settles, nor the reverse.
 func TestFailureOfFollowsClassify(t *testing.T) {
 	for st := 100; st < 600; st++ {
-		k, ok := failureOf(ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
+		k, ok := outbox.FailureOf(outbox.ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
 		out := wire.Classify(st, false)
 		want := out == wire.OutcomeRetry || out == wire.OutcomeAuth
 		require.Equal(t, want, ok, strconv.Itoa(st))
-		require.Equal(t, out == wire.OutcomeAuth, k == FailurePausedAuth, strconv.Itoa(st))
+		require.Equal(t, out == wire.OutcomeAuth, k == outbox.FailurePausedAuth, strconv.Itoa(st))
 	}
 }
 
@@ -57,25 +58,29 @@ func TestFailureOfFollowsClassify(t *testing.T) {
 func TestStatusShowsSendFailure(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	status := func() Projection {
+	status := func() outbox.Projection {
 		t.Helper()
 		p, err := h.ob.Status(ctx)
 		require.NoError(t, err)
 		return p
 	}
-	down := func(Request) (Response, error) { return Response{}, errors.New("TypeError: Failed to fetch") }
+	down := func(outbox.Request) (outbox.Response, error) {
+		return outbox.Response{}, errors.New("TypeError: Failed to fetch")
+	}
 	for _, c := range []struct {
 		name  string
-		reply func(Request) (Response, error)
-		kind  FailureKind
+		reply func(outbox.Request) (outbox.Response, error)
+		kind  outbox.FailureKind
 		next  bool
 	}{
-		{"server down", down, FailureUnreachable, true},
-		{"5xx", func(Request) (Response, error) { return Response{Status: 503}, nil }, FailureServerError, true},
-		{"429", func(Request) (Response, error) { return Response{Status: 429}, nil }, FailureRateLimited, true},
-		{"offline", func(Request) (Response, error) { return Response{}, errors.Join(ErrOffline, errors.New("offline")) }, FailureOffline, false},
+		{"server down", down, outbox.FailureUnreachable, true},
+		{"5xx", func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 503}, nil }, outbox.FailureServerError, true},
+		{"429", func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 429}, nil }, outbox.FailureRateLimited, true},
+		{"offline", func(outbox.Request) (outbox.Response, error) {
+			return outbox.Response{}, errors.Join(outbox.ErrOffline, errors.New("offline"))
+		}, outbox.FailureOffline, false},
 	} {
-		a := h.enqueue(Op{OperationType: "comment", Payload: []byte(c.name)})
+		a := h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte(c.name)})
 		require.False(t, status().Failure.Failing(), c.name)
 		h.reply = c.reply
 		started := h.clock.Now()
@@ -96,13 +101,13 @@ func TestStatusShowsSendFailure(t *testing.T) {
 		_, _ = h.flush("A")
 		require.Equal(t, started, status().Failure.Since, c.name)
 
-		h.reply = func(Request) (Response, error) { return Response{Status: 200}, nil }
+		h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 200}, nil }
 		h.ob.Reconnected()
 		h.clock.Add(time.Hour)
 		_, err := h.flush("A")
 		require.NoError(t, err)
 		p = status()
-		require.Equal(t, StatusAcked, h.get(a.ID).Status, c.name)
+		require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status, c.name)
 		require.False(t, p.Failure.Failing(), c.name)
 		require.True(t, p.LastError == nil, c.name)
 	}
@@ -113,12 +118,12 @@ func TestStatusShowsSendFailure(t *testing.T) {
 func TestStatusPausedAuth(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
-	h.reply = func(Request) (Response, error) { return Response{Status: 401}, nil }
+	h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 401}, nil }
 	_, err := h.flush("A")
-	require.ErrorIs(t, err, ErrAuthRequired)
+	require.ErrorIs(t, err, outbox.ErrAuthRequired)
 	p, _ := h.ob.Status(ctx)
-	require.Equal(t, FailurePausedAuth, p.Failure.Kind)
+	require.Equal(t, outbox.FailurePausedAuth, p.Failure.Kind)
 	require.True(t, p.Failure.NextAttemptAt.IsZero())
 	require.NoError(t, h.ob.Resume(ctx))
 	p, _ = h.ob.Status(ctx)
@@ -132,14 +137,14 @@ func TestFenceFailureStatus(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	// A record waiting for its retry: something to send, nothing due.
-	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
-	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 503}, nil }
 	_, _ = h.flush("A")
 	next := h.clock.Now().Add(4 * time.Second)
-	require.NoError(t, h.ob.NoteFenceFailure(ctx, FenceError(0, errors.New("TypeError: Failed to fetch"), false), next))
+	require.NoError(t, h.ob.NoteFenceFailure(ctx, outbox.FenceError(0, errors.New("TypeError: Failed to fetch"), false), next))
 	p, _ := h.ob.Status(ctx)
-	require.Equal(t, SendFailure{Kind: FailureUnreachable, Since: h.clock.Now(), NextAttemptAt: next,
-		Error: ErrorInfo{Code: CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: h.clock.Now()}}, p.Failure)
+	require.Equal(t, outbox.SendFailure{Kind: outbox.FailureUnreachable, Since: h.clock.Now(), NextAttemptAt: next,
+		Error: outbox.ErrorInfo{Code: outbox.CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: h.clock.Now()}}, p.Failure)
 	require.Equal(t, "fence: TypeError: Failed to fetch", p.LastError.Message)
 	_, err := h.flush("A")
 	require.NoError(t, err)
@@ -157,10 +162,10 @@ func TestFenceFailureStatus(t *testing.T) {
 func TestRecordAnswerEndsFailure(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
-	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 503}, nil }
 	_, _ = h.flush("A")
-	h.reply = func(Request) (Response, error) { return Response{Status: 422}, nil }
+	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 422}, nil }
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
 	p, _ := h.ob.Status(ctx)
@@ -172,27 +177,27 @@ func TestRecordAnswerEndsFailure(t *testing.T) {
 // does not say that sending fails, and keeps not saying it with the server
 // back and no flush to run. Nor once a discard empties the queue.
 func TestStatusNotFailingWhenNothingRetries(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MaxAttempts = 2 })
+	h := newHarness(t, func(c *outbox.Config) { c.MaxAttempts = 2 })
 	ctx := context.Background()
-	a := h.enqueue(Op{OperationType: "comment", Payload: []byte("p")})
-	h.reply = func(Request) (Response, error) { return Response{Status: 503}, nil }
+	a := h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte("p")})
+	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 503}, nil }
 	_, _ = h.flush("A")
 	p, _ := h.ob.Status(ctx)
-	require.Equal(t, FailureServerError, p.Failure.Kind) // one attempt left: retried
+	require.Equal(t, outbox.FailureServerError, p.Failure.Kind) // one attempt left: retried
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
-	require.Equal(t, StatusDeadLetter, h.get(a.ID).Status)
+	require.Equal(t, outbox.StatusDeadLetter, h.get(a.ID).Status)
 	p, _ = h.ob.Status(ctx)
 	require.False(t, p.Failure.Failing())
 	require.True(t, p.Failure.NextAttemptAt.IsZero())
 
 	// A failure kept from an earlier flush: hidden once nothing is left to
 	// send (a purge empties the queue).
-	h.enqueue(Op{OperationType: "comment", Payload: []byte("q")})
+	h.enqueue(outbox.Op{OperationType: "comment", Payload: []byte("q")})
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
 	p, _ = h.ob.Status(ctx)
-	require.Equal(t, FailureServerError, p.Failure.Kind)
+	require.Equal(t, outbox.FailureServerError, p.Failure.Kind)
 	_, err := h.ob.Logout(ctx, true)
 	require.NoError(t, err)
 	p, _ = h.ob.Status(ctx)

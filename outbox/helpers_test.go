@@ -1,4 +1,4 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/memstore"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -36,53 +38,55 @@ func seqIDs() func() string {
 type harness struct {
 	t      *testing.T
 	clock  *fakeClock
-	store  *MemStore
-	ob     *Outbox
-	events []Event
-	reqs   []Request
+	store  *memstore.Store
+	ob     *outbox.Outbox
+	events []outbox.Event
+	reqs   []outbox.Request
 	mu     sync.Mutex
-	reply  func(req Request) (Response, error)
+	reply  func(req outbox.Request) (outbox.Response, error)
 }
 
-func newHarness(t *testing.T, mod func(*Config)) *harness {
-	h := &harness{t: t, clock: &fakeClock{now: t0}, store: NewMemStore()}
-	h.reply = func(Request) (Response, error) { return Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil }
-	cfg := Config{
+func newHarness(t *testing.T, mod func(*outbox.Config)) *harness {
+	h := &harness{t: t, clock: &fakeClock{now: t0}, store: memstore.New()}
+	h.reply = func(outbox.Request) (outbox.Response, error) {
+		return outbox.Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil
+	}
+	cfg := outbox.Config{
 		Name: "test", Store: h.store, Clock: h.clock, NewID: seqIDs(), Concurrency: 1,
-		Transport: TransportFunc(func(_ context.Context, r Request) (Response, error) {
+		Transport: outbox.TransportFunc(func(_ context.Context, r outbox.Request) (outbox.Response, error) {
 			h.mu.Lock()
 			h.reqs = append(h.reqs, r)
 			reply := h.reply
 			h.mu.Unlock()
 			return reply(r)
 		}),
-		Events: EventsFunc(func(e Event) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() }),
-		Policies: map[string]Policy{
-			"comment": {Dedupe: Append},
-			"title":   {Dedupe: ReplaceLatest},
-			"tags":    {Dedupe: Merge, Merge: func(a, b []byte) ([]byte, error) { return append(append(append([]byte{}, a...), ','), b...), nil }},
-			"star":    {Dedupe: DropIfExists},
+		Events: outbox.EventsFunc(func(e outbox.Event) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() }),
+		Policies: map[string]outbox.Policy{
+			"comment": {Dedupe: outbox.Append},
+			"title":   {Dedupe: outbox.ReplaceLatest},
+			"tags":    {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) { return append(append(append([]byte{}, a...), ','), b...), nil }},
+			"star":    {Dedupe: outbox.DropIfExists},
 		},
-		Backoff: &Backoff{Base: time.Second, Cap: time.Minute, Rand: rand.New(rand.NewPCG(1, 2))},
+		Backoff: &outbox.Backoff{Base: time.Second, Cap: time.Minute, Rand: rand.New(rand.NewPCG(1, 2))},
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	ob, err := New(cfg)
+	ob, err := outbox.New(cfg)
 	require.NoError(t, err)
-	ob.Login(context.Background(), Session{UserID: "alice", TenantID: "t1", AuthGeneration: 1})
+	ob.Login(context.Background(), outbox.Session{UserID: "alice", TenantID: "t1", AuthGeneration: 1})
 	h.ob = ob
 	return h
 }
 
-func (h *harness) enqueue(op Op) EnqueueResult {
+func (h *harness) enqueue(op outbox.Op) outbox.EnqueueResult {
 	h.t.Helper()
 	r, err := h.ob.Enqueue(context.Background(), op)
 	require.NoError(h.t, err)
 	return r
 }
 
-func (h *harness) lease(owner string) Lease {
+func (h *harness) lease(owner string) outbox.Lease {
 	h.t.Helper()
 	l, err := h.ob.Acquire(context.Background(), owner, true)
 	require.NoError(h.t, err)
@@ -90,19 +94,19 @@ func (h *harness) lease(owner string) Lease {
 	return l
 }
 
-func (h *harness) get(id string) Record {
+func (h *harness) get(id string) outbox.Record {
 	h.t.Helper()
 	r, err := h.store.Get(context.Background(), id)
 	require.NoError(h.t, err)
 	return r
 }
 
-func (h *harness) flush(owner string) (FlushReport, error) {
+func (h *harness) flush(owner string) (outbox.FlushReport, error) {
 	return h.ob.Flush(context.Background(), h.lease(owner))
 }
 
-func (h *harness) sent() []Request {
+func (h *harness) sent() []outbox.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Request(nil), h.reqs...)
+	return append([]outbox.Request(nil), h.reqs...)
 }

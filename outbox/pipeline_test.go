@@ -1,4 +1,4 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
@@ -10,18 +10,20 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/memstore"
 )
 
-// batchStore records the UpdateBatch calls of a MemStore; gate, when set,
+// batchStore records the UpdateBatch calls of a memstore.Store; gate, when set,
 // runs before each call's transaction.
 type batchStore struct {
-	*MemStore
+	*memstore.Store
 	mu    sync.Mutex
 	sizes []int
 	gate  func(call int)
 }
 
-func (s *batchStore) UpdateBatch(ctx context.Context, l Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+func (s *batchStore) UpdateBatch(ctx context.Context, l outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	s.mu.Lock()
 	call := len(s.sizes)
 	s.sizes = append(s.sizes, len(ups))
@@ -30,7 +32,7 @@ func (s *batchStore) UpdateBatch(ctx context.Context, l Lease, ups []RecordUpdat
 	if gate != nil {
 		gate(call)
 	}
-	return s.MemStore.UpdateBatch(ctx, l, ups)
+	return s.Store.UpdateBatch(ctx, l, ups)
 }
 
 // entity enqueues n records of one entity ("n"), in order, and returns
@@ -38,7 +40,7 @@ func (s *batchStore) UpdateBatch(ctx context.Context, l Lease, ups []RecordUpdat
 func (h *harness) entity(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = h.enqueue(Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID
+		ids[i] = h.enqueue(outbox.Op{OperationType: "comment", EntityID: "n", Payload: []byte("p" + strconv.Itoa(i))}).ID
 	}
 	return ids
 }
@@ -46,8 +48,8 @@ func (h *harness) entity(n int) []string {
 // chargedUnsent returns the records charged (attempts > 0) whose request
 // was never started: a crash at this moment would leave them charged
 // although never sent.
-func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
-	recs, err := s.List(context.Background(), Filter{})
+func chargedUnsent(t *testing.T, s outbox.Store, sent map[string]bool) []string {
+	recs, err := s.List(context.Background(), outbox.Filter{})
 	require.NoError(t, err)
 	var out []string
 	for _, r := range recs {
@@ -67,28 +69,28 @@ func chargedUnsent(t *testing.T, s Store, sent map[string]bool) []string {
 // records sent so far are charged (a crash then leaves at most the record in
 // flight charged, and nothing that was not sent).
 func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 1 })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 1 })
+	h.store = bs.Store
 	ids := h.entity(4)
 	sent := map[string]bool{}
-	h.reply = func(r Request) (Response, error) {
+	h.reply = func(r outbox.Request) (outbox.Response, error) {
 		sent[r.RecordID] = true
 		i := 0
 		for ids[i] != r.RecordID {
 			i++
 		}
 		cur := h.get(r.RecordID)
-		require.Equal(t, StatusSending, cur.Status)
+		require.Equal(t, outbox.StatusSending, cur.Status)
 		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
 		if i > 0 {
-			require.Equal(t, StatusAcked, h.get(ids[i-1]).Status) // predecessor's ack is durable
+			require.Equal(t, outbox.StatusAcked, h.get(ids[i-1]).Status) // predecessor's ack is durable
 		}
 		for _, later := range ids[i+1:] {
 			require.Equal(t, 0, h.get(later).Attempts)
 		}
 		require.Len(t, chargedUnsent(t, bs, sent), 0)
-		return Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil
+		return outbox.Response{Status: 200, Body: []byte(`{"ok":true}`)}, nil
 	}
 	rep, err := h.flush("A")
 	require.NoError(t, err)
@@ -97,12 +99,12 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 	require.Equal(t, []int{1, 2, 2, 2, 1}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, outbox.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
-	var kinds []EventKind
+	var kinds []outbox.EventKind
 	for _, e := range h.events {
-		if e.Kind == EventAck {
+		if e.Kind == outbox.EventAck {
 			kinds = append(kinds, e.Kind)
 		}
 	}
@@ -112,9 +114,9 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 // A lane that stops (a retryable failure) releases the rest of its entity
 // uncharged, and a deadline commits the last ack together with the release.
 func TestLaneStopsChargingNothingMore(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.ChargeAhead = 1 })
+	h.store = bs.Store
 	ids := h.entity(4)
 	h.reply = secondFails()
 	rep, err := h.flush("A")
@@ -122,12 +124,12 @@ func TestLaneStopsChargingNothingMore(t *testing.T) {
 	require.Equal(t, 1, rep.Acked)
 	require.Equal(t, 1, rep.Retried)
 	require.Equal(t, 2, rep.Released)
-	require.Equal(t, StatusAcked, h.get(ids[0]).Status)
-	require.Equal(t, StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, outbox.StatusFailed, h.get(ids[1]).Status)
 	require.Equal(t, 1, h.get(ids[1]).Attempts)
 	for _, id := range ids[2:] {
 		r := h.get(id)
-		require.Equal(t, StatusPending, r.Status)
+		require.Equal(t, outbox.StatusPending, r.Status)
 		require.Equal(t, 0, r.Attempts)
 	}
 }
@@ -137,10 +139,10 @@ func TestLaneStopsChargingNothingMore(t *testing.T) {
 // entity order, exact charges and one effect per record still hold.
 func TestConcurrentLanesGroupCommit(t *testing.T) {
 	const lanes, per = 4, 5
-	bs := &batchStore{MemStore: NewMemStore()}
+	bs := &batchStore{Store: memstore.New()}
 	queued := make(chan struct{}, 64)
-	testHookQueued = func() { queued <- struct{}{} }
-	defer func() { testHookQueued = nil }()
+	outbox.SetTestHookQueued(func() { queued <- struct{}{} })
+	defer func() { outbox.SetTestHookQueued(nil) }()
 	// The first transaction waits until the three other lanes queued their
 	// first charge behind it: the next batch must carry all three.
 	bs.gate = func(call int) {
@@ -150,22 +152,22 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 			}
 		}
 	}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = lanes; c.BatchSize = 100; c.ChargeAhead = 1 })
-	h.store = bs.MemStore
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.Concurrency = lanes; c.BatchSize = 100; c.ChargeAhead = 1 })
+	h.store = bs.Store
 	var mu sync.Mutex
 	order := map[string][]string{}
 	sent := map[string]bool{}
-	h.reply = func(r Request) (Response, error) {
+	h.reply = func(r outbox.Request) (outbox.Response, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		sent[r.RecordID] = true
 		e := string(r.Body[:2])
 		order[e] = append(order[e], string(r.Body))
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 	for i := 0; i < per; i++ {
 		for e := 0; e < lanes; e++ {
-			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(e), Payload: []byte("e" + strconv.Itoa(e) + "#" + strconv.Itoa(i))})
+			h.enqueue(outbox.Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(e), Payload: []byte("e" + strconv.Itoa(e) + "#" + strconv.Itoa(i))})
 		}
 	}
 	rep, err := h.flush("A")
@@ -185,9 +187,9 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 			require.Equal(t, e+"#"+strconv.Itoa(i), b)
 		}
 	}
-	recs, _ := bs.List(context.Background(), Filter{})
+	recs, _ := bs.List(context.Background(), outbox.Filter{})
 	for _, r := range recs {
-		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, outbox.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 	require.Len(t, chargedUnsent(t, bs, sent), 0)
@@ -198,7 +200,7 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 	for _, where := range []string{"before the step", "inside the step"} {
 		t.Run(where, func(t *testing.T) {
-			bs := &batchStore{MemStore: NewMemStore()}
+			bs := &batchStore{Store: memstore.New()}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if where == "inside the step" {
@@ -210,24 +212,24 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 					}
 				}
 			}
-			h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
-			h.store = bs.MemStore
+			h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.ChargeAhead = 1 })
+			h.store = bs.Store
 			ids := h.entity(3)
-			h.reply = func(Request) (Response, error) {
+			h.reply = func(outbox.Request) (outbox.Response, error) {
 				if where == "before the step" {
 					cancel()
 				}
-				return Response{Status: 200}, nil
+				return outbox.Response{Status: 200}, nil
 			}
 			rep, err := h.ob.Flush(ctx, h.lease("A"))
 			require.NoError(t, err)
 			require.Equal(t, 1, rep.Acked)
 			require.Equal(t, 2, rep.Released)
 			require.Len(t, h.sent(), 1)
-			require.Equal(t, StatusAcked, h.get(ids[0]).Status)
+			require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
 			for _, id := range ids[1:] {
 				r := h.get(id)
-				require.Equal(t, StatusPending, r.Status)
+				require.Equal(t, outbox.StatusPending, r.Status)
 				require.Equal(t, 0, r.Attempts)
 			}
 		})
@@ -238,19 +240,19 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 // next one is not charged nor sent in that step, but handed back uncharged
 // (the flush's next claim then sends it, charged once).
 func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.ChargeAhead = 1 })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.ChargeAhead = 1 })
+	h.store = bs.Store
 	ids := h.entity(3)
 	var charged []int
-	h.reply = func(r Request) (Response, error) {
+	h.reply = func(r outbox.Request) (outbox.Response, error) {
 		if r.RecordID == ids[0] {
-			_, err := bs.Delete(context.Background(), Filter{IDs: []string{ids[0]}})
+			_, err := bs.Delete(context.Background(), outbox.Filter{IDs: []string{ids[0]}})
 			require.NoError(t, err)
 		} else {
 			charged = append(charged, h.get(ids[2]).Attempts)
 		}
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 	rep, err := h.flush("A")
 	require.NoError(t, err)
@@ -261,7 +263,7 @@ func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 	require.Equal(t, []int{0, 1}, charged) // ids[2] uncharged while ids[1] was sent
 	for _, id := range ids[1:] {
 		r := h.get(id)
-		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, outbox.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 }
@@ -271,7 +273,7 @@ func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 // every record ends acked exactly once or waiting uncharged-or-failed.
 func TestGroupCommitStress(t *testing.T) {
 	for seed := uint64(0); seed < 40; seed++ {
-		bs := &batchStore{MemStore: NewMemStore()}
+		bs := &batchStore{Store: memstore.New()}
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var rmu sync.Mutex
 		yield := func() {
@@ -283,23 +285,23 @@ func TestGroupCommitStress(t *testing.T) {
 			}
 		}
 		bs.gate = func(int) { yield() }
-		h := newHarness(t, func(c *Config) {
+		h := newHarness(t, func(c *outbox.Config) {
 			c.Store = bs
 			c.Concurrency, c.BatchSize, c.ChargeAhead = 1+int(seed%8), 1+int(seed%30), 1+int(seed%9)
 		})
-		h.store = bs.MemStore
-		h.reply = func(r Request) (Response, error) {
+		h.store = bs.Store
+		h.reply = func(r outbox.Request) (outbox.Response, error) {
 			yield()
 			rmu.Lock()
 			fail := rng.IntN(10) == 0
 			rmu.Unlock()
 			if fail {
-				return Response{Status: 503}, nil
+				return outbox.Response{Status: 503}, nil
 			}
-			return Response{Status: 200}, nil
+			return outbox.Response{Status: 200}, nil
 		}
 		for i := 0; i < 60; i++ {
-			h.enqueue(Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(i%9), Payload: []byte("p")})
+			h.enqueue(outbox.Op{OperationType: "comment", EntityID: "e" + strconv.Itoa(i%9), Payload: []byte("p")})
 		}
 		done := make(chan struct{})
 		go func() {
@@ -317,13 +319,13 @@ func TestGroupCommitStress(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("seed %d: flush did not end", seed)
 		}
-		recs, _ := bs.List(context.Background(), Filter{})
+		recs, _ := bs.List(context.Background(), outbox.Filter{})
 		sends := map[string]int{}
 		for _, r := range h.sent() {
 			sends[r.RecordID]++
 		}
 		for _, r := range recs {
-			if r.Status != StatusAcked {
+			if r.Status != outbox.StatusAcked {
 				t.Fatalf("seed %d: %s is %s after 50 flushes", seed, r.ID, r.Status)
 			}
 			if r.Attempts != sends[r.ID] || r.Sends != sends[r.ID] || sends[r.ID] < 1 {
@@ -340,23 +342,23 @@ func TestGroupCommitStress(t *testing.T) {
 // the step ahead is charged before the step's first send, Concurrency 1);
 // at the end every record is charged exactly once.
 func TestLaneChargesAheadInSteps(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 6 })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 6 })
+	h.store = bs.Store
 	ids := h.entity(7)
 	sent := map[string]bool{}
 	var order []string
 	most := 0
-	h.reply = func(r Request) (Response, error) {
+	h.reply = func(r outbox.Request) (outbox.Response, error) {
 		sent[r.RecordID] = true
 		order = append(order, r.RecordID)
 		cur := h.get(r.RecordID)
-		require.Equal(t, StatusSending, cur.Status)
+		require.Equal(t, outbox.StatusSending, cur.Status)
 		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
 		n := len(chargedUnsent(t, bs, sent))
 		require.True(t, n <= 5, chargedUnsent(t, bs, sent))
 		most = max(most, n)
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 	rep, err := h.flush("A")
 	require.NoError(t, err)
@@ -367,7 +369,7 @@ func TestLaneChargesAheadInSteps(t *testing.T) {
 	require.Equal(t, []int{3, 3, 4, 4}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, outbox.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 		require.Equal(t, 1, r.Sends)
 	}
@@ -377,18 +379,18 @@ func TestLaneChargesAheadInSteps(t *testing.T) {
 // is on the network: the second step's transaction and the first record's
 // request are in progress at the same time.
 func TestLaneChargesNextStepWhileSending(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
+	bs := &batchStore{Store: memstore.New()}
 	charging := make(chan struct{})
 	bs.gate = func(call int) {
 		if call == 1 {
 			close(charging)
 		}
 	}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 2; c.ChargeAhead = 4 })
-	h.store = bs.MemStore
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.Concurrency = 2; c.ChargeAhead = 4 })
+	h.store = bs.Store
 	ids := h.entity(6)
 	var order []string
-	h.reply = func(r Request) (Response, error) {
+	h.reply = func(r outbox.Request) (outbox.Response, error) {
 		order = append(order, r.RecordID)
 		if r.RecordID == ids[0] {
 			select {
@@ -398,7 +400,7 @@ func TestLaneChargesNextStepWhileSending(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, h.get(r.RecordID).Attempts) // charged, durably, before the send
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 	rep, err := h.flush("A")
 	require.NoError(t, err)
@@ -409,7 +411,7 @@ func TestLaneChargesNextStepWhileSending(t *testing.T) {
 	require.Equal(t, []int{2, 2, 4, 4}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, StatusAcked, r.Status)
+		require.Equal(t, outbox.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 }
@@ -418,9 +420,9 @@ func TestLaneChargesNextStepWhileSending(t *testing.T) {
 // charged with it but not sent are taken back (attempts and sends as
 // before), the uncharged rest released, and nothing after it is sent.
 func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 4 })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 4 })
+	h.store = bs.Store
 	ids := h.entity(6)
 	h.reply = secondFails()
 	rep, err := h.flush("A")
@@ -429,12 +431,12 @@ func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
 	require.Equal(t, 1, rep.Acked)
 	require.Equal(t, 1, rep.Retried)
 	require.Equal(t, 4, rep.Released)
-	require.Equal(t, StatusAcked, h.get(ids[0]).Status)
-	require.Equal(t, StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, outbox.StatusFailed, h.get(ids[1]).Status)
 	require.Equal(t, 1, h.get(ids[1]).Attempts)
 	for _, id := range ids[2:] {
 		r := h.get(id)
-		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, outbox.StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.Equal(t, 0, r.Sends, id)
 	}
@@ -443,16 +445,21 @@ func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
 // The flush ends (deadline) in the middle of a step: the acks made so far
 // are written, the charged records not sent are taken back.
 func TestLaneDeadlineMidStep(t *testing.T) {
-	bs := &batchStore{MemStore: NewMemStore()}
-	h := newHarness(t, func(c *Config) { c.Store = bs; c.Concurrency = 1; c.ChargeAhead = 5; c.MaxFlushDuration = time.Minute })
-	h.store = bs.MemStore
+	bs := &batchStore{Store: memstore.New()}
+	h := newHarness(t, func(c *outbox.Config) {
+		c.Store = bs
+		c.Concurrency = 1
+		c.ChargeAhead = 5
+		c.MaxFlushDuration = time.Minute
+	})
+	h.store = bs.Store
 	ids := h.entity(5)
 	n := 0
-	h.reply = func(Request) (Response, error) {
+	h.reply = func(outbox.Request) (outbox.Response, error) {
 		if n++; n == 2 {
 			h.clock.Add(time.Hour) // the deadline passes during the second send
 		}
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 	rep, err := h.flush("A")
 	require.NoError(t, err)
@@ -461,11 +468,11 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 	for i, id := range ids {
 		r := h.get(id)
 		if i < 2 {
-			require.Equal(t, StatusAcked, r.Status, id)
+			require.Equal(t, outbox.StatusAcked, r.Status, id)
 			require.Equal(t, 1, r.Attempts, id)
 			continue
 		}
-		require.Equal(t, StatusPending, r.Status, id)
+		require.Equal(t, outbox.StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.Equal(t, 0, r.Sends, id)
 	}
@@ -473,12 +480,12 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 
 // secondFails is a reply that acks every send but the second, which gets a
 // 503 (retryable).
-func secondFails() func(Request) (Response, error) {
+func secondFails() func(outbox.Request) (outbox.Response, error) {
 	n := 0
-	return func(Request) (Response, error) {
+	return func(outbox.Request) (outbox.Response, error) {
 		if n++; n == 2 {
-			return Response{Status: 503}, nil
+			return outbox.Response{Status: 503}, nil
 		}
-		return Response{Status: 200}, nil
+		return outbox.Response{Status: 200}, nil
 	}
 }

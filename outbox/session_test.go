@@ -1,4 +1,4 @@
-package outbox
+package outbox_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -24,13 +25,13 @@ type cookieServer struct {
 	onSend func(n int) // after the n-th request is answered (1-based)
 }
 
-func (s *cookieServer) send(_ context.Context, r Request) (Response, error) {
+func (s *cookieServer) send(_ context.Context, r outbox.Request) (outbox.Response, error) {
 	s.mu.Lock()
 	s.sent++
 	n, user := s.sent, s.cookie
-	resp := Response{Status: 201}
+	resp := outbox.Response{Status: 201}
 	if s.check && r.Header[wire.HeaderClientUser] != wire.FormatClientUser(user) {
-		resp = Response{Status: 403, Body: []byte(`{"type":"` + wire.ProblemSessionMismatch + `"}`)}
+		resp = outbox.Response{Status: 403, Body: []byte(`{"type":"` + wire.ProblemSessionMismatch + `"}`)}
 	} else {
 		s.stored[user] = append(s.stored[user], r.RecordID)
 	}
@@ -50,14 +51,14 @@ func (s *cookieServer) storedAs(user string) []string {
 
 // twoTabs is one queue (one store) with two tabs' handles on it: tab 1
 // flushes, tab 2 switches the session.
-func twoTabs(t *testing.T, srv *cookieServer, batch int) (h *harness, tab2 *Outbox) {
-	h = newHarness(t, func(c *Config) {
-		c.Transport = TransportFunc(srv.send)
+func twoTabs(t *testing.T, srv *cookieServer, batch int) (h *harness, tab2 *outbox.Outbox) {
+	h = newHarness(t, func(c *outbox.Config) {
+		c.Transport = outbox.TransportFunc(srv.send)
 		c.BatchSize = batch
 	})
-	cfg := h.ob.cfg
+	cfg := *h.ob.ConfigForTest()
 	cfg.Events = nil
-	tab2, err := New(cfg)
+	tab2, err := outbox.New(cfg)
 	require.NoError(t, err)
 	_, err = tab2.JoinSession(context.Background())
 	require.NoError(t, err)
@@ -68,21 +69,21 @@ func twoTabs(t *testing.T, srv *cookieServer, batch int) (h *harness, tab2 *Outb
 func (h *harness) enqueueN(n int, text string) []string {
 	var ids []string
 	for i := 0; i < n; i++ {
-		ids = append(ids, h.enqueue(Op{OperationType: "comment", EntityID: "doc", Payload: []byte(text)}).ID)
+		ids = append(ids, h.enqueue(outbox.Op{OperationType: "comment", EntityID: "doc", Payload: []byte(text)}).ID)
 	}
 	return ids
 }
 
 // switchTo is what a tab does on a switch of user: the cookie changes
 // (the server's login answer), then the tab logs the outbox out and in.
-func switchTo(t *testing.T, srv *cookieServer, tab *Outbox, user string) Session {
+func switchTo(t *testing.T, srv *cookieServer, tab *outbox.Outbox, user string) outbox.Session {
 	srv.mu.Lock()
 	srv.cookie = user
 	srv.mu.Unlock()
 	ctx := context.Background()
 	_, err := tab.Logout(ctx, false)
 	require.NoError(t, err)
-	s, err := tab.Login(ctx, Session{UserID: user, TenantID: "t1"})
+	s, err := tab.Login(ctx, outbox.Session{UserID: user, TenantID: "t1"})
 	require.NoError(t, err)
 	return s
 }
@@ -111,26 +112,26 @@ func TestSessionSwitchInAnotherTabStopsTheFlush(t *testing.T) {
 			}
 			_, err := h.flush("A")
 			if hint {
-				require.ErrorIs(t, err, ErrSessionChanged)
+				require.ErrorIs(t, err, outbox.ErrSessionChanged)
 				require.Equal(t, 3, srv.sent) // no send after the announcement
 			} else {
 				// Without the announcement the flush sends on until the
 				// receiver refuses the first record as not bob's.
-				require.ErrorIs(t, err, ErrSessionMismatch)
+				require.ErrorIs(t, err, outbox.ErrSessionMismatch)
 				require.Equal(t, 4, srv.sent)
 			}
 			require.Len(t, srv.storedAs("bob"), 0)
 			require.Len(t, srv.storedAs("alice"), 3)
 			for _, id := range ids[3:] {
 				r := h.get(id)
-				require.Equal(t, StatusPending, r.Status, id)
+				require.Equal(t, outbox.StatusPending, r.Status, id)
 				require.Equal(t, 0, r.Attempts, id)
 				require.Equal(t, "alice", r.UserID)
 			}
 			// The session is bob's now in tab 1 too: it reads it before
 			// its next flush, and sends nothing of alice's.
 			_, err = h.flush("A")
-			require.ErrorIs(t, err, ErrSessionChanged)
+			require.ErrorIs(t, err, outbox.ErrSessionChanged)
 			require.Equal(t, "bob", h.ob.QueueSession().UserID)
 			require.Equal(t, "alice", h.ob.Session().UserID) // its own records stay alice's
 			_, err = h.flush("A")
@@ -157,18 +158,18 @@ func TestSessionMismatchHoldsTheUserUntilLogin(t *testing.T) {
 	h, tab2 := twoTabs(t, srv, 50)
 	ids := h.enqueueN(5, "alice's")
 	_, err := h.flush("A")
-	require.ErrorIs(t, err, ErrSessionMismatch)
+	require.ErrorIs(t, err, outbox.ErrSessionMismatch)
 	require.Equal(t, 1, srv.sent)
 	r := h.get(ids[0])
-	require.Equal(t, StatusPending, r.Status) // not terminal, not dead, not charged
+	require.Equal(t, outbox.StatusPending, r.Status) // not terminal, not dead, not charged
 	require.Equal(t, 0, r.Attempts)
-	require.Equal(t, CodeSessionMismatch, r.LastError.Code)
+	require.Equal(t, outbox.CodeSessionMismatch, r.LastError.Code)
 	p, err := h.ob.Status(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "alice", p.SessionHeld)
 	for i := 0; i < 3; i++ {
 		_, err = h.flush("A")
-		require.ErrorIs(t, err, ErrSessionMismatch)
+		require.ErrorIs(t, err, outbox.ErrSessionMismatch)
 	}
 	require.Equal(t, 1, srv.sent) // held: nothing resent
 	switchTo(t, srv, tab2, "alice")
@@ -191,10 +192,10 @@ func TestSessionBogusAnnouncementIsForgotten(t *testing.T) {
 }
 
 func TestNextSession(t *testing.T) {
-	a1 := Session{UserID: "a", AuthGeneration: 1}
-	require.Equal(t, a1, NextSession(a1, Session{UserID: "a"}))
-	require.Equal(t, Session{UserID: "b", AuthGeneration: 2}, NextSession(a1, Session{UserID: "b"}))
-	require.Equal(t, Session{AuthGeneration: 2}, NextSession(a1, Session{}))
-	require.Equal(t, Session{UserID: "a", AuthGeneration: 7}, NextSession(a1, Session{UserID: "a", AuthGeneration: 7}))
-	require.Equal(t, Session{UserID: "a", TenantID: "t", AuthGeneration: 2}, NextSession(a1, Session{UserID: "a", TenantID: "t"}))
+	a1 := outbox.Session{UserID: "a", AuthGeneration: 1}
+	require.Equal(t, a1, outbox.NextSession(a1, outbox.Session{UserID: "a"}))
+	require.Equal(t, outbox.Session{UserID: "b", AuthGeneration: 2}, outbox.NextSession(a1, outbox.Session{UserID: "b"}))
+	require.Equal(t, outbox.Session{AuthGeneration: 2}, outbox.NextSession(a1, outbox.Session{}))
+	require.Equal(t, outbox.Session{UserID: "a", AuthGeneration: 7}, outbox.NextSession(a1, outbox.Session{UserID: "a", AuthGeneration: 7}))
+	require.Equal(t, outbox.Session{UserID: "a", TenantID: "t", AuthGeneration: 2}, outbox.NextSession(a1, outbox.Session{UserID: "a", TenantID: "t"}))
 }

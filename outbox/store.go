@@ -270,3 +270,13 @@ func SortBySeq(recs []Record) {
 		down(0, n)
 	}
 }
+
+// Clone is a deep copy of m, which a Store hands out or keeps.
+func (m Meta) Clone() Meta {
+	m.AuthPaused = append([]string(nil), m.AuthPaused...)
+	if m.LastError != nil {
+		e := *m.LastError
+		m.LastError = &e
+	}
+	return m
+}

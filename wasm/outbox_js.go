@@ -90,7 +90,7 @@ func opArg(v js.Value) (outbox.Op, error) {
 
 // maxDependencyIDs bounds an operation's dependencyIds (its TypeError
 // names the number; the loader's opFields leaves longer lists here).
-const maxDependencyIDs = outbox.MaxDependencyIDs
+const maxDependencyIDs = browser.MaxDependencyIDs
 
 // opBuf is opFields' buffer; an operation that does not fit is read
 // field by field.
@@ -124,7 +124,7 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	}
 	b := make([]byte, n)
 	js.CopyBytesToGo(b, buf)
-	return outbox.DecodeOpFields(b)
+	return browser.DecodeOpFields(b)
 }
 
 // payloadBytes is p as a payload: a string or bytes as is, anything else

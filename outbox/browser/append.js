@@ -12,7 +12,7 @@ export function hooks(core) {
   const idbTransaction = globalThis.IDBDatabase?.prototype.transaction;
 
   // opFields writes a plainly shaped outbox operation into buf for Go
-  // (outbox.DecodeOpFields reads it): u32 count, u32 the dependencyIds'
+  // (browser.DecodeOpFields reads it): u32 count, u32 the dependencyIds'
   // length as given (0xffffffff: none), u32 byte lengths, then the UTF-8 of
   // operationType, operationKey, entityType, entityId (strings or absent),
   // the payload (a string, a Uint8Array's bytes, or any other value's

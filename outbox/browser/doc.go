@@ -10,5 +10,7 @@
 // the flush), watchdog.go and watch_js.go (frozen owners), status_js.go
 // and later_js.go (events and status, delivered in a later task),
 // session_js.go (login and logout across tabs), append_js.go (the loader's
-// template for plain appends).
+// template for plain appends), loader_js.go and appendwire.go (the loader's
+// hooks and their wire format: the operation it hands Go, the ids it
+// reports committed).
 package browser

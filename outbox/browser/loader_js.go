@@ -78,7 +78,7 @@ func (r *Runtime) AppendFromScratch(n int) int32 {
 	if _, isIDB := r.store.(*idbstore.Store); r.closed.Load() || !isIDB || n <= 0 || n > len(x) {
 		return 0
 	}
-	op, ok := outbox.DecodeOpFields(x[:n])
+	op, ok := DecodeOpFields(x[:n])
 	if !ok {
 		return 0
 	}
@@ -113,7 +113,7 @@ func (r *Runtime) appendsDone(args []js.Value, errJS func(error) js.Value) any {
 	if b := arg(0); b.Type() == js.TypeString {
 		loaderBatches.Add(1)
 		var n int64
-		dropped := outbox.ParseCommitted(b.String(), func(id string) bool {
+		dropped := ParseCommitted(b.String(), func(id string) bool {
 			ok := r.ob.CommittedAppend(id)
 			if ok {
 				n++

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/memstore"
 )
 
 const resource = "outbox:sim"
@@ -42,7 +43,7 @@ type World struct {
 	opt   Options
 	rng   *rand.Rand
 	now   time.Time
-	store *outbox.MemStore
+	store *memstore.Store
 	srv   *Server
 	tabs  []*Tab
 
@@ -113,7 +114,7 @@ func (w *World) violation(format string, args ...any) {
 // NewWorld builds the world for seed: every knob comes from the seed.
 func NewWorld(seed uint64, opt Options) *World {
 	w := &World{Seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x7ab_fe_ce)), now: epoch,
-		store: outbox.NewMemStore(), srv: NewServer(), enq: map[string]*enqInfo{},
+		store: memstore.New(), srv: NewServer(), enq: map[string]*enqInfo{},
 		users: []string{"u1", "u2"}, user: "u1"}
 	w.srv.breakIdem = opt.BreakIdempotency
 	w.srv.breakSession = opt.BreakSessionCheck
@@ -123,7 +124,7 @@ func NewWorld(seed uint64, opt Options) *World {
 	w.pDup = w.rng.Float64() * 0.15
 	w.pCrash = w.rng.Float64() * 0.04
 	w.pFreeze = w.rng.Float64() * 0.04
-	w.store.OnWrite = func(wr outbox.Write) {
+	w.store.OnWrite = func(wr memstore.Write) {
 		if wr.Token != wr.Current || wr.Token != w.maxToken {
 			w.violation("stale write: %s %s by %s token %d, lease row %d, highest issued %d", wr.Op, wr.RecordID, wr.Owner, wr.Token, wr.Current, w.maxToken)
 		}

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite of outbox.Store: every method's
-// contract as outbox.MemStore (the executable specification) implements it.
-// It runs natively against MemStore and in Chromium against the IndexedDB
+// contract as memstore.Store (the executable specification) implements it.
+// It runs natively against memstore.Store and in Chromium against the IndexedDB
 // store, so the two cannot drift.
 package storetest
 

@@ -1,19 +1,25 @@
-package outbox
+// Package memstore is a thread-safe in-memory outbox.Store, for tests and the
+// simulation (outbox/sim). It follows the Store contract exactly (one lock =
+// one transaction), so it is also the executable specification of an
+// IndexedDB store (outbox/idbstore); outbox/storetest runs both.
+package memstore
 
 import (
 	"context"
 	"sync"
+
+	"github.com/tabfence/tabfence/outbox"
 )
 
-// MemStore is a thread-safe in-memory Store for tests and the simulation. It
+// Store is a thread-safe in-memory outbox.Store for tests and the simulation. It
 // follows the Store contract exactly (one lock = one transaction), so it is
 // also the executable specification of an IndexedDB store.
-type MemStore struct {
+type Store struct {
 	mu     sync.Mutex
-	recs   map[string]Record
+	recs   map[string]outbox.Record
 	blobs  map[string][]byte
-	leases map[string]Lease
-	meta   Meta
+	leases map[string]outbox.Lease
+	meta   outbox.Meta
 	seq    uint64
 
 	// OnWrite, when set, observes every record write made under a lease
@@ -29,26 +35,38 @@ type Write struct {
 	Owner     string
 	Token     uint64 // the writer's lease token
 	Current   uint64 // the lease row's token at the time of the write
-	NewStatus Status
+	NewStatus outbox.Status
 }
 
-// NewMemStore returns an empty store.
-func NewMemStore() *MemStore {
-	return &MemStore{recs: map[string]Record{}, blobs: map[string][]byte{}, leases: map[string]Lease{}}
+// New returns an empty store.
+func New() *Store {
+	return &Store{recs: map[string]outbox.Record{}, blobs: map[string][]byte{}, leases: map[string]outbox.Lease{}}
 }
 
-func (s *MemStore) ctxErr(ctx context.Context) error { return ctx.Err() }
+// Seed puts records as they are, in order, each with the next seq: a test
+// plants statuses (acked, dead-lettered) that no Enqueue writes.
+func (s *Store) Seed(recs ...outbox.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.seq++
+		r.Seq = s.seq
+		s.recs[r.ID] = r.Clone()
+	}
+}
+
+func (s *Store) ctxErr(ctx context.Context) error { return ctx.Err() }
 
 // Enqueue implements outbox.Store.
-func (s *MemStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return EnqueueResult{}, err
+		return outbox.EnqueueResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := &req.Record
 	key := in.EntityKey()
-	var related []Record
+	var related []outbox.Record
 	for _, r := range s.recs {
 		if r.UserID != in.UserID || r.Status.Settled() {
 			continue
@@ -62,14 +80,14 @@ func (s *MemStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 		}
 	}
 	now := in.CreatedAt
-	plan, err := PlanEnqueue(related, req, now)
+	plan, err := outbox.PlanEnqueue(related, req, now)
 	if err != nil {
-		return EnqueueResult{}, err
+		return outbox.EnqueueResult{}, err
 	}
 	if !plan.Write {
 		return plan.Result, nil
 	}
-	if plan.Result.Action == ActionAppended {
+	if plan.Result.Action == outbox.ActionAppended {
 		s.seq++
 		plan.Put.Seq = s.seq
 		plan.Result.Record.Seq = s.seq
@@ -85,13 +103,13 @@ func (s *MemStore) Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResu
 	return plan.Result, nil
 }
 
-func (s *MemStore) current(l Lease) (uint64, bool) {
+func (s *Store) current(l outbox.Lease) (uint64, bool) {
 	cur, found := s.leases[l.Name]
-	return cur.Token, CurrentLease(cur, found, l)
+	return cur.Token, outbox.CurrentLease(cur, found, l)
 }
 
 // Claim implements outbox.Store.
-func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error) {
+func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -99,22 +117,22 @@ func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 	defer s.mu.Unlock()
 	curTok, ok := s.current(req.Lease)
 	if !ok {
-		return nil, ErrStaleOwner
+		return nil, outbox.ErrStaleOwner
 	}
-	all := make([]Record, 0, len(s.recs))
+	all := make([]outbox.Record, 0, len(s.recs))
 	for _, r := range s.recs {
-		if r.Status != StatusAcked {
+		if r.Status != outbox.StatusAcked {
 			all = append(all, r)
 		}
 	}
-	plan := PlanClaim(all, req)
+	plan := outbox.PlanClaim(all, req)
 	for _, r := range plan.Put {
 		s.recs[r.ID] = r.Clone()
 		if s.OnWrite != nil {
 			s.OnWrite(Write{Op: "claim", RecordID: r.ID, Owner: req.Lease.Owner, Token: req.Lease.Token, Current: curTok, NewStatus: r.Status})
 		}
 	}
-	out := make([]Record, len(plan.Claimed))
+	out := make([]outbox.Record, len(plan.Claimed))
 	for i, r := range plan.Claimed {
 		out[i] = r.Clone()
 	}
@@ -122,7 +140,7 @@ func (s *MemStore) Claim(ctx context.Context, req ClaimRequest) ([]Record, error
 }
 
 // UpdateBatch implements outbox.Store.
-func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error) {
+func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -130,12 +148,12 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 	defer s.mu.Unlock()
 	curTok, ok := s.current(lease)
 	if !ok {
-		return nil, ErrStaleOwner
+		return nil, outbox.ErrStaleOwner
 	}
 	// Stage the writes, so the batch is one transaction even for a Fn that
 	// inspects the store's other records through its captured state.
-	staged := map[string]Record{}
-	out := make([]UpdateResult, len(ups))
+	staged := map[string]outbox.Record{}
+	out := make([]outbox.UpdateResult, len(ups))
 	for i, u := range ups {
 		r, found := staged[u.ID]
 		if !found {
@@ -143,19 +161,19 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 		}
 		switch {
 		case !found:
-			out[i].Err = ErrNotFound
+			out[i].Err = outbox.ErrNotFound
 			continue
 		case !u.Take && !r.HeldBy(lease):
-			out[i] = UpdateResult{Record: r.Clone(), Err: ErrStaleOwner}
+			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: outbox.ErrStaleOwner}
 			continue
 		}
 		c := r.Clone()
 		if err := u.Fn(&c); err != nil {
-			out[i] = UpdateResult{Record: r.Clone(), Err: err}
+			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: err}
 			continue
 		}
 		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !c.HeldBy(lease)) {
-			out[i] = UpdateResult{Record: r.Clone(), Err: &opError{op: "update", detail: "fn changed the record id or seq, or a take did not lease it", err: ErrInvalidRecord}}
+			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: outbox.OpError("update", "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)}
 			continue
 		}
 		staged[u.ID] = c
@@ -174,15 +192,15 @@ func (s *MemStore) UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpd
 }
 
 // Amend implements outbox.Store.
-func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error) {
+func (s *Store) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, found := s.recs[id]
 	if !found {
-		return Record{}, ErrNotFound
+		return outbox.Record{}, outbox.ErrNotFound
 	}
 	c := r.Clone()
 	if err := fn(&c); err != nil {
@@ -193,7 +211,7 @@ func (s *MemStore) Amend(ctx context.Context, id string, fn func(*Record) error)
 }
 
 // Delete implements outbox.Store.
-func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
+func (s *Store) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return 0, err
 	}
@@ -201,13 +219,13 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 	defer s.mu.Unlock()
 	// In Seq order, like List and the IndexedDB store, so a Limit deletes
 	// the oldest matches rather than a random subset.
-	var match []Record
+	var match []outbox.Record
 	for _, r := range s.recs {
 		if f.Match(&r) {
 			match = append(match, r)
 		}
 	}
-	SortBySeq(match)
+	outbox.SortBySeq(match)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -221,33 +239,33 @@ func (s *MemStore) Delete(ctx context.Context, f Filter) (int, error) {
 }
 
 // Get implements outbox.Store.
-func (s *MemStore) Get(ctx context.Context, id string) (Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Record{}, err
+		return outbox.Record{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.recs[id]
 	if !ok {
-		return Record{}, ErrNotFound
+		return outbox.Record{}, outbox.ErrNotFound
 	}
 	return r.Clone(), nil
 }
 
 // List implements outbox.Store.
-func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
+func (s *Store) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Record
+	var out []outbox.Record
 	for _, r := range s.recs {
 		if f.Match(&r) {
 			out = append(out, r.Clone())
 		}
 	}
-	SortBySeq(out)
+	outbox.SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -255,7 +273,7 @@ func (s *MemStore) List(ctx context.Context, f Filter) ([]Record, error) {
 }
 
 // Payload implements outbox.Store.
-func (s *MemStore) Payload(ctx context.Context, ref string) ([]byte, error) {
+func (s *Store) Payload(ctx context.Context, ref string) ([]byte, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -263,29 +281,29 @@ func (s *MemStore) Payload(ctx context.Context, ref string) ([]byte, error) {
 	defer s.mu.Unlock()
 	b, ok := s.blobs[ref]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, outbox.ErrNotFound
 	}
 	return append([]byte(nil), b...), nil
 }
 
 // Status implements outbox.Store.
-func (s *MemStore) Status(ctx context.Context) (Projection, error) {
+func (s *Store) Status(ctx context.Context) (outbox.Projection, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Projection{}, err
+		return outbox.Projection{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	all := make([]Record, 0, len(s.recs))
+	all := make([]outbox.Record, 0, len(s.recs))
 	for _, r := range s.recs {
 		all = append(all, r)
 	}
-	return ProjectRecords(all, s.meta.Clone()), nil
+	return outbox.ProjectRecords(all, s.meta.Clone()), nil
 }
 
 // GetLease implements outbox.Store.
-func (s *MemStore) GetLease(ctx context.Context, name string) (Lease, bool, error) {
+func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Lease{}, false, err
+		return outbox.Lease{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,9 +312,9 @@ func (s *MemStore) GetLease(ctx context.Context, name string) (Lease, bool, erro
 }
 
 // UpdateLease implements outbox.Store.
-func (s *MemStore) UpdateLease(ctx context.Context, name string, fn func(Lease, bool) (Lease, error)) (Lease, error) {
+func (s *Store) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Lease{}, err
+		return outbox.Lease{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -314,9 +332,9 @@ func (s *MemStore) UpdateLease(ctx context.Context, name string, fn func(Lease, 
 }
 
 // UpdateMeta implements outbox.Store.
-func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error) {
+func (s *Store) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return Meta{}, err
+		return outbox.Meta{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -326,14 +344,4 @@ func (s *MemStore) UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, 
 	}
 	s.meta = m.Clone()
 	return m, nil
-}
-
-// Clone is a deep copy of m, which a Store hands out or keeps.
-func (m Meta) Clone() Meta {
-	m.AuthPaused = append([]string(nil), m.AuthPaused...)
-	if m.LastError != nil {
-		e := *m.LastError
-		m.LastError = &e
-	}
-	return m
 }
