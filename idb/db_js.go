@@ -49,6 +49,9 @@ type DB struct {
 	scopeEpochs js.Value
 	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
+	// The loader's apply hook (fast.js), or undefined: read at open.
+	applyHook js.Value
+
 	mu     sync.Mutex
 	err    error
 	done   chan struct{}
@@ -113,6 +116,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	}
 	d.scopeEpochs = jsString(StoreEpochs)
 	d.scopeAll = scopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
+	d.applyHook = applyHook()
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}

@@ -65,8 +65,16 @@ db.close();`
 // on a page whose policy refuses eval.
 func allocPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &allocJS, "allocJS", f) }
 
-// applyPaths is allocPaths for Apply's JavaScript half (applyJS).
-func applyPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &applyJS, "applyJS", f) }
+// applyPaths runs f twice: through the loader's idb hooks and export
+// (withHooks), as a page that uses the loader, and without them.
+func applyPaths(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	t.Run("js", func(t *testing.T) {
+		withHooks(t)
+		f(t)
+	})
+	t.Run("go", f)
+}
 
 func halfPaths(t *testing.T, half *js.Value, name string, f func(t *testing.T)) {
 	t.Helper()
@@ -513,19 +521,20 @@ func TestAllocateTokenPathsAgree(t *testing.T) {
 // remembered all the same, and the record holding it is then read by Go.
 func TestApplyPathsAgree(t *testing.T) {
 	ctx := ctx5(t)
-	saved := applyJS
-	defer func() { applyJS = saved }()
 	type side struct {
 		name string
 		d    *DB
-		fast js.Value
 	}
 	var sides []side
-	for _, fast := range []js.Value{saved, js.Undefined()} {
+	for _, fast := range []bool{false, true} { // the hooks stay installed once installed
 		name := dbName(t) + "-" + strconv.Itoa(len(sides))
+		if fast {
+			withHooks(t)
+		}
 		d := open(t, name, WithSchema(itemsSchema()), WithRecentOps(3))
+		require.Equal(t, fast, d.applyHook.Type() == js.TypeFunction)
 		runJS(t, name, `const store = "tf_fences", key = "r", value = {resource: "r", highest: 2, highestSeq: 1, recent: "a", extra: "kept"};`+rawPut)
-		sides = append(sides, side{[]string{"js", "go"}[len(sides)], d, fast})
+		sides = append(sides, side{[]string{"go", "js"}[len(sides)], d})
 	}
 	steps := []struct {
 		op         Op
@@ -551,7 +560,6 @@ func TestApplyPathsAgree(t *testing.T) {
 	}
 	for i, s := range steps {
 		for _, sd := range sides {
-			applyJS = sd.fast
 			op := s.op
 			op.Resource = "r"
 			key := "k" + strconv.Itoa(i)

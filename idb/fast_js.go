@@ -1,0 +1,98 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	_ "embed"
+	"sync"
+	"syscall/js"
+
+	"github.com/tabfence/tabfence/jsglue/loader"
+)
+
+// LoaderJS is the source of fast.js, the fencing store's hooks in the
+// loader (`make build` ships it as dist/tabfence-idb.js), for the browser
+// tests that run it as a module.
+//
+//go:embed fast.js
+var LoaderJS string
+
+// Applies whose transaction the loader's apply hook opened, by the id it
+// hands to the export tabfence_idb_fence: from readFence until their
+// verdict.
+var hooked struct {
+	mu   sync.Mutex
+	next int32
+	m    map[int32]*fenceRead
+}
+
+func hook(r *fenceRead) int32 {
+	hooked.mu.Lock()
+	defer hooked.mu.Unlock()
+	if hooked.m == nil {
+		hooked.m = make(map[int32]*fenceRead)
+	}
+	hooked.next++
+	if hooked.next <= 0 {
+		hooked.next = 1
+	}
+	hooked.m[hooked.next] = r
+	return hooked.next
+}
+
+func unhook(id int32) {
+	hooked.mu.Lock()
+	delete(hooked.m, id)
+	hooked.mu.Unlock()
+}
+
+// JudgeFenceExported is the export tabfence_idb_fence's body: inside the
+// fence read's success event, the loader wrote the allocation record and
+// the fence record of apply id into xscratch (n bytes, parseFields) and Go
+// judges them as its own path does (epochFields, fenceFields, the apply's
+// decide). It returns 1 when accepted, the advanced fence written into
+// xscratch (putAdvanced) for the hook to store after the writes; else 0.
+// Bytes it does not understand leave the apply unjudged: Go then reads the
+// records itself, in the same transaction.
+func JudgeFenceExported(id, n int32) int32 {
+	hooked.mu.Lock()
+	r := hooked.m[id]
+	hooked.mu.Unlock()
+	x := loader.XScratch()
+	if r == nil || n <= 0 || int(n) > len(x) {
+		return 0
+	}
+	ep, rest, ok := parseFields(x[:n])
+	if !ok {
+		return 0
+	}
+	fe, _, ok := parseFields(rest)
+	if !ok {
+		return 0
+	}
+	r.judged = true
+	allocated, err := epochFields(&ep, r.epochRes)
+	if err != nil {
+		r.err = err
+		return 0
+	}
+	rec, err := fenceFields(&fe, r.resource)
+	if err != nil {
+		r.err = err
+		return 0
+	}
+	res, next := r.decide(rec, allocated)
+	r.res = res
+	if res != Accepted {
+		return 0
+	}
+	if putAdvanced(x, next) < 0 {
+		r.judged = false // Go stores it itself
+		return 0
+	}
+	r.prepared = true
+	return 1
+}
+
+// applyHook returns the loader's apply hook, or undefined without it.
+func applyHook() js.Value { return loader.Group(loader.GroupIDB).Func("apply") }
