@@ -63,11 +63,13 @@ export function hooks(core) {
     const v = core.enter(() => ex.tabfence_idb_fence(id, n));
     if (v & 1) core.later(kick);
     if ((v & 2) === 0) return;
+    // Go may have grown its memory meanwhile, detaching the old view.
+    const b = core.xscratch(), bv = new DataView(b.buffer, b.byteOffset, b.byteLength);
     let w = g.result;
     if (w === undefined) w = { resource: k };
-    w.highest = dv.getFloat64(0, true);
-    w.highestSeq = dv.getFloat64(8, true);
-    w.recent = dec.decode(buf.subarray(20, 20 + dv.getUint32(16, true)));
+    w.highest = bv.getFloat64(0, true);
+    w.highestSeq = bv.getFloat64(8, true);
+    w.recent = dec.decode(b.subarray(20, 20 + bv.getUint32(16, true)));
     g.tfFin = () => {
       f.put(w, k);
       try {
