@@ -55,7 +55,9 @@ export function hooks(core) {
 
   // judge hands the two records to Go (pending apply id) and, when Go
   // accepted, prepares the advanced fence in g.tfFin.
-  const judge = (ex, id, x, f, g, p, k, kick) => {
+  const judge = (id, x, f, g, p, k, kick) => {
+    const ex = core.exports(); // null once the runtime stopped: Go reads the records itself
+    if (ex === null) return;
     const buf = core.xscratch(), dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
     let n = record(buf, dv, 0, p.result, k, EPOCH, -1);
     if (n >= 0) n = record(buf, dv, n, g.result, k, FENCE, 2);
@@ -100,7 +102,7 @@ export function hooks(core) {
       }
       g.onsuccess = (e) => {
         try {
-          judge(ex, id, x, f, g, p, k, kick);
+          judge(id, x, f, g, p, k, kick);
         } catch (err) {
           core.report(err);
         }
