@@ -49,8 +49,8 @@ type DB struct {
 	scopeEpochs js.Value
 	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
-	// The loader's apply hook (fast.js), or undefined: read at open.
-	applyHook js.Value
+	// The loader's apply and allocate hooks (fast.js), or undefined: read at open.
+	applyHook, allocHook js.Value
 
 	mu     sync.Mutex
 	err    error
@@ -116,7 +116,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	}
 	d.scopeEpochs = jsString(StoreEpochs)
 	d.scopeAll = scopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
-	d.applyHook = applyHook()
+	d.applyHook, d.allocHook = applyHook(), allocHook()
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}

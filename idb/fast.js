@@ -80,7 +80,51 @@ export function hooks(core) {
     };
   };
 
+  // allocate(db, key, owner, id, kick) is AllocateToken's transaction: Go
+  // judges the record read and answers the token and time to write
+  // (idb.AllocExported); anything else aborts it, writing nothing. It
+  // returns the transaction, or undefined when it opened nothing.
+  const allocate = (db, k, o, id, kick) => {
+    if (core.exports() === null) return undefined;
+    let x;
+    try {
+      x = db.transaction("tf_epochs", "readwrite");
+      const s = x.objectStore("tf_epochs"), g = s.get(k);
+      g.onsuccess = () => {
+        try {
+          const ex = core.exports();
+          if (ex === null || typeof ex.tabfence_idb_alloc !== "function") throw 0;
+          const buf = core.xscratch(), dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+          const n = record(buf, dv, 0, g.result, k, EPOCH, -1);
+          if (n < 0) throw 0;
+          const v = core.enter(() => ex.tabfence_idb_alloc(id, n));
+          if (v & 1) core.later(kick);
+          if ((v & 2) === 0) throw 0;
+          const b = core.xscratch(), bv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+          let w = g.result;
+          if (w === undefined) w = { resource: k };
+          w.epoch = bv.getFloat64(0, true);
+          w.ownerId = o;
+          w.updatedAt = bv.getFloat64(8, true);
+          s.put(w, k);
+          x.commit?.();
+        } catch {
+          try {
+            x.abort();
+          } catch {}
+        }
+      };
+    } catch {
+      try {
+        x?.abort();
+      } catch {}
+      return undefined;
+    }
+    return x;
+  };
+
   return {
+    allocate,
     // apply(db, scope, key, id, hs, he, hc, ha, kick) opens apply id's
     // transaction with Go's handlers (hs runs after the judgement) and
     // returns it, the fence read in tfGet and the allocation record's in

@@ -3,9 +3,13 @@
 package idb
 
 import (
+	"context"
 	_ "embed"
+	"encoding/binary"
+	"math"
 	"sync"
 	"syscall/js"
+	"time"
 
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
@@ -93,6 +97,89 @@ func JudgeFenceExported(id, n int32) int32 {
 	r.prepared = true
 	return 1
 }
+
+// An allocation whose transaction the loader's allocate hook opened.
+type allocRead struct {
+	resource string
+	judged   bool   // AllocExported judged the record:
+	next     uint64 // the token written,
+	err      error  // or why none is
+}
+
+var allocs struct {
+	mu   sync.Mutex
+	next int32
+	m    map[int32]*allocRead
+}
+
+// AllocExported is the export tabfence_idb_alloc's body: inside the read's
+// success event, the loader wrote allocation id's record into xscratch (n
+// bytes, parseFields), judged here as on Go's path (epochFields,
+// NextToken). It returns 1 with the token and the time to write in
+// xscratch (two float64); else 0, and the hook aborts.
+func AllocExported(id, n int32) int32 {
+	allocs.mu.Lock()
+	a := allocs.m[id]
+	allocs.mu.Unlock()
+	x := loader.XScratch()
+	if a == nil || n <= 0 || int(n) > len(x) {
+		return 0
+	}
+	rec, _, ok := parseFields(x[:n])
+	if !ok {
+		return 0
+	}
+	a.judged = true
+	epoch, err := epochFields(&rec, a.resource)
+	if err == nil {
+		a.next, err = NextToken(epoch)
+	}
+	if err != nil {
+		a.err = err
+		return 0
+	}
+	binary.LittleEndian.PutUint64(x, math.Float64bits(float64(a.next)))
+	binary.LittleEndian.PutUint64(x[8:], math.Float64bits(float64(time.Now().UnixMilli())))
+	return 1
+}
+
+// allocHooked runs an allocation through the loader's allocate hook; ok
+// false when it was not judged there (Go then allocates itself).
+func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.Value) (next uint64, ok bool, err error) {
+	a := &allocRead{resource: resource}
+	allocs.mu.Lock()
+	if allocs.m == nil {
+		allocs.m = make(map[int32]*allocRead)
+	}
+	if allocs.next++; allocs.next <= 0 {
+		allocs.next = 1
+	}
+	id := allocs.next
+	allocs.m[id] = a
+	allocs.mu.Unlock()
+	defer func() {
+		allocs.mu.Lock()
+		delete(allocs.m, id)
+		allocs.mu.Unlock()
+	}()
+	v := d.allocHook.Invoke(d.raw, key, d.ownerJS(ownerID), id, loader.Kick())
+	if v.Type() != js.TypeObject {
+		return 0, false, nil
+	}
+	err = wrapTx(v).Await(ctx)
+	switch {
+	case !a.judged:
+		return 0, false, nil
+	case a.err != nil:
+		return 0, true, a.err
+	case err != nil:
+		return 0, true, err
+	}
+	return a.next, true, nil
+}
+
+// allocHook returns the loader's allocate hook, or undefined without it.
+func allocHook() js.Value { return loader.Group(loader.GroupIDB).Func("allocate") }
 
 // applyHook returns the loader's apply hook, or undefined without it.
 func applyHook() js.Value { return loader.Group(loader.GroupIDB).Func("apply") }

@@ -28,6 +28,14 @@ func testExportFence(id, n int32) (v int32) {
 	return v | loader.Leave(g)
 }
 
+//go:wasmexport tabfence_idb_alloc
+func testExportAlloc(id, n int32) (v int32) {
+	g := loader.Entered()
+	defer loader.Recovered(g, &v)
+	v = AllocExported(id, n) << 1
+	return v | loader.Leave(g)
+}
+
 // withHooks installs the loader's fast path with the idb hooks and this
 // instance's exports attached, for the databases opened until t ends.
 func withHooks(t *testing.T) {
@@ -38,6 +46,7 @@ func withHooks(t *testing.T) {
 	ex, err := loader.Exports()
 	require.NoError(t, err)
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_idb_fence").Type())
+	require.Equal(t, js.TypeFunction, ex.Get("tabfence_idb_alloc").Type())
 	fast.Call("attach", ex)
 	t.Cleanup(func() {
 		fast.Call("attach", nil)

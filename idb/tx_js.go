@@ -53,20 +53,12 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 		return 0, err
 	}
 	key := jsString(resource)
-	if allocJS.Type() == js.TypeFunction && d.Err() == nil {
-		if v := allocJS.Invoke(d.raw, key, d.ownerJS(ownerID)); v.Type() == js.TypeObject {
-			tx := wrapTx(v)
-			err := tx.Await(ctx)
-			next := v.Get("tfNext").Float() // NaN when absent
-			if err == nil && next >= 1 && next <= MaxToken {
-				return uint64(next), nil
-			}
-			if next != -1 {
-				return 0, err
-			}
+	if d.allocHook.Type() == js.TypeFunction && d.Err() == nil {
+		if next, ok, err := d.allocHooked(ctx, resource, ownerID, key); ok {
+			return next, err
 		}
-		// No transaction, or a record allocJS does not judge: the same
-		// transaction in Go says why (closed, corrupt, exhausted...).
+		// Not judged there: the same transaction in Go says why (closed,
+		// corrupt, exhausted...).
 	}
 	tx, err := d.begin(ReadWrite, d.scopeEpochs)
 	if err != nil {
@@ -464,24 +456,3 @@ func callWrites(writes func(*WriteTx) error, w *WriteTx) (err error) {
 	}()
 	return writes(w)
 }
-
-// allocJS(db, key, owner) is AllocateToken's transaction with the read, the
-// decision and the write done in JavaScript, inside the read's success
-// event; Go only waits for the commit: one crossing each way instead of
-// three, where each IndexedDB event that reaches a goroutine is costly
-// (docs/idb-notes.md).
-//
-// It only takes the plain case: no record yet, or a record that epochOf
-// accepts and whose epoch is below MaxToken (a subset of what Go accepts,
-// so it can never allow what Go refuses). For anything else it aborts,
-// writing nothing, and sets tfNext to -1: Go then runs the same transaction
-// itself and reports the typed error. Foreign fields of the record are
-// kept, as encodeEpoch keeps them. It returns the transaction, with tfNext
-// the token once committed, or undefined when db.transaction throws.
-//
-// A page whose Content-Security-Policy refuses eval (no 'unsafe-eval')
-// refuses Function too: allocJS is then undefined and every allocation
-// takes the Go path, with the same results.
-var allocJS, _ = call(js.Global(), "Function", "db,k,o", allocSrc)
-
-const allocSrc = `let tx;try{tx=db.transaction("tf_epochs","readwrite")}catch{return}try{const s=tx.objectStore("tf_epochs"),g=s.get(k);g.onsuccess=()=>{try{let v=g.result;if(v===undefined)v={resource:k,epoch:0};else if(!(typeof v==="object"&&v!==null&&v.resource===k&&Number.isSafeInteger(v.epoch)&&v.epoch>=0&&v.epoch<9007199254740991&&typeof v.ownerId==="string"&&v.ownerId.length<=255&&Number.isSafeInteger(v.updatedAt)&&v.updatedAt>=0))throw 0;tx.tfNext=++v.epoch;v.ownerId=o;v.updatedAt=Date.now();s.put(v,k);if(tx.commit)tx.commit()}catch{tx.tfNext=-1;try{tx.abort()}catch{}}}}catch{tx.tfNext=-1;try{tx.abort()}catch{}}return tx`

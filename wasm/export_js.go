@@ -186,3 +186,14 @@ func exportIDBFence(id, n int32) (v int32) {
 	v = idb.JudgeFenceExported(id, n) << 1
 	return v | loader.Leave(g)
 }
+
+// exportIDBAlloc judges the allocation record the loader's idb hook gathered
+// into xscratch (idb.AllocExported), beside the kick bit.
+//
+//go:wasmexport tabfence_idb_alloc
+func exportIDBAlloc(id, n int32) (v int32) {
+	g := loader.Entered()
+	defer loader.Recovered(g, &v)
+	v = idb.AllocExported(id, n) << 1
+	return v | loader.Leave(g)
+}
