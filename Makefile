@@ -35,7 +35,7 @@ all: build
 
 # The modules tabfence.js imports: the loader's fast path (core.js) and its
 # hook groups, each beside the Go package it serves.
-LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/tabfence-outbox.js $(DIST)/tabfence-api.js
+LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/tabfence-outbox.js $(DIST)/tabfence-api.js $(DIST)/tabfence-idb.js
 
 ## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox), wasm_exec.js, the ES module loader and its types
 build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES)
@@ -74,6 +74,8 @@ $(DIST)/tabfence-channel.js: channel/fast.js | $(DIST)
 $(DIST)/tabfence-outbox.js: outbox/browser/append.js | $(DIST)
 	cp $< $@
 $(DIST)/tabfence-api.js: wasm/api.js | $(DIST)
+	cp $< $@
+$(DIST)/tabfence-idb.js: idb/fast.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks

@@ -49,6 +49,9 @@ type DB struct {
 	scopeEpochs js.Value
 	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
+	// The loader's apply and allocate hooks (fast.js), or undefined: read at open.
+	applyHook, allocHook js.Value
+
 	mu     sync.Mutex
 	err    error
 	done   chan struct{}
@@ -113,6 +116,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	}
 	d.scopeEpochs = jsString(StoreEpochs)
 	d.scopeAll = scopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
+	d.applyHook, d.allocHook = applyHook(), allocHook()
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}

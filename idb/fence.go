@@ -14,12 +14,11 @@
 // request and transaction layer (Begin, OpenDatabase: raw_*.go) that the
 // outbox's store uses too.
 //
-// Content-Security-Policy: the package builds two small JavaScript
-// functions with the Function constructor at start (token allocation's
-// transaction, see allocJS, and the fence's part of an apply, see
-// applyJS), since every call into JavaScript and every IndexedDB event
-// that reaches Go is costly. A page whose policy refuses eval refuses them,
-// reports CSP violations, and gets the same results from the Go path. WebAssembly itself needs
+// Content-Security-Policy: the hot transactions (token allocation, the
+// fence's part of an apply) run through the loader's idb hooks (fast.js),
+// an ES module the loader imports, with Go judging inside the read's success
+// event through a wasm export: no eval. Without the loader they take the Go
+// path, with the same results. WebAssembly itself needs
 // 'wasm-unsafe-eval'.
 package idb
 

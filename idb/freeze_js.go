@@ -27,8 +27,8 @@ import (
 // the page: on freeze the open transactions are aborted (again in a
 // microtask, after whatever the event woke has run), and until resume every
 // new one is aborted as it is created. Go then sees an aborted transaction,
-// an error, never a hang, and nothing half-written commits. allocJS and
-// applyJS call db.transaction on the connection, so theirs are tracked too;
+// an error, never a hang, and nothing half-written commits. the hooks of
+// fast.js call db.transaction on the connection, so theirs are tracked too;
 // and idb's own calls wait for the resume before they open one (thawed).
 //
 // A connection may spare the app's own writes (OpenOptions.SpareWritesWithout):

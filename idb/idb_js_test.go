@@ -60,24 +60,18 @@ const db = await new Promise((res, rej) => { const r = indexedDB.open(name); r.o
 await new Promise((res, rej) => { const tx = db.transaction(store, "readwrite"); tx.objectStore(store).put(value, key); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
 db.close();`
 
-// allocPaths runs f twice: with AllocateToken's JavaScript half (allocJS),
-// which a page without a Content-Security-Policy allows, and without it, as
-// on a page whose policy refuses eval.
-func allocPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &allocJS, "allocJS", f) }
+// allocPaths is applyPaths for AllocateToken.
+func allocPaths(t *testing.T, f func(t *testing.T)) { applyPaths(t, f) }
 
-// applyPaths is allocPaths for Apply's JavaScript half (applyJS).
-func applyPaths(t *testing.T, f func(t *testing.T)) { halfPaths(t, &applyJS, "applyJS", f) }
-
-func halfPaths(t *testing.T, half *js.Value, name string, f func(t *testing.T)) {
+// applyPaths runs f twice: through the loader's idb hooks and export
+// (withHooks), as a page that uses the loader, and without them.
+func applyPaths(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	require.Equal(t, js.TypeFunction, half.Type(), name+" missing: this page allows Function, so the JavaScript half must be there")
-	t.Run("js", f)
-	t.Run("go", func(t *testing.T) {
-		saved := *half
-		*half = js.Undefined()
-		defer func() { *half = saved }()
+	t.Run("js", func(t *testing.T) {
+		withHooks(t)
 		f(t)
 	})
+	t.Run("go", f)
 }
 
 func TestAllocateTokenIncreases(t *testing.T) { allocPaths(t, testAllocateTokenIncreases) }
@@ -478,15 +472,17 @@ func TestAllocateTokenCorruptEpochs(t *testing.T) {
 // to the record survives both.
 func TestAllocateTokenPathsAgree(t *testing.T) {
 	name := dbName(t)
-	d := open(t, name)
+	goSide := open(t, name)
+	withHooks(t)
+	hookSide := open(t, name)
+	require.Equal(t, js.TypeFunction, hookSide.allocHook.Type())
+	require.Equal(t, js.TypeUndefined, goSide.allocHook.Type())
 	ctx := ctx5(t)
 	runJS(t, name, `const store = "tf_epochs", key = "r", value = {resource: "r", epoch: 4, ownerId: "old", updatedAt: 1, extra: "kept"};`+rawPut)
-	saved := allocJS
-	defer func() { allocJS = saved }()
 	for i, want := 0, uint64(5); i < 6; i, want = i+1, want+1 {
-		allocJS = saved
+		d := hookSide
 		if i%2 == 1 {
-			allocJS = js.Undefined()
+			d = goSide
 		}
 		before := time.Now().UnixMilli()
 		got, err := d.AllocateToken(ctx, "r", "tab-"+strconv.Itoa(i))
@@ -513,19 +509,20 @@ func TestAllocateTokenPathsAgree(t *testing.T) {
 // remembered all the same, and the record holding it is then read by Go.
 func TestApplyPathsAgree(t *testing.T) {
 	ctx := ctx5(t)
-	saved := applyJS
-	defer func() { applyJS = saved }()
 	type side struct {
 		name string
 		d    *DB
-		fast js.Value
 	}
 	var sides []side
-	for _, fast := range []js.Value{saved, js.Undefined()} {
+	for _, fast := range []bool{false, true} { // the hooks stay installed once installed
 		name := dbName(t) + "-" + strconv.Itoa(len(sides))
+		if fast {
+			withHooks(t)
+		}
 		d := open(t, name, WithSchema(itemsSchema()), WithRecentOps(3))
+		require.Equal(t, fast, d.applyHook.Type() == js.TypeFunction)
 		runJS(t, name, `const store = "tf_fences", key = "r", value = {resource: "r", highest: 2, highestSeq: 1, recent: "a", extra: "kept"};`+rawPut)
-		sides = append(sides, side{[]string{"js", "go"}[len(sides)], d, fast})
+		sides = append(sides, side{[]string{"go", "js"}[len(sides)], d})
 	}
 	steps := []struct {
 		op         Op
@@ -551,7 +548,6 @@ func TestApplyPathsAgree(t *testing.T) {
 	}
 	for i, s := range steps {
 		for _, sd := range sides {
-			applyJS = sd.fast
 			op := s.op
 			op.Resource = "r"
 			key := "k" + strconv.Itoa(i)

@@ -41,7 +41,7 @@ st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
 // reaching Go (from a listener registered before Go's to the goroutine
 // running again), the decision and writes, and the commit until Go runs
 // again. Figures only: where the Go side's extra time per transaction goes.
-// It times the Go path (the one pages that refuse eval take, see allocJS),
+// It times the Go path (the one pages without the loader take),
 // issuing its requests itself.
 func TestAllocatePhases(t *testing.T) {
 	if os.Getenv("TABFENCE_PERF") == "" {

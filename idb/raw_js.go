@@ -320,7 +320,6 @@ func init() {
 	if t := js.Global().Get("IDBTransaction"); t.Type() == js.TypeFunction {
 		hasCommit = t.Get("prototype").Get("commit").Type() == js.TypeFunction
 	}
-	applyJS = newApplyJS() // it binds the handlers above
 }
 
 // target returns the event's target (args[0] is the event).

@@ -150,7 +150,7 @@ func (r *Request) settled() (js.Value, error) {
 func (t *Tx) Wrap(v js.Value) *Request { return &Request{tx: t, v: v} }
 
 // adopted wraps request v of t whose success and error handlers
-// JavaScript already set to hSuccess and hError (applyJS): it is awaited
+// JavaScript already set to hSuccess and hError (the apply hook, fast.js): it is awaited
 // from the start, with no handler to set from Go.
 func (t *Tx) adopted(v js.Value) *Request {
 	r := &Request{tx: t, v: v, ch: make(chan struct{})}

@@ -62,67 +62,57 @@ func encodeFence(r FenceRecord, key, prev js.Value) js.Value {
 	return o
 }
 
-type decoder struct {
-	store, key string
+// readFields reads record v as fields (fields.go) for the judges there,
+// with the names of its three fields; text says which of them is wanted as
+// text (-1: none). A string's length is read without copying it: a
+// foreign record may hold a huge string, and only one within maxText is
+// copied. A throwing getter reads as recUnreadable.
+func readFields(v, jsKey js.Value, names *[3]string, text, maxText int) (r fields) {
+	if v.IsUndefined() {
+		return r
+	}
+	if v.Type() != js.TypeObject { // null has its own type
+		r.kind = recNotObject
+		return r
+	}
+	defer func() {
+		if recover() != nil {
+			r = fields{kind: recUnreadable}
+		}
+	}()
+	r.kind = recObject
+	switch f := v.Get("resource"); {
+	case f.Type() != js.TypeString:
+		r.resource = resNotString
+	case f.Equal(jsKey):
+		r.resource = resKey
+	default:
+		r.resource = resOther
+	}
+	for i, name := range names {
+		x, f := v.Get(name), &r.f[i]
+		switch x.Type() {
+		case js.TypeNumber:
+			f.kind, f.num = fieldNumber, x.Float()
+		case js.TypeString:
+			f.kind, f.n = fieldString, math.MaxInt
+			if n := jsLengthOf.Invoke(x, jsEmpty); n.Type() == js.TypeNumber && n.Float() <= float64(math.MaxInt32) {
+				f.n = int(n.Float())
+			}
+			if i == text && f.n <= maxText {
+				f.s = x.String()
+			}
+		default:
+			f.kind = fieldOther
+		}
+	}
+	return r
 }
 
-func (d decoder) corrupt(reason string) error {
-	return &CorruptError{Store: d.store, Key: d.key, Reason: reason}
-}
-
-// guard turns a panic of a decode (a throwing getter on a foreign object)
-// into a CorruptError.
-func (d decoder) guard(err *error) {
-	if r := recover(); r != nil {
-		*err = d.corrupt("unreadable")
-	}
-}
-
-func (d decoder) uint(v js.Value, name string) (uint64, error) {
-	f := v.Get(name)
-	if f.Type() != js.TypeNumber {
-		return 0, d.corrupt(name + ": not a number")
-	}
-	x := f.Float()
-	if math.IsNaN(x) || x < 0 || x > MaxToken || x != math.Trunc(x) {
-		return 0, d.corrupt(name + ": not an integer in 0..2^53-1")
-	}
-	return uint64(x), nil
-}
-
-// checkStr checks that field name is a string of at most maxLen UTF-16
-// units, without copying it: a foreign record may hold a huge string.
-func (d decoder) checkStr(v js.Value, name string, maxLen int) (js.Value, error) {
-	f := v.Get(name)
-	if f.Type() != js.TypeString {
-		return f, d.corrupt(name + ": not a string")
-	}
-	if n := jsLengthOf.Invoke(f, jsEmpty); n.Type() != js.TypeNumber || n.Float() > float64(maxLen) {
-		return f, d.corrupt(name + ": too long")
-	}
-	return f, nil
-}
-
-func (d decoder) str(v js.Value, name string, maxLen int) (string, error) {
-	f, err := d.checkStr(v, name, maxLen)
-	if err != nil {
-		return "", err
-	}
-	return f.String(), nil
-}
-
-// resource checks that the record's resource field is its key (jsKey is
-// the key as a JavaScript string).
-func (d decoder) resource(v, jsKey js.Value) error {
-	f := v.Get("resource")
-	if f.Type() != js.TypeString {
-		return d.corrupt("resource: not a string")
-	}
-	if !f.Equal(jsKey) {
-		return d.corrupt("resource: does not match its key")
-	}
-	return nil
-}
+var (
+	epochNames = [3]string{"epoch", "ownerId", "updatedAt"}
+	fenceNames = [3]string{"highest", "highestSeq", "recent"}
+)
 
 // jsLengthOf(s, "") is s.length: lastIndexOf("") is the length of the
 // string, and this bound form reads it in one call without wrapping the
@@ -134,91 +124,28 @@ var (
 )
 
 // epochOf validates an epoch record and returns its epoch (0 when absent).
-func epochOf(v js.Value, resource string, jsKey js.Value) (epoch uint64, err error) {
-	if v.IsUndefined() {
-		return 0, nil
-	}
-	d := decoder{StoreEpochs, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject { // null has its own type
-		return 0, d.corrupt("not an object")
-	}
-	if err = d.resource(v, jsKey); err != nil {
-		return 0, err
-	}
-	if epoch, err = d.uint(v, "epoch"); err != nil {
-		return 0, err
-	}
-	if _, err = d.checkStr(v, "ownerId", MaxOperationIDLen); err != nil {
-		return 0, err
-	}
-	if _, err = d.uint(v, "updatedAt"); err != nil {
-		return 0, err
-	}
-	return epoch, nil
+func epochOf(v js.Value, resource string, jsKey js.Value) (uint64, error) {
+	r := readFields(v, jsKey, &epochNames, -1, 0)
+	return epochFields(&r, resource)
 }
 
-func decodeEpoch(v js.Value, resource string) (r EpochRecord, err error) {
-	if v.IsUndefined() {
-		return EpochRecord{Resource: resource}, nil
-	}
-	d := decoder{StoreEpochs, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject {
-		return EpochRecord{}, d.corrupt("not an object")
-	}
-	if err = d.resource(v, js.ValueOf(resource)); err != nil {
-		return EpochRecord{}, err
-	}
-	r.Resource = resource
-	if r.Epoch, err = d.uint(v, "epoch"); err != nil {
-		return EpochRecord{}, err
-	}
-	if r.OwnerID, err = d.str(v, "ownerId", MaxOperationIDLen); err != nil {
-		return EpochRecord{}, err
-	}
-	ts, err := d.uint(v, "updatedAt")
+func decodeEpoch(v js.Value, resource string) (EpochRecord, error) {
+	r := readFields(v, js.ValueOf(resource), &epochNames, 1, MaxOperationIDLen)
+	epoch, err := epochFields(&r, resource)
 	if err != nil {
 		return EpochRecord{}, err
 	}
-	r.UpdatedAt = int64(ts)
-	return r, nil
+	if r.kind == recAbsent {
+		return EpochRecord{Resource: resource}, nil
+	}
+	return EpochRecord{Resource: resource, Epoch: epoch, OwnerID: r.f[1].s, UpdatedAt: int64(r.f[2].num)}, nil
 }
 
 func decodeFence(v js.Value, resource string) (FenceRecord, error) {
 	return decodeFenceKey(v, resource, js.ValueOf(resource))
 }
 
-func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (r FenceRecord, err error) {
-	if v.IsUndefined() {
-		return FenceRecord{Resource: resource}, nil
-	}
-	d := decoder{StoreFences, resource}
-	defer d.guard(&err)
-	if v.Type() != js.TypeObject {
-		return FenceRecord{}, d.corrupt("not an object")
-	}
-	if err = d.resource(v, jsKey); err != nil {
-		return FenceRecord{}, err
-	}
-	r.Resource = resource
-	if r.Highest, err = d.uint(v, "highest"); err != nil {
-		return FenceRecord{}, err
-	}
-	if r.HighestSeq, err = d.uint(v, "highestSeq"); err != nil {
-		return FenceRecord{}, err
-	}
-	recent, err := d.str(v, "recent", maxRecentLen)
-	if err != nil {
-		return FenceRecord{}, err
-	}
-	if recent != "" {
-		r.Recent = splitSep(recent, '\n')
-		for _, id := range r.Recent {
-			if id == "" || len(id) > MaxOperationIDLen || hasControl(id) {
-				return FenceRecord{}, d.corrupt("recent: not a list of operation IDs")
-			}
-		}
-	}
-	return r, nil
+func decodeFenceKey(v js.Value, resource string, jsKey js.Value) (FenceRecord, error) {
+	r := readFields(v, jsKey, &fenceNames, 2, maxRecentLen)
+	return fenceFields(&r, resource)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // ErrTxDone: a WriteTx was used after its writes function returned.
@@ -52,20 +53,12 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 		return 0, err
 	}
 	key := jsString(resource)
-	if allocJS.Type() == js.TypeFunction && d.Err() == nil {
-		if v := allocJS.Invoke(d.raw, key, d.ownerJS(ownerID)); v.Type() == js.TypeObject {
-			tx := wrapTx(v)
-			err := tx.Await(ctx)
-			next := v.Get("tfNext").Float() // NaN when absent
-			if err == nil && next >= 1 && next <= MaxToken {
-				return uint64(next), nil
-			}
-			if next != -1 {
-				return 0, err
-			}
+	if d.allocHook.Type() == js.TypeFunction && d.Err() == nil {
+		if next, ok, err := d.allocHooked(ctx, resource, ownerID, key); ok {
+			return next, err
 		}
-		// No transaction, or a record allocJS does not judge: the same
-		// transaction in Go says why (closed, corrupt, exhausted...).
+		// Not judged there: the same transaction in Go says why (closed,
+		// corrupt, exhausted...).
 	}
 	tx, err := d.begin(ReadWrite, d.scopeEpochs)
 	if err != nil {
@@ -282,10 +275,17 @@ type fenceRead struct {
 	tx     *Tx
 	get    *Request // the fence record
 	epoch  *Request // the allocation record; nil when none is consulted
-	fences Store    // zero on applyJS's path until Go reads the record itself
-	fast   bool     // applyJS opened the transaction and judged the fence record
+	fences Store    // zero on the hook's path until Go reads the record itself
+	fast   bool     // the loader's apply hook opened the transaction
+	id     int32    // and knows it by this id (JudgeFenceExported)
 
-	prepared bool        // Accepted on applyJS's path: the advanced fence waits in tfFin
+	resource, epochRes string
+	decide             func(FenceRecord, uint64) (Result, FenceRecord)
+	judged             bool   // JudgeFenceExported judged the records:
+	res                Result // its verdict,
+	err                error  // or the records' error
+
+	prepared bool        // Accepted on the hook's path: the advanced fence waits in tfFin
 	next     FenceRecord // Accepted on Go's path: the record to store,
 	stored   js.Value    // over the stored one
 }
@@ -293,7 +293,7 @@ type fenceRead struct {
 // fenced runs a fenced write: read the fence of resource and the allocation
 // record of epochRes ("" for none), decide, and when accepted run writes
 // and store the advanced fence, in one transaction. op, for Apply, lets
-// applyJS read and judge the fence and store it (see there).
+// the loader's apply hook open its transaction (fast.js).
 func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []string,
 	decide func(FenceRecord, uint64) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
 	if err := thawed(ctx); err != nil {
@@ -304,12 +304,12 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 		return 0, err
 	}
 	key := jsString(resource)
-	r, err := d.readFence(scope, key, epochRes, op)
+	r, err := d.readFence(scope, key, resource, epochRes, decide, op)
 	if err != nil {
 		return 0, err
 	}
 	tx := r.tx
-	res, err := r.verdict(ctx, resource, key, epochRes, decide, op)
+	res, err := r.verdict(ctx, key)
 	if err != nil {
 		_ = tx.Abort()
 		return 0, err
@@ -347,20 +347,26 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 }
 
 // readFence opens a fenced write's transaction and issues its two reads:
-// through applyJS for Apply when it can, else from Go.
-func (d *DB) readFence(scope, key js.Value, epochRes string, op *Op) (*fenceRead, error) {
-	if op != nil && applyJS.Type() == js.TypeFunction && d.Err() == nil {
-		if v := applyJS.Invoke(d.raw, scope, key, float64(op.Token), float64(op.Sequence), op.OperationID, recentLimit(d.cfg.recentOps)); v.Type() == js.TypeObject {
-			tx := registered(v)
-			return &fenceRead{tx: tx, get: tx.adopted(v.Get("tfGet")), fast: true}, nil
+// through the loader's apply hook for Apply when it can, else from Go.
+func (d *DB) readFence(scope, key js.Value, resource, epochRes string,
+	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (*fenceRead, error) {
+	r := &fenceRead{resource: resource, epochRes: epochRes, decide: decide}
+	if op != nil && d.applyHook.Type() == js.TypeFunction && d.Err() == nil {
+		r.id = hook(r)
+		if v := d.applyHook.Invoke(d.raw, scope, key, r.id, hSuccess, hError, hComplete, hAbort, loader.Kick()); v.Type() == js.TypeObject {
+			r.tx = registered(v)
+			r.get, r.fast = r.tx.adopted(v.Get("tfGet")), true
+			return r, nil
 		}
-		// Undefined: db.transaction threw, and begin below says why.
+		unhook(r.id)
+		// Undefined: no exports, or db.transaction threw, and begin below
+		// says why.
 	}
 	tx, err := d.begin(ReadWrite, scope)
 	if err != nil {
 		return nil, err
 	}
-	r := &fenceRead{tx: tx}
+	r.tx = tx
 	// The allocation record first: requests complete in the order they
 	// were issued, so once the fence's read settled, this one has too.
 	if epochRes != "" {
@@ -372,63 +378,51 @@ func (d *DB) readFence(scope, key js.Value, epochRes string, op *Op) (*fenceRead
 }
 
 // verdict waits for the reads and decides. For Accepted it leaves in r
-// what to store: prepared (applyJS holds it), or next over stored.
-func (r *fenceRead) verdict(ctx context.Context, resource string, key js.Value, epochRes string,
-	decide func(FenceRecord, uint64) (Result, FenceRecord), op *Op) (Result, error) {
+// what to store: prepared (the hook holds it), or next over stored.
+func (r *fenceRead) verdict(ctx context.Context, key js.Value) (Result, error) {
+	if r.fast {
+		defer unhook(r.id)
+	}
 	if err := r.get.wait(ctx, true); err != nil {
 		return 0, err
 	}
-	allocated, err := r.allocated(epochRes)
+	if r.fast {
+		if r.judged {
+			return r.res, r.err
+		}
+		// Records the hook could not hand over: Go reads them here, in
+		// the same transaction.
+		r.fences = r.tx.Store(StoreFences)
+		r.epoch = &Request{tx: r.tx, v: r.tx.v.Get("tfEg")}
+	}
+	allocated, err := r.allocated()
 	if err != nil {
 		return 0, err
-	}
-	if r.fast { // applyJS judged the fence record; the allocation record is judged here
-		switch res := r.get.v.Get("tfRes"); {
-		case res.Type() != js.TypeNumber || res.Float() < 0:
-			// A record it does not judge: Go reads it below, in the
-			// same transaction.
-			r.fences = r.tx.Store(StoreFences)
-		case Deposed(0, allocated, op.Token), res.Float() == 1:
-			return Stale, nil
-		case res.Float() == 0:
-			r.prepared = true
-			return Accepted, nil
-		default:
-			return Duplicate, nil
-		}
 	}
 	v, err := r.get.outcome()
 	if err != nil {
 		return 0, err
 	}
-	rec, err := decodeFenceKey(v, resource, key)
+	rec, err := decodeFenceKey(v, r.resource, key)
 	if err != nil {
 		return 0, err
 	}
-	res, next := decide(rec, allocated)
+	res, next := r.decide(rec, allocated)
 	r.next, r.stored = next, v
 	return res, nil
 }
 
 // allocated is the epoch of the allocation record read in the transaction
-// (0 when there is none, or none was consulted). On applyJS's path the
-// epoch of a plain record is in tfEp; any other record is decoded here
-// from the request in tfEg, so a corrupt one gets the typed error.
-func (r *fenceRead) allocated(epochRes string) (uint64, error) {
-	if epochRes == "" {
+// (0 when there is none, or none was consulted).
+func (r *fenceRead) allocated() (uint64, error) {
+	if r.epochRes == "" {
 		return 0, nil
-	}
-	if r.fast {
-		if p := r.get.v.Get("tfEp"); p.Type() == js.TypeNumber && p.Float() >= 0 {
-			return uint64(p.Float()), nil
-		}
-		r.epoch = &Request{tx: r.tx, v: r.tx.v.Get("tfEg")}
 	}
 	v, err := r.epoch.Result()
 	if err != nil {
 		return 0, err
 	}
-	return epochOf(v, epochRes, jsString(epochRes))
+	return epochOf(v, r.epochRes, jsString(r.epochRes))
 }
 
 // writesFailed aborts the transaction after the caller's writes failed and
@@ -462,70 +456,3 @@ func callWrites(writes func(*WriteTx) error, w *WriteTx) (err error) {
 	}()
 	return writes(w)
 }
-
-// allocJS(db, key, owner) is AllocateToken's transaction with the read, the
-// decision and the write done in JavaScript, inside the read's success
-// event; Go only waits for the commit: one crossing each way instead of
-// three, where each IndexedDB event that reaches a goroutine is costly
-// (docs/idb-notes.md).
-//
-// It only takes the plain case: no record yet, or a record that epochOf
-// accepts and whose epoch is below MaxToken (a subset of what Go accepts,
-// so it can never allow what Go refuses). For anything else it aborts,
-// writing nothing, and sets tfNext to -1: Go then runs the same transaction
-// itself and reports the typed error. Foreign fields of the record are
-// kept, as encodeEpoch keeps them. It returns the transaction, with tfNext
-// the token once committed, or undefined when db.transaction throws.
-//
-// A page whose Content-Security-Policy refuses eval (no 'unsafe-eval')
-// refuses Function too: allocJS is then undefined and every allocation
-// takes the Go path, with the same results.
-var allocJS, _ = call(js.Global(), "Function", "db,k,o", allocSrc)
-
-const allocSrc = `let tx;try{tx=db.transaction("tf_epochs","readwrite")}catch{return}try{const s=tx.objectStore("tf_epochs"),g=s.get(k);g.onsuccess=()=>{try{let v=g.result;if(v===undefined)v={resource:k,epoch:0};else if(!(typeof v==="object"&&v!==null&&v.resource===k&&Number.isSafeInteger(v.epoch)&&v.epoch>=0&&v.epoch<9007199254740991&&typeof v.ownerId==="string"&&v.ownerId.length<=255&&Number.isSafeInteger(v.updatedAt)&&v.updatedAt>=0))throw 0;tx.tfNext=++v.epoch;v.ownerId=o;v.updatedAt=Date.now();s.put(v,k);if(tx.commit)tx.commit()}catch{tx.tfNext=-1;try{tx.abort()}catch{}}}}catch{tx.tfNext=-1;try{tx.abort()}catch{}}return tx`
-
-// applyJS(db, scope, key, token, seq, id, limit) does the fence's part of
-// Apply's transaction in JavaScript, saving about fifteen calls across the
-// wasm boundary (docs/idb-notes.md). It opens the transaction, reads the
-// allocation record and the fence and, in the fence read's success event,
-// judges the fence as Decide does and, when accepted, prepares the advanced
-// fence. Of the allocation record it only gathers the epoch (tfEp: that of
-// a plain record, 0 for none, -1 for one Go must decode from the request in
-// tfEg): Go applies Deposed before anything is written. Then Go's success
-// handler runs the caller's writes and then tfFin, which writes the fence
-// and commits (the fence last, as on the Go path: writes that let the
-// transaction commit early leave the fence where it was).
-//
-// It returns the transaction, its handlers set to Go's, with the read in
-// tfGet, whose tfRes is the verdict: 0 accepted (tfFin set), 1 stale, 2
-// duplicate, -1 a record it does not judge: Go then decodes and decides it
-// itself, in the same transaction. It judges only plain records (none yet,
-// or highest and highestSeq safe non-negative integers and remembered IDs
-// printable ASCII of 1..255 bytes: a subset of what Go accepts), keeping
-// foreign fields as encodeFence does. undefined: db.transaction threw and
-// nothing was opened; no Go handler hears of it.
-//
-// Without Function (a CSP without 'unsafe-eval'), applyJS is undefined and
-// Apply takes the Go path, with the same results. init (raw_js.go) makes
-// it, once Go's handlers exist.
-var applyJS js.Value
-
-func newApplyJS() js.Value {
-	mk, err := call(js.Global(), "Function", "hs,he,hc,ha", applySrc)
-	if err != nil {
-		return js.Undefined()
-	}
-	f, err := call(mk, "call", js.Undefined(), hSuccess, hError, hComplete, hAbort)
-	if err != nil {
-		return js.Undefined()
-	}
-	return f
-}
-
-const applySrc = `return(db,s,k,t,q,i,l)=>{let x,f,g,p;try{x=db.transaction(s,"readwrite");p=x.objectStore("tf_epochs").get(k);f=x.objectStore("tf_fences");g=f.get(k)}catch{try{x&&x.abort()}catch{}return}` +
-	`g.onsuccess=e=>{let r=-1;try{let v=g.result,h=0,n=0,c="";if(v!==undefined){if(typeof v!=="object"||v===null||v.resource!==k)throw 0;h=v.highest;n=v.highestSeq;c=v.recent;` +
-	`if(!Number.isSafeInteger(h)||h<0||!Number.isSafeInteger(n)||n<0||typeof c!=="string"||c.length>1048576||c!==""&&!/^[ -~]{1,255}(\n[ -~]{1,255})*$/.test(c))throw 0}` +
-	`const a=c===""?[]:c.split("\n");if(t<h)r=1;else if(a.includes(i)||t===h&&q!==0&&q<=n)r=2;else{if(a.length>=l)a.splice(0,a.length-l+1);a.push(i);` +
-	`if(v===undefined)v={resource:k};v.highest=t;v.highestSeq=t===h?Math.max(n,q):q;v.recent=a.join("\n");g.tfFin=()=>{f.put(v,k);try{x.commit&&x.commit()}catch{}};r=0}}catch{r=-1}g.tfRes=r;` +
-	`let m=-1;try{const w=p.result;if(w===undefined)m=0;else if(typeof w==="object"&&w!==null&&w.resource===k&&Number.isSafeInteger(w.epoch)&&w.epoch>=0&&typeof w.ownerId==="string"&&w.ownerId.length<=255&&Number.isSafeInteger(w.updatedAt)&&w.updatedAt>=0)m=w.epoch}catch{}g.tfEp=m;hs(e)};` +
-	`g.onerror=he;x.oncomplete=hc;x.onabort=ha;x.tfGet=g;x.tfEg=p;return x}`

@@ -8,6 +8,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
@@ -173,4 +174,26 @@ func fastFail() *jsglue.Callback {
 		})
 	})
 	return fastFailCB
+}
+
+// exportIDBFence judges the records of a fenced apply the loader's idb hook
+// gathered into xscratch (idb.JudgeFenceExported), beside the kick bit.
+//
+//go:wasmexport tabfence_idb_fence
+func exportIDBFence(id, n int32) (v int32) {
+	g := loader.Entered()
+	defer loader.Recovered(g, &v)
+	v = idb.JudgeFenceExported(id, n) << 1
+	return v | loader.Leave(g)
+}
+
+// exportIDBAlloc judges the allocation record the loader's idb hook gathered
+// into xscratch (idb.AllocExported), beside the kick bit.
+//
+//go:wasmexport tabfence_idb_alloc
+func exportIDBAlloc(id, n int32) (v int32) {
+	g := loader.Entered()
+	defer loader.Recovered(g, &v)
+	v = idb.AllocExported(id, n) << 1
+	return v | loader.Leave(g)
 }

@@ -2,7 +2,7 @@
 // exports, the scratch in its memory, and calls that never unwind into Go.
 // fastPath(groups) makes the object the loader installs for the runtime
 // (jsglue/loader, Lookup): attach and payload, and one object per group
-// (channel/fast.js, outbox/browser/append.js, wasm/api.js), each made by its
+// (channel/fast.js, outbox/browser/append.js, wasm/api.js, idb/fast.js), each made by its
 // factory from the core. The groups only reshape data and run what must
 // run synchronously in a browser event; every decision is Go's.
 

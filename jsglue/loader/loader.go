@@ -27,4 +27,5 @@ const (
 	GroupChannel = "channel"
 	GroupOutbox  = "outbox"
 	GroupAPI     = "api"
+	GroupIDB     = "idb"
 )

@@ -16,6 +16,7 @@ import { fastPath } from "./tabfence-fast.js";
 import { hooks as channel } from "./tabfence-channel.js";
 import { hooks as outbox } from "./tabfence-outbox.js";
 import { hooks as api } from "./tabfence-api.js";
+import { hooks as idb } from "./tabfence-idb.js";
 
 /** The global the runtime stores its raw API object under. */
 const GLOBAL = "__tabfence_v1";
@@ -37,7 +38,7 @@ const THROW = Symbol.for("tabfence.throw"); // this returned Error must be throw
 // composed by core.js (see jsglue/loader). Without them (Go's own tests, a
 // page that loads the .wasm without this module) Go does it all itself.
 const FASTPATH = Symbol.for("tabfence.fastpath.v2");
-const FAST = fastPath({ channel, outbox, api });
+const FAST = fastPath({ channel, outbox, api, idb });
 
 /**
  * RuntimeExitedError is the error of every call made, or still pending,
