@@ -4,6 +4,7 @@ package idb
 
 import (
 	"context"
+	_ "embed"
 	"sync"
 	"syscall/js"
 
@@ -99,30 +100,12 @@ func thawed(ctx context.Context) error {
 // jsFrozenMsg is what a transaction aborted for the freeze reports.
 const jsFrozenMsg = "the page was frozen: its open IndexedDB transactions were aborted so that they do not block other tabs"
 
-const lifecycleSrc = `const open = new Map();
-let frozen = false;
-const spared = (t, w) => w !== null && t.mode === "readwrite" && !w.some((n) => t.objectStoreNames.contains(n));
-const abort = (t, f) => { try { if (f) t.tfFrozen = 1; t.abort(); } catch {} };
-const abortAll = (db, f) => { for (const [t, w] of open) if ((db === null || t.db === db) && !spared(t, w)) abort(t, f); };
-if (typeof document === "object" && document && typeof document.addEventListener === "function") {
-  document.addEventListener("freeze", () => { frozen = true; gf(); abortAll(null, true); queueMicrotask(() => abortAll(null, true)); });
-  document.addEventListener("resume", () => { frozen = false; gr(); });
-}
-return {
-  track(db, w) {
-    const orig = db.transaction;
-    db.transaction = function (...args) {
-      const t = orig.apply(this, args);
-      open.set(t, w);
-      const done = () => open.delete(t);
-      t.addEventListener("complete", done);
-      t.addEventListener("abort", done);
-      if (frozen && !spared(t, w)) abort(t, true);
-      return t;
-    };
-  },
-  abortOpen: (db) => abortAll(db, false),
-};`
+// lifecycleSrc is freeze.js, the tracker's body (a function body, not a
+// module: it is made with Function so that a page without the loader has
+// it too).
+//
+//go:embed freeze.js
+var lifecycleSrc string
 
 // track puts connection db under the tracker. spare lists the stores whose
 // presence in a readwrite transaction's scope makes it abortable; nil spares
