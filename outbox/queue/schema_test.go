@@ -1,4 +1,4 @@
-package outbox_test
+package queue_test
 
 import (
 	"context"
