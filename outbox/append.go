@@ -1,6 +1,10 @@
 package outbox
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/tabfence/tabfence/outbox/queue"
+)
 
 // A plain append is an operation whose policy cannot coalesce it (no
 // dedupe policy reads the queue for it) and whose payload is stored
@@ -22,20 +26,20 @@ const maxPendingAppends = 1 << 14
 // CommittedAppend or ForgetAppend. ok is false for anything else: Enqueue
 // then decides (ErrNoSession, ErrUnknownOperation, a dedupe policy, a
 // payload for the blob store).
-func (o *Outbox) PlainAppend(op Op) (rec Record, ok bool) {
+func (o *Outbox) PlainAppend(op Op) (rec queue.Record, ok bool) {
 	req, err := o.request(op)
-	if err != nil || req.Policy.ReadsQueue(op.OperationKey) || !inlines(len(op.Payload), req.InlineLimit) {
-		return Record{}, false
+	if err != nil || req.Policy.ReadsQueue(op.OperationKey) || !req.Inlines(len(op.Payload)) {
+		return queue.Record{}, false
 	}
-	plan, err := PlanEnqueue(nil, req, req.Record.CreatedAt)
-	if err != nil || !plan.Write || plan.Result.Action != ActionAppended || plan.Put.PayloadRef != "" {
-		return Record{}, false
+	plan, err := queue.PlanEnqueue(nil, req, req.Record.CreatedAt)
+	if err != nil || !plan.Write || plan.Result.Action != queue.ActionAppended || plan.Put.PayloadRef != "" {
+		return queue.Record{}, false
 	}
 	rec = plan.Put
 	rec.Seq = 0 // assigned by the store's key generator
-	ev := Event{Kind: EventEnqueue, At: rec.CreatedAt, RecordID: rec.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(ActionAppended)}
+	ev := Event{Kind: EventEnqueue, At: rec.CreatedAt, RecordID: rec.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(queue.ActionAppended)}
 	if !o.pending.add(ev) {
-		return Record{}, false
+		return queue.Record{}, false
 	}
 	return rec, true
 }
@@ -117,5 +121,5 @@ func HashKey(k string) string {
 	if k == "" {
 		return ""
 	}
-	return HashPayload([]byte(k))[:16]
+	return queue.HashPayload([]byte(k))[:16]
 }

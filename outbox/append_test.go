@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func appendOutbox(t *testing.T, events *[]outbox.Event) *outbox.Outbox {
@@ -16,11 +17,11 @@ func appendOutbox(t *testing.T, events *[]outbox.Event) *outbox.Outbox {
 	ob, err := outbox.New(outbox.Config{Name: "r", Store: memstore.New(), Transport: outbox.TransportFunc(nil), MaxAttempts: 7,
 		NewID: seqIDs(), Clock: &fakeClock{now: t0}, InlineLimit: 100,
 		Events: outbox.EventsFunc(func(e outbox.Event) { *events = append(*events, e) }),
-		Policies: map[string]outbox.Policy{
-			"comment": {Dedupe: outbox.Append, MaxAttempts: 3},
-			"title":   {Dedupe: outbox.ReplaceLatest},
-			"tags":    {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) { return b, nil }},
-			"star":    {Dedupe: outbox.DropIfExists},
+		Policies: map[string]queue.Policy{
+			"comment": {Dedupe: queue.Append, MaxAttempts: 3},
+			"title":   {Dedupe: queue.ReplaceLatest},
+			"tags":    {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) { return b, nil }},
+			"star":    {Dedupe: queue.DropIfExists},
 			"guess":   {Dedupe: "guess"},
 		}})
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestCommittedAppend(t *testing.T) {
 func TestSessionHookBeforePurge(t *testing.T) {
 	var log []string
 	ob, err := outbox.New(outbox.Config{Name: "h", Store: orderStore{memstore.New(), &log}, Transport: outbox.TransportFunc(nil),
-		Policies: map[string]outbox.Policy{"comment": {Dedupe: outbox.Append}}})
+		Policies: map[string]queue.Policy{"comment": {Dedupe: queue.Append}}})
 	require.NoError(t, err)
 	ob.OnSessionChange(func() {
 		rec, ok := ob.PlainAppend(outbox.Op{OperationType: "comment", Payload: []byte("x")})

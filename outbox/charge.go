@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"errors"
+
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // errSkipped: a record change of a batch that was not made because the one
@@ -33,7 +35,7 @@ var errSkipped = errors.New("outbox: skipped: the previous record of the entity 
 // may undo the last steps: an undone ack is replayed harmlessly (the
 // idempotency key), and an undone charge costs at most the uncounted sends
 // of the records that were in flight at that moment.
-func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) (charged []Record, err error) {
+func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Record) (charged []queue.Record, err error) {
 	l := f.lease
 	now := f.o.cfg.Clock.Now()
 	acksOK := make([]bool, len(acks))
@@ -47,7 +49,7 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 	contiguous := true // the store runs the Fns in order, once each
 	ttl, reconnected, sess, gate := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.SchemaGate()
 	for _, rec := range next {
-		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r Record) (Record, error) {
+		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r queue.Record) (queue.Record, error) {
 			for _, ok := range acksOK {
 				if !ok {
 					contiguous = false
@@ -63,11 +65,11 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 			// The claim planned r; what the plan checked of it that
 			// another tab can change meanwhile (an enqueue that replaced
 			// its payload) is checked again here.
-			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == SchemaUnsupported {
+			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == queue.SchemaUnsupported {
 				contiguous = false
-				return r, &opError{op: "charge", detail: "record no longer fits the claim", err: ErrInvalidTransition}
+				return r, queue.OpError("charge", "record no longer fits the claim", queue.ErrInvalidTransition)
 			}
-			n, err := Charge(r, l, now, ttl, reconnected)
+			n, err := queue.Charge(r, l, now, ttl, reconnected)
 			if err != nil {
 				contiguous = false
 			}
@@ -92,8 +94,8 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []Record) 
 			charged = append(charged, m.Record)
 			continue
 		case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
-			errors.Is(m.Err, errSkipped),           // an ack or charge before it was not made
-			errors.Is(m.Err, ErrInvalidTransition), // changed since the claim planned it
+			errors.Is(m.Err, errSkipped),                 // an ack or charge before it was not made
+			errors.Is(m.Err, queue.ErrInvalidTransition), // changed since the claim planned it
 			ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
 			return charged, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -13,7 +14,7 @@ type Verdict struct {
 	RetryAfter time.Duration // when HasRetryAfter
 	HasRetry   bool
 	Highest    uint64 // X-Fencing-Highest on OutcomeStale
-	Err        ErrorInfo
+	Err        queue.ErrorInfo
 }
 
 // Classify turns a transport result into a Verdict with wire.Classify, the
@@ -28,7 +29,7 @@ type Verdict struct {
 // user's next login.
 func Classify(resp Response, err error, now time.Time) Verdict {
 	if err != nil {
-		return Verdict{Outcome: wire.OutcomeRetry, Err: ErrorInfo{Code: CodeNetwork, Message: short(err.Error())}}
+		return Verdict{Outcome: wire.OutcomeRetry, Err: queue.ErrorInfo{Code: queue.CodeNetwork, Message: queue.Short(err.Error())}}
 	}
 	highest := resp.Header.Get(wire.HeaderFencingHighest)
 	v := Verdict{Outcome: wire.Classify(resp.Status, highest != "")}
@@ -45,17 +46,9 @@ func Classify(resp Response, err error, now time.Time) Verdict {
 		v.RetryAfter, v.HasRetry = wire.ParseRetryAfter(ra, now)
 	}
 	if v.Outcome != wire.OutcomeAck {
-		v.Err = ErrorInfo{Code: "http_" + strconv.Itoa(resp.Status), Message: v.Outcome.String(), Status: resp.Status}
+		v.Err = queue.ErrorInfo{Code: "http_" + strconv.Itoa(resp.Status), Message: v.Outcome.String(), Status: resp.Status}
 	}
 	return v
-}
-
-// short bounds an error message kept in a record or an event.
-func short(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
 }
 
 // bodyContains reports whether sub is within b. It is bytes.Contains without

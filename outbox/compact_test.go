@@ -9,25 +9,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func TestCompactRemovesOnlyOldAckedRecords(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	st := memstore.New()
-	put := func(id string, status outbox.Status, ackedAgo time.Duration) {
-		r := outbox.Record{ID: id, IdempotencyKey: "k-" + id, UserID: "u", EntityType: "note", EntityID: id,
+	put := func(id string, status queue.Status, ackedAgo time.Duration) {
+		r := queue.Record{ID: id, IdempotencyKey: "k-" + id, UserID: "u", EntityType: "note", EntityID: id,
 			OperationType: "create", Status: status, CreatedAt: now.Add(-2 * time.Hour)}
-		if status == outbox.StatusAcked {
+		if status == queue.StatusAcked {
 			r.AckedAt = now.Add(-ackedAgo)
 		}
 		st.Seed(r)
 	}
-	put("old-acked", outbox.StatusAcked, 2*time.Hour)
-	put("new-acked", outbox.StatusAcked, time.Minute)
-	put("pending", outbox.StatusPending, 0)
-	put("dead", outbox.StatusDeadLetter, 0)
-	put("conflict", outbox.StatusConflict, 0)
+	put("old-acked", queue.StatusAcked, 2*time.Hour)
+	put("new-acked", queue.StatusAcked, time.Minute)
+	put("pending", queue.StatusPending, 0)
+	put("dead", queue.StatusDeadLetter, 0)
+	put("conflict", queue.StatusConflict, 0)
 
 	o := newCompactOutbox(t, st, now)
 	n, err := o.Compact(ctx, time.Hour)
@@ -59,7 +60,7 @@ func newCompactOutbox(t *testing.T, st outbox.Store, now time.Time) *outbox.Outb
 		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
 			return outbox.Response{Status: 200}, nil
 		}),
-		Policies: map[string]outbox.Policy{"create": {Dedupe: outbox.Append}}})
+		Policies: map[string]queue.Policy{"create": {Dedupe: queue.Append}}})
 	require.NoError(t, err)
 	return o
 }

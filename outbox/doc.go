@@ -3,23 +3,24 @@
 // receiver with an idempotency key and a fencing token, so that duplicates,
 // crashes and stale owners never produce a second effect or a lost mutation.
 //
-// This package is the domain, native and tested natively; the Stores and the
-// browser's parts live beside it: outbox/memstore (the in-memory Store, for
-// tests and the simulation), outbox/idbstore (the IndexedDB Store),
-// outbox/fetch (the Transport over fetch) and outbox/browser (the runtime in
-// a page). Most tests here are external (package outbox_test) because they
-// run on outbox/memstore; export_test.go lends them the internals they check.
+// This package is the flush and the Outbox API, native and tested natively;
+// the record core and the stores and the browser's parts live beside it:
+// outbox/queue (the record, its state machine, the dedupe policies, the
+// claim schedule, schemas and migrations: pure, imports nothing of the
+// outbox), outbox/memstore (the in-memory Store, for tests and the
+// simulation), outbox/idbstore (the IndexedDB Store), outbox/fetch (the
+// Transport over fetch) and outbox/browser (the runtime in a page). Most
+// tests here are external (package outbox_test) because they run on
+// outbox/memstore; export_test.go lends them the internals they check.
 //
-//   - record.go: the record and its statuses; machine.go: the pure state
-//     transitions (every one made under a lease checks owner and token).
-//   - policy.go: the dedupe policies (one table) and PlanEnqueue;
-//     schedule.go: which records are due and claimable (PlanClaim);
-//     backoff.go, classify.go: retry timing and the receiver's answers;
-//     schema.go, migrate.go: queue names per protocol and payload schemas.
-//   - store.go, transport.go, events.go: the plug-in interfaces.
+//   - backoff.go, classify.go: retry timing (Backoff) and the receiver's
+//     answers (Classify); errors.go: the Outbox's and the stores' errors.
+//   - store.go, transport.go, events.go: the plug-in interfaces (the Store,
+//     the Transport and its Request, events and the clock).
 //   - outbox.go: the Outbox API; session.go, health.go: the queue's session
 //     and the flush's failure spells; append.go: plain appends written
-//     outside Go (the loader's wire format for them is in outbox/browser).
+//     outside Go (the loader's wire format for them is in outbox/browser);
+//     compact.go: acked records removed after their retention.
 //   - The flush, one file per step: flush.go (the claim loop), lane.go (one
 //     entity's records in order), charge.go (attempts charged before a
 //     send), send.go (the request and the receiver's verdict), settle.go

@@ -5,13 +5,9 @@ import (
 	"strconv"
 )
 
-// Errors returned by transitions, stores and the Outbox. Compare with errors.Is.
+// Errors returned by stores and the Outbox. Compare with errors.Is. (The
+// transitions' and the plans' errors are in outbox/queue.)
 var (
-	// ErrStaleOwner: the caller's lease is no longer the current one, or the
-	// record is not leased by it. A stale runner must change nothing.
-	ErrStaleOwner = errors.New("outbox: stale owner")
-	// ErrInvalidTransition: the record's status does not allow the change.
-	ErrInvalidTransition = errors.New("outbox: invalid transition")
 	// ErrNotFound: no record (or blob) with that id.
 	ErrNotFound = errors.New("outbox: not found")
 	// ErrStepDown: the server saw a higher fencing token; this owner lost
@@ -27,15 +23,6 @@ var (
 	// ErrSessionChanged: the user logged out (or switched) during a flush;
 	// the old user's records are handed back unsent.
 	ErrSessionChanged = errors.New("outbox: session changed during flush")
-	// ErrUnknownOperation: no dedupe policy is configured for the operation
-	// type. Policies are configured, never guessed.
-	ErrUnknownOperation = errors.New("outbox: no policy for operation type")
-	// ErrLeaseHeld: another owner holds an unexpired lease.
-	ErrLeaseHeld = errors.New("outbox: lease held by another owner")
-	// ErrInvalidRecord: the record or operation is malformed.
-	ErrInvalidRecord = errors.New("outbox: invalid record")
-	// ErrSchemaUnsupported: a payload schema without a migration path.
-	ErrSchemaUnsupported = errors.New("outbox: payload schema unsupported")
 	// ErrOffline: a send failed while the device had no network (the
 	// browser's navigator.onLine was false). It is not the record's fault:
 	// the attempt is not charged, the flush stops, and the queue waits for
@@ -59,25 +46,6 @@ func (e *StepDownError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrStepDown) true.
 func (e *StepDownError) Unwrap() error { return ErrStepDown }
-
-// transitionError wraps ErrInvalidTransition with the statuses involved.
-func transitionError(op string, from Status) error {
-	return &opError{op: op, detail: "from " + string(from), err: ErrInvalidTransition}
-}
-
-// OpError is the error of operation op on bad input: "outbox: op: detail:
-// err", errors.Is-able as err (ErrInvalidRecord, ErrNotFound, ...).
-func OpError(op, detail string, err error) error {
-	return &opError{op: op, detail: detail, err: err}
-}
-
-type opError struct {
-	op, detail string
-	err        error
-}
-
-func (e *opError) Error() string { return "outbox: " + e.op + ": " + e.detail + ": " + e.err.Error() }
-func (e *opError) Unwrap() error { return e.err }
 
 // Errors of durable stores (the IndexedDB store in the browser). They live
 // in native code so store-independent code and tests can name them.

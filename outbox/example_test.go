@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -28,9 +29,9 @@ func Example() {
 	})
 	ob, _ := outbox.New(outbox.Config{
 		Name: "notes", Store: store, Transport: server,
-		Policies: map[string]outbox.Policy{
-			"add-comment": {Dedupe: outbox.Append},        // distinct facts
-			"set-title":   {Dedupe: outbox.ReplaceLatest}, // last write wins
+		Policies: map[string]queue.Policy{
+			"add-comment": {Dedupe: queue.Append},        // distinct facts
+			"set-title":   {Dedupe: queue.ReplaceLatest}, // last write wins
 		},
 	})
 	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
@@ -60,7 +61,7 @@ func ExampleOutbox_DeadLetters() {
 		Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) {
 			return outbox.Response{Status: 503}, nil
 		}),
-		Policies: map[string]outbox.Policy{"pay": {Dedupe: outbox.Append}},
+		Policies: map[string]queue.Policy{"pay": {Dedupe: queue.Append}},
 	})
 	ob.Login(context.Background(), outbox.Session{UserID: "bob"})
 	ob.Enqueue(ctx, outbox.Op{OperationType: "pay", Payload: []byte(`{"cents":100}`)})
@@ -97,7 +98,7 @@ func ExampleOutbox_Reconnected() {
 			}
 			return outbox.Response{Status: 201}, nil
 		}),
-		Policies: map[string]outbox.Policy{"note": {Dedupe: outbox.Append}},
+		Policies: map[string]queue.Policy{"note": {Dedupe: queue.Append}},
 	})
 	ob.Login(context.Background(), outbox.Session{UserID: "carol"})
 	r, _ := ob.Enqueue(ctx, outbox.Op{OperationType: "note", Payload: []byte(`"hi"`)})

@@ -7,8 +7,6 @@ var (
 	MaxPendingAppends = maxPendingAppends
 	FailureOf         = failureOf
 	FenceFailureOf    = fenceFailureOf
-	LanesOf           = lanesOf
-	NetworkRetryDue   = networkRetryDue
 	Apply             = apply
 )
 

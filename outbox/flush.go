@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/internal/deadline"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // FlushReport summarises one Flush.
@@ -20,14 +21,14 @@ type FlushReport struct {
 // flushRun is the state one Flush shares between its lanes.
 type flushRun struct {
 	o        *Outbox
-	lease    Lease
+	lease    queue.Lease
 	session  Session
 	deadline time.Time
 
 	mu      sync.Mutex
 	stop    error // first fatal error: step down, auth, stale owner
 	report  FlushReport
-	lastErr *ErrorInfo
+	lastErr *queue.ErrorInfo
 	health  flushHealth
 	// authAsked: OnAuthRequired was called in this flush already.
 	authAsked bool
@@ -50,7 +51,7 @@ func (f *flushRun) fail(err error) {
 	f.mu.Unlock()
 }
 
-func (f *flushRun) count(fn func(r *FlushReport), e *ErrorInfo) {
+func (f *flushRun) count(fn func(r *FlushReport), e *queue.ErrorInfo) {
 	f.mu.Lock()
 	fn(&f.report)
 	if e != nil {
@@ -70,7 +71,7 @@ func (f *flushRun) count(fn func(r *FlushReport), e *ErrorInfo) {
 // session is not this tab's view of it, or changed during the flush: see
 // session.go) or ErrSessionMismatch. Records claimed but not sent are handed
 // back uncharged.
-func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
+func (o *Outbox) Flush(ctx context.Context, lease queue.Lease) (FlushReport, error) {
 	start := o.cfg.Clock.Now()
 	s, meta, err := o.flushSession(ctx)
 	if err != nil {
@@ -88,7 +89,7 @@ func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
 	f.mu.Lock()
 	rep, lastErr, health := f.report, f.lastErr, f.health
 	f.mu.Unlock()
-	if !errors.Is(err, ErrStaleOwner) {
+	if !errors.Is(err, queue.ErrStaleOwner) {
 		// A stale owner leaves even the metadata alone.
 		_, _ = o.cfg.Store.UpdateMeta(context.WithoutCancel(ctx), func(m *Meta) error {
 			m.LastFlushAt = end
@@ -101,7 +102,7 @@ func (o *Outbox) Flush(ctx context.Context, lease Lease) (FlushReport, error) {
 	}
 	ev := Event{Kind: EventFlushEnd, At: end, Owner: lease.Owner, LeaseToken: lease.Token, Duration: end.Sub(start)}
 	if err != nil {
-		ev.Reason = short(err.Error())
+		ev.Reason = queue.Short(err.Error())
 	}
 	o.emit(ev)
 	return rep, err
@@ -115,7 +116,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 			f.count(func(r *FlushReport) { r.More = true }, nil)
 			return nil
 		}
-		if _, err := o.cfg.Store.UpdateLease(ctx, o.lockName, RenewLease(f.lease, now, o.cfg.LeaseTTL)); err != nil {
+		if _, err := o.cfg.Store.UpdateLease(ctx, o.lockName, queue.RenewLease(f.lease, now, o.cfg.LeaseTTL)); err != nil {
 			return err
 		}
 		heard := o.heard.Load()
@@ -129,7 +130,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 		if err := f.checkSession(meta, heard); err != nil {
 			return err
 		}
-		recs, err := o.cfg.Store.Claim(ctx, ClaimRequest{
+		recs, err := o.cfg.Store.Claim(ctx, queue.ClaimRequest{
 			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
 			UserID: f.session.UserID, TenantID: f.session.TenantID,
 			Schema: o.SchemaGate(), Paused: meta.AuthPaused,
@@ -146,29 +147,17 @@ func (f *flushRun) loop(ctx context.Context) error {
 			o.emit(Event{Kind: EventClaim, At: now, RecordID: recs[i].ID, OperationKeyHash: HashKey(recs[i].OperationKey),
 				Owner: f.lease.Owner, LeaseToken: f.lease.Token, Attempt: recs[i].Attempts + 1})
 		}
-		f.runLanes(ctx, lanesOf(recs))
+		f.runLanes(ctx, queue.Lanes(recs))
 		if err := f.stopped(); err != nil {
 			return err
 		}
 	}
 }
 
-// lanesOf splits a claimed batch (lanes are contiguous) into per-entity lanes.
-func lanesOf(recs []Record) [][]Record {
-	var lanes [][]Record
-	for i := range recs {
-		if i == 0 || recs[i].EntityKey() != recs[i-1].EntityKey() {
-			lanes = append(lanes, nil)
-		}
-		lanes[len(lanes)-1] = append(lanes[len(lanes)-1], recs[i])
-	}
-	return lanes
-}
-
 // runLanes sends lanes with at most Concurrency at once; each lane is sent in
 // order and stops at its first record that is not acked. Concurrency 1 runs
 // inline without goroutines (deterministic, as the simulation needs).
-func (f *flushRun) runLanes(ctx context.Context, lanes [][]Record) {
+func (f *flushRun) runLanes(ctx context.Context, lanes [][]queue.Record) {
 	workers := f.o.cfg.Concurrency
 	if workers > len(lanes) {
 		workers = len(lanes)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -32,7 +33,7 @@ func TestFlushHeadersAndIdempotencyKeyStableAcrossRetries(t *testing.T) {
 	_, err := h.flush("A")
 	require.NoError(t, err)
 	r := h.get(a.ID)
-	require.Equal(t, outbox.StatusFailed, r.Status)
+	require.Equal(t, queue.StatusFailed, r.Status)
 	require.True(t, !r.NextAttemptAt.Before(t0.Add(5*time.Second))) // Retry-After floor
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
@@ -41,7 +42,7 @@ func TestFlushHeadersAndIdempotencyKeyStableAcrossRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Acked)
 	r = h.get(a.ID)
-	require.Equal(t, outbox.StatusAcked, r.Status)
+	require.Equal(t, queue.StatusAcked, r.Status)
 	require.Equal(t, "done", string(r.Response.Body))
 	require.True(t, r.Response.Replayed)
 	require.Equal(t, 3, r.Attempts)
@@ -74,19 +75,19 @@ func TestTerminalNotRetriedAndBlocksEntity(t *testing.T) {
 	rep, err := h.flush("A")
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Terminal)
-	require.Equal(t, outbox.StatusTerminalFailed, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusTerminalFailed, h.get(a.ID).Status)
 	require.Equal(t, "http_422", h.get(a.ID).LastError.Code)
-	require.Equal(t, outbox.StatusPending, h.get(b.ID).Status) // blocked behind a
-	require.Equal(t, outbox.StatusAcked, h.get(c.ID).Status)
+	require.Equal(t, queue.StatusPending, h.get(b.ID).Status) // blocked behind a
+	require.Equal(t, queue.StatusAcked, h.get(c.ID).Status)
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
 	require.Len(t, h.sent(), 2) // never retried
 	dl, _ := h.ob.DeadLetters(context.Background())
 	require.Len(t, dl, 1)
 	require.NoError(t, h.ob.Discard(context.Background(), a.ID))
-	require.ErrorIs(t, h.ob.Discard(context.Background(), b.ID), outbox.ErrInvalidTransition)
+	require.ErrorIs(t, h.ob.Discard(context.Background(), b.ID), queue.ErrInvalidTransition)
 	_, _ = h.flush("A")
-	require.Equal(t, outbox.StatusAcked, h.get(b.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(b.ID).Status)
 }
 
 func TestDeadLetterAfterMaxAttempts(t *testing.T) {
@@ -97,7 +98,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 		_, _ = h.flush("A")
 		h.clock.Add(time.Hour)
 	}
-	require.Equal(t, outbox.StatusDeadLetter, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusDeadLetter, h.get(a.ID).Status)
 	require.Len(t, h.sent(), 3)
 	var dead int
 	for _, e := range h.events {
@@ -112,7 +113,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 200}, nil }
 	require.NoError(t, h.ob.Retry(context.Background(), a.ID))
 	_, _ = h.flush("A")
-	require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(a.ID).Status)
 }
 
 func TestConflictIsVisibleAndResolvable(t *testing.T) {
@@ -123,13 +124,13 @@ func TestConflictIsVisibleAndResolvable(t *testing.T) {
 	a := h.enqueue(outbox.Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
 	_, err := h.flush("A")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusConflict, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusConflict, h.get(a.ID).Status)
 	p, _ := h.ob.Status(context.Background())
 	require.Equal(t, 1, p.Conflict)
 	h.reply = func(outbox.Request) (outbox.Response, error) { return outbox.Response{Status: 200}, nil }
 	require.NoError(t, h.ob.Retry(context.Background(), a.ID))
 	_, _ = h.flush("A")
-	require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(a.ID).Status)
 }
 
 func TestAuthPausesUserAndDoesNotCharge(t *testing.T) {
@@ -142,9 +143,9 @@ func TestAuthPausesUserAndDoesNotCharge(t *testing.T) {
 	require.ErrorIs(t, err, outbox.ErrAuthRequired)
 	require.Equal(t, []string{"alice"}, asked)
 	r := h.get(a.ID)
-	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Equal(t, queue.StatusPending, r.Status)
 	require.Equal(t, 0, r.Attempts)
-	require.Equal(t, outbox.StatusPending, h.get(b.ID).Status) // released, never sent
+	require.Equal(t, queue.StatusPending, h.get(b.ID).Status) // released, never sent
 	_, err = h.flush("A")
 	require.ErrorIs(t, err, outbox.ErrPaused)
 	require.Len(t, h.sent(), 1)
@@ -152,8 +153,8 @@ func TestAuthPausesUserAndDoesNotCharge(t *testing.T) {
 	require.NoError(t, h.ob.Resume(context.Background()))
 	_, err = h.flush("A")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status)
-	require.Equal(t, outbox.StatusAcked, h.get(b.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(b.ID).Status)
 }
 
 func TestStaleFencingTokenStepsDown(t *testing.T) {
@@ -168,7 +169,7 @@ func TestStaleFencingTokenStepsDown(t *testing.T) {
 	require.True(t, errors.As(err, &sd))
 	require.Equal(t, uint64(99), sd.Highest)
 	r := h.get(a.ID)
-	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Equal(t, queue.StatusPending, r.Status)
 	require.Equal(t, 0, r.Attempts)
 }
 
@@ -176,16 +177,16 @@ func TestStaleOwnerChangesNothing(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.enqueue(outbox.Op{OperationType: "comment", EntityID: "n", Payload: []byte("p")})
 	old := h.lease("A")
-	var stolen outbox.Lease
+	var stolen queue.Lease
 	h.reply = func(outbox.Request) (outbox.Response, error) {
 		// while A's request is on the wire, B steals the lock
 		stolen = h.lease("B")
 		return outbox.Response{Status: 200}, nil
 	}
 	_, err := h.ob.Flush(context.Background(), old)
-	require.ErrorIs(t, err, outbox.ErrStaleOwner)
+	require.ErrorIs(t, err, queue.ErrStaleOwner)
 	r := h.get(a.ID)
-	require.Equal(t, outbox.StatusSending, r.Status) // A could not ack
+	require.Equal(t, queue.StatusSending, r.Status) // A could not ack
 	require.Equal(t, old.Token, r.LeaseToken)
 	// B recovers it at once: it was leased under a superseded token, so its
 	// owner can change nothing (no need to wait for the record lease to
@@ -197,11 +198,11 @@ func TestStaleOwnerChangesNothing(t *testing.T) {
 	_, err = h.ob.Flush(context.Background(), stolen)
 	require.NoError(t, err)
 	r = h.get(a.ID)
-	require.Equal(t, outbox.StatusAcked, r.Status)
+	require.Equal(t, queue.StatusAcked, r.Status)
 	require.Equal(t, 2, r.Attempts)
 	// A's old lease can neither claim nor update
-	_, err = h.store.Claim(context.Background(), outbox.ClaimRequest{Lease: old, Now: h.clock.Now(), Limit: 1, UserID: "alice"})
-	require.ErrorIs(t, err, outbox.ErrStaleOwner)
+	_, err = h.store.Claim(context.Background(), queue.ClaimRequest{Lease: old, Now: h.clock.Now(), Limit: 1, UserID: "alice"})
+	require.ErrorIs(t, err, queue.ErrStaleOwner)
 }
 
 func TestFallbackLeaseHeld(t *testing.T) {
@@ -210,7 +211,7 @@ func TestFallbackLeaseHeld(t *testing.T) {
 	a, err := h.ob.Acquire(ctx, "A", false)
 	require.NoError(t, err)
 	_, err = h.ob.Acquire(ctx, "B", false)
-	require.ErrorIs(t, err, outbox.ErrLeaseHeld)
+	require.ErrorIs(t, err, queue.ErrLeaseHeld)
 	require.NoError(t, h.ob.Release(ctx, a))
 	b, err := h.ob.Acquire(ctx, "B", false)
 	require.NoError(t, err)
@@ -220,14 +221,14 @@ func TestFallbackLeaseHeld(t *testing.T) {
 func TestMigrations(t *testing.T) {
 	h := newHarness(t, func(c *outbox.Config) {
 		c.SchemaVersion = 3
-		c.Migrations = []outbox.Migration{
+		c.Migrations = []queue.Migration{
 			{From: 1, To: 2, Migrate: func(p []byte) ([]byte, error) { return append(p, "+v2"...), nil }},
 			{From: 2, To: 3, Migrate: func(p []byte) ([]byte, error) { return append(p, "+v3"...), nil }},
 		}
 	})
 	ctx := context.Background()
 	mk := func(id string, ver int) {
-		_, err := h.store.Enqueue(ctx, outbox.EnqueueRequest{Policy: outbox.Policy{Dedupe: outbox.Append}, Record: outbox.Record{
+		_, err := h.store.Enqueue(ctx, queue.EnqueueRequest{Policy: queue.Policy{Dedupe: queue.Append}, Record: queue.Record{
 			ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "comment", Payload: []byte("p"),
 			PayloadSchemaVersion: ver, UserID: "alice", TenantID: "t1", MaxAttempts: 5, CreatedAt: t0,
 		}})
@@ -241,14 +242,14 @@ func TestMigrations(t *testing.T) {
 	// v0 (no version) is schema 1: both migrated at the send, the stored
 	// records untouched.
 	for i, id := range []string{"v1", "v0"} {
-		require.Equal(t, outbox.StatusAcked, h.get(id).Status, id)
+		require.Equal(t, queue.StatusAcked, h.get(id).Status, id)
 		require.Equal(t, "p+v2+v3", string(h.sent()[i].Body), id)
 		require.Equal(t, "p", string(h.get(id).Payload), id)
 	}
 	// v9 is newer: left alone, uncharged, never terminal (a build that
 	// knows it sends it).
 	newer := h.get("v9")
-	require.Equal(t, outbox.StatusPending, newer.Status)
+	require.Equal(t, queue.StatusPending, newer.Status)
 	require.Equal(t, 0, newer.Attempts)
 	require.Len(t, h.sent(), 2)
 	p, _ := h.ob.Status(ctx)
@@ -270,8 +271,8 @@ func TestLogoutPauseAndPurge(t *testing.T) {
 	require.Len(t, h.sent(), 1)
 	require.Equal(t, "bob's", string(h.sent()[0].Body))
 	require.Equal(t, "bob", h.sent()[0].UserID)
-	require.Equal(t, outbox.StatusPending, h.get(a.ID).Status) // kept, not sent under bob
-	require.Equal(t, outbox.StatusAcked, h.get(b.ID).Status)
+	require.Equal(t, queue.StatusPending, h.get(a.ID).Status) // kept, not sent under bob
+	require.Equal(t, queue.StatusAcked, h.get(b.ID).Status)
 	h.ob.Login(context.Background(), outbox.Session{UserID: "alice", TenantID: "t1"})
 	n, err := h.ob.Logout(ctx, true)
 	require.NoError(t, err)
@@ -395,11 +396,11 @@ func TestOfflineSendNotChargedAndStopsFlush(t *testing.T) {
 	require.Equal(t, 0, rep.Retried)
 	for _, id := range []string{a.ID, b.ID} {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusPending, r.Status, id)
+		require.Equal(t, queue.StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.False(t, r.NextAttemptAt.After(h.clock.Now()), id) // due: no backoff
 	}
-	require.Equal(t, outbox.CodeOffline, h.get(a.ID).LastError.Code)
+	require.Equal(t, queue.CodeOffline, h.get(a.ID).LastError.Code)
 	kinds := map[outbox.EventKind]int{}
 	for _, e := range h.events {
 		kinds[e.Kind]++
@@ -409,9 +410,9 @@ func TestOfflineSendNotChargedAndStopsFlush(t *testing.T) {
 	offline = false
 	_, err = h.flush("A")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(a.ID).Status)
 	require.Equal(t, 1, h.get(a.ID).Attempts)
-	require.Equal(t, outbox.StatusAcked, h.get(b.ID).Status)
+	require.Equal(t, queue.StatusAcked, h.get(b.ID).Status)
 }
 
 // A network failure while the browser believed it was online (server
@@ -439,7 +440,7 @@ func TestReconnectedEndsNetworkBackoff(t *testing.T) {
 	require.NoError(t, err)
 	for _, id := range []string{a.ID, b.ID} {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusFailed, r.Status, id)
+		require.Equal(t, queue.StatusFailed, r.Status, id)
 		require.Equal(t, 1, r.Attempts, id)
 		require.True(t, r.NextAttemptAt.After(h.clock.Now()), id)
 	}
@@ -452,8 +453,8 @@ func TestReconnectedEndsNetworkBackoff(t *testing.T) {
 	h.ob.Reconnected()
 	_, err = h.flush("A")
 	require.NoError(t, err)
-	require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status) // its backoff ended
+	require.Equal(t, queue.StatusAcked, h.get(a.ID).Status) // its backoff ended
 	require.Equal(t, 2, h.get(a.ID).Attempts)
-	require.Equal(t, outbox.StatusFailed, h.get(b.ID).Status) // the server's backoff is kept
+	require.Equal(t, queue.StatusFailed, h.get(b.ID).Status) // the server's backoff is kept
 	require.Len(t, h.sent(), 3)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -30,9 +31,9 @@ const (
 // sending fails, why and when it is tried next, not only the owner's event
 // stream. The owner clears it once a flush reaches the server again.
 type SendFailure struct {
-	Kind  FailureKind // "": sending works (or was never tried)
-	Error ErrorInfo   // a stable code and a short message; never a payload or credential
-	Since time.Time   // the first failure of this spell
+	Kind  FailureKind     // "": sending works (or was never tried)
+	Error queue.ErrorInfo // a stable code and a short message; never a payload or credential
+	Since time.Time       // the first failure of this spell
 	// NextAttemptAt is when the owner tries again; zero when an event
 	// does it (the online event, Resume).
 	NextAttemptAt time.Time
@@ -46,11 +47,11 @@ func (f SendFailure) Failing() bool { return f.Kind != "" }
 // policy is wire.Classify's (the single table): its auth outcome pauses,
 // its retried answers are server errors, 429 being told apart as a rate
 // limit for the status only.
-func failureOf(e ErrorInfo) (FailureKind, bool) {
+func failureOf(e queue.ErrorInfo) (FailureKind, bool) {
 	switch {
-	case e.Code == CodeOffline:
+	case e.Code == queue.CodeOffline:
 		return FailureOffline, true
-	case e.Code == CodeNetwork:
+	case e.Code == queue.CodeNetwork:
 		return FailureUnreachable, true
 	case e.Status == 0: // no answer's status: a local error about the record
 		return "", false
@@ -70,7 +71,7 @@ func failureOf(e ErrorInfo) (FailureKind, bool) {
 // fenceFailureOf is the kind of failure a failed fencing token request is:
 // failureOf's, except that a 401 pauses nothing (the request is retried) and
 // any other answer is a refusal.
-func fenceFailureOf(e ErrorInfo) FailureKind {
+func fenceFailureOf(e queue.ErrorInfo) FailureKind {
 	k, ok := failureOf(e)
 	switch {
 	case k == FailurePausedAuth:
@@ -83,7 +84,7 @@ func fenceFailureOf(e ErrorInfo) FailureKind {
 
 // noteFailure records a failure of kind k at now, tried again at next: the
 // status shows it, and LastError is its error.
-func (m *Meta) noteFailure(k FailureKind, e ErrorInfo, now, next time.Time) {
+func (m *Meta) noteFailure(k FailureKind, e queue.ErrorInfo, now, next time.Time) {
 	since := now
 	if m.Failure.Failing() {
 		since = m.Failure.Since
@@ -112,9 +113,9 @@ type flushHealth struct {
 
 // observe feeds one settled send: e its error (nil for an ack), n the
 // record as written.
-func (h *flushHealth) observe(e *ErrorInfo, n *Record) {
+func (h *flushHealth) observe(e *queue.ErrorInfo, n *queue.Record) {
 	if e == nil {
-		if n.Status == StatusAcked {
+		if n.Status == queue.StatusAcked {
 			h.failure, h.reached, h.next = nil, true, time.Time{}
 		}
 		return
@@ -132,7 +133,7 @@ func (h *flushHealth) observe(e *ErrorInfo, n *Record) {
 		return
 	}
 	f := SendFailure{Kind: k, Error: *e}
-	if n.Status == StatusFailed && k != FailureOffline && k != FailurePausedAuth {
+	if n.Status == queue.StatusFailed && k != FailureOffline && k != FailurePausedAuth {
 		if h.next.IsZero() || n.NextAttemptAt.Before(h.next) {
 			h.next = n.NextAttemptAt
 		}
@@ -188,10 +189,10 @@ var errUnchanged = errors.New("outbox: unchanged")
 // FenceFailed emits the end of a flush that never started because owner
 // got no fencing token (err) under its lease token.
 func (o *Outbox) FenceFailed(owner string, token uint64, err error) {
-	o.emit(Event{Kind: EventFlushEnd, At: o.cfg.Clock.Now(), Owner: owner, LeaseToken: token, Reason: short("fence: " + err.Error())})
+	o.emit(Event{Kind: EventFlushEnd, At: o.cfg.Clock.Now(), Owner: owner, LeaseToken: token, Reason: queue.Short("fence: " + err.Error())})
 }
 
-func (o *Outbox) NoteFenceFailure(ctx context.Context, e ErrorInfo, next time.Time) error {
+func (o *Outbox) NoteFenceFailure(ctx context.Context, e queue.ErrorInfo, next time.Time) error {
 	now := o.cfg.Clock.Now()
 	e.At = now
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
@@ -203,15 +204,15 @@ func (o *Outbox) NoteFenceFailure(ctx context.Context, e ErrorInfo, next time.Ti
 
 // FenceError is the ErrorInfo of a failed fencing token request: its
 // answer's status, or the transport's error (offline, network).
-func FenceError(status int, err error, offline bool) ErrorInfo {
+func FenceError(status int, err error, offline bool) queue.ErrorInfo {
 	switch {
 	case err != nil && offline:
-		return ErrorInfo{Code: CodeOffline, Message: short("fence: " + err.Error())}
+		return queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short("fence: " + err.Error())}
 	case err != nil:
-		return ErrorInfo{Code: CodeNetwork, Message: short("fence: " + err.Error())}
+		return queue.ErrorInfo{Code: queue.CodeNetwork, Message: queue.Short("fence: " + err.Error())}
 	case status == 200:
-		return ErrorInfo{Code: "fence_malformed", Message: "fence: answer without a token", Status: status}
+		return queue.ErrorInfo{Code: "fence_malformed", Message: "fence: answer without a token", Status: status}
 	}
 	n := strconv.Itoa(status)
-	return ErrorInfo{Code: "http_" + n, Message: "fence: answered " + n, Status: status}
+	return queue.ErrorInfo{Code: "http_" + n, Message: "fence: answered " + n, Status: status}
 }

@@ -10,24 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
 func TestFailureOf(t *testing.T) {
 	for _, c := range []struct {
-		e     outbox.ErrorInfo
+		e     queue.ErrorInfo
 		kind  outbox.FailureKind
 		fence outbox.FailureKind
 	}{
-		{outbox.ErrorInfo{Code: outbox.CodeOffline}, outbox.FailureOffline, outbox.FailureOffline},
-		{outbox.ErrorInfo{Code: outbox.CodeNetwork}, outbox.FailureUnreachable, outbox.FailureUnreachable},
-		{outbox.ErrorInfo{Code: "http_503", Status: 503}, outbox.FailureServerError, outbox.FailureServerError},
-		{outbox.ErrorInfo{Code: "http_408", Status: 408}, outbox.FailureServerError, outbox.FailureServerError},
-		{outbox.ErrorInfo{Code: "http_429", Status: 429}, outbox.FailureRateLimited, outbox.FailureRateLimited},
-		{outbox.ErrorInfo{Code: "http_401", Status: 401}, outbox.FailurePausedAuth, outbox.FailureUnauthorized},
-		{outbox.ErrorInfo{Code: "http_422", Status: 422}, "", outbox.FailureRefused},
-		{outbox.ErrorInfo{Code: "http_409", Status: 409}, "", outbox.FailureRefused},
-		{outbox.ErrorInfo{Code: outbox.CodeSchemaUnsupported}, "", outbox.FailureRefused},
+		{queue.ErrorInfo{Code: queue.CodeOffline}, outbox.FailureOffline, outbox.FailureOffline},
+		{queue.ErrorInfo{Code: queue.CodeNetwork}, outbox.FailureUnreachable, outbox.FailureUnreachable},
+		{queue.ErrorInfo{Code: "http_503", Status: 503}, outbox.FailureServerError, outbox.FailureServerError},
+		{queue.ErrorInfo{Code: "http_408", Status: 408}, outbox.FailureServerError, outbox.FailureServerError},
+		{queue.ErrorInfo{Code: "http_429", Status: 429}, outbox.FailureRateLimited, outbox.FailureRateLimited},
+		{queue.ErrorInfo{Code: "http_401", Status: 401}, outbox.FailurePausedAuth, outbox.FailureUnauthorized},
+		{queue.ErrorInfo{Code: "http_422", Status: 422}, "", outbox.FailureRefused},
+		{queue.ErrorInfo{Code: "http_409", Status: 409}, "", outbox.FailureRefused},
+		{queue.ErrorInfo{Code: queue.CodeSchemaUnsupported}, "", outbox.FailureRefused},
 	} {
 		k, ok := outbox.FailureOf(c.e)
 		if k != c.kind || ok != (c.kind != "") {
@@ -35,9 +36,9 @@ func TestFailureOf(t *testing.T) {
 		}
 		require.Equal(t, c.fence, outbox.FenceFailureOf(c.e), c.e.Code)
 	}
-	require.Equal(t, outbox.ErrorInfo{Code: outbox.CodeOffline, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), true))
-	require.Equal(t, outbox.ErrorInfo{Code: outbox.CodeNetwork, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), false))
-	require.Equal(t, outbox.ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, outbox.FenceError(502, nil, false))
+	require.Equal(t, queue.ErrorInfo{Code: queue.CodeOffline, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), true))
+	require.Equal(t, queue.ErrorInfo{Code: queue.CodeNetwork, Message: "fence: x"}, outbox.FenceError(0, errors.New("x"), false))
+	require.Equal(t, queue.ErrorInfo{Code: "http_502", Message: "fence: answered 502", Status: 502}, outbox.FenceError(502, nil, false))
 }
 
 // failureOf follows wire.Classify for every status: a send failure exactly
@@ -45,7 +46,7 @@ func TestFailureOf(t *testing.T) {
 // failing for an answer the flusher settles, nor the reverse.
 func TestFailureOfFollowsClassify(t *testing.T) {
 	for st := 100; st < 600; st++ {
-		k, ok := outbox.FailureOf(outbox.ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
+		k, ok := outbox.FailureOf(queue.ErrorInfo{Code: "http_" + strconv.Itoa(st), Status: st})
 		out := wire.Classify(st, false)
 		want := out == wire.OutcomeRetry || out == wire.OutcomeAuth
 		require.Equal(t, want, ok, strconv.Itoa(st))
@@ -107,7 +108,7 @@ func TestStatusShowsSendFailure(t *testing.T) {
 		_, err := h.flush("A")
 		require.NoError(t, err)
 		p = status()
-		require.Equal(t, outbox.StatusAcked, h.get(a.ID).Status, c.name)
+		require.Equal(t, queue.StatusAcked, h.get(a.ID).Status, c.name)
 		require.False(t, p.Failure.Failing(), c.name)
 		require.True(t, p.LastError == nil, c.name)
 	}
@@ -144,7 +145,7 @@ func TestFenceFailureStatus(t *testing.T) {
 	require.NoError(t, h.ob.NoteFenceFailure(ctx, outbox.FenceError(0, errors.New("TypeError: Failed to fetch"), false), next))
 	p, _ := h.ob.Status(ctx)
 	require.Equal(t, outbox.SendFailure{Kind: outbox.FailureUnreachable, Since: h.clock.Now(), NextAttemptAt: next,
-		Error: outbox.ErrorInfo{Code: outbox.CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: h.clock.Now()}}, p.Failure)
+		Error: queue.ErrorInfo{Code: queue.CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: h.clock.Now()}}, p.Failure)
 	require.Equal(t, "fence: TypeError: Failed to fetch", p.LastError.Message)
 	_, err := h.flush("A")
 	require.NoError(t, err)
@@ -186,7 +187,7 @@ func TestStatusNotFailingWhenNothingRetries(t *testing.T) {
 	require.Equal(t, outbox.FailureServerError, p.Failure.Kind) // one attempt left: retried
 	h.clock.Add(time.Hour)
 	_, _ = h.flush("A")
-	require.Equal(t, outbox.StatusDeadLetter, h.get(a.ID).Status)
+	require.Equal(t, queue.StatusDeadLetter, h.get(a.ID).Status)
 	p, _ = h.ob.Status(ctx)
 	require.False(t, p.Failure.Failing())
 	require.True(t, p.Failure.NextAttemptAt.IsZero())

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -61,11 +62,11 @@ func newHarness(t *testing.T, mod func(*outbox.Config)) *harness {
 			return reply(r)
 		}),
 		Events: outbox.EventsFunc(func(e outbox.Event) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() }),
-		Policies: map[string]outbox.Policy{
-			"comment": {Dedupe: outbox.Append},
-			"title":   {Dedupe: outbox.ReplaceLatest},
-			"tags":    {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) { return append(append(append([]byte{}, a...), ','), b...), nil }},
-			"star":    {Dedupe: outbox.DropIfExists},
+		Policies: map[string]queue.Policy{
+			"comment": {Dedupe: queue.Append},
+			"title":   {Dedupe: queue.ReplaceLatest},
+			"tags":    {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) { return append(append(append([]byte{}, a...), ','), b...), nil }},
+			"star":    {Dedupe: queue.DropIfExists},
 		},
 		Backoff: &outbox.Backoff{Base: time.Second, Cap: time.Minute, Rand: rand.New(rand.NewPCG(1, 2))},
 	}
@@ -79,14 +80,14 @@ func newHarness(t *testing.T, mod func(*outbox.Config)) *harness {
 	return h
 }
 
-func (h *harness) enqueue(op outbox.Op) outbox.EnqueueResult {
+func (h *harness) enqueue(op outbox.Op) queue.EnqueueResult {
 	h.t.Helper()
 	r, err := h.ob.Enqueue(context.Background(), op)
 	require.NoError(h.t, err)
 	return r
 }
 
-func (h *harness) lease(owner string) outbox.Lease {
+func (h *harness) lease(owner string) queue.Lease {
 	h.t.Helper()
 	l, err := h.ob.Acquire(context.Background(), owner, true)
 	require.NoError(h.t, err)
@@ -94,7 +95,7 @@ func (h *harness) lease(owner string) outbox.Lease {
 	return l
 }
 
-func (h *harness) get(id string) outbox.Record {
+func (h *harness) get(id string) queue.Record {
 	h.t.Helper()
 	r, err := h.store.Get(context.Background(), id)
 	require.NoError(h.t, err)

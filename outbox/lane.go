@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // runLane sends one entity's records in order. Records are charged in
@@ -22,7 +24,7 @@ import (
 // before it. With Concurrency 1 the step ahead is charged just before the
 // step's first send instead of during it: the same states, without a
 // goroutine (the simulation's determinism).
-func (f *flushRun) runLane(ctx context.Context, lane []Record) {
+func (f *flushRun) runLane(ctx context.Context, lane []queue.Record) {
 	ahead := max(f.o.cfg.ChargeAhead, 1)
 	size, pipelined := ahead, ahead >= 2
 	if pipelined {
@@ -89,7 +91,7 @@ func (f *flushRun) runLane(ctx context.Context, lane []Record) {
 // made inline or in flight on a goroutine (done).
 type laneStep struct {
 	want int
-	got  []Record
+	got  []queue.Record
 	err  error
 	done chan struct{}
 }
@@ -97,7 +99,7 @@ type laneStep struct {
 // startCharge starts charging next with acks (flushRun.charge). With
 // Concurrency 1 it charges inline; otherwise the step runs on a goroutine
 // and take waits for it.
-func (f *flushRun) startCharge(ctx context.Context, acks []*settleOp, next []Record) *laneStep {
+func (f *flushRun) startCharge(ctx context.Context, acks []*settleOp, next []queue.Record) *laneStep {
 	st := &laneStep{want: len(next)}
 	if f.o.cfg.Concurrency <= 1 {
 		st.got, st.err = f.charge(ctx, acks, next)
@@ -114,7 +116,7 @@ func (f *flushRun) startCharge(ctx context.Context, acks []*settleOp, next []Rec
 // take waits for st and returns what it charged; the records it was asked
 // for and did not charge are released. short: it charged fewer, or failed
 // (the flush is failed with its error).
-func (f *flushRun) take(st *laneStep) (charged []Record, short bool) {
+func (f *flushRun) take(st *laneStep) (charged []queue.Record, short bool) {
 	if st.done != nil {
 		<-st.done
 	}
@@ -129,7 +131,7 @@ func (f *flushRun) take(st *laneStep) (charged []Record, short bool) {
 // charges of records it will not send taken back (Unsend: they were never
 // handed to the transport). The records it did not charge are left as they
 // are: the claim only planned them.
-func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []Record) {
+func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []queue.Record) {
 	f.released(len(rest))
 	if len(acks)+len(unsent) == 0 {
 		return
@@ -140,7 +142,7 @@ func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []
 		ups = append(ups, a.update(nil))
 	}
 	for i := range unsent {
-		ups = append(ups, RecordUpdate{ID: unsent[i].ID, Fn: apply(func(r Record) (Record, error) { return Unsend(r, f.lease, now) })})
+		ups = append(ups, RecordUpdate{ID: unsent[i].ID, Fn: apply(func(r queue.Record) (queue.Record, error) { return queue.Unsend(r, f.lease, now) })})
 	}
 	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/internal/randid"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -23,7 +24,7 @@ type Config struct {
 	Endpoint  string // default "/api/commands"
 	// Policies maps OperationType to its dedupe policy. An operation type
 	// without one is refused: dedupe is domain logic, never guessed.
-	Policies    map[string]Policy
+	Policies    map[string]queue.Policy
 	MaxAttempts int // default 10
 	Backoff     *Backoff
 	InlineLimit int // payloads above this many bytes go to the blob store; default 64 KiB, <0: never
@@ -49,7 +50,7 @@ type Config struct {
 	ChargeAhead int
 
 	SchemaVersion int // payload schema of new records; default 1
-	Migrations    []Migration
+	Migrations    []queue.Migration
 
 	NewID func() string // record ids and idempotency keys; default 128 random bits, hex
 	// OnAuthRequired is called (at most once per Flush) when the receiver
@@ -79,11 +80,11 @@ type Outbox struct {
 // New validates cfg and applies defaults.
 func New(cfg Config) (*Outbox, error) {
 	if cfg.Store == nil || cfg.Transport == nil || len(cfg.Policies) == 0 {
-		return nil, ErrInvalidRecord
+		return nil, queue.ErrInvalidRecord
 	}
 	for _, p := range cfg.Policies {
 		if p.Dedupe.Merges() && p.Merge == nil {
-			return nil, ErrInvalidRecord
+			return nil, queue.ErrInvalidRecord
 		}
 	}
 	if cfg.Clock == nil {
@@ -128,13 +129,13 @@ func New(cfg Config) (*Outbox, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
-	return &Outbox{cfg: cfg, lockName: leaseName(cfg.Name, cfg.Protocol), started: cfg.Clock.Now()}, nil
+	return &Outbox{cfg: cfg, lockName: queue.LeaseName(cfg.Name, cfg.Protocol), started: cfg.Clock.Now()}, nil
 }
 
 // SchemaGate is this runtime's rule of which records it sends, migrates or
 // leaves alone.
-func (o *Outbox) SchemaGate() SchemaGate {
-	return SchemaGate{Version: o.cfg.SchemaVersion, Migrations: o.cfg.Migrations, Since: o.started}
+func (o *Outbox) SchemaGate() queue.SchemaGate {
+	return queue.SchemaGate{Version: o.cfg.SchemaVersion, Migrations: o.cfg.Migrations, Since: o.started}
 }
 
 // randomID is a random 128-bit id (hex) from the platform's CSPRNG; see
@@ -192,10 +193,10 @@ type Op struct {
 
 // Enqueue durably records op for the current user and returns once the
 // store committed. The caller then announces OUTBOX_CHANGED.
-func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
+func (o *Outbox) Enqueue(ctx context.Context, op Op) (queue.EnqueueResult, error) {
 	req, err := o.request(op)
 	if err != nil {
-		return EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	res, err := o.cfg.Store.Enqueue(ctx, req)
 	if err != nil {
@@ -207,14 +208,14 @@ func (o *Outbox) Enqueue(ctx context.Context, op Op) (EnqueueResult, error) {
 
 // request builds the store request of op under the current session: the
 // record of a new mutation, its policy and the inline limit.
-func (o *Outbox) request(op Op) (EnqueueRequest, error) {
+func (o *Outbox) request(op Op) (queue.EnqueueRequest, error) {
 	s := o.Session()
 	if s.UserID == "" {
-		return EnqueueRequest{}, ErrNoSession
+		return queue.EnqueueRequest{}, ErrNoSession
 	}
 	pol, ok := o.cfg.Policies[op.OperationType]
 	if !ok {
-		return EnqueueRequest{}, ErrUnknownOperation
+		return queue.EnqueueRequest{}, queue.ErrUnknownOperation
 	}
 	now := o.cfg.Clock.Now()
 	max := pol.MaxAttempts
@@ -223,22 +224,22 @@ func (o *Outbox) request(op Op) (EnqueueRequest, error) {
 	}
 	key := o.cfg.NewID()
 	if !wire.ValidKey(key) {
-		return EnqueueRequest{}, ErrInvalidRecord
+		return queue.EnqueueRequest{}, queue.ErrInvalidRecord
 	}
-	rec := Record{
+	rec := queue.Record{
 		ID: o.cfg.NewID(), OperationKey: op.OperationKey, IdempotencyKey: key,
 		EntityType: op.EntityType, EntityID: op.EntityID, OperationType: op.OperationType,
 		Payload: op.Payload, PayloadSchemaVersion: o.cfg.SchemaVersion,
-		Status: StatusPending, MaxAttempts: max, NextAttemptAt: now,
+		Status: queue.StatusPending, MaxAttempts: max, NextAttemptAt: now,
 		DependencyIDs: append([]string(nil), op.DependencyIDs...),
 		CreatedAt:     now, UpdatedAt: now,
 		UserID: s.UserID, TenantID: s.TenantID, AuthGeneration: s.AuthGeneration,
 	}
-	return EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit}, nil
+	return queue.EnqueueRequest{Record: rec, Policy: pol, InlineLimit: o.cfg.InlineLimit}, nil
 }
 
 // enqueued emits the enqueue event of a committed request.
-func (o *Outbox) enqueued(op Op, req EnqueueRequest, res EnqueueResult) {
+func (o *Outbox) enqueued(op Op, req queue.EnqueueRequest, res queue.EnqueueResult) {
 	o.emit(Event{Kind: EventEnqueue, At: req.Record.CreatedAt, RecordID: res.ID, OperationKeyHash: HashKey(op.OperationKey), Reason: string(res.Action)})
 }
 
@@ -276,16 +277,16 @@ func (o *Outbox) Status(ctx context.Context) (Projection, error) {
 // status read runs again after each burst of enqueues, and records of
 // another schema than the runtime's are rare).
 type schemaStatuser interface {
-	StatusSchema(ctx context.Context, gate SchemaGate) (Projection, error)
+	StatusSchema(ctx context.Context, gate queue.SchemaGate) (Projection, error)
 }
 
 // Unsupported lists the unsettled records this runtime leaves alone for
 // their payload schema (SchemaGate), in seq order: never sent, never
 // deleted by the runtime, waiting for a build that can send them.
-func (o *Outbox) Unsupported(ctx context.Context) ([]Record, error) {
+func (o *Outbox) Unsupported(ctx context.Context) ([]queue.Record, error) {
 	// Only unsettled records count, so only those are read: the acked
 	// history, which can be long, is not decoded.
-	recs, err := o.cfg.Store.List(ctx, Filter{Statuses: []Status{StatusPending, StatusLeased, StatusSending, StatusFailed}})
+	recs, err := o.cfg.Store.List(ctx, Filter{Statuses: []queue.Status{queue.StatusPending, queue.StatusLeased, queue.StatusSending, queue.StatusFailed}})
 	if err != nil {
 		return nil, err
 	}
@@ -301,15 +302,15 @@ func (o *Outbox) Unsupported(ctx context.Context) ([]Record, error) {
 
 // DeadLetters lists the records that need the app: dead letters, conflicts
 // and terminal failures.
-func (o *Outbox) DeadLetters(ctx context.Context) ([]Record, error) {
-	return o.cfg.Store.List(ctx, Filter{Statuses: []Status{StatusDeadLetter, StatusConflict, StatusTerminalFailed}})
+func (o *Outbox) DeadLetters(ctx context.Context) ([]queue.Record, error) {
+	return o.cfg.Store.List(ctx, Filter{Statuses: []queue.Status{queue.StatusDeadLetter, queue.StatusConflict, queue.StatusTerminalFailed}})
 }
 
 // Retry puts a dead-letter, conflict or terminal record back in the queue.
 func (o *Outbox) Retry(ctx context.Context, id string) error {
 	now := o.cfg.Clock.Now()
-	_, err := o.cfg.Store.Amend(ctx, id, func(r *Record) error {
-		n, err := AppRetry(*r, now)
+	_, err := o.cfg.Store.Amend(ctx, id, func(r *queue.Record) error {
+		n, err := queue.AppRetry(*r, now)
 		*r = n
 		return err
 	})
@@ -319,7 +320,7 @@ func (o *Outbox) Retry(ctx context.Context, id string) error {
 // Discard deletes a dead-letter, conflict or terminal record: the app has
 // resolved it. Waiting and in-flight records cannot be discarded.
 func (o *Outbox) Discard(ctx context.Context, id string) error {
-	n, err := o.cfg.Store.Delete(ctx, Filter{IDs: []string{id}, Statuses: []Status{StatusDeadLetter, StatusConflict, StatusTerminalFailed}})
+	n, err := o.cfg.Store.Delete(ctx, Filter{IDs: []string{id}, Statuses: []queue.Status{queue.StatusDeadLetter, queue.StatusConflict, queue.StatusTerminalFailed}})
 	if err != nil || n == 1 {
 		return err
 	}
@@ -327,7 +328,7 @@ func (o *Outbox) Discard(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return transitionError("discard", r.Status)
+	return queue.TransitionError("discard", r.Status)
 }
 
 // Pause stops every flush (all tabs) until Resume.
@@ -366,14 +367,14 @@ func removeString(xs []string, x string) []string {
 // owner), steal=false for the IndexedDB fallback without Web Locks (fails
 // with ErrLeaseHeld while another owner's lease is unexpired). The caller sets
 // Resource and FenceToken (issued by POST /fence/{resource}) before Flush.
-func (o *Outbox) Acquire(ctx context.Context, owner string, steal bool) (Lease, error) {
+func (o *Outbox) Acquire(ctx context.Context, owner string, steal bool) (queue.Lease, error) {
 	now := o.cfg.Clock.Now()
-	return o.cfg.Store.UpdateLease(ctx, o.lockName, AcquireLease(owner, now, o.cfg.LeaseTTL, steal))
+	return o.cfg.Store.UpdateLease(ctx, o.lockName, queue.AcquireLease(owner, now, o.cfg.LeaseTTL, steal))
 }
 
 // Release expires l at once if it is still current.
-func (o *Outbox) Release(ctx context.Context, l Lease) error {
-	_, err := o.cfg.Store.UpdateLease(ctx, o.lockName, ReleaseLease(l, o.cfg.Clock.Now()))
+func (o *Outbox) Release(ctx context.Context, l queue.Lease) error {
+	_, err := o.cfg.Store.UpdateLease(ctx, o.lockName, queue.ReleaseLease(l, o.cfg.Clock.Now()))
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // batchStore records the UpdateBatch calls of a memstore.Store; gate, when set,
@@ -23,7 +24,7 @@ type batchStore struct {
 	gate  func(call int)
 }
 
-func (s *batchStore) UpdateBatch(ctx context.Context, l outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
+func (s *batchStore) UpdateBatch(ctx context.Context, l queue.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	s.mu.Lock()
 	call := len(s.sizes)
 	s.sizes = append(s.sizes, len(ups))
@@ -81,10 +82,10 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 			i++
 		}
 		cur := h.get(r.RecordID)
-		require.Equal(t, outbox.StatusSending, cur.Status)
+		require.Equal(t, queue.StatusSending, cur.Status)
 		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
 		if i > 0 {
-			require.Equal(t, outbox.StatusAcked, h.get(ids[i-1]).Status) // predecessor's ack is durable
+			require.Equal(t, queue.StatusAcked, h.get(ids[i-1]).Status) // predecessor's ack is durable
 		}
 		for _, later := range ids[i+1:] {
 			require.Equal(t, 0, h.get(later).Attempts)
@@ -99,7 +100,7 @@ func TestLaneAckAndNextChargeInOneTransaction(t *testing.T) {
 	require.Equal(t, []int{1, 2, 2, 2, 1}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusAcked, r.Status)
+		require.Equal(t, queue.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 	var kinds []outbox.EventKind
@@ -124,12 +125,12 @@ func TestLaneStopsChargingNothingMore(t *testing.T) {
 	require.Equal(t, 1, rep.Acked)
 	require.Equal(t, 1, rep.Retried)
 	require.Equal(t, 2, rep.Released)
-	require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
-	require.Equal(t, outbox.StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, queue.StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, queue.StatusFailed, h.get(ids[1]).Status)
 	require.Equal(t, 1, h.get(ids[1]).Attempts)
 	for _, id := range ids[2:] {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusPending, r.Status)
+		require.Equal(t, queue.StatusPending, r.Status)
 		require.Equal(t, 0, r.Attempts)
 	}
 }
@@ -189,7 +190,7 @@ func TestConcurrentLanesGroupCommit(t *testing.T) {
 	}
 	recs, _ := bs.List(context.Background(), outbox.Filter{})
 	for _, r := range recs {
-		require.Equal(t, outbox.StatusAcked, r.Status)
+		require.Equal(t, queue.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 	require.Len(t, chargedUnsent(t, bs, sent), 0)
@@ -226,10 +227,10 @@ func TestLaneEndingWritesAckChargesNothing(t *testing.T) {
 			require.Equal(t, 1, rep.Acked)
 			require.Equal(t, 2, rep.Released)
 			require.Len(t, h.sent(), 1)
-			require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
+			require.Equal(t, queue.StatusAcked, h.get(ids[0]).Status)
 			for _, id := range ids[1:] {
 				r := h.get(id)
-				require.Equal(t, outbox.StatusPending, r.Status)
+				require.Equal(t, queue.StatusPending, r.Status)
 				require.Equal(t, 0, r.Attempts)
 			}
 		})
@@ -263,7 +264,7 @@ func TestLaneStopsWhenAckHasNoRecord(t *testing.T) {
 	require.Equal(t, []int{0, 1}, charged) // ids[2] uncharged while ids[1] was sent
 	for _, id := range ids[1:] {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusAcked, r.Status)
+		require.Equal(t, queue.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 }
@@ -325,7 +326,7 @@ func TestGroupCommitStress(t *testing.T) {
 			sends[r.RecordID]++
 		}
 		for _, r := range recs {
-			if r.Status != outbox.StatusAcked {
+			if r.Status != queue.StatusAcked {
 				t.Fatalf("seed %d: %s is %s after 50 flushes", seed, r.ID, r.Status)
 			}
 			if r.Attempts != sends[r.ID] || r.Sends != sends[r.ID] || sends[r.ID] < 1 {
@@ -353,7 +354,7 @@ func TestLaneChargesAheadInSteps(t *testing.T) {
 		sent[r.RecordID] = true
 		order = append(order, r.RecordID)
 		cur := h.get(r.RecordID)
-		require.Equal(t, outbox.StatusSending, cur.Status)
+		require.Equal(t, queue.StatusSending, cur.Status)
 		require.Equal(t, 1, cur.Attempts) // charged, durably, before the send
 		n := len(chargedUnsent(t, bs, sent))
 		require.True(t, n <= 5, chargedUnsent(t, bs, sent))
@@ -369,7 +370,7 @@ func TestLaneChargesAheadInSteps(t *testing.T) {
 	require.Equal(t, []int{3, 3, 4, 4}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusAcked, r.Status)
+		require.Equal(t, queue.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 		require.Equal(t, 1, r.Sends)
 	}
@@ -411,7 +412,7 @@ func TestLaneChargesNextStepWhileSending(t *testing.T) {
 	require.Equal(t, []int{2, 2, 4, 4}, bs.sizes)
 	for _, id := range ids {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusAcked, r.Status)
+		require.Equal(t, queue.StatusAcked, r.Status)
 		require.Equal(t, 1, r.Attempts)
 	}
 }
@@ -431,12 +432,12 @@ func TestLaneStopMidStepUnsendsTheRest(t *testing.T) {
 	require.Equal(t, 1, rep.Acked)
 	require.Equal(t, 1, rep.Retried)
 	require.Equal(t, 4, rep.Released)
-	require.Equal(t, outbox.StatusAcked, h.get(ids[0]).Status)
-	require.Equal(t, outbox.StatusFailed, h.get(ids[1]).Status)
+	require.Equal(t, queue.StatusAcked, h.get(ids[0]).Status)
+	require.Equal(t, queue.StatusFailed, h.get(ids[1]).Status)
 	require.Equal(t, 1, h.get(ids[1]).Attempts)
 	for _, id := range ids[2:] {
 		r := h.get(id)
-		require.Equal(t, outbox.StatusPending, r.Status, id)
+		require.Equal(t, queue.StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.Equal(t, 0, r.Sends, id)
 	}
@@ -468,11 +469,11 @@ func TestLaneDeadlineMidStep(t *testing.T) {
 	for i, id := range ids {
 		r := h.get(id)
 		if i < 2 {
-			require.Equal(t, outbox.StatusAcked, r.Status, id)
+			require.Equal(t, queue.StatusAcked, r.Status, id)
 			require.Equal(t, 1, r.Attempts, id)
 			continue
 		}
-		require.Equal(t, outbox.StatusPending, r.Status, id)
+		require.Equal(t, queue.StatusPending, r.Status, id)
 		require.Equal(t, 0, r.Attempts, id)
 		require.Equal(t, 0, r.Sends, id)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -12,7 +13,7 @@ import (
 // lane commits it with the charge of its next record (or with its release).
 // Any other outcome is settled here and returns nil; err is fatal for the
 // whole flush.
-func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
+func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error) {
 	o, l := f.o, f.lease
 	now := o.cfg.Clock.Now()
 	ev := Event{RecordID: rec.ID, OperationKeyHash: HashKey(rec.OperationKey), Owner: l.Owner, LeaseToken: l.Token, Attempt: rec.Attempts}
@@ -23,7 +24,7 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 	if !f.sendable(&rec) {
 		// The transport attaches the current session's credentials: never
 		// send a record under another user's session (session.go).
-		_ = f.settle(ctx, rec, ev, EventRetry, nil, func(r Record) (Record, error) { return Refund(r, l, now, nil) })
+		_ = f.settle(ctx, rec, ev, EventRetry, nil, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, nil) })
 		return nil, ErrSessionChanged
 	}
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
@@ -32,8 +33,8 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 		// No network: not the record's fault, so not charged. The flush
 		// stops (every other send would fail the same way) and the queue
 		// waits for the network (Reconnected) rather than backing off.
-		e := ErrorInfo{Code: CodeOffline, Message: short(serr.Error())}
-		if err := f.settle(ctx, rec, ev, EventOffline, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) }); err != nil {
+		e := queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
+		if err := f.settle(ctx, rec, ev, EventOffline, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
 			return nil, err
 		}
 		return nil, ErrOffline
@@ -44,22 +45,22 @@ func (f *flushRun) send(ctx context.Context, rec Record) (*settleOp, error) {
 // body is what to send of rec: its payload (from its blob when stored by
 // reference), migrated to this build's schema. A record that cannot be
 // read or migrated is settled here: ok is false, err fatal for the flush.
-func (f *flushRun) body(ctx context.Context, rec Record, ev Event, now time.Time) (body []byte, ok bool, err error) {
+func (f *flushRun) body(ctx context.Context, rec queue.Record, ev Event, now time.Time) (body []byte, ok bool, err error) {
 	o, l := f.o, f.lease
 	body = rec.Payload
 	if rec.PayloadRef != "" {
 		if body, err = o.cfg.Store.Payload(ctx, rec.PayloadRef); err != nil {
-			e := ErrorInfo{Code: "payload_unreadable", Message: short(err.Error())}
-			return nil, false, f.settle(ctx, rec, ev, EventRetry, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) })
+			e := queue.ErrorInfo{Code: "payload_unreadable", Message: queue.Short(err.Error())}
+			return nil, false, f.settle(ctx, rec, ev, EventRetry, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) })
 		}
 	}
-	if o.SchemaGate().Action(&rec) == SchemaMigrate {
-		if body, err = migratePayload(o.cfg.Migrations, body, max(rec.PayloadSchemaVersion, 1), o.cfg.SchemaVersion); err != nil {
+	if o.SchemaGate().Action(&rec) == queue.SchemaMigrate {
+		if body, err = queue.MigratePayload(o.cfg.Migrations, body, max(rec.PayloadSchemaVersion, 1), o.cfg.SchemaVersion); err != nil {
 			// The app's migration failed: the record stays as stored,
 			// uncharged, and unsupported here (not a terminal failure:
 			// a build with a working migration sends it).
-			e := ErrorInfo{Code: CodeSchemaUnsupported, Message: short(err.Error())}
-			return nil, false, f.settle(ctx, rec, ev, EventUnsupported, &e, func(r Record) (Record, error) { return SchemaRefused(r, l, now, e) })
+			e := queue.ErrorInfo{Code: queue.CodeSchemaUnsupported, Message: queue.Short(err.Error())}
+			return nil, false, f.settle(ctx, rec, ev, EventUnsupported, &e, func(r queue.Record) (queue.Record, error) { return queue.SchemaRefused(r, l, now, e) })
 		}
 	}
 	return body, true, nil
@@ -67,38 +68,38 @@ func (f *flushRun) body(ctx context.Context, rec Record, ev Event, now time.Time
 
 // answer acts on the receiver's verdict v about rec: an ack is returned
 // unwritten (see send); every other outcome is settled here.
-func (f *flushRun) answer(ctx context.Context, rec Record, ev Event, v Verdict, resp Response, now time.Time) (*settleOp, error) {
+func (f *flushRun) answer(ctx context.Context, rec queue.Record, ev Event, v Verdict, resp Response, now time.Time) (*settleOp, error) {
 	o, l := f.o, f.lease
 	switch v.Outcome {
 	case wire.OutcomeAck:
-		sr := StoredResponse{Status: resp.Status, Body: resp.Body, Replayed: resp.Header.Get(wire.HeaderReplayed) == "true"}
-		return &settleOp{rec: rec, ev: ev, kind: EventAck, t: func(r Record) (Record, error) { return Ack(r, l, now, sr) }}, nil
+		sr := queue.StoredResponse{Status: resp.Status, Body: resp.Body, Replayed: resp.Header.Get(wire.HeaderReplayed) == "true"}
+		return &settleOp{rec: rec, ev: ev, kind: EventAck, t: func(r queue.Record) (queue.Record, error) { return queue.Ack(r, l, now, sr) }}, nil
 	case wire.OutcomeRetry:
 		next := now.Add(o.cfg.Backoff.Delay(rec.Attempts, v.RetryAfter, v.HasRetry))
 		kind := EventRetry
 		if rec.MaxAttempts > 0 && rec.Attempts >= rec.MaxAttempts {
 			kind = EventDeadLetter
 		}
-		return nil, f.settle(ctx, rec, ev, kind, &v.Err, func(r Record) (Record, error) { return Retry(r, l, now, next, v.Err) })
+		return nil, f.settle(ctx, rec, ev, kind, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Retry(r, l, now, next, v.Err) })
 	case wire.OutcomeAuth:
 		return nil, f.authRequired(ctx, rec, ev, v.Err, now)
 	case wire.OutcomeSession:
 		return nil, f.sessionRefused(ctx, rec, ev, v.Err)
 	case wire.OutcomeStale:
-		_ = f.settle(ctx, rec, ev, EventStepDown, &v.Err, func(r Record) (Record, error) { return Refund(r, l, now, &v.Err) })
+		_ = f.settle(ctx, rec, ev, EventStepDown, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &v.Err) })
 		return nil, &StepDownError{Token: l.FenceToken, Highest: v.Highest}
 	case wire.OutcomeConflict:
-		return nil, f.settle(ctx, rec, ev, EventConflict, &v.Err, func(r Record) (Record, error) { return MarkConflict(r, l, now, v.Err) })
+		return nil, f.settle(ctx, rec, ev, EventConflict, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.MarkConflict(r, l, now, v.Err) })
 	default:
-		return nil, f.settle(ctx, rec, ev, EventTerminal, &v.Err, func(r Record) (Record, error) { return Terminal(r, l, now, v.Err) })
+		return nil, f.settle(ctx, rec, ev, EventTerminal, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Terminal(r, l, now, v.Err) })
 	}
 }
 
 // authRequired handles a 401: the record goes back uncharged, the user's
 // queue is paused (Meta.AuthPaused) and the app told once per flush.
-func (f *flushRun) authRequired(ctx context.Context, rec Record, ev Event, e ErrorInfo, now time.Time) error {
+func (f *flushRun) authRequired(ctx context.Context, rec queue.Record, ev Event, e queue.ErrorInfo, now time.Time) error {
 	o, l := f.o, f.lease
-	if err := f.settle(ctx, rec, ev, EventAuth, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) }); err != nil {
+	if err := f.settle(ctx, rec, ev, EventAuth, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
 		return err
 	}
 	user := f.session.UserID
@@ -121,7 +122,7 @@ func (f *flushRun) authRequired(ctx context.Context, rec Record, ev Event, e Err
 }
 
 // request builds the wire request for rec.
-func (f *flushRun) request(rec *Record, body []byte) Request {
+func (f *flushRun) request(rec *queue.Record, body []byte) Request {
 	h := Header{
 		wire.HeaderIdempotencyKey: wire.FormatIdempotencyKey(rec.IdempotencyKey),
 		wire.HeaderOperationID:    rec.ID,

@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"errors"
+
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // The session rule. A queue is shared by every tab of an origin, and so are
@@ -36,6 +38,14 @@ import (
 //     whose credentials changed without a Login does not resend them in a
 //     loop.
 
+// Session is the logged-in user the queue sends for. Records of any other
+// user are never sent.
+type Session struct {
+	UserID         string
+	TenantID       string
+	AuthGeneration uint64
+}
+
 // ErrSessionMismatch: the receiver answered 403 session-mismatch (the
 // credentials the request carried are another user's). The record is back in
 // the queue, uncharged, and its user's records are held until the next Login.
@@ -46,7 +56,7 @@ var ErrSessionMismatch = errors.New("outbox: the receiver authenticated another 
 const CodeSessionMismatch = "session_mismatch"
 
 // sessionMatches reports whether r may be sent under s.
-func sessionMatches(r *Record, s Session) bool {
+func sessionMatches(r *queue.Record, s Session) bool {
 	return s.UserID != "" && r.UserID == s.UserID && r.TenantID == s.TenantID
 }
 
@@ -207,7 +217,7 @@ func (f *flushRun) checkSession(m Meta, heard uint64) error {
 // sendable reports whether rec may be sent now by this flush: it is of the
 // flush's session, that session is still the tab's view of the queue's, and
 // no newer session has been announced.
-func (f *flushRun) sendable(rec *Record) bool {
+func (f *flushRun) sendable(rec *queue.Record) bool {
 	cur := f.o.QueueSession()
 	return sessionMatches(rec, f.session) && !sessionChanged(cur, f.session) && f.o.heard.Load() <= f.session.AuthGeneration
 }
@@ -255,10 +265,10 @@ func (o *Outbox) flushSession(ctx context.Context) (Session, Meta, error) {
 // (holdUser), and the flush stopped with ErrSessionMismatch. Not a terminal
 // failure (nothing is wrong with the record) and not a retry (the same
 // credentials would be refused again at once).
-func (f *flushRun) sessionRefused(ctx context.Context, rec Record, ev Event, e ErrorInfo) error {
+func (f *flushRun) sessionRefused(ctx context.Context, rec queue.Record, ev Event, e queue.ErrorInfo) error {
 	l, now := f.lease, f.o.cfg.Clock.Now()
 	e.Code = CodeSessionMismatch
-	if err := f.settle(ctx, rec, ev, EventSessionMismatch, &e, func(r Record) (Record, error) { return Refund(r, l, now, &e) }); err != nil {
+	if err := f.settle(ctx, rec, ev, EventSessionMismatch, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
 		return err
 	}
 	if err := f.holdUser(context.WithoutCancel(ctx), rec.UserID); err != nil {

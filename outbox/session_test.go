@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -124,7 +125,7 @@ func TestSessionSwitchInAnotherTabStopsTheFlush(t *testing.T) {
 			require.Len(t, srv.storedAs("alice"), 3)
 			for _, id := range ids[3:] {
 				r := h.get(id)
-				require.Equal(t, outbox.StatusPending, r.Status, id)
+				require.Equal(t, queue.StatusPending, r.Status, id)
 				require.Equal(t, 0, r.Attempts, id)
 				require.Equal(t, "alice", r.UserID)
 			}
@@ -161,7 +162,7 @@ func TestSessionMismatchHoldsTheUserUntilLogin(t *testing.T) {
 	require.ErrorIs(t, err, outbox.ErrSessionMismatch)
 	require.Equal(t, 1, srv.sent)
 	r := h.get(ids[0])
-	require.Equal(t, outbox.StatusPending, r.Status) // not terminal, not dead, not charged
+	require.Equal(t, queue.StatusPending, r.Status) // not terminal, not dead, not charged
 	require.Equal(t, 0, r.Attempts)
 	require.Equal(t, outbox.CodeSessionMismatch, r.LastError.Code)
 	p, err := h.ob.Status(context.Background())

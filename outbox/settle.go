@@ -3,22 +3,24 @@ package outbox
 import (
 	"context"
 	"errors"
+
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // settleOp is a transition of a sent record under the lease, with what to
 // count and emit once it committed.
 type settleOp struct {
-	rec  Record
+	rec  queue.Record
 	ev   Event
 	kind EventKind
-	e    *ErrorInfo
-	t    func(Record) (Record, error)
+	e    *queue.ErrorInfo
+	t    func(queue.Record) (queue.Record, error)
 }
 
 // update is op as a RecordUpdate; *ok (if ok != nil) is set when the
 // transition was made (it commits with the rest of the batch).
 func (op *settleOp) update(ok *bool) RecordUpdate {
-	return RecordUpdate{ID: op.rec.ID, Fn: func(r *Record) error {
+	return RecordUpdate{ID: op.rec.ID, Fn: func(r *queue.Record) error {
 		n, err := op.t(*r)
 		if err != nil {
 			return err
@@ -34,7 +36,7 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 // settle writes a transition under the lease, then counts and emits it. The
 // write happens even when ctx is done (the answer arrived; recording it is
 // what keeps a retry from being needed). A missing record is not an error.
-func (f *flushRun) settle(ctx context.Context, rec Record, ev Event, kind EventKind, e *ErrorInfo, t func(Record) (Record, error)) error {
+func (f *flushRun) settle(ctx context.Context, rec queue.Record, ev Event, kind EventKind, e *queue.ErrorInfo, t func(queue.Record) (queue.Record, error)) error {
 	op := &settleOp{rec: rec, ev: ev, kind: kind, e: e, t: t}
 	res, err := f.commit(context.WithoutCancel(ctx), []RecordUpdate{op.update(nil)})
 	if err != nil {
@@ -54,7 +56,7 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 		return res.Err
 	}
 	n, kind, ev, e := res.Record, op.kind, op.ev, op.e
-	if n.Status == StatusDeadLetter {
+	if n.Status == queue.StatusDeadLetter {
 		kind = EventDeadLetter
 	}
 	ev.Kind, ev.At = kind, o.cfg.Clock.Now()
@@ -66,15 +68,15 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 	f.mu.Unlock()
 	f.count(func(r *FlushReport) {
 		switch n.Status {
-		case StatusAcked:
+		case queue.StatusAcked:
 			r.Acked++
-		case StatusFailed:
+		case queue.StatusFailed:
 			r.Retried++
-		case StatusDeadLetter:
+		case queue.StatusDeadLetter:
 			r.DeadLettered++
-		case StatusTerminalFailed:
+		case queue.StatusTerminalFailed:
 			r.Terminal++
-		case StatusConflict:
+		case queue.StatusConflict:
 			r.Conflicts++
 		}
 	}, e)
@@ -83,8 +85,8 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 }
 
 // apply adapts a pure transition to a Store update function.
-func apply(t func(Record) (Record, error)) func(*Record) error {
-	return func(r *Record) error {
+func apply(t func(queue.Record) (queue.Record, error)) func(*queue.Record) error {
+	return func(r *queue.Record) error {
 		n, err := t(*r)
 		if err != nil {
 			return err

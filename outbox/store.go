@@ -3,35 +3,37 @@ package outbox
 import (
 	"context"
 	"time"
+
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Store is the durable queue. Every method is ONE atomic transaction, and the
-// only thing a method runs between its requests is pure Go (PlanEnqueue,
-// PlanClaim, the fn arguments), so it can be implemented on IndexedDB, whose
+// only thing a method runs between its requests is pure Go (queue.PlanEnqueue,
+// queue.PlanClaim, the fn arguments), so it can be implemented on IndexedDB, whose
 // transactions die when anything awaits a later task.
 type Store interface {
 	// Enqueue reads the unsettled records of req.Record.UserID with the same
 	// OperationKey or the same EntityKey (blob payloads loaded), runs
-	// PlanEnqueue, assigns Put.Seq from a monotonic counter when the plan
+	// queue.PlanEnqueue, assigns Put.Seq from a monotonic counter when the plan
 	// appends, writes Put (and Blob under Put.PayloadRef, deleting DeleteBlob),
 	// and returns the plan's Result with the stored Seq. It returns only after
 	// the transaction committed. req.Record.CreatedAt is the enqueue time.
-	Enqueue(ctx context.Context, req EnqueueRequest) (EnqueueResult, error)
+	Enqueue(ctx context.Context, req queue.EnqueueRequest) (queue.EnqueueResult, error)
 	// Claim checks that req.Lease is the current lease of req.Lease.Name
-	// (same Owner and Token, else ErrStaleOwner), runs PlanClaim over the
+	// (same Owner and Token, else queue.ErrStaleOwner), runs queue.PlanClaim over the
 	// unacked records, writes plan.Put (the in-flight records it recovered
 	// from a dead or superseded owner; usually none) and returns
 	// plan.Claimed. The claimed records are a plan, not written: they stay
 	// waiting until the flush takes each with UpdateBatch (RecordUpdate.Take,
-	// the Charge transition) just before sending it, so a record costs one
+	// the queue.Charge transition) just before sending it, so a record costs one
 	// write fewer. Between the two, only this lease's owner can take them,
 	// and Charge re-checks that each is still waiting and due.
-	Claim(ctx context.Context, req ClaimRequest) ([]Record, error)
+	Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Record, error)
 	// UpdateBatch changes records under a lease in ONE transaction: it
-	// checks once that lease is the current lease (else ErrStaleOwner and
+	// checks once that lease is the current lease (else queue.ErrStaleOwner and
 	// nothing changes), then applies ups in order, each to a copy of its
 	// record: a record that is absent (ErrNotFound) or not leased to
-	// lease.Owner/lease.Token (ErrStaleOwner; a Take update skips this check
+	// lease.Owner/lease.Token (queue.ErrStaleOwner; a Take update skips this check
 	// and its Fn decides), or whose Fn fails, is left
 	// unchanged and reported in its UpdateResult; the others are written. An update sees the record as
 	// left by the earlier ones of the batch, and its Fn runs only after the
@@ -40,26 +42,26 @@ type Store interface {
 	// done before the writes, storage failure). The flush uses it to settle a
 	// record and charge the next one of its entity together, and to commit
 	// the steps of concurrent lanes as one transaction.
-	UpdateBatch(ctx context.Context, lease Lease, ups []RecordUpdate) ([]UpdateResult, error)
+	UpdateBatch(ctx context.Context, lease queue.Lease, ups []RecordUpdate) ([]UpdateResult, error)
 	// Amend applies an app action (retry, discard-like edits) without a
 	// lease: fn itself refuses records that are in flight.
-	Amend(ctx context.Context, id string, fn func(*Record) error) (Record, error)
+	Amend(ctx context.Context, id string, fn func(*queue.Record) error) (queue.Record, error)
 	// Delete removes the records matching f (and their blobs) and returns how many.
 	Delete(ctx context.Context, f Filter) (int, error)
 	// Get returns one record (Payload empty if it lives in the blob store).
-	Get(ctx context.Context, id string) (Record, error)
+	Get(ctx context.Context, id string) (queue.Record, error)
 	// List returns the records matching f in Seq order.
-	List(ctx context.Context, f Filter) ([]Record, error)
+	List(ctx context.Context, f Filter) ([]queue.Record, error)
 	// Payload loads a blob-store payload by PayloadRef.
 	Payload(ctx context.Context, ref string) ([]byte, error)
 	// Status returns the projection every tab renders.
 	Status(ctx context.Context) (Projection, error)
 	// GetLease reads the lease row of name.
-	GetLease(ctx context.Context, name string) (Lease, bool, error)
+	GetLease(ctx context.Context, name string) (queue.Lease, bool, error)
 	// UpdateLease runs fn on the lease row of name (found=false: none yet)
-	// and writes its result unless it fails. AcquireLease, RenewLease and
+	// and writes its result unless it fails. queue.AcquireLease, RenewLease and
 	// ReleaseLease are the fns.
-	UpdateLease(ctx context.Context, name string, fn func(cur Lease, found bool) (Lease, error)) (Lease, error)
+	UpdateLease(ctx context.Context, name string, fn func(cur queue.Lease, found bool) (queue.Lease, error)) (queue.Lease, error)
 	// UpdateMeta runs fn on the queue's metadata (pause state, last flush,
 	// last error) and writes it unless it fails.
 	UpdateMeta(ctx context.Context, fn func(*Meta) error) (Meta, error)
@@ -68,7 +70,7 @@ type Store interface {
 // RecordUpdate is one record change of UpdateBatch.
 type RecordUpdate struct {
 	ID string
-	Fn func(*Record) error
+	Fn func(*queue.Record) error
 	// Take: the record need not be leased to the batch's lease yet: Fn
 	// takes it (Charge: a waiting record the claim planned) and refuses
 	// any other. The batch's lease check holds as for every update.
@@ -78,7 +80,7 @@ type RecordUpdate struct {
 // UpdateResult is the outcome of one RecordUpdate: the record as written,
 // or (Err != nil: unchanged) as found.
 type UpdateResult struct {
-	Record Record
+	Record queue.Record
 	Err    error
 }
 
@@ -86,7 +88,7 @@ type UpdateResult struct {
 type Filter struct {
 	IDs              []string
 	UserID           string
-	Statuses         []Status
+	Statuses         []queue.Status
 	MinSchemaVersion int // records with PayloadSchemaVersion >= this
 	// AckedBefore selects acked records acknowledged before this time
 	// (compaction); zero matches regardless of status or age.
@@ -95,14 +97,14 @@ type Filter struct {
 }
 
 // Match reports whether r passes f (Limit aside).
-func (f *Filter) Match(r *Record) bool {
+func (f *Filter) Match(r *queue.Record) bool {
 	if f.UserID != "" && r.UserID != f.UserID {
 		return false
 	}
 	if f.MinSchemaVersion > 0 && r.PayloadSchemaVersion < f.MinSchemaVersion {
 		return false
 	}
-	if !f.AckedBefore.IsZero() && (r.Status != StatusAcked || !r.AckedAt.Before(f.AckedBefore)) {
+	if !f.AckedBefore.IsZero() && (r.Status != queue.StatusAcked || !r.AckedAt.Before(f.AckedBefore)) {
 		return false
 	}
 	if len(f.IDs) > 0 && !contains(f.IDs, r.ID) {
@@ -134,8 +136,8 @@ type Meta struct {
 	Paused      bool     // paused by the app for everyone
 	AuthPaused  []string // users waiting for re-authentication (401)
 	LastFlushAt time.Time
-	LastError   *ErrorInfo  // the last error; cleared when a failure spell ends
-	Failure     SendFailure // the flush owner's last failure to send (see SendFailure)
+	LastError   *queue.ErrorInfo // the last error; cleared when a failure spell ends
+	Failure     SendFailure      // the flush owner's last failure to send (see SendFailure)
 	// Session is the queue's session, every tab's (session.go).
 	Session Session
 	// SessionHeld: the receiver refused a record of this user as another
@@ -157,28 +159,28 @@ type Projection struct {
 }
 
 // ProjectRecords computes the counts of a Projection; a Store may use it.
-func ProjectRecords(recs []Record, meta Meta) Projection {
+func ProjectRecords(recs []queue.Record, meta Meta) Projection {
 	p := Projection{Meta: meta}
 	var lastAcked uint64
 	for i := range recs {
 		r := &recs[i]
-		if r.Status == StatusAcked && (p.LastAckAt.IsZero() || r.Seq > lastAcked) {
+		if r.Status == queue.StatusAcked && (p.LastAckAt.IsZero() || r.Seq > lastAcked) {
 			p.LastAckAt, lastAcked = r.AckedAt, r.Seq
 		}
 		switch r.Status {
-		case StatusPending:
+		case queue.StatusPending:
 			p.Pending++
-		case StatusLeased, StatusSending:
+		case queue.StatusLeased, queue.StatusSending:
 			p.Sending++
-		case StatusFailed:
+		case queue.StatusFailed:
 			p.Failed++
-		case StatusDeadLetter:
+		case queue.StatusDeadLetter:
 			p.DeadLetter++
-		case StatusConflict:
+		case queue.StatusConflict:
 			p.Conflict++
-		case StatusTerminalFailed:
+		case queue.StatusTerminalFailed:
 			p.Terminal++
-		case StatusAcked:
+		case queue.StatusAcked:
 			p.Acked++
 		}
 		if !r.Status.Settled() && (p.OldestPendingAt.IsZero() || r.CreatedAt.Before(p.OldestPendingAt)) {
@@ -186,89 +188,6 @@ func ProjectRecords(recs []Record, meta Meta) Projection {
 		}
 	}
 	return p
-}
-
-// AcquireLease returns the UpdateLease fn that takes the lease for owner
-// until now+ttl with a higher token. Without steal it fails with ErrLeaseHeld
-// while another owner's lease is unexpired (the IndexedDB fallback); with
-// steal it always takes over (the caller holds the Web Lock, or is stealing
-// it from a frozen owner). The token grows on every acquisition, so the old
-// owner's changes are rejected from then on.
-func AcquireLease(owner string, now time.Time, ttl time.Duration, steal bool) func(Lease, bool) (Lease, error) {
-	return func(cur Lease, found bool) (Lease, error) {
-		if found && !steal && cur.Owner != owner && now.Before(cur.ExpiresAt) {
-			return cur, ErrLeaseHeld
-		}
-		tok := cur.Token + 1
-		return Lease{Name: cur.Name, Owner: owner, Token: tok, ExpiresAt: now.Add(ttl), UpdatedAt: now}, nil
-	}
-}
-
-// RenewLease returns the fn that extends l if it is still the current lease.
-func RenewLease(l Lease, now time.Time, ttl time.Duration) func(Lease, bool) (Lease, error) {
-	return func(cur Lease, found bool) (Lease, error) {
-		if !found || cur.Owner != l.Owner || cur.Token != l.Token {
-			return cur, ErrStaleOwner
-		}
-		cur.ExpiresAt, cur.UpdatedAt = now.Add(ttl), now
-		return cur, nil
-	}
-}
-
-// ReleaseLease returns the fn that expires l at once if it is still current,
-// so a fallback contender need not wait for the TTL. The token is kept.
-func ReleaseLease(l Lease, now time.Time) func(Lease, bool) (Lease, error) {
-	return func(cur Lease, found bool) (Lease, error) {
-		if !found || cur.Owner != l.Owner || cur.Token != l.Token {
-			return cur, ErrStaleOwner
-		}
-		cur.ExpiresAt, cur.UpdatedAt = now, now
-		return cur, nil
-	}
-}
-
-// CurrentLease reports whether l is the lease row cur (owner and token).
-func CurrentLease(cur Lease, found bool, l Lease) bool {
-	return found && cur.Owner == l.Owner && cur.Token == l.Token
-}
-
-// SortBySeq orders records by enqueue sequence (unique per store), the
-// order every Store lists records in. It is a heapsort written out, not
-// slices.SortFunc, whose instantiation for Record costs download size (see
-// docs/outbox-notes.md). Listings usually arrive in order already, which
-// costs one pass.
-func SortBySeq(recs []Record) {
-	sorted := true
-	for i := 1; i < len(recs) && sorted; i++ {
-		sorted = recs[i-1].Seq < recs[i].Seq
-	}
-	if sorted {
-		return
-	}
-	// down sifts recs[i] down the max-heap recs[:n].
-	down := func(i, n int) {
-		for {
-			c := 2*i + 1
-			if c >= n {
-				return
-			}
-			if c+1 < n && recs[c+1].Seq > recs[c].Seq {
-				c++
-			}
-			if recs[i].Seq >= recs[c].Seq {
-				return
-			}
-			recs[i], recs[c] = recs[c], recs[i]
-			i = c
-		}
-	}
-	for i := len(recs)/2 - 1; i >= 0; i-- {
-		down(i, len(recs))
-	}
-	for n := len(recs) - 1; n > 0; n-- {
-		recs[0], recs[n] = recs[n], recs[0]
-		down(0, n)
-	}
 }
 
 // Clone is a deep copy of m, which a Store hands out or keeps.

@@ -20,7 +20,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -32,13 +32,13 @@ func TestDTSMatchesGo(t *testing.T) {
 	require.NoError(t, err)
 	dts := string(src)
 	var dedupes, drops []string
-	for _, d := range outbox.DedupePolicies() {
+	for _, d := range queue.DedupePolicies() {
 		dedupes = append(dedupes, string(d))
 	}
 	for _, r := range channel.Reasons() {
 		drops = append(drops, r.String())
 	}
-	require.ElementsMatch(t, goConsts(t, "../outbox", "Dedupe"), dedupes, "the API offers every outbox dedupe policy")
+	require.ElementsMatch(t, goConsts(t, "../outbox/queue", "Dedupe"), dedupes, "the API offers every dedupe policy")
 	ops := []string{}
 	for _, w := range jsapi.WriteOps {
 		ops = append(ops, w.Name)
@@ -55,16 +55,16 @@ func TestDTSMatchesGo(t *testing.T) {
 		{"export type OutboxFailure =", goConsts(t, "../outbox", "FailureKind"), ""},
 		{"export interface Write {\n", ops, " op:"},
 		{"export interface OutboxEvent {\n", goConsts(t, "../outbox", "EventKind"), " kind:"},
-		{"  enqueue(op: OutboxOp)", goConsts(t, "../outbox", "Action"), " action:"},
+		{"  enqueue(op: OutboxOp)", goConsts(t, "../outbox/queue", "Action"), " action:"},
 	} {
 		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
 	}
 
 	// deadLetters() lists records needing the app; its status union names
 	// some of the statuses (and string): each must be one.
-	statuses := goConsts(t, "../outbox", "Status")
+	statuses := goConsts(t, "../outbox/queue", "Status")
 	for _, st := range union(t, dts, "export interface OutboxRecordInfo {\n", " status:") {
-		require.Contains(t, statuses, st, "OutboxRecordInfo.status has %q, which is no outbox.Status", st)
+		require.Contains(t, statuses, st, "OutboxRecordInfo.status has %q, which is no queue.Status", st)
 	}
 
 	own := ownErrorNames()

@@ -10,6 +10,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -158,7 +159,7 @@ func (o *outboxHandle) unsupported([]js.Value) (any, error) {
 	return recordsJS(o.rt.Outbox().Unsupported(bg))
 }
 
-func recordsJS(recs []outbox.Record, err error) (any, error) {
+func recordsJS(recs []queue.Record, err error) (any, error) {
 	if err != nil {
 		return nil, obErr(err)
 	}

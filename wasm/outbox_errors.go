@@ -2,7 +2,10 @@
 
 package main
 
-import "github.com/tabfence/tabfence/outbox"
+import (
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
+)
 
 // namedError gives an outbox error the JavaScript name pages branch on.
 type namedError struct {
@@ -26,19 +29,19 @@ type errorName struct {
 // (TestDTSMatchesGo).
 var outboxErrorNames = [...]errorName{
 	{outbox.ErrNoSession, "NoSessionError"},
-	{outbox.ErrUnknownOperation, "UnknownOperationError"},
-	{outbox.ErrInvalidRecord, "TypeError"},
-	{outbox.ErrInvalidTransition, "InvalidStateError"},
+	{queue.ErrUnknownOperation, "UnknownOperationError"},
+	{queue.ErrInvalidRecord, "TypeError"},
+	{queue.ErrInvalidTransition, "InvalidStateError"},
 	{outbox.ErrNotFound, "NotFoundError"},
 	{outbox.ErrPaused, "PausedError"},
-	{outbox.ErrStaleOwner, "StaleOwnerError"},
+	{queue.ErrStaleOwner, "StaleOwnerError"},
 	{outbox.ErrStepDown, "StaleOwnerError"},
 	{outbox.ErrAuthRequired, "AuthRequiredError"},
 	{outbox.ErrSessionChanged, "SessionChangedError"},
 	{outbox.ErrSessionMismatch, "SessionMismatchError"},
 	{outbox.ErrOffline, "NetworkError"},
 	{outbox.ErrStoreClosed, "InvalidStateError"},
-	{outbox.ErrSchemaUnsupported, "NotSupportedError"},
+	{queue.ErrSchemaUnsupported, "NotSupportedError"},
 }
 
 // nameAbort is the name of an IndexedDB abort without a cause of its own.

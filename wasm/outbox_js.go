@@ -10,6 +10,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -64,7 +65,7 @@ func enqueueMethod(id float64, slow js.Value) js.Value {
 }
 
 // enqueueResult is enqueue's result object.
-func enqueueResult(res outbox.EnqueueResult) js.Value {
+func enqueueResult(res queue.EnqueueResult) js.Value {
 	o := jsapi.NewObject()
 	o.Set("id", res.ID)
 	o.Set("action", jsapi.Recurring.Get(string(res.Action)))

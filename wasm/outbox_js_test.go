@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/internal/loaderstats"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 	"github.com/tabfence/tabfence/outbox"
@@ -209,14 +210,12 @@ func loaderFastPath(t *testing.T) js.Value {
 
 // loaderBatches is how many batches of commits the loader reported.
 func loaderBatches() int64 {
-	n, _, _ := browser.LoaderAppendStats()
-	return n
+	return loaderstats.Batches.Load()
 }
 
 // loaderAppends is how many records the loader reported committed.
 func loaderAppends() int64 {
-	_, n, _ := browser.LoaderAppendStats()
-	return n
+	return loaderstats.Records.Load()
 }
 
 // The API tests again, as a page that uses the loader runs them.
@@ -538,9 +537,9 @@ func TestAppendedCallback(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); events == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, records, dropped := browser.LoaderAppendStats()
+	records, dropped := loaderstats.Records.Load(), loaderstats.Dropped.Load()
 	done.Invoke("garbage;;0123456789abcdef0123456789abcdef;" + res.Get("id").String())
-	_, records2, dropped2 := browser.LoaderAppendStats()
+	records2, dropped2 := loaderstats.Records.Load(), loaderstats.Dropped.Load()
 	require.Equal(t, int64(4), dropped2-dropped, "dropped entries")
 	require.Equal(t, int64(0), records2-records, "entries delivered")
 	require.Equal(t, 1, events, "enqueue events")

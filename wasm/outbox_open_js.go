@@ -10,6 +10,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -73,11 +74,11 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 }
 
 // readPolicies reads policies: {operationType: {dedupe, merge?, maxAttempts?, endpoint?}}.
-func readPolicies(pols js.Value) (map[string]outbox.Policy, error) {
+func readPolicies(pols js.Value) (map[string]queue.Policy, error) {
 	if !jsapi.IsType(pols, js.TypeObject) {
 		return nil, jsapi.TypeErr("outbox", "policies must be an object {operationType: {dedupe}}")
 	}
-	out := map[string]outbox.Policy{}
+	out := map[string]queue.Policy{}
 	keys := jsapi.JSObject.Call("keys", pols)
 	for i := 0; i < keys.Length(); i++ {
 		k := keys.Index(i).String()
@@ -86,8 +87,8 @@ func readPolicies(pols js.Value) (map[string]outbox.Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		pol := outbox.Policy{Dedupe: d}
-		if d == outbox.Merge {
+		pol := queue.Policy{Dedupe: d}
+		if d == queue.Merge {
 			pol.Merge = mergeFunc(jsapi.Field(p, "merge"))
 		}
 		if ma := jsapi.Field(p, "maxAttempts"); ma.Type() == js.TypeNumber {
@@ -166,7 +167,7 @@ func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.He
 // mergeFunc is a Merge policy: fn(older, newer) on the parsed payloads when
 // given, else a shallow merge of two JSON objects (Object.assign). It runs
 // synchronous JavaScript only, so the IndexedDB transaction stays active.
-func mergeFunc(fn js.Value) outbox.MergeFunc {
+func mergeFunc(fn js.Value) queue.MergeFunc {
 	return func(older, newer []byte) ([]byte, error) {
 		return jsglue.Try(func() []byte {
 			a := jsJSON.Call("parse", string(older))

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -51,7 +51,7 @@ func outboxVersions(opts js.Value, cfg *browser.RuntimeConfig) error {
 		if !jsapi.IsType(fn, js.TypeFunction) {
 			return jsapi.TypeErr("outbox", "migrations."+k+" must be a function")
 		}
-		cfg.Outbox.Migrations = append(cfg.Outbox.Migrations, outbox.Migration{From: from, To: from + 1, Migrate: migrationFunc(fn)})
+		cfg.Outbox.Migrations = append(cfg.Outbox.Migrations, queue.Migration{From: from, To: from + 1, Migrate: migrationFunc(fn)})
 	}
 	return nil
 }

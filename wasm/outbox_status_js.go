@@ -8,6 +8,7 @@ import (
 
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -34,7 +35,7 @@ func ms(t time.Time) any {
 	return float64(t.UnixNano()) / 1e6
 }
 
-func errorInfoJS(e *outbox.ErrorInfo) any {
+func errorInfoJS(e *queue.ErrorInfo) any {
 	if e == nil {
 		return js.Null()
 	}
@@ -103,7 +104,7 @@ func eventJS(e outbox.Event) js.Value {
 	return o
 }
 
-func recordJS(r *outbox.Record) js.Value {
+func recordJS(r *queue.Record) js.Value {
 	o := jsapi.NewObject()
 	o.Set("id", r.ID)
 	o.Set("status", string(r.Status))

@@ -21,19 +21,22 @@ type layer struct {
 
 // layers is the import graph the project keeps, bottom up: private helpers
 // and the wire contract; jsglue (the syscall/js glue, and the loader's
-// interface below it); the browser APIs, each on its own; the outbox; the
-// JS API. The server half (receiver) stands beside them on the helpers
-// alone; programs (cmd, e2e) sit on top.
+// interface below it); the browser APIs, each on its own; the outbox's
+// record core (outbox/queue: listed before outbox, as the first prefix that
+// matches wins), which imports nothing of the outbox; the outbox; the JS
+// API. The server half (receiver) stands beside them on the helpers alone;
+// programs (cmd, e2e) sit on top.
 var layers = []layer{
 	{name: "helpers", prefixes: []string{"internal", "wire"}},
 	{name: "jsglue", prefixes: []string{"jsglue"}, may: []string{"helpers"}},
 	{name: "locks", prefixes: []string{"locks"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
 	{name: "channel", prefixes: []string{"channel"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
 	{name: "idb", prefixes: []string{"idb"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
-	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb"}},
-	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "outbox"}},
+	{name: "queue", prefixes: []string{"outbox/queue"}, may: []string{"helpers", "jsglue", "locks"}},
+	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue"}},
+	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue", "outbox"}},
 	{name: "receiver", prefixes: []string{"receiver"}, may: []string{"helpers"}},
-	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "outbox", "wasm", "receiver"}},
+	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue", "outbox", "wasm", "receiver"}},
 }
 
 // nativeOnly are the layers built for the server or the command line: in

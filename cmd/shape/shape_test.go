@@ -34,6 +34,7 @@ func TestShapeFindsViolations(t *testing.T) {
 		"idb/i_test.go":        "package idb\n\nimport _ \"example.com/m/locks\"\n",
 		"channel/c.go":         "package channel\n\nimport _ \"example.com/m/idb\"\n",
 		"outbox/o.go":          "package outbox\n\nimport \"example.com/m/internal/h\"\n\nfunc F() h.T { return 0 }\n\ntype R struct {\n\tA h.T\n\tb h.T\n}\n",
+		"outbox/queue/q.go":    "package queue\n\nimport _ \"example.com/m/outbox\"\n",
 		"receiver/r.go":        "package receiver\n\nimport _ \"example.com/m/jsglue\"\n",
 		"receiver/r_test.go":   "package receiver\n\nimport _ \"example.com/m/cmd/p\"\n",
 		"cmd/p/main.go":        "package main\n\nimport _ \"example.com/m/jsglue\"\n\nfunc main() {}\n",
@@ -51,6 +52,7 @@ func TestShapeFindsViolations(t *testing.T) {
 	assert.Equal(t, []string{
 		"channel (channel) imports idb (idb)",
 		"locks (locks) imports outbox (outbox)",
+		"outbox/queue (queue) imports outbox (outbox)",
 		"receiver (receiver) imports cmd/p (programs) in a test",
 		"receiver (receiver) imports jsglue (jsglue)",
 		"stray: in no layer (add it to cmd/shape's layer table)",
@@ -65,7 +67,7 @@ func TestShapeFindsViolations(t *testing.T) {
 	assert.Contains(t, out.String(), "functions over 80 lines: 1\n   wire/long.go:Long 92\n")
 	assert.Contains(t, out.String(), "wire/table.go:Table 94 (4 outside tables)")
 	assert.NotContains(t, out.String(), "Gen")
-	assert.Equal(t, 1+5+1+2, n, out.String())
+	assert.Equal(t, 1+6+1+2, n, out.String())
 }
 
 func writeTree(t *testing.T, files map[string]string) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func (r *Runtime) flushLoop() {
@@ -77,7 +78,7 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep o
 		case errors.Is(lerr, locks.ErrUnavailable):
 			// fall through to the IndexedDB lease
 		case errors.Is(lerr, locks.ErrStolen):
-			return rep, false, outbox.ErrStaleOwner
+			return rep, false, queue.ErrStaleOwner
 		case lerr != nil:
 			return rep, false, lerr
 		default:
@@ -132,9 +133,9 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 // own takes the fallback lease (stealing it when steal) and the server
 // fencing token for the queue's user, and announces the takeover. skipped:
 // another tab holds the lease.
-func (r *Runtime) own(ctx context.Context, reason string, steal bool) (lease outbox.Lease, user string, skipped bool, err error) {
+func (r *Runtime) own(ctx context.Context, reason string, steal bool) (lease queue.Lease, user string, skipped bool, err error) {
 	lease, err = r.ob.Acquire(ctx, r.id, steal)
-	if errors.Is(err, outbox.ErrLeaseHeld) {
+	if errors.Is(err, queue.ErrLeaseHeld) {
 		r.skip(reason)
 		return lease, "", true, nil
 	}
@@ -151,7 +152,7 @@ func (r *Runtime) own(ctx context.Context, reason string, steal bool) (lease out
 		return lease, "", false, err
 	}
 	user = r.ob.QueueSession().UserID
-	res := outbox.FenceResource(r.cfg.Name, r.cfg.Protocol, user)
+	res := queue.FenceResource(r.cfg.Name, r.cfg.Protocol, user)
 	tok, ferr, err := r.fence(ctx, res, user)
 	if err != nil {
 		r.fenceFailed(ctx, lease, ferr, err)
@@ -179,7 +180,7 @@ func (r *Runtime) own(ctx context.Context, reason string, steal bool) (lease out
 // flushOwned flushes under lease until the queue has nothing claimable or
 // no more work was hinted meanwhile, renewing the fallback lease when no
 // Web Lock holds ownership.
-func (r *Runtime) flushOwned(ctx context.Context, lease outbox.Lease, webLock bool) (rep outbox.FlushReport, err error) {
+func (r *Runtime) flushOwned(ctx context.Context, lease queue.Lease, webLock bool) (rep outbox.FlushReport, err error) {
 	if !webLock {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -212,8 +213,8 @@ func (r *Runtime) flushOwned(ctx context.Context, lease outbox.Lease, webLock bo
 
 // afterFlush releases the lease (unless ownership was lost) and arms what
 // flushes next, by how the flush ended.
-func (r *Runtime) afterFlush(ctx context.Context, lease outbox.Lease, user string, rep outbox.FlushReport, err error) {
-	stale := errors.Is(err, outbox.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) || ctx.Err() != nil
+func (r *Runtime) afterFlush(ctx context.Context, lease queue.Lease, user string, rep outbox.FlushReport, err error) {
+	stale := errors.Is(err, queue.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) || ctx.Err() != nil
 	if !stale {
 		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
 	}
@@ -253,7 +254,7 @@ func (r *Runtime) compact(ctx context.Context) {
 }
 
 // renew keeps the fallback lease alive during a long flush.
-func (r *Runtime) renew(ctx context.Context, l outbox.Lease) {
+func (r *Runtime) renew(ctx context.Context, l queue.Lease) {
 	every := r.ob.Config().LeaseTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -262,7 +263,7 @@ func (r *Runtime) renew(ctx context.Context, l outbox.Lease) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.store.UpdateLease(ctx, r.ob.LockName(), outbox.RenewLease(l, time.Now(), r.ob.Config().LeaseTTL)); err != nil {
+			if _, err := r.store.UpdateLease(ctx, r.ob.LockName(), queue.RenewLease(l, time.Now(), r.ob.Config().LeaseTTL)); err != nil {
 				return
 			}
 		}
@@ -271,7 +272,7 @@ func (r *Runtime) renew(ctx context.Context, l outbox.Lease) {
 
 // scheduleNext arms the timer for the next due record of user.
 func (r *Runtime) scheduleNext(user string) {
-	recs, err := r.store.List(r.ctx, outbox.Filter{UserID: user, Statuses: []outbox.Status{outbox.StatusPending, outbox.StatusFailed}})
+	recs, err := r.store.List(r.ctx, outbox.Filter{UserID: user, Statuses: []queue.Status{queue.StatusPending, queue.StatusFailed}})
 	if err != nil {
 		return
 	}
@@ -288,7 +289,7 @@ func (r *Runtime) scheduleNext(user string) {
 
 // fence obtains a server fencing token for resource (POST FencePath+resource).
 // A failure comes with its ErrorInfo (FenceError).
-func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, outbox.ErrorInfo, error) {
+func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, queue.ErrorInfo, error) {
 	resp, err := r.transport.Send(ctx, outbox.Request{Method: "POST", Endpoint: r.cfg.FencePath + resource, Header: outbox.Header{}, UserID: user})
 	if err != nil {
 		return 0, outbox.FenceError(0, err, errors.Is(err, outbox.ErrOffline)), errors.Join(ErrFenceUnavailable, err)
@@ -300,14 +301,14 @@ func (r *Runtime) fence(ctx context.Context, resource, user string) (uint64, out
 	if !ok {
 		return 0, outbox.FenceError(resp.Status, nil, false), errors.Join(ErrFenceUnavailable, errors.New("outbox: fence answer without a token"))
 	}
-	return tok, outbox.ErrorInfo{}, nil
+	return tok, queue.ErrorInfo{}, nil
 }
 
 // fenceFailed gives the lease back after a failed fencing token request,
 // arms the retry timer (backoff, at most 30 s) and records the failure in
 // the queue's metadata for every tab's status (still holding the lock: only
 // the would-be owner writes it).
-func (r *Runtime) fenceFailed(ctx context.Context, lease outbox.Lease, e outbox.ErrorInfo, err error) {
+func (r *Runtime) fenceFailed(ctx context.Context, lease queue.Lease, e queue.ErrorInfo, err error) {
 	r.mu.Lock()
 	r.fenceFails++
 	d := r.ob.Config().Backoff.Ceiling(r.fenceFails)

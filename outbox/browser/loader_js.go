@@ -3,13 +3,13 @@
 package browser
 
 import (
-	"sync/atomic"
 	"syscall/js"
 
+	"github.com/tabfence/tabfence/internal/loaderstats"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
-	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // The runtime's plain appends through the loader's outbox hooks
@@ -19,16 +19,6 @@ import (
 // (PlainAppend) and writes it back; the hook then puts it in its own
 // IndexedDB transaction, in the caller's task, and reports the commits in
 // batches (done). Without the loader every enqueue is Enqueue.
-
-// Counters of the loader's reports (LoaderAppendStats).
-var loaderBatches, loaderRecords, loaderDropped atomic.Int64
-
-// LoaderAppendStats returns how many batches of committed appends the
-// loader reported, the records they named, and the entries dropped (not a
-// pending append: another script's call, a bug).
-func LoaderAppendStats() (batches, records, dropped int64) {
-	return loaderBatches.Load(), loaderRecords.Load(), loaderDropped.Load()
-}
 
 // UseLoader hands this runtime's plain appends to the loader's outbox
 // hooks under key, the number the loader's export names it by: now, and
@@ -63,7 +53,7 @@ func (r *Runtime) publishTarget(set js.Value, key int, done js.Value) {
 		_, _ = jsglue.Invoke(set, key, nil)
 		return
 	}
-	_, _ = jsglue.Invoke(set, key, db, names, opts, done, loader.Kick(), string(outbox.ActionAppended))
+	_, _ = jsglue.Invoke(set, key, db, names, opts, done, loader.Kick(), string(queue.ActionAppended))
 }
 
 // AppendFromScratch is the export tabfence_outbox_append's body: the
@@ -111,7 +101,7 @@ func (r *Runtime) appendsDone(args []js.Value, errJS func(error) js.Value) any {
 		return js.Undefined()
 	}
 	if b := arg(0); b.Type() == js.TypeString {
-		loaderBatches.Add(1)
+		loaderstats.Batches.Add(1)
 		var n int64
 		dropped := ParseCommitted(b.String(), func(id string) bool {
 			ok := r.ob.CommittedAppend(id)
@@ -120,8 +110,8 @@ func (r *Runtime) appendsDone(args []js.Value, errJS func(error) js.Value) any {
 			}
 			return ok
 		})
-		loaderRecords.Add(n)
-		loaderDropped.Add(int64(dropped))
+		loaderstats.Records.Add(n)
+		loaderstats.Dropped.Add(int64(dropped))
 		if n > 0 {
 			r.announceLater()
 		}

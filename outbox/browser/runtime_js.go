@@ -16,6 +16,7 @@ import (
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/fetch"
 	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // RuntimeConfig configures a Runtime: one tab's (or one instance's) handle
@@ -107,7 +108,7 @@ type Runtime struct {
 	owning       bool
 	flushing     bool
 	busy         bool // inside ownAndFlush (taking ownership or flushing)
-	lease        outbox.Lease
+	lease        queue.Lease
 	lastStep     time.Time // owner: last time a step of its flush finished
 	contended    bool      // our last attempt found the lock held
 	dirtyLocal   bool
@@ -157,10 +158,10 @@ var (
 // starts flushing when the queue has due work.
 func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.Name == "" {
-		return nil, outbox.ErrInvalidRecord
+		return nil, queue.ErrInvalidRecord
 	}
 	cfg = cfg.withDefaults()
-	names, err := outbox.Names(cfg.Name, cfg.Protocol)
+	names, err := queue.Names(cfg.Name, cfg.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -319,9 +320,9 @@ func (r *Runtime) Logout(ctx context.Context, purge bool) (int, error) {
 
 // Enqueue records op durably (it returns after the commit), then announces
 // OUTBOX_CHANGED to the other tabs and triggers a flush here.
-func (r *Runtime) Enqueue(ctx context.Context, op outbox.Op) (outbox.EnqueueResult, error) {
+func (r *Runtime) Enqueue(ctx context.Context, op outbox.Op) (queue.EnqueueResult, error) {
 	if r.closed.Load() {
-		return outbox.EnqueueResult{}, ErrRuntimeClosed
+		return queue.EnqueueResult{}, ErrRuntimeClosed
 	}
 	res, err := r.ob.Enqueue(ctx, op)
 	if err != nil {
@@ -355,7 +356,7 @@ func (r *Runtime) Status(ctx context.Context) (RuntimeStatus, error) {
 }
 
 // DeadLetters lists dead letters, conflicts and terminal failures.
-func (r *Runtime) DeadLetters(ctx context.Context) ([]outbox.Record, error) {
+func (r *Runtime) DeadLetters(ctx context.Context) ([]queue.Record, error) {
 	return r.ob.DeadLetters(ctx)
 }
 

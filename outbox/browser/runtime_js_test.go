@@ -16,6 +16,7 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // mockReceiver replaces fetch in this page with a tiny receiver: fencing
@@ -73,7 +74,7 @@ func openRT(t *testing.T, name string, mut func(*RuntimeConfig)) *Runtime {
 	t.Helper()
 	cfg := RuntimeConfig{
 		Name: name,
-		Outbox: outbox.Config{Endpoint: "/api/notes", Policies: map[string]outbox.Policy{"put": {Dedupe: outbox.Append}},
+		Outbox: outbox.Config{Endpoint: "/api/notes", Policies: map[string]queue.Policy{"put": {Dedupe: queue.Append}},
 			Backoff: &outbox.Backoff{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond}},
 		Authorize: func(_ context.Context, req outbox.Request, h outbox.Header) error {
 			h["X-Demo-User"] = req.UserID
@@ -403,6 +404,6 @@ func TestRuntimeAnnouncesAfterCommitCoalesced(t *testing.T) {
 
 // dbName is the database of queue q at protocol 1.
 func dbName(q string) string {
-	n, _ := outbox.Names(q, 1)
+	n, _ := queue.Names(q, 1)
 	return n.Database
 }

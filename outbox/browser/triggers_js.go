@@ -8,7 +8,7 @@ import (
 
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func (r *Runtime) installTriggers() {
@@ -145,7 +145,7 @@ func (r *Runtime) onMessage(m channel.Message) {
 	}
 }
 
-func (r *Runtime) answerPayload(l outbox.Lease, stalled time.Duration) js.Value {
+func (r *Runtime) answerPayload(l queue.Lease, stalled time.Duration) js.Value {
 	o := js.Global().Get("Object").New()
 	o.Set("token", float64(l.Token))
 	o.Set("fence", float64(l.FenceToken))

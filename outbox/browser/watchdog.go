@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // This file is the native, browser-free half of the Runtime (runtime_js.go):
@@ -281,7 +282,7 @@ func parseFenceToken(body []byte) (uint64, bool) {
 
 // nextDue returns the earliest NextAttemptAt of the waiting records among
 // recs (zero if none): when the owner's timer should fire.
-func nextDue(recs []outbox.Record) time.Time {
+func nextDue(recs []queue.Record) time.Time {
 	var t time.Time
 	for i := range recs {
 		r := &recs[i]

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -80,10 +81,10 @@ func TestFenceHelpers(t *testing.T) {
 		_, ok := parseFenceToken([]byte(bad))
 		require.False(t, ok, bad)
 	}
-	recs := []outbox.Record{
-		{Status: outbox.StatusAcked, NextAttemptAt: t0},
-		{Status: outbox.StatusFailed, NextAttemptAt: t0.Add(3 * time.Second)},
-		{Status: outbox.StatusPending, NextAttemptAt: t0.Add(time.Second)},
+	recs := []queue.Record{
+		{Status: queue.StatusAcked, NextAttemptAt: t0},
+		{Status: queue.StatusFailed, NextAttemptAt: t0.Add(3 * time.Second)},
+		{Status: queue.StatusPending, NextAttemptAt: t0.Add(time.Second)},
 	}
 	require.Equal(t, t0.Add(time.Second), nextDue(recs))
 	require.True(t, nextDue(nil).IsZero())

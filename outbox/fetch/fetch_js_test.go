@@ -19,6 +19,7 @@ import (
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/fetch"
 	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -115,7 +116,7 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	ob, err := outbox.New(outbox.Config{Name: "e2e", Store: s, Endpoint: "/commands?run=" + run,
 		Transport: &fetch.Transport{BaseURL: base, Fetch: realFetch},
-		Policies:  map[string]outbox.Policy{"comment": {Dedupe: outbox.Append}}})
+		Policies:  map[string]queue.Policy{"comment": {Dedupe: queue.Append}}})
 	require.NoError(t, err)
 	ob.Login(context.Background(), outbox.Session{UserID: "alice"})
 	const n = 40
@@ -140,7 +141,7 @@ func TestFetchTransportFlushEndToEnd(t *testing.T) {
 // the test.
 func openFresh(t *testing.T) *idbstore.Store {
 	t.Helper()
-	n, _ := outbox.Names("fetch-"+strconv.FormatInt(time.Now().UnixNano(), 36), 1)
+	n, _ := queue.Names("fetch-"+strconv.FormatInt(time.Now().UnixNano(), 36), 1)
 	s, err := idbstore.Open(context.Background(), n.Database)
 	require.NoError(t, err)
 	t.Cleanup(func() {

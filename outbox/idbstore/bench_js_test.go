@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // benchEnqueue enqueues n small append records (distinct ids, one user, no
@@ -22,13 +23,13 @@ func benchEnqueue(ctx context.Context, store outbox.Store, n int) (time.Duration
 	for i := 0; i < n; i++ {
 		now := time.Now()
 		id := "bench-" + stamp + "-" + strconv.Itoa(i)
-		_, err := store.Enqueue(ctx, outbox.EnqueueRequest{
-			Record: outbox.Record{
+		_, err := store.Enqueue(ctx, queue.EnqueueRequest{
+			Record: queue.Record{
 				ID: id, IdempotencyKey: id, OperationType: "bench", Payload: payload,
-				PayloadSchemaVersion: 1, Status: outbox.StatusPending, MaxAttempts: 10,
+				PayloadSchemaVersion: 1, Status: queue.StatusPending, MaxAttempts: 10,
 				NextAttemptAt: now, CreatedAt: now, UpdatedAt: now, UserID: "bench",
 			},
-			Policy: outbox.Policy{Dedupe: outbox.Append},
+			Policy: queue.Policy{Dedupe: queue.Append},
 		})
 		if err != nil {
 			return time.Since(start), err

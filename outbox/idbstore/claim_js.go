@@ -7,7 +7,7 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/idb"
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // getByID issues a lookup of record id through the unique id index.
@@ -28,10 +28,10 @@ func readLease(t *txn, name string) (js.Value, error) {
 	return t.call(leases, "get", name)
 }
 
-func leaseResult(r js.Value) (outbox.Lease, bool, error) {
+func leaseResult(r js.Value) (queue.Lease, bool, error) {
 	v := r.Get("result")
 	if v.IsUndefined() {
-		return outbox.Lease{}, false, nil
+		return queue.Lease{}, false, nil
 	}
 	l, err := decodeLease(v)
 	return l, err == nil, err
@@ -49,7 +49,7 @@ func leaseResult(r js.Value) (outbox.Lease, bool, error) {
 // queue: the pages are a seq-ordered prefix of it, so every entity's earlier
 // records are in them, and the status of a dependency beyond them is looked
 // up by id (ClaimRequest.Beyond).
-func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func (s *Store) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Record, error) {
 	const op = "claim"
 	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
@@ -84,8 +84,8 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 		s.sawCorrupt(err)
 		return nil, t.abort(err)
 	}
-	if !outbox.CurrentLease(cur, found, req.Lease) {
-		return nil, t.abort(outbox.ErrStaleOwner)
+	if !queue.CurrentLease(cur, found, req.Lease) {
+		return nil, t.abort(queue.ErrStaleOwner)
 	}
 	c := &claimRead{s: s, t: t, recs: recs, page: page, raw: map[string]js.Value{}}
 	c.add(first.Get("result"), false)
@@ -120,7 +120,7 @@ type claimRead struct {
 	recs js.Value
 	page int
 	raw  map[string]js.Value
-	live []outbox.Record
+	live []queue.Record
 	more bool
 	last js.Value
 }
@@ -150,19 +150,19 @@ func (c *claimRead) add(arr js.Value, onlyLive bool) {
 
 // plan plans the claim over the pages read, reading more until the plan
 // holds limit records or the queue ends.
-func (c *claimRead) plan(req outbox.ClaimRequest, limit int) (outbox.ClaimPlan, error) {
-	var beyond map[string]outbox.Status
+func (c *claimRead) plan(req queue.ClaimRequest, limit int) (queue.ClaimPlan, error) {
+	var beyond map[string]queue.Status
 	for {
 		if c.more {
 			var err error
 			if beyond, err = c.s.beyondDeps(c.t, c.recs, c.live, beyond); err != nil {
-				return outbox.ClaimPlan{}, err
+				return queue.ClaimPlan{}, err
 			}
 			req.Beyond = beyond
 		} else {
 			req.Beyond = nil // the whole queue was read: absent means not live
 		}
-		plan := outbox.PlanClaim(c.live, req)
+		plan := queue.PlanClaim(c.live, req)
 		if !c.more || len(plan.Claimed) >= limit {
 			return plan, nil
 		}
@@ -171,7 +171,7 @@ func (c *claimRead) plan(req outbox.ClaimRequest, limit int) (outbox.ClaimPlan, 
 			err = c.t.wait(next)
 		}
 		if err != nil {
-			return outbox.ClaimPlan{}, err
+			return queue.ClaimPlan{}, err
 		}
 		c.add(next.Get("result"), true)
 	}
@@ -181,7 +181,7 @@ func (c *claimRead) plan(req outbox.ClaimRequest, limit int) (outbox.ClaimPlan, 
 // every live record that a record of read depends on and that read does not
 // hold: it lies beyond the pages read. Each id is looked up once, by the id
 // index; an id not found or not live is left out (absent counts as acked).
-func (s *Store) beyondDeps(t *txn, recs js.Value, read []outbox.Record, known map[string]outbox.Status) (map[string]outbox.Status, error) {
+func (s *Store) beyondDeps(t *txn, recs js.Value, read []queue.Record, known map[string]queue.Status) (map[string]queue.Status, error) {
 	var ids []string
 	var in map[string]bool
 	for i := range read {
@@ -201,7 +201,7 @@ func (s *Store) beyondDeps(t *txn, recs js.Value, read []outbox.Record, known ma
 		return known, nil
 	}
 	if known == nil {
-		known = map[string]outbox.Status{}
+		known = map[string]queue.Status{}
 	}
 	ix, err := t.call(recs, "index", indexID)
 	if err != nil {
@@ -219,13 +219,13 @@ func (s *Store) beyondDeps(t *txn, recs js.Value, read []outbox.Record, known ma
 	for i, id := range ids {
 		v := gets[i].Get("result")
 		if v.Type() != js.TypeObject || !v.Get(fieldLive).Equal(js.ValueOf(1)) {
-			known[id] = outbox.StatusAcked // absent or acked: done
+			known[id] = queue.StatusAcked // absent or acked: done
 			continue
 		}
 		if st := v.Get("status"); st.Type() == js.TypeString {
-			known[id] = outbox.Status(st.String())
+			known[id] = queue.Status(st.String())
 		} else {
-			known[id] = outbox.StatusPending // unreadable: not done
+			known[id] = queue.StatusPending // unreadable: not done
 		}
 	}
 	return known, nil

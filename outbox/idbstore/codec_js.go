@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Records, leases and metadata are stored as plain JavaScript objects, so
@@ -236,12 +237,12 @@ func (r *reader) sub(field string) (*reader, bool) {
 	return s, true
 }
 
-func (r *reader) errorInfo(field string) *outbox.ErrorInfo {
+func (r *reader) errorInfo(field string) *queue.ErrorInfo {
 	s, ok := r.sub(field)
 	if !ok {
 		return nil
 	}
-	e := &outbox.ErrorInfo{Code: s.str("code"), Message: s.str("message"), Status: s.int("status"), At: s.time("at")}
+	e := &queue.ErrorInfo{Code: s.str("code"), Message: s.str("message"), Status: s.int("status"), At: s.time("at")}
 	if s.err != nil {
 		s.err.Field = field + "." + s.err.Field
 		r.err = s.err
@@ -275,7 +276,7 @@ func (r *reader) done() error {
 // tries the packed read first). Required: v >= 1, a non-empty id and
 // status, seq, userId and idempotencyKey strings. A newer v decodes as long
 // as the fields this build knows keep their types.
-func decodeRecordSlow(v js.Value) (outbox.Record, error) {
+func decodeRecordSlow(v js.Value) (queue.Record, error) {
 	r := newReader(storeRecords, v)
 	if r.err == nil {
 		if id := v.Get("id"); id.Type() == js.TypeString {
@@ -283,7 +284,7 @@ func decodeRecordSlow(v js.Value) (outbox.Record, error) {
 		}
 	}
 	r.version()
-	var rec outbox.Record
+	var rec queue.Record
 	rec.ID = r.str("id")
 	if r.err == nil && rec.ID == "" {
 		r.fail("id", "missing")
@@ -297,7 +298,7 @@ func decodeRecordSlow(v js.Value) (outbox.Record, error) {
 	rec.PayloadRef = r.str("payloadRef")
 	rec.PayloadHash = r.str("payloadHash")
 	rec.PayloadSchemaVersion = r.int("payloadSchemaVersion")
-	rec.Status = outbox.Status(r.str("status"))
+	rec.Status = queue.Status(r.str("status"))
 	if r.err == nil && rec.Status == "" {
 		r.fail("status", "missing")
 	}
@@ -318,7 +319,7 @@ func decodeRecordSlow(v js.Value) (outbox.Record, error) {
 	rec.UpdatedAt = r.time("updatedAt")
 	rec.AckedAt = r.time("ackedAt")
 	if s, ok := r.sub("response"); ok {
-		resp := &outbox.StoredResponse{Status: s.int("status"), Body: s.bytes("body"), Replayed: s.boolean("replayed")}
+		resp := &queue.StoredResponse{Status: s.int("status"), Body: s.bytes("body"), Replayed: s.boolean("replayed")}
 		if s.err != nil {
 			s.err.Field = "response." + s.err.Field
 			r.err = s.err
@@ -332,7 +333,7 @@ func decodeRecordSlow(v js.Value) (outbox.Record, error) {
 	rec.TenantID = r.str("tenantId")
 	rec.AuthGeneration = r.uint("authGeneration")
 	if err := r.done(); err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	return rec, nil
 }
@@ -372,7 +373,7 @@ func setStrs(o js.Value, field string, xs []string) {
 
 func setUint(o js.Value, field string, n uint64) { o.Set(field, float64(n)) }
 
-func encodeErrorInfo(e *outbox.ErrorInfo) js.Value {
+func encodeErrorInfo(e *queue.ErrorInfo) js.Value {
 	if e == nil {
 		return jsNull
 	}
@@ -392,7 +393,7 @@ func encodeErrorInfo(e *outbox.ErrorInfo) js.Value {
 // (decoding reads a missing field as its zero value), which saves a third of
 // the JavaScript calls of an append; a rewrite sets every known field, so
 // no stale value survives under a newer build's extra fields.
-func encodeRecord(rec *outbox.Record, base js.Value) js.Value {
+func encodeRecord(rec *queue.Record, base js.Value) js.Value {
 	if base.Type() != js.TypeObject {
 		return encodeFreshRecord(rec)
 	}
@@ -411,7 +412,7 @@ func encodeRecord(rec *outbox.Record, base js.Value) js.Value {
 		o.Delete("seq") // an append: the key generator assigns it
 	}
 	// The derived index fields appendRecordJSON left out are gone.
-	if rec.Status == outbox.StatusAcked {
+	if rec.Status == queue.StatusAcked {
 		o.Delete(fieldLive)
 	}
 	if rec.Status.Settled() {
@@ -424,7 +425,7 @@ func encodeRecord(rec *outbox.Record, base js.Value) js.Value {
 }
 
 // encodeResponse is a stored response's object, or null.
-func encodeResponse(r *outbox.StoredResponse) js.Value {
+func encodeResponse(r *queue.StoredResponse) js.Value {
 	if r == nil {
 		return jsNull
 	}
@@ -438,7 +439,7 @@ func encodeResponse(r *outbox.StoredResponse) js.Value {
 // encodeFreshRecord is encodeRecord of a record that replaces no stored
 // object: the scalar fields in one JSON.parse (appendRecordJSON), then the
 // bytes and nested objects.
-func encodeFreshRecord(rec *outbox.Record) js.Value {
+func encodeFreshRecord(rec *queue.Record) js.Value {
 	o := jsJSON.Call("parse", string(appendRecordJSON(make([]byte, 0, 512), rec, false)))
 	if rec.Payload != nil {
 		setBytes(o, "payload", rec.Payload)
@@ -462,7 +463,7 @@ func opKey(user, key string) js.Value {
 }
 
 // encodeLease and decodeLease: the lease row, keyed by name.
-func encodeLease(l outbox.Lease, base js.Value) js.Value {
+func encodeLease(l queue.Lease, base js.Value) js.Value {
 	o := newObject(base)
 	o.Set("v", recordEncoding)
 	o.Set("name", l.Name)
@@ -475,15 +476,15 @@ func encodeLease(l outbox.Lease, base js.Value) js.Value {
 	return o
 }
 
-func decodeLease(v js.Value) (outbox.Lease, error) {
+func decodeLease(v js.Value) (queue.Lease, error) {
 	r := newReader(storeLeases, v)
-	l := outbox.Lease{
+	l := queue.Lease{
 		Name: r.str("name"), Owner: r.str("owner"), Token: r.uint("token"),
 		ExpiresAt: r.time("expiresAt"), UpdatedAt: r.time("updatedAt"),
 		Resource: r.str("resource"), FenceToken: r.uint("fenceToken"),
 	}
 	if err := r.done(); err != nil {
-		return outbox.Lease{}, err
+		return queue.Lease{}, err
 	}
 	return l, nil
 }

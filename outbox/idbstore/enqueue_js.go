@@ -9,15 +9,15 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // decodeAll decodes an array of stored records, skipping (and reporting)
 // corrupt ones. raw, when non-nil, receives each decoded record's stored
 // object by id, so a rewrite keeps the fields a newer build added.
-func (s *Store) decodeAll(arr js.Value, raw map[string]js.Value) []outbox.Record {
+func (s *Store) decodeAll(arr js.Value, raw map[string]js.Value) []queue.Record {
 	n := arr.Length()
-	out := make([]outbox.Record, 0, n)
+	out := make([]queue.Record, 0, n)
 	for i := 0; i < n; i++ {
 		v := arr.Index(i)
 		r, err := decodeRecord(v)
@@ -41,14 +41,14 @@ func (s *Store) decodeAll(arr js.Value, raw map[string]js.Value) []outbox.Record
 // dedupe policies first read the same-key records (opKey index) and, for
 // replace and merge, the entity's unsettled records (entity index), then
 // their blob payloads.
-func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, req queue.EnqueueRequest) (queue.EnqueueResult, error) {
 	const op = "enqueue"
 	if err := ctx.Err(); err != nil {
-		return outbox.EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	in := &req.Record
 	if in.ID == "" || in.UserID == "" {
-		return outbox.EnqueueResult{}, outbox.ErrInvalidRecord
+		return queue.EnqueueResult{}, queue.ErrInvalidRecord
 	}
 	needKey := req.Policy.ReadsQueue(in.OperationKey)
 	needEntity := req.Policy.ReadsEntity(in.OperationKey)
@@ -61,37 +61,37 @@ func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.
 		t, err = s.begin(op, idb.ReadWrite, storeRecords)
 	}
 	if err != nil {
-		return outbox.EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return outbox.EnqueueResult{}, t.fail(op, err)
+		return queue.EnqueueResult{}, t.fail(op, err)
 	}
 	var blobs js.Value
 	if withBlobs {
 		if blobs, err = t.store(storeBlobs); err != nil {
-			return outbox.EnqueueResult{}, t.fail(op, err)
+			return queue.EnqueueResult{}, t.fail(op, err)
 		}
 	}
 	var raw map[string]js.Value
-	var related []outbox.Record
+	var related []queue.Record
 	if needKey {
 		if related, raw, err = s.related(t, recs, blobs, in, needEntity); err != nil {
-			return outbox.EnqueueResult{}, t.fail(op, err)
+			return queue.EnqueueResult{}, t.fail(op, err)
 		}
 	}
-	plan, err := outbox.PlanEnqueue(related, req, in.CreatedAt)
+	plan, err := queue.PlanEnqueue(related, req, in.CreatedAt)
 	if err != nil {
-		return outbox.EnqueueResult{}, t.abort(err)
+		return queue.EnqueueResult{}, t.abort(err)
 	}
 	if !plan.Write {
 		t.release()
 		return plan.Result, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return outbox.EnqueueResult{}, t.abort(err)
+		return queue.EnqueueResult{}, t.abort(err)
 	}
-	appended := plan.Result.Action == outbox.ActionAppended
+	appended := plan.Result.Action == queue.ActionAppended
 	if appended {
 		plan.Put.Seq = 0 // assigned by the key generator
 	}
@@ -101,14 +101,14 @@ func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.
 	}
 	put, err := writePlan(op, recs, blobs, withBlobs, &plan, base)
 	if err != nil {
-		return outbox.EnqueueResult{}, t.fail(op, err)
+		return queue.EnqueueResult{}, t.fail(op, err)
 	}
 	if err := hook(op, "written"); err != nil {
-		return outbox.EnqueueResult{}, t.abort(err)
+		return queue.EnqueueResult{}, t.abort(err)
 	}
 	t.commit()
 	if err := t.finish(); err != nil {
-		return outbox.EnqueueResult{}, wrapIDB(op, err)
+		return queue.EnqueueResult{}, wrapIDB(op, err)
 	}
 	if appended {
 		return appendedSeq(plan.Result, put.Get("result"))
@@ -120,7 +120,7 @@ func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.
 // user with its operation key and, when withEntity, those of its entity,
 // with their blob payloads (merge needs the older one). raw receives each
 // one's stored object by id. An error aborts the enqueue (t.fail).
-func (s *Store) related(t *txn, recs, blobs js.Value, in *outbox.Record, withEntity bool) ([]outbox.Record, map[string]js.Value, error) {
+func (s *Store) related(t *txn, recs, blobs js.Value, in *queue.Record, withEntity bool) ([]queue.Record, map[string]js.Value, error) {
 	var byKey, byEntity js.Value
 	ix, err := t.call(recs, "index", jsName(indexOpKey))
 	if err == nil {
@@ -145,7 +145,7 @@ func (s *Store) related(t *txn, recs, blobs js.Value, in *outbox.Record, withEnt
 	}
 	raw := map[string]js.Value{}
 	seen := map[string]bool{}
-	var related []outbox.Record
+	var related []queue.Record
 	for _, rq := range [2]js.Value{byKey, byEntity} {
 		if rq.IsUndefined() {
 			continue
@@ -162,7 +162,7 @@ func (s *Store) related(t *txn, recs, blobs js.Value, in *outbox.Record, withEnt
 }
 
 // blobPayloads loads the blob payloads of related, in the transaction.
-func (s *Store) blobPayloads(t *txn, blobs js.Value, related []outbox.Record) error {
+func (s *Store) blobPayloads(t *txn, blobs js.Value, related []queue.Record) error {
 	var blobReqs []js.Value
 	var blobIdx []int
 	for i := range related {
@@ -197,7 +197,7 @@ func (s *Store) blobPayloads(t *txn, blobs js.Value, related []outbox.Record) er
 // writePlan issues the writes of an enqueue plan: the blob delete and put,
 // then the record's put (on top of base, the stored object it replaces, if
 // any), whose request it returns.
-func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *outbox.EnqueuePlan, base js.Value) (js.Value, error) {
+func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *queue.EnqueuePlan, base js.Value) (js.Value, error) {
 	if plan.DeleteBlob != "" || plan.Put.PayloadRef != "" {
 		if !withBlobs {
 			return js.Undefined(), &Error{Op: op, Err: errors.New("blob write outside the transaction's scope")}
@@ -218,9 +218,9 @@ func writePlan(op string, recs, blobs js.Value, withBlobs bool, plan *outbox.Enq
 
 // appendedSeq completes the result of a committed append with the seq the
 // key generator gave its record (k: its put request's result).
-func appendedSeq(res outbox.EnqueueResult, k js.Value) (outbox.EnqueueResult, error) {
+func appendedSeq(res queue.EnqueueResult, k js.Value) (queue.EnqueueResult, error) {
 	if k.Type() != js.TypeNumber {
-		return outbox.EnqueueResult{}, &Error{Op: "enqueue", Err: errors.New("key generator returned no number")}
+		return queue.EnqueueResult{}, &Error{Op: "enqueue", Err: errors.New("key generator returned no number")}
 	}
 	res.Record.Seq = uint64(k.Float())
 	return res, nil

@@ -9,7 +9,7 @@ import (
 	"syscall/js"
 	"time"
 
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Reading a record field by field from Go costs about three calls across
@@ -63,27 +63,27 @@ func jsStrings(xs []string) js.Value {
 
 // decodeRecord decodes a stored record: packed (see above) when it can,
 // else field by field (decodeRecordSlow), which reports what is wrong.
-func decodeRecord(v js.Value) (outbox.Record, error) {
+func decodeRecord(v js.Value) (queue.Record, error) {
 	if rec, ok := decodePacked(v); ok {
 		return rec, nil
 	}
 	return decodeRecordSlow(v)
 }
 
-func decodePacked(v js.Value) (outbox.Record, bool) {
+func decodePacked(v js.Value) (queue.Record, bool) {
 	fn, scratch := packer()
 	if fn.Type() != js.TypeFunction {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	packMu.Lock()
 	defer packMu.Unlock()
 	n := fn.Invoke(v)
 	if n.Type() != js.TypeNumber {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	size := n.Int()
 	if size < 8*packedNumbers || size > len(packBuf) {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	buf := packBuf[:size]
 	js.CopyBytesToGo(buf, scratch)
@@ -178,11 +178,11 @@ func (u *unpacker) bytes(i int, o js.Value, field string) []byte {
 	return b
 }
 
-func (u *unpacker) record(v js.Value) (outbox.Record, bool) {
+func (u *unpacker) record(v js.Value) (queue.Record, bool) {
 	u.ok = true
-	var rec outbox.Record
+	var rec queue.Record
 	if _, hasV := u.num(pV); !hasV || u.int(pV) < 1 {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	rec.PayloadSchemaVersion = u.int(pSchema)
 	rec.Attempts = u.int(pAttempts)
@@ -192,7 +192,7 @@ func (u *unpacker) record(v js.Value) (outbox.Record, bool) {
 	rec.LeaseToken = u.uint(pLeaseToken)
 	rec.LeaseExpiresAt = u.time(pLeaseExpiresAt)
 	if _, ok := u.num(pSeq); !ok {
-		return outbox.Record{}, false // missing: the slow path says so
+		return queue.Record{}, false // missing: the slow path says so
 	}
 	rec.Seq = u.uint(pSeq)
 	rec.CreatedAt = u.time(pCreatedAt)
@@ -208,17 +208,17 @@ func (u *unpacker) record(v js.Value) (outbox.Record, bool) {
 	rec.OperationType = u.s()
 	rec.PayloadRef = u.s()
 	rec.PayloadHash = u.s()
-	rec.Status = outbox.Status(u.s())
+	rec.Status = queue.Status(u.s())
 	rec.LeaseOwner = u.s()
 	user, hasUser := u.str()
 	rec.UserID = user
 	rec.TenantID = u.s()
 	if rec.ID == "" || rec.Status == "" || !hasUser {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	code, msg := u.s(), u.s()
 	if _, ok := u.num(pLastError); ok {
-		rec.LastError = &outbox.ErrorInfo{Code: code, Message: msg, Status: u.int(pErrStatus), At: u.time(pErrAt)}
+		rec.LastError = &queue.ErrorInfo{Code: code, Message: msg, Status: u.int(pErrStatus), At: u.time(pErrAt)}
 	}
 	if nd, ok := u.num(pDeps); ok && nd > 0 {
 		rec.DependencyIDs = make([]string, int(nd))
@@ -227,11 +227,11 @@ func (u *unpacker) record(v js.Value) (outbox.Record, bool) {
 		}
 	}
 	if !u.ok {
-		return outbox.Record{}, false
+		return queue.Record{}, false
 	}
 	rec.Payload = u.bytes(pPayloadLen, v, "payload")
 	if _, ok := u.num(pResponse); ok {
-		resp := &outbox.StoredResponse{Status: u.int(pRespStatus)}
+		resp := &queue.StoredResponse{Status: u.int(pRespStatus)}
 		if b, ok := u.num(pRespReplayed); ok {
 			resp.Replayed = b == 1
 		}

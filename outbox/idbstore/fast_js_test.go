@@ -10,22 +10,21 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // fullRecord has every field set, strings with quotes, NUL, control
 // characters and non-ASCII.
-func fullRecord() outbox.Record {
+func fullRecord() queue.Record {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
-	return outbox.Record{
+	return queue.Record{
 		ID: "id\"1", OperationKey: "key\\\x00\n", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
 		OperationType: "put-note", Payload: []byte(`{"a":1}`), PayloadRef: "ref", PayloadHash: "abc",
-		PayloadSchemaVersion: 2, Status: outbox.StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
-		NextAttemptAt: at, LastError: &outbox.ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
+		PayloadSchemaVersion: 2, Status: queue.StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
+		NextAttemptAt: at, LastError: &queue.ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
 		LeaseOwner: "o", LeaseToken: 9, LeaseExpiresAt: at, DependencyIDs: []string{"d1", "d\"2", "𝄞"}, Seq: 42,
 		CreatedAt: at, UpdatedAt: at.Add(time.Millisecond), AckedAt: at.Add(2 * time.Millisecond),
-		Response: &outbox.StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
+		Response: &queue.StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
 		UserID:   "u", TenantID: "t", AuthGeneration: 5,
 	}
 }
@@ -40,7 +39,7 @@ func TestPackedDecodeAgrees(t *testing.T) {
 		t.Fatal("packRecord missing: this page allows Function")
 	}
 	full := fullRecord()
-	minimal := outbox.Record{ID: "m", Status: outbox.StatusPending, Seq: 1, UserID: ""}
+	minimal := queue.Record{ID: "m", Status: queue.StatusPending, Seq: 1, UserID: ""}
 	eval := func(src string) js.Value {
 		return js.Global().Get("Function").New("base", "return ("+src+")").Invoke(encodeRecord(&full, js.Undefined()))
 	}

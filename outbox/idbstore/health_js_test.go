@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // The flush owner's failure survives IndexedDB (every tab's status reads it
@@ -19,7 +20,7 @@ func TestIDBMetaFailure(t *testing.T) {
 	s := openTestStore(t, "tabfence-outbox:meta-failure-"+time.Now().Format("150405.000000"))
 	at := time.UnixMilli(1_700_000_000_000)
 	f := outbox.SendFailure{Kind: outbox.FailureUnreachable, Since: at, NextAttemptAt: at.Add(4 * time.Second),
-		Error: outbox.ErrorInfo{Code: outbox.CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: at}}
+		Error: queue.ErrorInfo{Code: queue.CodeNetwork, Message: "fence: TypeError: Failed to fetch", At: at}}
 	if _, err := s.UpdateMeta(ctx, func(m *outbox.Meta) error { m.Failure, m.LastError = f, &f.Error; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +39,6 @@ func TestIDBMetaFailure(t *testing.T) {
 	}
 }
 
-func sameError(a, b *outbox.ErrorInfo) bool {
+func sameError(a, b *queue.ErrorInfo) bool {
 	return a != nil && b != nil && a.Code == b.Code && a.Message == b.Message && a.Status == b.Status && a.At.Equal(b.At)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // SetIDBTestHook lets the external tests inject a failure after a method
@@ -45,7 +46,7 @@ func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	tx, err := s.begin("test", idb.ReadWrite, storeRecords)
 	require.NoError(t, err)
 	recs, _ := tx.store(storeRecords)
-	r := outbox.Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: outbox.StatusPending, Seq: 1}
+	r := queue.Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: queue.StatusPending, Seq: 1}
 	_, err = tx.call(recs, "put", encodeRecord(&r, js.Undefined()))
 	require.NoError(t, err)
 	_, err = tx.call(recs, "add", encodeRecord(&r, js.Undefined()))
@@ -85,14 +86,14 @@ func TestIDBAbortErrorMapsQuota(t *testing.T) {
 // (the per-field path) decodes the same.
 func TestEncodeFreshRecordRoundTrip(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123).UTC()
-	rec := outbox.Record{
+	rec := queue.Record{
 		ID: "id\"1", OperationKey: "key\\\x00\n", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
 		OperationType: "put-note", Payload: []byte(`{"a":1}`), PayloadRef: "ref", PayloadHash: "abc",
-		PayloadSchemaVersion: 2, Status: outbox.StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
-		NextAttemptAt: at, LastError: &outbox.ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
+		PayloadSchemaVersion: 2, Status: queue.StatusFailed, Attempts: 3, Sends: 4, MaxAttempts: 10,
+		NextAttemptAt: at, LastError: &queue.ErrorInfo{Code: "http", Message: "x\ty", Status: 503, At: at},
 		LeaseOwner: "o", LeaseToken: 9, LeaseExpiresAt: at, DependencyIDs: []string{"d1", "d\"2"}, Seq: 42,
 		CreatedAt: at, UpdatedAt: at.Add(time.Millisecond), AckedAt: at.Add(2 * time.Millisecond),
-		Response: &outbox.StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
+		Response: &queue.StoredResponse{Status: 200, Body: []byte("ok"), Replayed: true},
 		UserID:   "u", TenantID: "t", AuthGeneration: 5,
 	}
 	v := encodeRecord(&rec, js.Undefined())
@@ -122,21 +123,21 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	for i, c := range []struct {
 		ver int
-		st  outbox.Status
-	}{{1, outbox.StatusPending}, {3, outbox.StatusPending}, {2, outbox.StatusFailed}, {3, outbox.StatusAcked}, {2, outbox.StatusDeadLetter}, {0, outbox.StatusPending}} {
+		st  queue.Status
+	}{{1, queue.StatusPending}, {3, queue.StatusPending}, {2, queue.StatusFailed}, {3, queue.StatusAcked}, {2, queue.StatusDeadLetter}, {0, queue.StatusPending}} {
 		id := "r" + string(rune('a'+i))
-		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: c.ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
-		_, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}})
+		rec := queue.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: c.ver, UserID: "u", Status: queue.StatusPending, CreatedAt: at, UpdatedAt: at}
+		_, err := s.Enqueue(ctx, queue.EnqueueRequest{Record: rec, Policy: queue.Policy{Dedupe: queue.Append}})
 		require.NoError(t, err)
-		if c.st != outbox.StatusPending {
-			if _, err := s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = c.st; return nil }); err != nil {
+		if c.st != queue.StatusPending {
+			if _, err := s.Amend(ctx, id, func(r *queue.Record) error { r.Status = c.st; return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	ob, err := outbox.New(outbox.Config{Store: s, Transport: outbox.TransportFunc(func(context.Context, outbox.Request) (outbox.Response, error) { return outbox.Response{}, nil }),
-		Policies: map[string]outbox.Policy{"x": {Dedupe: outbox.Append}}, SchemaVersion: 1})
+		Policies: map[string]queue.Policy{"x": {Dedupe: queue.Append}}, SchemaVersion: 1})
 	require.NoError(t, err)
 	p, err := ob.Status(ctx)
 	require.NoError(t, err)
@@ -174,8 +175,8 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	tx := db.Call("transaction", storeRecords, "readwrite")
 	for i, ver := range []int{1, 3, 1, 2} {
 		id := "r" + string(rune('a'+i))
-		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at.Add(time.Duration(i) * time.Second), UpdatedAt: at}
+		rec := queue.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: queue.StatusPending, CreatedAt: at.Add(time.Duration(i) * time.Second), UpdatedAt: at}
 		tx.Call("objectStore", storeRecords).Call("put", encodeRecord(&rec, js.Undefined()))
 	}
 	if _, err := jsglue.Await(ctx, js.Global().Get("Promise").New(js.FuncOf(func(_ js.Value, a []js.Value) any {
@@ -191,14 +192,14 @@ func TestIDBUpgradeFromVersion1(t *testing.T) {
 	if v := s.db.Get("version").Int(); v != idbVersion {
 		t.Fatalf("version %d after open, want %d", v, idbVersion)
 	}
-	p, err := s.StatusSchema(ctx, outbox.SchemaGate{Version: 1})
+	p, err := s.StatusSchema(ctx, queue.SchemaGate{Version: 1})
 	require.NoError(t, err)
 	if p.Pending != 4 || p.Unsupported != 2 || !p.OldestPendingAt.Equal(at) {
 		t.Fatalf("status after upgrade %+v", p)
 	}
-	l, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab", at, time.Minute, true))
+	l, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("tab", at, time.Minute, true))
 	require.NoError(t, err)
-	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", Schema: outbox.SchemaGate{Version: 1}})
+	got, err := s.Claim(ctx, queue.ClaimRequest{Lease: l, Now: at.Add(time.Hour), Limit: 10, LeaseTTL: time.Minute, UserID: "u", Schema: queue.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 2 || got[0].ID != "ra" || got[1].ID != "rc" {
 		t.Fatalf("claim after upgrade: %+v %v", got, err)
 	}
@@ -212,28 +213,28 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, "tabfence-outbox:status-old-history")
 	at := time.UnixMilli(1_700_000_000_000)
-	add := func(id string, ver int, st outbox.Status) outbox.Record {
+	add := func(id string, ver int, st queue.Status) queue.Record {
 		t.Helper()
-		rec := outbox.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
-			PayloadSchemaVersion: ver, UserID: "u", Status: outbox.StatusPending, CreatedAt: at, UpdatedAt: at}
-		_, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: rec, Policy: outbox.Policy{Dedupe: outbox.Append}})
+		rec := queue.Record{ID: id, IdempotencyKey: "k" + id, EntityID: id, OperationType: "x", Payload: []byte("p"),
+			PayloadSchemaVersion: ver, UserID: "u", Status: queue.StatusPending, CreatedAt: at, UpdatedAt: at}
+		_, err := s.Enqueue(ctx, queue.EnqueueRequest{Record: rec, Policy: queue.Policy{Dedupe: queue.Append}})
 		require.NoError(t, err)
-		if st != outbox.StatusPending {
+		if st != queue.StatusPending {
 			var err error
-			if rec, err = s.Amend(ctx, id, func(r *outbox.Record) error { r.Status = st; return nil }); err != nil {
+			if rec, err = s.Amend(ctx, id, func(r *queue.Record) error { r.Status = st; return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return rec
 	}
-	var acked outbox.Record
+	var acked queue.Record
 	for i := 0; i < 6; i++ {
-		acked = add("acked"+strconv.Itoa(i), 1, outbox.StatusAcked)
+		acked = add("acked"+strconv.Itoa(i), 1, queue.StatusAcked)
 	}
-	add("old-pending", 1, outbox.StatusPending) // no migration path: unsupported
-	add("newer-failed", 3, outbox.StatusFailed) // newer: unsupported
-	add("old-dead", 1, outbox.StatusDeadLetter) // settled: not counted
-	add("current", 2, outbox.StatusPending)     // sent as stored
+	add("old-pending", 1, queue.StatusPending) // no migration path: unsupported
+	add("newer-failed", 3, queue.StatusFailed) // newer: unsupported
+	add("old-dead", 1, queue.StatusDeadLetter) // settled: not counted
+	add("current", 2, queue.StatusPending)     // sent as stored
 	// An acked record of the old schema whose last error no reader takes.
 	v := encodeRecord(&acked, js.Undefined())
 	v.Set("lastError", 42)
@@ -246,7 +247,7 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	}))); err != nil {
 		t.Fatal(err)
 	}
-	gate := outbox.SchemaGate{Version: 2}
+	gate := queue.SchemaGate{Version: 2}
 	check := func(pending int) {
 		t.Helper()
 		p, err := s.StatusSchema(ctx, gate)
@@ -257,7 +258,7 @@ func TestIDBStatusSkipsOldSchemaHistory(t *testing.T) {
 	}
 	check(2) // the unsettled records are the fewer: read by status
 	for i := 0; i < 12; i++ {
-		add("current"+strconv.Itoa(i), 2, outbox.StatusPending)
+		add("current"+strconv.Itoa(i), 2, queue.StatusPending)
 	}
 	check(14) // the other schemas' records are the fewer: read by schema
 }

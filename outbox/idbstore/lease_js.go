@@ -8,14 +8,15 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // GetLease implements outbox.Store.
-func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
+func (s *Store) GetLease(ctx context.Context, name string) (queue.Lease, bool, error) {
 	const op = "get lease"
 	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeLeases)
 	if err != nil {
-		return outbox.Lease{}, false, err
+		return queue.Lease{}, false, err
 	}
 	defer t.release()
 	r, err := readLease(t, name)
@@ -23,7 +24,7 @@ func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, 
 		err = t.wait(r)
 	}
 	if err != nil {
-		return outbox.Lease{}, false, wrapIDB(op, err)
+		return queue.Lease{}, false, wrapIDB(op, err)
 	}
 	l, found, err := leaseResult(r)
 	if err != nil {
@@ -33,24 +34,24 @@ func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, 
 }
 
 // UpdateLease implements outbox.Store.
-func (s *Store) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
+func (s *Store) UpdateLease(ctx context.Context, name string, fn func(queue.Lease, bool) (queue.Lease, error)) (queue.Lease, error) {
 	const op = "update lease"
 	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeLeases)
 	if err != nil {
-		return outbox.Lease{}, err
+		return queue.Lease{}, err
 	}
 	r, err := readLease(t, name)
 	if err == nil {
 		err = t.wait(r)
 	}
 	if err != nil {
-		return outbox.Lease{}, t.fail(op, err)
+		return queue.Lease{}, t.fail(op, err)
 	}
 	base := r.Get("result")
 	cur, found, err := leaseResult(r)
 	if err != nil {
 		s.sawCorrupt(err)
-		return outbox.Lease{}, t.abort(err)
+		return queue.Lease{}, t.abort(err)
 	}
 	if !found {
 		cur.Name = name

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // pack.js reads exactly the top-level fields appendRecordJSON writes, each
@@ -18,9 +17,9 @@ import (
 // its value silently stays behind in the packed read.
 func TestPackFieldsMatchRecord(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123)
-	rec := outbox.Record{
+	rec := queue.Record{
 		ID: "i", OperationKey: "k", IdempotencyKey: "ik", EntityType: "e", EntityID: "1", OperationType: "op",
-		PayloadRef: "r", PayloadHash: "h", PayloadSchemaVersion: 2, Status: outbox.StatusFailed, Attempts: 1,
+		PayloadRef: "r", PayloadHash: "h", PayloadSchemaVersion: 2, Status: queue.StatusFailed, Attempts: 1,
 		Sends: 2, MaxAttempts: 3, NextAttemptAt: at, LeaseOwner: "o", LeaseToken: 4, LeaseExpiresAt: at,
 		DependencyIDs: []string{"d"}, Seq: 5, CreatedAt: at, UpdatedAt: at, AckedAt: at, UserID: "u",
 		TenantID: "t", AuthGeneration: 6,

@@ -10,13 +10,14 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // query reads the records matching f in Seq order (Limit applied). It
 // narrows with an index where one fits: ids by key, statuses by the status
 // index, a user by the user index; otherwise it reads the whole store, so
 // that corrupt records of any shape are met and reported.
-func (s *Store) query(t *txn, op string, f outbox.Filter) ([]outbox.Record, error) {
+func (s *Store) query(t *txn, op string, f outbox.Filter) ([]queue.Record, error) {
 	recs, err := t.store(storeRecords)
 	if err != nil {
 		return nil, err
@@ -28,21 +29,21 @@ func (s *Store) query(t *txn, op string, f outbox.Filter) ([]outbox.Record, erro
 	if err := t.wait(reqs[len(reqs)-1]); err != nil {
 		return nil, err
 	}
-	var out []outbox.Record
+	var out []queue.Record
 	seen := map[string]bool{}
 	for _, rq := range reqs {
 		v := rq.Get("result")
 		if v.IsUndefined() {
 			continue
 		}
-		var got []outbox.Record
+		var got []queue.Record
 		if len(f.IDs) > 0 {
 			r, err := decodeRecord(v)
 			if err != nil {
 				s.sawCorrupt(err)
 				continue
 			}
-			got = []outbox.Record{r}
+			got = []queue.Record{r}
 		} else {
 			got = s.decodeAll(v, nil)
 		}
@@ -53,7 +54,7 @@ func (s *Store) query(t *txn, op string, f outbox.Filter) ([]outbox.Record, erro
 			}
 		}
 	}
-	outbox.SortBySeq(out)
+	queue.SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -78,7 +79,7 @@ func queryRequests(t *txn, recs js.Value, f outbox.Filter) ([]js.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		done := map[outbox.Status]bool{}
+		done := map[queue.Status]bool{}
 		for _, st := range f.Statuses {
 			if done[st] {
 				continue
@@ -111,39 +112,39 @@ func queryRequests(t *txn, recs js.Value, f outbox.Filter) ([]js.Value, error) {
 }
 
 // Get implements outbox.Store.
-func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (queue.Record, error) {
 	const op = "get"
 	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
 	if err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	defer t.release()
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return outbox.Record{}, wrapIDB(op, err)
+		return queue.Record{}, wrapIDB(op, err)
 	}
 	r, err := getByID(t, recs, id)
 	if err != nil {
-		return outbox.Record{}, wrapIDB(op, err)
+		return queue.Record{}, wrapIDB(op, err)
 	}
 	if err := t.wait(r); err != nil {
-		return outbox.Record{}, wrapIDB(op, err)
+		return queue.Record{}, wrapIDB(op, err)
 	}
 	v := r.Get("result")
 	if v.IsUndefined() {
-		return outbox.Record{}, outbox.ErrNotFound
+		return queue.Record{}, outbox.ErrNotFound
 	}
 	rec, err := decodeRecord(v)
 	if err != nil {
 		s.sawCorrupt(err)
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	return rec, nil
 }
 
 // List implements outbox.Store. Corrupt records are skipped and reported (Corrupt,
 // WithOnCorrupt), never fatal.
-func (s *Store) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
+func (s *Store) List(ctx context.Context, f outbox.Filter) ([]queue.Record, error) {
 	const op = "list"
 	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
 	if err != nil {
@@ -193,11 +194,11 @@ func (s *Store) Payload(ctx context.Context, ref string) ([]byte, error) {
 // reads it on every change, and a backlog of thousands of offline
 // mutations must not make each read decode them all.
 func (s *Store) Status(ctx context.Context) (outbox.Projection, error) {
-	return s.StatusSchema(ctx, outbox.SchemaGate{})
+	return s.StatusSchema(ctx, queue.SchemaGate{})
 }
 
 // projected are the statuses a Projection counts, in its field order.
-var projected = []outbox.Status{outbox.StatusPending, outbox.StatusLeased, outbox.StatusSending, outbox.StatusFailed, outbox.StatusDeadLetter, outbox.StatusConflict, outbox.StatusTerminalFailed, outbox.StatusAcked}
+var projected = []queue.Status{queue.StatusPending, queue.StatusLeased, queue.StatusSending, queue.StatusFailed, queue.StatusDeadLetter, queue.StatusConflict, queue.StatusTerminalFailed, queue.StatusAcked}
 
 // StatusSchema is Status that also counts the unsettled records gate leaves
 // alone (Projection.Unsupported; none when gate.Version <= 0): a count of
@@ -205,7 +206,7 @@ var projected = []outbox.Status{outbox.StatusPending, outbox.StatusLeased, outbo
 // (only when there are such records and unsettled ones) what gate decides
 // of the fewer of the two sets (countUnsupported). Outbox.Status uses it
 // instead of a scan.
-func (s *Store) StatusSchema(ctx context.Context, gate outbox.SchemaGate) (outbox.Projection, error) {
+func (s *Store) StatusSchema(ctx context.Context, gate queue.SchemaGate) (outbox.Projection, error) {
 	const op = "status"
 	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords, storeMeta)
 	if err != nil {
@@ -245,14 +246,14 @@ type statusReads struct {
 
 // issueStatusReads issues every read of a status at once and awaits the
 // last: requests of one transaction complete in order.
-func issueStatusReads(t *txn, gate outbox.SchemaGate) (statusReads, error) {
+func issueStatusReads(t *txn, gate queue.SchemaGate) (statusReads, error) {
 	var r statusReads
 	last, err := jsglue.Try(func() js.Value {
 		r.recs = t.tx.JS().Call("objectStore", storeRecords)
 		r.mr = t.tx.JS().Call("objectStore", storeMeta).Call("get", metaKey)
 		sx := r.recs.Call("index", indexStatus)
 		// The acked record of the highest seq (LastAckAt).
-		r.lastAck = sx.Call("openCursor", keyRange().Call("only", string(outbox.StatusAcked)), "prev")
+		r.lastAck = sx.Call("openCursor", keyRange().Call("only", string(queue.StatusAcked)), "prev")
 		last := r.lastAck
 		for i, st := range projected {
 			r.counts[i] = sx.Call("count", string(st))
@@ -331,7 +332,7 @@ func resultInt(req js.Value) int {
 // gate.Version in the schema index, acked history included). After a
 // schema bump the old schema's acked history only grows, the backlog is
 // usually short; during a long offline spell the reverse.
-func (s *Store) countUnsupported(t *txn, recs js.Value, gate outbox.SchemaGate, unsettled, other int) (int, error) {
+func (s *Store) countUnsupported(t *txn, recs js.Value, gate queue.SchemaGate, unsettled, other int) (int, error) {
 	const op = "status"
 	var reqs []js.Value
 	var last js.Value
@@ -363,8 +364,8 @@ func (s *Store) countUnsupported(t *txn, recs js.Value, gate outbox.SchemaGate, 
 		arr := res.Get("result")
 		for i, k := 0, arr.Length(); i < k; i++ {
 			rd := newReader(storeRecords, arr.Index(i))
-			rec := outbox.Record{Status: outbox.Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion")}
-			if rd.err == nil && !rec.Status.Settled() && gate.Action(&rec) == outbox.SchemaMigrate {
+			rec := queue.Record{Status: queue.Status(rd.str("status")), PayloadSchemaVersion: rd.int("payloadSchemaVersion")}
+			if rd.err == nil && !rec.Status.Settled() && gate.Action(&rec) == queue.SchemaMigrate {
 				// Only a failed migration's error can leave it alone.
 				rec.LastError = rd.errorInfo("lastError")
 			}

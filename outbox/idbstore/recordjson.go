@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // recordEncoding is the "v" this build writes (see idbcodec_js.go).
@@ -38,7 +38,7 @@ const (
 // characters escaped, so JSON.parse yields what syscall/js would have made
 // of the Go string (invalid UTF-8 included: TextDecoder replaces it either
 // way, and every escape is ASCII).
-func appendRecordJSON(b []byte, rec *outbox.Record, rewrite bool) []byte {
+func appendRecordJSON(b []byte, rec *queue.Record, rewrite bool) []byte {
 	if rewrite {
 		b = append(b, `{"id":`...)
 		b = appendJSONString(b, rec.ID)
@@ -81,7 +81,7 @@ func appendRecordJSON(b []byte, rec *outbox.Record, rewrite bool) []byte {
 	b = appendJSONField(b, "userId", rec.UserID, true)
 	b = appendJSONField(b, "tenantId", rec.TenantID, all)
 	b = appendJSONUint(b, "authGeneration", rec.AuthGeneration, all)
-	if rec.Status != outbox.StatusAcked {
+	if rec.Status != queue.StatusAcked {
 		b = append(b, `,"`+fieldLive+`":1`...)
 	}
 	if !rec.Status.Settled() {
@@ -170,6 +170,6 @@ func appendJSONString(b []byte, s string) []byte {
 // PlainAppend), as Enqueue's store writes it: one JSON object of its
 // scalar fields (appendRecordJSON). withPayload says whether the stored
 // object also has the payload's bytes, set after parsing.
-func AppendRecordJSON(b []byte, rec *outbox.Record) (out []byte, withPayload bool) {
+func AppendRecordJSON(b []byte, rec *queue.Record) (out []byte, withPayload bool) {
 	return appendRecordJSON(b, rec, false), rec.Payload != nil
 }

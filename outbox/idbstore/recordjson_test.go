@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func TestFreshRecordJSON(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_123)
-	rec := outbox.Record{
+	rec := queue.Record{
 		ID: "id-1", OperationKey: "k\"ey\\\n\x00", IdempotencyKey: "idem", EntityType: "note", EntityID: "é-1",
 		OperationType: "put-note", PayloadRef: "", PayloadHash: "abc", PayloadSchemaVersion: 2,
-		Status: outbox.StatusPending, MaxAttempts: 10, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now.Add(time.Millisecond),
+		Status: queue.StatusPending, MaxAttempts: 10, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now.Add(time.Millisecond),
 		DependencyIDs: []string{"a", "b\tc"}, UserID: "u", TenantID: "t", AuthGeneration: 1 << 54,
 		LeaseToken: 7, Seq: 0,
 	}
@@ -40,7 +39,7 @@ func TestFreshRecordJSON(t *testing.T) {
 
 	// Settled and acked: no derived index fields; empty strings and zero
 	// numbers omitted; id, status and userId always present.
-	acked := outbox.Record{ID: "x", Status: outbox.StatusAcked, UserID: ""}
+	acked := queue.Record{ID: "x", Status: queue.StatusAcked, UserID: ""}
 	got = nil
 	require.NoError(t, json.Unmarshal(appendRecordJSON(nil, &acked, false), &got))
 	want = map[string]any{"v": 1.0, "id": "x", "status": "acked", "userId": ""}
@@ -52,7 +51,7 @@ func TestFreshRecordJSON(t *testing.T) {
 // A rewrite writes every field, zero values included, and leaves "v" and a
 // zero "seq" to the caller (encodeRecord).
 func TestRewriteRecordJSON(t *testing.T) {
-	rec := outbox.Record{ID: "x", Status: outbox.StatusAcked, UserID: "u"}
+	rec := queue.Record{ID: "x", Status: queue.StatusAcked, UserID: "u"}
 	var got map[string]any
 	b := appendRecordJSON(nil, &rec, true)
 	if err := json.Unmarshal(b, &got); err != nil {
@@ -68,7 +67,7 @@ func TestRewriteRecordJSON(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}
-	rec.Seq, rec.Status, rec.OperationKey = 9, outbox.StatusPending, "k"
+	rec.Seq, rec.Status, rec.OperationKey = 9, queue.StatusPending, "k"
 	got = nil
 	require.NoError(t, json.Unmarshal(appendRecordJSON(nil, &rec, true), &got))
 	if got["seq"] != 9.0 || got[fieldLive] != 1.0 || got[fieldEntity] != rec.EntityKey() || len(got[fieldOpKey].([]any)) != 2 {

@@ -17,6 +17,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/idbstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/outbox/storetest"
 )
 
@@ -24,7 +25,7 @@ var dbSeq atomic.Int64
 
 // dbName is the database of queue q at protocol 1.
 func dbName(q string) string {
-	n, _ := outbox.Names(q, 1)
+	n, _ := queue.Names(q, 1)
 	return n.Database
 }
 
@@ -98,9 +99,9 @@ func idbConformance(t *testing.T, claimPage int) {
 	})
 }
 
-func enq(t *testing.T, s outbox.Store, r outbox.Record, inline int) outbox.EnqueueResult {
+func enq(t *testing.T, s outbox.Store, r queue.Record, inline int) queue.EnqueueResult {
 	t.Helper()
-	res, err := s.Enqueue(context.Background(), outbox.EnqueueRequest{Record: r, Policy: outbox.Policy{Dedupe: outbox.Append}, InlineLimit: inline})
+	res, err := s.Enqueue(context.Background(), queue.EnqueueRequest{Record: r, Policy: queue.Policy{Dedupe: queue.Append}, InlineLimit: inline})
 	require.NoError(t, err, "enqueue")
 	return res
 }
@@ -110,7 +111,7 @@ func TestIDBDurableAcrossReopen(t *testing.T) {
 	s := openFresh(t)
 	big := bytes.Repeat([]byte("b"), 1000)
 	a := enq(t, s, storetest.NewRecord("a", "alice", "comment", "", "n1", big), 100)
-	lease, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
+	lease, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("tab1", storetest.T0, time.Minute, true))
 	require.NoError(t, err)
 	if _, err := s.UpdateMeta(ctx, func(m *outbox.Meta) error { m.AuthPaused = []string{"bob"}; return nil }); err != nil {
 		t.Fatal(err)
@@ -161,11 +162,11 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		var err error
 		switch op {
 		case "enqueue":
-			_, err = s.Enqueue(ctx, outbox.EnqueueRequest{Record: storetest.NewRecord("b", "alice", "comment", "", "n1", bytes.Repeat([]byte("x"), 50)), Policy: outbox.Policy{Dedupe: outbox.Append}, InlineLimit: 10})
+			_, err = s.Enqueue(ctx, queue.EnqueueRequest{Record: storetest.NewRecord("b", "alice", "comment", "", "n1", bytes.Repeat([]byte("x"), 50)), Policy: queue.Policy{Dedupe: queue.Append}, InlineLimit: 10})
 		case "amend":
-			_, err = s.Amend(ctx, "a", func(r *outbox.Record) error { r.MaxAttempts = 42; return nil })
+			_, err = s.Amend(ctx, "a", func(r *queue.Record) error { r.MaxAttempts = 42; return nil })
 		case "update lease":
-			_, err = s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab9", storetest.T0, time.Minute, true))
+			_, err = s.UpdateLease(ctx, "flush", queue.AcquireLease("tab9", storetest.T0, time.Minute, true))
 		case "update meta":
 			_, err = s.UpdateMeta(ctx, func(m *outbox.Meta) error { m.Paused = true; return nil })
 		case "delete":
@@ -177,7 +178,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}
 	}
 	idbstore.SetIDBTestHook(nil)
-	_, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
+	_, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("tab1", storetest.T0, time.Minute, true))
 	require.NoError(t, err)
 	rs, err := s.List(ctx, outbox.Filter{})
 	if err != nil || len(rs) != 1 || storetest.SameRecord(first.Record, rs[0]) != "" {
@@ -198,13 +199,13 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	}
 	// Update under a lease: the failed charge leaves the claimed record.
 	l, _, _ := s.GetLease(ctx, "flush")
-	claimed, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 1, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
+	claimed, err := s.Claim(ctx, queue.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 1, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim %v", err)
 	}
-	charge := func(l outbox.Lease, at time.Time) error {
-		_, err := s.UpdateBatch(ctx, l, []outbox.RecordUpdate{{ID: claimed[0].ID, Take: true, Fn: func(r *outbox.Record) error {
-			n, err := outbox.Charge(*r, l, at, time.Minute, time.Time{})
+	charge := func(l queue.Lease, at time.Time) error {
+		_, err := s.UpdateBatch(ctx, l, []outbox.RecordUpdate{{ID: claimed[0].ID, Take: true, Fn: func(r *queue.Record) error {
+			n, err := queue.Charge(*r, l, at, time.Minute, time.Time{})
 			*r = n
 			return err
 		}}})
@@ -229,7 +230,7 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 	require.NoError(t, charge(l, storetest.T0))
 	sending, _ := s.Get(ctx, claimed[0].ID)
 	later := storetest.T0.Add(time.Hour)
-	l2, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", later, time.Minute, true))
+	l2, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("tab2", later, time.Minute, true))
 	require.NoError(t, err)
 	idbstore.SetIDBTestHook(func(o, _ string) error {
 		if o == "claim" {
@@ -237,12 +238,12 @@ func TestIDBAbortMidwayLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = s.Claim(ctx, outbox.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
+	_, err = s.Claim(ctx, queue.ClaimRequest{Lease: l2, Now: later, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}})
 	idbstore.SetIDBTestHook(nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("claim: %v", err)
 	}
-	if g, _ := s.Get(ctx, claimed[0].ID); g.Status != outbox.StatusSending || storetest.SameRecord(sending, g) != "" {
+	if g, _ := s.Get(ctx, claimed[0].ID); g.Status != queue.StatusSending || storetest.SameRecord(sending, g) != "" {
 		t.Fatalf("aborted claim changed the record: %+v", g)
 	}
 }
@@ -271,7 +272,7 @@ func TestIDBRealQuota(t *testing.T) {
 		for j := range p {
 			p[j] ^= byte(j*31 + i*7)
 		}
-		_, qerr = s.Enqueue(ctx, outbox.EnqueueRequest{Record: storetest.NewRecord("q"+strconv.Itoa(i), "alice", "comment", "", "", p), Policy: outbox.Policy{Dedupe: outbox.Append}, InlineLimit: 1024})
+		_, qerr = s.Enqueue(ctx, queue.EnqueueRequest{Record: storetest.NewRecord("q"+strconv.Itoa(i), "alice", "comment", "", "", p), Policy: queue.Policy{Dedupe: queue.Append}, InlineLimit: 1024})
 		if qerr == nil {
 			n++
 		}
@@ -335,17 +336,17 @@ func TestIDBGarbageAndNewerRecords(t *testing.T) {
 	rawPut(t, s.Name(), "records", jsEval(`({id: "future", v: 99, status: "pending", seq: 50, userId: "alice", tenantId: "t1",
 		idempotencyKey: "kf", payloadSchemaVersion: 7, payload: new Uint8Array([1,2,3]), nextAttemptAt: 0,
 		futureField: {nested: [1, "x"]}, _live: 50, _entity: "\u0001future"})`))
-	l, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, true))
+	l, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("tab1", storetest.T0, time.Minute, true))
 	require.NoError(t, err)
-	got, err := s.Claim(ctx, outbox.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 10, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
+	got, err := s.Claim(ctx, queue.ClaimRequest{Lease: l, Now: storetest.T0, Limit: 10, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}})
 	if err != nil || len(got) != 1 || got[0].ID != "good" {
 		t.Fatalf("claim: %+v %v", got, err)
 	}
 	f, err := s.Get(ctx, "future")
-	if err != nil || f.PayloadSchemaVersion != 7 || !bytes.Equal(f.Payload, []byte{1, 2, 3}) || f.Status != outbox.StatusPending {
+	if err != nil || f.PayloadSchemaVersion != 7 || !bytes.Equal(f.Payload, []byte{1, 2, 3}) || f.Status != queue.StatusPending {
 		t.Fatalf("future record: %+v %v", f, err)
 	}
-	if _, err := s.Amend(ctx, "future", func(r *outbox.Record) error { r.MaxAttempts = 9; return nil }); err != nil {
+	if _, err := s.Amend(ctx, "future", func(r *queue.Record) error { r.MaxAttempts = 9; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	raw := rawGet(t, s.Name(), "records", "future")
@@ -370,33 +371,33 @@ func TestIDBTwoConnections(t *testing.T) {
 	if r, err := s2.Get(ctx, "a"); err != nil || r.ID != "a" {
 		t.Fatalf("second connection: %v", err)
 	}
-	l1, err := s1.UpdateLease(ctx, "flush", outbox.AcquireLease("tab1", storetest.T0, time.Minute, false))
+	l1, err := s1.UpdateLease(ctx, "flush", queue.AcquireLease("tab1", storetest.T0, time.Minute, false))
 	require.NoError(t, err)
-	if _, err := s2.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", storetest.T0, time.Minute, false)); !errors.Is(err, outbox.ErrLeaseHeld) {
+	if _, err := s2.UpdateLease(ctx, "flush", queue.AcquireLease("tab2", storetest.T0, time.Minute, false)); !errors.Is(err, queue.ErrLeaseHeld) {
 		t.Fatalf("second tab took a held lease: %v", err)
 	}
-	claimed, err := s1.Claim(ctx, outbox.ClaimRequest{Lease: l1, Now: storetest.T0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"})
+	claimed, err := s1.Claim(ctx, queue.ClaimRequest{Lease: l1, Now: storetest.T0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim %v", err)
 	}
-	l2, err := s2.UpdateLease(ctx, "flush", outbox.AcquireLease("tab2", storetest.T0, time.Minute, true))
+	l2, err := s2.UpdateLease(ctx, "flush", queue.AcquireLease("tab2", storetest.T0, time.Minute, true))
 	if err != nil || l2.Token != l1.Token+1 {
 		t.Fatalf("steal %+v %v", l2, err)
 	}
 	before, _ := s2.Get(ctx, "a")
-	_, err = storetest.Update(s1, l1, "a", func(r *outbox.Record) error {
-		n, err := outbox.MarkSending(*r, l1, storetest.T0)
+	_, err = storetest.Update(s1, l1, "a", func(r *queue.Record) error {
+		n, err := queue.MarkSending(*r, l1, storetest.T0)
 		*r = n
 		return err
 	})
-	if !errors.Is(err, outbox.ErrStaleOwner) {
+	if !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("stale owner's update: %v", err)
 	}
 	after, _ := s2.Get(ctx, "a")
 	if storetest.SameRecord(before, after) != "" {
 		t.Fatalf("stale owner changed the record: %+v", after)
 	}
-	if _, err := s1.Claim(ctx, outbox.ClaimRequest{Lease: l1, Now: storetest.T0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"}); !errors.Is(err, outbox.ErrStaleOwner) {
+	if _, err := s1.Claim(ctx, queue.ClaimRequest{Lease: l1, Now: storetest.T0, Limit: 5, LeaseTTL: time.Minute, UserID: "alice", TenantID: "t1"}); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("stale claim: %v", err)
 	}
 }

@@ -8,12 +8,13 @@ import (
 
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // UpdateBatch implements outbox.Store: the lease row and every record read with
 // requests issued together (only the last awaited), the Fns run in order in
 // Go, then one put per changed record, one commit.
-func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
+func (s *Store) UpdateBatch(ctx context.Context, lease queue.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	const op = "update batch"
 	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
@@ -47,8 +48,8 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 		s.sawCorrupt(err)
 		return nil, t.abort(err)
 	}
-	if !outbox.CurrentLease(cur, found, lease) {
-		return nil, t.abort(outbox.ErrStaleOwner)
+	if !queue.CurrentLease(cur, found, lease) {
+		return nil, t.abort(queue.ErrStaleOwner)
 	}
 	states := s.decodeReads(reads)
 	out, dirty := applyUpdates(op, lease, ups, states)
@@ -78,7 +79,7 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 // updateState is one record of an UpdateBatch: as read (rec, raw), then
 // as its updates left it.
 type updateState struct {
-	rec outbox.Record
+	rec queue.Record
 	raw js.Value
 	ok  bool
 	err error // ErrNotFound, or why the stored record does not decode
@@ -106,7 +107,7 @@ func (s *Store) decodeReads(reads map[string]js.Value) map[string]*updateState {
 
 // applyUpdates runs the updates' Fns in order on states and returns each
 // one's result and the ids of the records changed.
-func applyUpdates(op string, lease outbox.Lease, ups []outbox.RecordUpdate, states map[string]*updateState) ([]outbox.UpdateResult, map[string]bool) {
+func applyUpdates(op string, lease queue.Lease, ups []outbox.RecordUpdate, states map[string]*updateState) ([]outbox.UpdateResult, map[string]bool) {
 	out := make([]outbox.UpdateResult, len(ups))
 	dirty := map[string]bool{}
 	for i, u := range ups {
@@ -130,46 +131,46 @@ func applyUpdates(op string, lease outbox.Lease, ups []outbox.RecordUpdate, stat
 // applyUpdate runs u.Fn on c, a copy of rec, and says why the change is
 // refused, if it is: rec is not held by lease (unless u takes it), Fn
 // failed, or Fn changed what it must not.
-func applyUpdate(op string, lease outbox.Lease, u outbox.RecordUpdate, rec, c *outbox.Record) error {
+func applyUpdate(op string, lease queue.Lease, u outbox.RecordUpdate, rec, c *queue.Record) error {
 	if !u.Take && !rec.HeldBy(lease) {
-		return outbox.ErrStaleOwner
+		return queue.ErrStaleOwner
 	}
 	if err := u.Fn(c); err != nil {
 		return err
 	}
 	if c.ID != u.ID || c.Seq != rec.Seq || (u.Take && !c.HeldBy(lease)) {
-		return outbox.OpError(op, "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)
+		return queue.OpError(op, "fn changed the record id or seq, or a take did not lease it", queue.ErrInvalidRecord)
 	}
 	return nil
 }
 
 // Amend implements outbox.Store: one record changed by fn in one transaction,
 // without a lease (fn itself refuses records that are in flight).
-func (s *Store) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+func (s *Store) Amend(ctx context.Context, id string, fn func(*queue.Record) error) (queue.Record, error) {
 	const op = "amend"
 	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords)
 	if err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	recs, err := t.store(storeRecords)
 	if err != nil {
-		return outbox.Record{}, t.fail(op, err)
+		return queue.Record{}, t.fail(op, err)
 	}
 	rr, err := getByID(t, recs, id)
 	if err != nil {
-		return outbox.Record{}, t.fail(op, err)
+		return queue.Record{}, t.fail(op, err)
 	}
 	if err := t.wait(rr); err != nil {
-		return outbox.Record{}, t.fail(op, err)
+		return queue.Record{}, t.fail(op, err)
 	}
 	v := rr.Get("result")
 	if v.IsUndefined() {
-		return outbox.Record{}, t.abort(outbox.ErrNotFound)
+		return queue.Record{}, t.abort(outbox.ErrNotFound)
 	}
 	r, err := decodeRecord(v)
 	if err != nil {
 		s.sawCorrupt(err)
-		return outbox.Record{}, t.abort(err)
+		return queue.Record{}, t.abort(err)
 	}
 	c := r.Clone()
 	if err := fn(&c); err != nil {
@@ -179,7 +180,7 @@ func (s *Store) Amend(ctx context.Context, id string, fn func(*outbox.Record) er
 		return r, t.abort(err)
 	}
 	if c.ID != id || c.Seq != r.Seq {
-		return r, t.abort(outbox.OpError(op, "fn changed the record id or seq", outbox.ErrInvalidRecord))
+		return r, t.abort(queue.OpError(op, "fn changed the record id or seq", queue.ErrInvalidRecord))
 	}
 	if _, err := t.call(recs, "put", encodeRecord(&c, v)); err != nil {
 		return r, t.fail(op, err)

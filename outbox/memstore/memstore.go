@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Store is a thread-safe in-memory outbox.Store for tests and the simulation. It
@@ -16,9 +17,9 @@ import (
 // also the executable specification of an IndexedDB store.
 type Store struct {
 	mu     sync.Mutex
-	recs   map[string]outbox.Record
+	recs   map[string]queue.Record
 	blobs  map[string][]byte
-	leases map[string]outbox.Lease
+	leases map[string]queue.Lease
 	meta   outbox.Meta
 	seq    uint64
 
@@ -35,17 +36,17 @@ type Write struct {
 	Owner     string
 	Token     uint64 // the writer's lease token
 	Current   uint64 // the lease row's token at the time of the write
-	NewStatus outbox.Status
+	NewStatus queue.Status
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{recs: map[string]outbox.Record{}, blobs: map[string][]byte{}, leases: map[string]outbox.Lease{}}
+	return &Store{recs: map[string]queue.Record{}, blobs: map[string][]byte{}, leases: map[string]queue.Lease{}}
 }
 
 // Seed puts records as they are, in order, each with the next seq: a test
 // plants statuses (acked, dead-lettered) that no Enqueue writes.
-func (s *Store) Seed(recs ...outbox.Record) {
+func (s *Store) Seed(recs ...queue.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
@@ -58,15 +59,15 @@ func (s *Store) Seed(recs ...outbox.Record) {
 func (s *Store) ctxErr(ctx context.Context) error { return ctx.Err() }
 
 // Enqueue implements outbox.Store.
-func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
+func (s *Store) Enqueue(ctx context.Context, req queue.EnqueueRequest) (queue.EnqueueResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return outbox.EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := &req.Record
 	key := in.EntityKey()
-	var related []outbox.Record
+	var related []queue.Record
 	for _, r := range s.recs {
 		if r.UserID != in.UserID || r.Status.Settled() {
 			continue
@@ -80,14 +81,14 @@ func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.
 		}
 	}
 	now := in.CreatedAt
-	plan, err := outbox.PlanEnqueue(related, req, now)
+	plan, err := queue.PlanEnqueue(related, req, now)
 	if err != nil {
-		return outbox.EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	if !plan.Write {
 		return plan.Result, nil
 	}
-	if plan.Result.Action == outbox.ActionAppended {
+	if plan.Result.Action == queue.ActionAppended {
 		s.seq++
 		plan.Put.Seq = s.seq
 		plan.Result.Record.Seq = s.seq
@@ -103,13 +104,13 @@ func (s *Store) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.
 	return plan.Result, nil
 }
 
-func (s *Store) current(l outbox.Lease) (uint64, bool) {
+func (s *Store) current(l queue.Lease) (uint64, bool) {
 	cur, found := s.leases[l.Name]
-	return cur.Token, outbox.CurrentLease(cur, found, l)
+	return cur.Token, queue.CurrentLease(cur, found, l)
 }
 
 // Claim implements outbox.Store.
-func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func (s *Store) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -117,22 +118,22 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 	defer s.mu.Unlock()
 	curTok, ok := s.current(req.Lease)
 	if !ok {
-		return nil, outbox.ErrStaleOwner
+		return nil, queue.ErrStaleOwner
 	}
-	all := make([]outbox.Record, 0, len(s.recs))
+	all := make([]queue.Record, 0, len(s.recs))
 	for _, r := range s.recs {
-		if r.Status != outbox.StatusAcked {
+		if r.Status != queue.StatusAcked {
 			all = append(all, r)
 		}
 	}
-	plan := outbox.PlanClaim(all, req)
+	plan := queue.PlanClaim(all, req)
 	for _, r := range plan.Put {
 		s.recs[r.ID] = r.Clone()
 		if s.OnWrite != nil {
 			s.OnWrite(Write{Op: "claim", RecordID: r.ID, Owner: req.Lease.Owner, Token: req.Lease.Token, Current: curTok, NewStatus: r.Status})
 		}
 	}
-	out := make([]outbox.Record, len(plan.Claimed))
+	out := make([]queue.Record, len(plan.Claimed))
 	for i, r := range plan.Claimed {
 		out[i] = r.Clone()
 	}
@@ -140,7 +141,7 @@ func (s *Store) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Re
 }
 
 // UpdateBatch implements outbox.Store.
-func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
+func (s *Store) UpdateBatch(ctx context.Context, lease queue.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -148,11 +149,11 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 	defer s.mu.Unlock()
 	curTok, ok := s.current(lease)
 	if !ok {
-		return nil, outbox.ErrStaleOwner
+		return nil, queue.ErrStaleOwner
 	}
 	// Stage the writes, so the batch is one transaction even for a Fn that
 	// inspects the store's other records through its captured state.
-	staged := map[string]outbox.Record{}
+	staged := map[string]queue.Record{}
 	out := make([]outbox.UpdateResult, len(ups))
 	for i, u := range ups {
 		r, found := staged[u.ID]
@@ -164,7 +165,7 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 			out[i].Err = outbox.ErrNotFound
 			continue
 		case !u.Take && !r.HeldBy(lease):
-			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: outbox.ErrStaleOwner}
+			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: queue.ErrStaleOwner}
 			continue
 		}
 		c := r.Clone()
@@ -173,7 +174,7 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 			continue
 		}
 		if c.ID != u.ID || c.Seq != r.Seq || (u.Take && !c.HeldBy(lease)) {
-			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: outbox.OpError("update", "fn changed the record id or seq, or a take did not lease it", outbox.ErrInvalidRecord)}
+			out[i] = outbox.UpdateResult{Record: r.Clone(), Err: queue.OpError("update", "fn changed the record id or seq, or a take did not lease it", queue.ErrInvalidRecord)}
 			continue
 		}
 		staged[u.ID] = c
@@ -192,15 +193,15 @@ func (s *Store) UpdateBatch(ctx context.Context, lease outbox.Lease, ups []outbo
 }
 
 // Amend implements outbox.Store.
-func (s *Store) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+func (s *Store) Amend(ctx context.Context, id string, fn func(*queue.Record) error) (queue.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, found := s.recs[id]
 	if !found {
-		return outbox.Record{}, outbox.ErrNotFound
+		return queue.Record{}, outbox.ErrNotFound
 	}
 	c := r.Clone()
 	if err := fn(&c); err != nil {
@@ -219,13 +220,13 @@ func (s *Store) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	defer s.mu.Unlock()
 	// In Seq order, like List and the IndexedDB store, so a Limit deletes
 	// the oldest matches rather than a random subset.
-	var match []outbox.Record
+	var match []queue.Record
 	for _, r := range s.recs {
 		if f.Match(&r) {
 			match = append(match, r)
 		}
 	}
-	outbox.SortBySeq(match)
+	queue.SortBySeq(match)
 	if f.Limit > 0 && len(match) > f.Limit {
 		match = match[:f.Limit]
 	}
@@ -239,33 +240,33 @@ func (s *Store) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 }
 
 // Get implements outbox.Store.
-func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
+func (s *Store) Get(ctx context.Context, id string) (queue.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.recs[id]
 	if !ok {
-		return outbox.Record{}, outbox.ErrNotFound
+		return queue.Record{}, outbox.ErrNotFound
 	}
 	return r.Clone(), nil
 }
 
 // List implements outbox.Store.
-func (s *Store) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
+func (s *Store) List(ctx context.Context, f outbox.Filter) ([]queue.Record, error) {
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []outbox.Record
+	var out []queue.Record
 	for _, r := range s.recs {
 		if f.Match(&r) {
 			out = append(out, r.Clone())
 		}
 	}
-	outbox.SortBySeq(out)
+	queue.SortBySeq(out)
 	if f.Limit > 0 && len(out) > f.Limit {
 		out = out[:f.Limit]
 	}
@@ -293,7 +294,7 @@ func (s *Store) Status(ctx context.Context) (outbox.Projection, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	all := make([]outbox.Record, 0, len(s.recs))
+	all := make([]queue.Record, 0, len(s.recs))
 	for _, r := range s.recs {
 		all = append(all, r)
 	}
@@ -301,9 +302,9 @@ func (s *Store) Status(ctx context.Context) (outbox.Projection, error) {
 }
 
 // GetLease implements outbox.Store.
-func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
+func (s *Store) GetLease(ctx context.Context, name string) (queue.Lease, bool, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return outbox.Lease{}, false, err
+		return queue.Lease{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -312,9 +313,9 @@ func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, 
 }
 
 // UpdateLease implements outbox.Store.
-func (s *Store) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
+func (s *Store) UpdateLease(ctx context.Context, name string, fn func(queue.Lease, bool) (queue.Lease, error)) (queue.Lease, error) {
 	if err := s.ctxErr(ctx); err != nil {
-		return outbox.Lease{}, err
+		return queue.Lease{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

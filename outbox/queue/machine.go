@@ -16,7 +16,7 @@ func (r *Record) HeldBy(l Lease) bool {
 
 func checkHolder(op string, r *Record, l Lease) error {
 	if !r.Status.InFlight() {
-		return transitionError(op, r.Status)
+		return TransitionError(op, r.Status)
 	}
 	if r.LeaseOwner != l.Owner || r.LeaseToken != l.Token {
 		return &opError{op: op, detail: "record leased to another owner or token", err: ErrStaleOwner}
@@ -44,7 +44,7 @@ func Due(r *Record, now time.Time) bool {
 // Claim leases a due waiting record to l until now+ttl.
 func Claim(r Record, l Lease, now time.Time, ttl time.Duration) (Record, error) {
 	if !r.Status.Waiting() {
-		return r, transitionError("claim", r.Status)
+		return r, TransitionError("claim", r.Status)
 	}
 	if r.NextAttemptAt.After(now) {
 		return r, &opError{op: "claim", detail: "not due", err: ErrInvalidTransition}
@@ -81,7 +81,7 @@ func MarkSending(r Record, l Lease, now time.Time) (Record, error) {
 		return r, err
 	}
 	if r.Status != StatusLeased {
-		return r, transitionError("mark sending", r.Status)
+		return r, TransitionError("mark sending", r.Status)
 	}
 	r.Status = StatusSending
 	r.Attempts++
@@ -96,7 +96,7 @@ func Ack(r Record, l Lease, now time.Time, resp StoredResponse) (Record, error) 
 		return r, err
 	}
 	if r.Status != StatusSending {
-		return r, transitionError("ack", r.Status)
+		return r, TransitionError("ack", r.Status)
 	}
 	r.Status = StatusAcked
 	r.AckedAt, r.UpdatedAt = now, now
@@ -113,7 +113,7 @@ func Retry(r Record, l Lease, now, next time.Time, e ErrorInfo) (Record, error) 
 		return r, err
 	}
 	if r.Status != StatusSending {
-		return r, transitionError("retry", r.Status)
+		return r, TransitionError("retry", r.Status)
 	}
 	return failed(r, now, next, e), nil
 }
@@ -151,7 +151,7 @@ func MarkConflict(r Record, l Lease, now time.Time, e ErrorInfo) (Record, error)
 		return r, err
 	}
 	if r.Status != StatusSending {
-		return r, transitionError("conflict", r.Status)
+		return r, TransitionError("conflict", r.Status)
 	}
 	e.At = now
 	r.Status, r.LastError, r.UpdatedAt = StatusConflict, &e, now
@@ -211,7 +211,7 @@ func LeaseExpired(r *Record, now time.Time) bool {
 // a dead letter.
 func RecoverExpired(r Record, now time.Time) (Record, error) {
 	if !r.Status.InFlight() {
-		return r, transitionError("recover", r.Status)
+		return r, TransitionError("recover", r.Status)
 	}
 	if now.Before(r.LeaseExpiresAt) {
 		return r, &opError{op: "recover", detail: "lease not expired", err: ErrInvalidTransition}
@@ -230,7 +230,7 @@ func RecoverExpired(r Record, now time.Time) (Record, error) {
 // command, and the server may already have applied it.
 func AppRetry(r Record, now time.Time) (Record, error) {
 	if !r.Status.Blocking() {
-		return r, transitionError("app retry", r.Status)
+		return r, TransitionError("app retry", r.Status)
 	}
 	r.Status = StatusPending
 	r.Attempts = 0

@@ -12,10 +12,10 @@ type Migration struct {
 	Migrate  func(payload []byte) ([]byte, error)
 }
 
-// migratePayload upgrades p from version from to version to, one step at a
+// MigratePayload upgrades p from version from to version to, one step at a
 // time in the order SchemaGate checked (nextStep). A version newer than to,
 // or one without a path, is left alone by the claim and never reaches here.
-func migratePayload(migs []Migration, p []byte, from, to int) ([]byte, error) {
+func MigratePayload(migs []Migration, p []byte, from, to int) ([]byte, error) {
 	for from < to {
 		m := nextStep(migs, from, to)
 		if m == nil {
@@ -23,7 +23,7 @@ func migratePayload(migs []Migration, p []byte, from, to int) ([]byte, error) {
 		}
 		out, err := m.Migrate(p)
 		if err != nil {
-			return nil, &opError{op: "migrate", detail: "v" + strconv.Itoa(from) + ": " + short(err.Error()), err: ErrSchemaUnsupported}
+			return nil, &opError{op: "migrate", detail: "v" + strconv.Itoa(from) + ": " + Short(err.Error()), err: ErrSchemaUnsupported}
 		}
 		p, from = out, m.To
 	}

@@ -51,6 +51,15 @@ type ErrorInfo struct {
 	At      time.Time
 }
 
+// Short bounds an error message kept in a record (ErrorInfo.Message) or
+// an event to 200 bytes.
+func Short(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
+
 // StoredResponse is the receiver's answer kept on ack.
 type StoredResponse struct {
 	Status   int
@@ -146,12 +155,4 @@ type Lease struct {
 	UpdatedAt  time.Time
 	Resource   string
 	FenceToken uint64
-}
-
-// Session is the logged-in user the queue sends for. Records of any other
-// user are never sent.
-type Session struct {
-	UserID         string
-	TenantID       string
-	AuthGeneration uint64
 }

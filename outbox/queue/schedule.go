@@ -75,6 +75,19 @@ func PlanClaim(all []Record, req ClaimRequest) ClaimPlan {
 	return plan
 }
 
+// Lanes splits a claimed batch into its per-entity lanes: PlanClaim puts
+// each lane's records together, in send order.
+func Lanes(recs []Record) [][]Record {
+	var lanes [][]Record
+	for i := range recs {
+		if i == 0 || recs[i].EntityKey() != recs[i-1].EntityKey() {
+			lanes = append(lanes, nil)
+		}
+		lanes[len(lanes)-1] = append(lanes[len(lanes)-1], recs[i])
+	}
+	return lanes
+}
+
 // recoverExpired returns a copy of all in seq order with every in-flight
 // record whose lease expired (or was orphaned by a newer token) recovered,
 // and puts each recovered record in plan.

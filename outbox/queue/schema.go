@@ -40,7 +40,7 @@ func Names(name string, protocol int) (QueueNames, error) {
 	if err != nil {
 		return QueueNames{}, err
 	}
-	n := QueueNames{Lock: lock, Database: lock, Lease: leaseName(name, protocol)}
+	n := QueueNames{Lock: lock, Database: lock, Lease: LeaseName(name, protocol)}
 	if protocol == 1 {
 		n.Database = protocol1DB(name)
 	}
@@ -81,7 +81,8 @@ func sanitizeResource(s string) string {
 	return string(b)
 }
 
-func leaseName(name string, protocol int) string {
+// LeaseName is the lease row of queue name at protocol (QueueNames.Lease).
+func LeaseName(name string, protocol int) string {
 	return "outbox-flush:v" + strconv.Itoa(protocol) + ":" + name
 }
 
@@ -135,7 +136,7 @@ func (g SchemaGate) Unsupported(r *Record) bool {
 }
 
 // hasPath reports whether the migrations lead from v to Version, taking the
-// steps migratePayload takes.
+// steps MigratePayload takes.
 func (g SchemaGate) hasPath(v int) bool {
 	for v < g.Version {
 		next := nextStep(g.Migrations, v, g.Version)
@@ -152,7 +153,7 @@ func (g SchemaGate) failedHere(r *Record) bool {
 	return e != nil && e.Code == CodeSchemaUnsupported && !e.At.Before(g.Since)
 }
 
-// nextStep is the migration migratePayload applies from version from on the
+// nextStep is the migration MigratePayload applies from version from on the
 // way to version to: the first one starting at from that does not overshoot.
 func nextStep(migs []Migration, from, to int) *Migration {
 	for i := range migs {

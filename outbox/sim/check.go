@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // calmDown heals the world (network, server, auth, frozen and dead tabs),
@@ -48,7 +49,7 @@ func (w *World) calmDown() {
 			open := 0
 			for _, r := range recs {
 				switch {
-				case r.Status == outbox.StatusDeadLetter:
+				case r.Status == queue.StatusDeadLetter:
 					_ = t.ob.Retry(ctx, r.ID)
 					open++
 				case r.Status.Blocking():
@@ -57,7 +58,7 @@ func (w *World) calmDown() {
 						w.stats.Discarded++
 					}
 					open++
-				case r.Status != outbox.StatusAcked:
+				case r.Status != queue.StatusAcked:
 					open++
 				}
 			}
@@ -66,7 +67,7 @@ func (w *World) calmDown() {
 		if !drained && len(w.failed) == 0 {
 			recs, _ := w.store.List(ctx, outbox.Filter{UserID: u})
 			for _, r := range recs {
-				if r.Status != outbox.StatusAcked {
+				if r.Status != queue.StatusAcked {
 					w.violation("stuck: %s of %s is %s after the calm phase (attempts %d, deps %v)", r.ID, u, r.Status, r.Attempts, r.DependencyIDs)
 					break
 				}
@@ -117,7 +118,7 @@ func (w *World) check() {
 			w.violation("lost: record %s vanished silently", id)
 			continue
 		}
-		if r.Status != outbox.StatusAcked {
+		if r.Status != queue.StatusAcked {
 			w.violation("record %s ended %s, not acked nor visibly resolved", id, r.Status)
 			continue
 		}

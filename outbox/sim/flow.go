@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // trigger is a flush hint (online, visible, focus, OUTBOX_CHANGED, timer):
@@ -18,7 +19,7 @@ func (w *World) trigger(t *Tab, why string) {
 		return
 	}
 	ctx := context.Background()
-	var lease outbox.Lease
+	var lease queue.Lease
 	var err error
 	if w.webLocks {
 		if w.holder != nil && w.holder != t {
@@ -34,7 +35,7 @@ func (w *World) trigger(t *Tab, why string) {
 		lease, err = t.ob.Acquire(ctx, t.owner, true)
 	} else {
 		lease, err = t.ob.Acquire(ctx, t.owner, false)
-		if errors.Is(err, outbox.ErrLeaseHeld) {
+		if errors.Is(err, queue.ErrLeaseHeld) {
 			t.ob.SkippedLocked(t.owner, why)
 			return
 		}
@@ -50,7 +51,7 @@ func (w *World) trigger(t *Tab, why string) {
 	seq := func(yield func(struct{}) bool) {
 		t.yield = yield
 		_, err := t.ob.Flush(context.Background(), lease)
-		if errors.Is(err, outbox.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) {
+		if errors.Is(err, queue.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) {
 			w.stats.StaleRejected++
 		}
 		if err != nil && !errors.Is(err, errCrashed) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -93,7 +94,7 @@ func (s *Server) Handle(now time.Time, user string, req outbox.Request) outbox.R
 		return r
 	}
 	s.accepted[res] = tok
-	hash := outbox.HashPayload(req.Body)
+	hash := queue.HashPayload(req.Body)
 	k := user + "\x00" + key
 	if st, ok := s.keys[k]; ok && !s.breakIdem {
 		if st.hash != hash {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // errCrashed is what a dead tab's code sees from every store or network call
@@ -33,7 +34,7 @@ type Tab struct {
 	yield    func(struct{}) bool
 	next     func() (struct{}, bool)
 	stop     func()
-	lease    outbox.Lease
+	lease    queue.Lease
 	frozen   bool
 	thawAt   int64 // virtual ms
 }
@@ -60,30 +61,30 @@ func (t *Tab) step() error {
 // tabStore routes a tab's store calls through its yield points.
 type tabStore struct{ t *Tab }
 
-func (s tabStore) Enqueue(ctx context.Context, req outbox.EnqueueRequest) (outbox.EnqueueResult, error) {
+func (s tabStore) Enqueue(ctx context.Context, req queue.EnqueueRequest) (queue.EnqueueResult, error) {
 	if err := s.t.step(); err != nil {
-		return outbox.EnqueueResult{}, err
+		return queue.EnqueueResult{}, err
 	}
 	return s.t.w.store.Enqueue(ctx, req)
 }
 
-func (s tabStore) Claim(ctx context.Context, req outbox.ClaimRequest) ([]outbox.Record, error) {
+func (s tabStore) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Record, error) {
 	if err := s.t.step(); err != nil {
 		return nil, err
 	}
 	return s.t.w.store.Claim(ctx, req)
 }
 
-func (s tabStore) UpdateBatch(ctx context.Context, l outbox.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
+func (s tabStore) UpdateBatch(ctx context.Context, l queue.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	if err := s.t.step(); err != nil {
 		return nil, err
 	}
 	return s.t.w.store.UpdateBatch(ctx, l, ups)
 }
 
-func (s tabStore) Amend(ctx context.Context, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+func (s tabStore) Amend(ctx context.Context, id string, fn func(*queue.Record) error) (queue.Record, error) {
 	if err := s.t.step(); err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	return s.t.w.store.Amend(ctx, id, fn)
 }
@@ -95,14 +96,14 @@ func (s tabStore) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	return s.t.w.store.Delete(ctx, f)
 }
 
-func (s tabStore) Get(ctx context.Context, id string) (outbox.Record, error) {
+func (s tabStore) Get(ctx context.Context, id string) (queue.Record, error) {
 	if err := s.t.step(); err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	return s.t.w.store.Get(ctx, id)
 }
 
-func (s tabStore) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
+func (s tabStore) List(ctx context.Context, f outbox.Filter) ([]queue.Record, error) {
 	if err := s.t.step(); err != nil {
 		return nil, err
 	}
@@ -123,16 +124,16 @@ func (s tabStore) Status(ctx context.Context) (outbox.Projection, error) {
 	return s.t.w.store.Status(ctx)
 }
 
-func (s tabStore) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
+func (s tabStore) GetLease(ctx context.Context, name string) (queue.Lease, bool, error) {
 	if err := s.t.step(); err != nil {
-		return outbox.Lease{}, false, err
+		return queue.Lease{}, false, err
 	}
 	return s.t.w.store.GetLease(ctx, name)
 }
 
-func (s tabStore) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
+func (s tabStore) UpdateLease(ctx context.Context, name string, fn func(queue.Lease, bool) (queue.Lease, error)) (queue.Lease, error) {
 	if err := s.t.step(); err != nil {
-		return outbox.Lease{}, err
+		return queue.Lease{}, err
 	}
 	l, err := s.t.w.store.UpdateLease(ctx, name, fn)
 	if err == nil && l.Token > s.t.w.maxToken {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/memstore"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 const resource = "outbox:sim"
@@ -150,13 +151,13 @@ func (w *World) start(t *Tab) {
 	t.alive, t.killed, t.flushing, t.frozen = true, false, false, false
 	ob, err := outbox.New(outbox.Config{
 		Name: "sim", Store: tabStore{t}, Transport: tabTransport{t}, Clock: vclock{w},
-		Policies: map[string]outbox.Policy{
-			"comment": {Dedupe: outbox.Append},
-			"title":   {Dedupe: outbox.ReplaceLatest},
-			"tags": {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) {
+		Policies: map[string]queue.Policy{
+			"comment": {Dedupe: queue.Append},
+			"title":   {Dedupe: queue.ReplaceLatest},
+			"tags": {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) {
 				return append(append(append([]byte{}, a...), '|'), b...), nil
 			}},
-			"star": {Dedupe: outbox.DropIfExists},
+			"star": {Dedupe: queue.DropIfExists},
 		},
 		MaxAttempts:      3 + w.rng.IntN(5),
 		Backoff:          &outbox.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(w.Seed, uint64(t.idx*1000+t.gen)))},
@@ -385,10 +386,10 @@ func (w *World) enqueue() {
 	}
 	w.stats.Enqueued++
 	switch res.Action {
-	case outbox.ActionAppended:
+	case queue.ActionAppended:
 		w.enq[res.ID] = &enqInfo{user: res.Record.UserID, entity: res.Record.EntityKey(), key: res.Record.IdempotencyKey,
 			hash: res.Record.PayloadHash, seq: res.Record.Seq, deps: deps}
-	case outbox.ActionReplaced, outbox.ActionMerged:
+	case queue.ActionReplaced, queue.ActionMerged:
 		w.stats.Coalesced++
 		w.enq[res.ID].hash = res.Record.PayloadHash
 	default:

@@ -9,20 +9,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func testClaimStale(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "comment", "", "n1", nil), 0)
-	ghost := outbox.Lease{Name: "flush", Owner: "tab1", Token: 1}
-	if _, err := s.Claim(bg, outbox.ClaimRequest{Lease: ghost, Now: T0, Limit: 5, LeaseTTL: time.Second, UserID: "alice", TenantID: "t1"}); !errors.Is(err, outbox.ErrStaleOwner) {
+	ghost := queue.Lease{Name: "flush", Owner: "tab1", Token: 1}
+	if _, err := s.Claim(bg, queue.ClaimRequest{Lease: ghost, Now: T0, Limit: 5, LeaseTTL: time.Second, UserID: "alice", TenantID: "t1"}); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("claim without a lease row: %v", err)
 	}
 	l1 := acquire(t, s, "tab1", T0, true)
 	acquire(t, s, "tab2", T0, true)
-	if _, err := s.Claim(bg, outbox.ClaimRequest{Lease: l1, Now: T0, Limit: 5, LeaseTTL: time.Second, UserID: "alice", TenantID: "t1"}); !errors.Is(err, outbox.ErrStaleOwner) {
+	if _, err := s.Claim(bg, queue.ClaimRequest{Lease: l1, Now: T0, Limit: 5, LeaseTTL: time.Second, UserID: "alice", TenantID: "t1"}); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("claim with a stale lease: %v", err)
 	}
-	if g := get(t, s, "a"); g.Status != outbox.StatusPending || g.LeaseOwner != "" {
+	if g := get(t, s, "a"); g.Status != queue.StatusPending || g.LeaseOwner != "" {
 		t.Fatalf("stale claim changed the record: %+v", g)
 	}
 }
@@ -34,19 +35,19 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("bob1", "bob", "comment", "", "n1", nil), 0)
 	l := acquire(t, s, "tab1", T0, true)
 	// A claim plans and writes nothing: the records stay waiting, as stored.
-	planned, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: T0, Limit: 3, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
+	planned, err := s.Claim(bg, queue.ClaimRequest{Lease: l, Now: T0, Limit: 3, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range planned {
 		g := get(t, s, r.ID)
 		same(t, r, g)
-		if g.Status != outbox.StatusPending || g.LeaseOwner != "" {
+		if g.Status != queue.StatusPending || g.LeaseOwner != "" {
 			t.Fatalf("a claim wrote %+v", g)
 		}
 	}
 	// Only a Take update may change a record the lease does not hold yet.
-	if _, err := Update(s, l, "r0", updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Claim(r, l, T0, time.Minute) })); !errors.Is(err, outbox.ErrStaleOwner) {
+	if _, err := Update(s, l, "r0", updateFn(func(r queue.Record) (queue.Record, error) { return queue.Claim(r, l, T0, time.Minute) })); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("a plain update of a waiting record: %v", err)
 	}
 	got := claim(t, s, l, "alice", T0, 3)
@@ -57,14 +58,14 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	for _, r := range got {
 		g := get(t, s, r.ID)
 		same(t, r, g)
-		if g.Status != outbox.StatusLeased || g.LeaseOwner != "tab1" || g.LeaseToken != l.Token || !g.LeaseExpiresAt.Equal(T0.Add(30*time.Second)) {
+		if g.Status != queue.StatusLeased || g.LeaseOwner != "tab1" || g.LeaseToken != l.Token || !g.LeaseExpiresAt.Equal(T0.Add(30*time.Second)) {
 			t.Fatalf("stored %+v", g)
 		}
 	}
-	if g := get(t, s, "r3"); g.Status != outbox.StatusPending {
+	if g := get(t, s, "r3"); g.Status != queue.StatusPending {
 		t.Fatalf("unclaimed record changed: %+v", g)
 	}
-	if g := get(t, s, "bob1"); g.Status != outbox.StatusPending {
+	if g := get(t, s, "bob1"); g.Status != queue.StatusPending {
 		t.Fatal("another user's record was claimed")
 	}
 	// The next claim continues with what is left and due.
@@ -74,24 +75,24 @@ func testClaimBatch(t *testing.T, s outbox.Store) {
 	// A take refuses what is not waiting (leased by this lease already) and
 	// writes nothing for it; the batch's other takes go ahead.
 	res, err := s.UpdateBatch(bg, l, []outbox.RecordUpdate{
-		{ID: "r0", Take: true, Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Charge(r, l, T0, time.Minute, time.Time{}) })},
-		{ID: "r4", Take: true, Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.Charge(r, l, T0, time.Minute, time.Time{}) })},
+		{ID: "r0", Take: true, Fn: updateFn(func(r queue.Record) (queue.Record, error) { return queue.Charge(r, l, T0, time.Minute, time.Time{}) })},
+		{ID: "r4", Take: true, Fn: updateFn(func(r queue.Record) (queue.Record, error) { return queue.Charge(r, l, T0, time.Minute, time.Time{}) })},
 	})
-	if err != nil || !errors.Is(res[0].Err, outbox.ErrInvalidTransition) || res[1].Err != nil {
+	if err != nil || !errors.Is(res[0].Err, queue.ErrInvalidTransition) || res[1].Err != nil {
 		t.Fatalf("takes: %v %+v", err, res)
 	}
-	if g := get(t, s, "r0"); g.Status != outbox.StatusLeased || g.Attempts != 0 {
+	if g := get(t, s, "r0"); g.Status != queue.StatusLeased || g.Attempts != 0 {
 		t.Fatalf("a refused take changed %+v", g)
 	}
-	if g := get(t, s, "r4"); g.Status != outbox.StatusSending || g.Attempts != 1 || g.Sends != 1 || g.LeaseOwner != "tab1" || g.LeaseToken != l.Token {
+	if g := get(t, s, "r4"); g.Status != queue.StatusSending || g.Attempts != 1 || g.Sends != 1 || g.LeaseOwner != "tab1" || g.LeaseToken != l.Token {
 		t.Fatalf("charged %+v", g)
 	}
 	// A take must lease the record to the batch's lease.
-	res, err = s.UpdateBatch(bg, l, []outbox.RecordUpdate{{ID: "bob1", Take: true, Fn: func(r *outbox.Record) error { r.Attempts = 7; return nil }}})
-	if err != nil || !errors.Is(res[0].Err, outbox.ErrInvalidRecord) {
+	res, err = s.UpdateBatch(bg, l, []outbox.RecordUpdate{{ID: "bob1", Take: true, Fn: func(r *queue.Record) error { r.Attempts = 7; return nil }}})
+	if err != nil || !errors.Is(res[0].Err, queue.ErrInvalidRecord) {
 		t.Fatalf("a take that does not lease: %v %+v", err, res)
 	}
-	if g := get(t, s, "bob1"); g.Status != outbox.StatusPending || g.Attempts != 0 {
+	if g := get(t, s, "bob1"); g.Status != queue.StatusPending || g.Attempts != 0 {
 		t.Fatalf("a refused take changed %+v", g)
 	}
 }
@@ -100,7 +101,7 @@ func testClaimRecover(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "comment", "", "n1", nil), 0)
 	l1 := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l1, "alice", T0, 10)
-	transition(t, s, l1, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l1, T0) })
+	transition(t, s, l1, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l1, T0) })
 	later := T0.Add(time.Minute)
 	l2 := acquire(t, s, "tab2", later, true)
 	got := claim(t, s, l2, "alice", later, 10)
@@ -154,23 +155,23 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 	}
 	old := acquire(t, s, "dead", T0, true)
 	for _, r := range claim(t, s, old, "alice", T0, 3) { // an owner that dies mid-send
-		transition(t, s, old, r.ID, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, old, T0) })
+		transition(t, s, old, r.ID, func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, old, T0) })
 	}
-	if got, err := s.Claim(bg, outbox.ClaimRequest{Lease: old, Now: T0, Limit: 2, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}}); err != nil || len(got) != 2 {
+	if got, err := s.Claim(bg, queue.ClaimRequest{Lease: old, Now: T0, Limit: 2, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}}); err != nil || len(got) != 2 {
 		t.Fatalf("a plan whose records are never taken: %v %s", err, ids(got)) // and that stays harmless
 	}
 	l := acquire(t, s, "tab", T0.Add(time.Second), true)
 	now := T0.Add(time.Minute) // past the dead owner's lease
 	batch := 0
 	for ; batch < 100; batch++ {
-		var live []outbox.Record
+		var live []queue.Record
 		for _, r := range list(t, s, outbox.Filter{}) {
-			if r.Status != outbox.StatusAcked {
+			if r.Status != queue.StatusAcked {
 				live = append(live, r)
 			}
 		}
-		req := outbox.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}}
-		want := outbox.PlanClaim(live, req)
+		req := queue.ClaimRequest{Lease: l, Now: now, Limit: 7, LeaseTTL: 30 * time.Second, UserID: "alice", TenantID: "t1", Schema: queue.SchemaGate{Version: 1}}
+		want := queue.PlanClaim(live, req)
 		got, err := s.Claim(bg, req)
 		require.NoError(t, err, "claim %d", batch)
 		if ids(got) != ids(want.Claimed) {
@@ -179,22 +180,22 @@ func testClaimLongQueue(t *testing.T, s outbox.Store) {
 		if len(got) == 0 {
 			break
 		}
-		got = take(t, s, l, now, got, func(r outbox.Record) (outbox.Record, error) {
-			return outbox.Charge(r, l, now, 30*time.Second, time.Time{})
+		got = take(t, s, l, now, got, func(r queue.Record) (queue.Record, error) {
+			return queue.Charge(r, l, now, 30*time.Second, time.Time{})
 		})
 		for i, r := range got {
 			switch {
 			case batch == 1 && i == 0:
-				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
-					return outbox.MarkConflict(r, l, now, outbox.ErrorInfo{Code: "http_409"})
+				transition(t, s, l, r.ID, func(r queue.Record) (queue.Record, error) {
+					return queue.MarkConflict(r, l, now, queue.ErrorInfo{Code: "http_409"})
 				})
 			case batch == 2 && i == 1:
-				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
-					return outbox.Retry(r, l, now, now.Add(time.Hour), outbox.ErrorInfo{Code: "http_503"})
+				transition(t, s, l, r.ID, func(r queue.Record) (queue.Record, error) {
+					return queue.Retry(r, l, now, now.Add(time.Hour), queue.ErrorInfo{Code: "http_503"})
 				})
 			default:
-				transition(t, s, l, r.ID, func(r outbox.Record) (outbox.Record, error) {
-					return outbox.Ack(r, l, now, outbox.StoredResponse{Status: 200})
+				transition(t, s, l, r.ID, func(r queue.Record) (queue.Record, error) {
+					return queue.Ack(r, l, now, queue.StoredResponse{Status: 200})
 				})
 			}
 		}

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func testAppend(t *testing.T, s outbox.Store) {
 	a := enqueue(t, s, NewRecord("a", "alice", "comment", "", "n1", []byte("1")), 0)
 	b := enqueue(t, s, NewRecord("b", "alice", "comment", "", "n1", []byte("2")), 0)
-	if a.Action != outbox.ActionAppended || b.Action != outbox.ActionAppended || a.ID != "a" || b.ID != "b" {
+	if a.Action != queue.ActionAppended || b.Action != queue.ActionAppended || a.ID != "a" || b.ID != "b" {
 		t.Fatalf("actions %v %v", a, b)
 	}
 	if a.Record.Seq == 0 || b.Record.Seq <= a.Record.Seq {
@@ -21,7 +22,7 @@ func testAppend(t *testing.T, s outbox.Store) {
 	}
 	same(t, a.Record, get(t, s, "a"))
 	same(t, b.Record, get(t, s, "b"))
-	if g := get(t, s, "a"); g.PayloadHash != outbox.HashPayload([]byte("1")) || g.Status != outbox.StatusPending {
+	if g := get(t, s, "a"); g.PayloadHash != queue.HashPayload([]byte("1")) || g.Status != queue.StatusPending {
 		t.Fatalf("stored %+v", g)
 	}
 }
@@ -31,11 +32,11 @@ func testReplace(t *testing.T, s outbox.Store) {
 	r2 := NewRecord("b", "alice", "title", "title:n1", "n1", []byte(`"final"`))
 	r2.CreatedAt = T0.Add(time.Second)
 	b := enqueue(t, s, r2, 0)
-	if b.Action != outbox.ActionReplaced || b.ID != "a" {
+	if b.Action != queue.ActionReplaced || b.ID != "a" {
 		t.Fatalf("got %+v", b)
 	}
 	g := get(t, s, "a")
-	if string(g.Payload) != `"final"` || g.PayloadHash != outbox.HashPayload([]byte(`"final"`)) || g.Seq != a.Record.Seq || g.IdempotencyKey != "key-a" {
+	if string(g.Payload) != `"final"` || g.PayloadHash != queue.HashPayload([]byte(`"final"`)) || g.Seq != a.Record.Seq || g.IdempotencyKey != "key-a" {
 		t.Fatalf("stored %+v", g)
 	}
 	same(t, b.Record, g)
@@ -50,12 +51,12 @@ func testReplaceAfterSend(t *testing.T, s outbox.Store) {
 	if got := claim(t, s, l, "alice", T0, 10); len(got) != 1 {
 		t.Fatalf("claimed %d", len(got))
 	}
-	transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
+	transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
 	b := enqueue(t, s, NewRecord("b", "alice", "title", "title:n1", "n1", []byte("2")), 0)
-	if b.Action != outbox.ActionAppended || b.ID != "b" {
+	if b.Action != queue.ActionAppended || b.ID != "b" {
 		t.Fatalf("a sent record must not be replaced: %+v", b)
 	}
-	if g := get(t, s, "a"); string(g.Payload) != "1" || g.Status != outbox.StatusSending {
+	if g := get(t, s, "a"); string(g.Payload) != "1" || g.Status != queue.StatusSending {
 		t.Fatalf("sent record changed: %+v", g)
 	}
 }
@@ -63,7 +64,7 @@ func testReplaceAfterSend(t *testing.T, s outbox.Store) {
 func testMerge(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "tags", "tags:n1", "n1", []byte("x")), 0)
 	m := enqueue(t, s, NewRecord("b", "alice", "tags", "tags:n1", "n1", []byte("y")), 0)
-	if m.Action != outbox.ActionMerged || m.ID != "a" || string(get(t, s, "a").Payload) != "x,y" {
+	if m.Action != queue.ActionMerged || m.ID != "a" || string(get(t, s, "a").Payload) != "x,y" {
 		t.Fatalf("got %+v", m)
 	}
 }
@@ -71,7 +72,7 @@ func testMerge(t *testing.T, s outbox.Store) {
 func testDrop(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "star", "star:n1", "n1", []byte("1")), 0)
 	d := enqueue(t, s, NewRecord("b", "alice", "star", "star:n1", "n1", []byte("2")), 0)
-	if d.Action != outbox.ActionDropped || d.ID != "a" {
+	if d.Action != queue.ActionDropped || d.ID != "a" {
 		t.Fatalf("got %+v", d)
 	}
 	if _, err := s.Get(bg, "b"); !errors.Is(err, outbox.ErrNotFound) {
@@ -85,7 +86,7 @@ func testDrop(t *testing.T, s outbox.Store) {
 func testOtherUser(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "title", "title:n1", "n1", []byte("1")), 0)
 	b := enqueue(t, s, NewRecord("b", "bob", "title", "title:n1", "n1", []byte("2")), 0)
-	if b.Action != outbox.ActionAppended {
+	if b.Action != queue.ActionAppended {
 		t.Fatalf("another user's record was coalesced: %+v", b)
 	}
 	if string(get(t, s, "a").Payload) != "1" {
@@ -100,7 +101,7 @@ func testBlob(t *testing.T, s outbox.Store) {
 		t.Fatalf("payload above the limit not stored by reference: %+v", a.Record)
 	}
 	g := get(t, s, "a")
-	if g.PayloadRef != a.Record.PayloadRef || len(g.Payload) != 0 || g.PayloadHash != outbox.HashPayload(big) {
+	if g.PayloadRef != a.Record.PayloadRef || len(g.Payload) != 0 || g.PayloadHash != queue.HashPayload(big) {
 		t.Fatalf("stored %+v", g)
 	}
 	p, err := s.Payload(bg, g.PayloadRef)
@@ -109,7 +110,7 @@ func testBlob(t *testing.T, s outbox.Store) {
 	}
 	// Merge loads the older blob and writes the merged one.
 	m := enqueue(t, s, NewRecord("b", "alice", "tags", "tags:n1", "n1", []byte("y")), 8)
-	if m.Action != outbox.ActionMerged {
+	if m.Action != queue.ActionMerged {
 		t.Fatalf("got %+v", m)
 	}
 	p, err = s.Payload(bg, m.Record.PayloadRef)
@@ -119,7 +120,7 @@ func testBlob(t *testing.T, s outbox.Store) {
 	// A small replacement moves inline and deletes the blob.
 	title := enqueue(t, s, NewRecord("t", "alice", "title", "title:n2", "n2", big), 8)
 	r := enqueue(t, s, NewRecord("u", "alice", "title", "title:n2", "n2", []byte("s")), 8)
-	if r.Action != outbox.ActionReplaced || r.Record.PayloadRef != "" || string(r.Record.Payload) != "s" {
+	if r.Action != queue.ActionReplaced || r.Record.PayloadRef != "" || string(r.Record.Payload) != "s" {
 		t.Fatalf("got %+v", r)
 	}
 	if _, err := s.Payload(bg, title.Record.PayloadRef); !errors.Is(err, outbox.ErrNotFound) {
@@ -144,17 +145,17 @@ func testBlob(t *testing.T, s outbox.Store) {
 func testInvalid(t *testing.T, s outbox.Store) {
 	r := NewRecord("a", "alice", "comment", "", "n1", nil)
 	r.IdempotencyKey = ""
-	if _, err := s.Enqueue(bg, outbox.EnqueueRequest{Record: r, Policy: policies["comment"]}); !errors.Is(err, outbox.ErrInvalidRecord) {
+	if _, err := s.Enqueue(bg, queue.EnqueueRequest{Record: r, Policy: policies["comment"]}); !errors.Is(err, queue.ErrInvalidRecord) {
 		t.Fatalf("got %v", err)
 	}
 	r = NewRecord("b", "alice", "comment", "", "n1", nil)
-	if _, err := s.Enqueue(bg, outbox.EnqueueRequest{Record: r, Policy: outbox.Policy{Dedupe: "guess"}}); !errors.Is(err, outbox.ErrUnknownOperation) {
+	if _, err := s.Enqueue(bg, queue.EnqueueRequest{Record: r, Policy: queue.Policy{Dedupe: "guess"}}); !errors.Is(err, queue.ErrUnknownOperation) {
 		t.Fatalf("got %v", err)
 	}
 	boom := errors.New("merge failed")
 	enqueue(t, s, NewRecord("c", "alice", "tags", "k", "n1", []byte("1")), 0)
-	_, err := s.Enqueue(bg, outbox.EnqueueRequest{Record: NewRecord("d", "alice", "tags", "k", "n1", []byte("2")),
-		Policy: outbox.Policy{Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) { return nil, boom }}})
+	_, err := s.Enqueue(bg, queue.EnqueueRequest{Record: NewRecord("d", "alice", "tags", "k", "n1", []byte("2")),
+		Policy: queue.Policy{Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) { return nil, boom }}})
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
@@ -172,10 +173,10 @@ func testInvalid(t *testing.T, s outbox.Store) {
 func testCancelled(t *testing.T, s outbox.Store) {
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if _, err := s.Enqueue(ctx, outbox.EnqueueRequest{Record: NewRecord("a", "alice", "comment", "", "", nil), Policy: policies["comment"]}); err == nil {
+	if _, err := s.Enqueue(ctx, queue.EnqueueRequest{Record: NewRecord("a", "alice", "comment", "", "", nil), Policy: policies["comment"]}); err == nil {
 		t.Fatal("enqueue with a cancelled context succeeded")
 	}
-	if _, err := s.UpdateLease(ctx, "flush", outbox.AcquireLease("x", T0, time.Second, true)); err == nil {
+	if _, err := s.UpdateLease(ctx, "flush", queue.AcquireLease("x", T0, time.Second, true)); err == nil {
 		t.Fatal("lease with a cancelled context succeeded")
 	}
 	if rs := list(t, s, outbox.Filter{}); len(rs) != 0 {

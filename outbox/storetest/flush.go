@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -82,7 +83,7 @@ func testCorrupt(t *testing.T, s outbox.Store, opts Options) {
 	if _, err := s.Get(bg, "bad"); !errors.Is(err, opts.ErrCorrupt) {
 		t.Fatalf("get of a corrupt record: %v", err)
 	}
-	if _, err := s.Amend(bg, "bad", func(*outbox.Record) error { return nil }); err == nil {
+	if _, err := s.Amend(bg, "bad", func(*queue.Record) error { return nil }); err == nil {
 		t.Fatal("amend of a corrupt record succeeded")
 	}
 	if p, err := s.Status(bg); err != nil || p.Pending != 2 {

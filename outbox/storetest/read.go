@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // testCompact: Filter.AckedBefore selects only acked records acknowledged
@@ -21,9 +22,9 @@ func testCompact(t *testing.T, s outbox.Store) {
 	claim(t, s, l, "alice", T0, 2) // c0, c1 leased
 	for i, at := range []time.Time{T0, T0.Add(time.Hour)} {
 		id := "c" + strconv.Itoa(i)
-		transition(t, s, l, id, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, at) })
-		transition(t, s, l, id, func(r outbox.Record) (outbox.Record, error) {
-			return outbox.Ack(r, l, at, outbox.StoredResponse{Status: 200})
+		transition(t, s, l, id, func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, at) })
+		transition(t, s, l, id, func(r queue.Record) (queue.Record, error) {
+			return queue.Ack(r, l, at, queue.StoredResponse{Status: 200})
 		})
 	}
 	n, err := s.Delete(bg, outbox.Filter{AckedBefore: T0.Add(time.Minute)})
@@ -50,11 +51,11 @@ func testList(t *testing.T, s outbox.Store) {
 		{outbox.Filter{}, "r0,r1,r2,r3,r4"},
 		{outbox.Filter{UserID: "alice"}, "r0,r2,r3"},
 		{outbox.Filter{UserID: "bob", Limit: 1}, "r1"},
-		{outbox.Filter{Statuses: []outbox.Status{outbox.StatusLeased}}, "r0"},
-		{outbox.Filter{Statuses: []outbox.Status{outbox.StatusPending, outbox.StatusLeased}, Limit: 3}, "r0,r1,r2"},
+		{outbox.Filter{Statuses: []queue.Status{queue.StatusLeased}}, "r0"},
+		{outbox.Filter{Statuses: []queue.Status{queue.StatusPending, queue.StatusLeased}, Limit: 3}, "r0,r1,r2"},
 		{outbox.Filter{IDs: []string{"r4", "r0", "zz"}}, "r0,r4"},
 		{outbox.Filter{MinSchemaVersion: 2}, "r1,r3"},
-		{outbox.Filter{UserID: "alice", Statuses: []outbox.Status{outbox.StatusPending}}, "r2,r3"},
+		{outbox.Filter{UserID: "alice", Statuses: []queue.Status{queue.StatusPending}}, "r2,r3"},
 	} {
 		if got := ids(list(t, s, c.f)); got != c.want {
 			t.Errorf("List(%+v) = %s, want %s", c.f, got, c.want)
@@ -75,19 +76,19 @@ func testStatus(t *testing.T, s outbox.Store) {
 	l := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l, "alice", T0.Add(time.Hour), 5) // r0..r4 leased
 	send := func(id string) {
-		transition(t, s, l, id, func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
+		transition(t, s, l, id, func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
 	}
 	for _, id := range []string{"r0", "r1", "r2", "r3"} {
 		send(id)
 	}
-	transition(t, s, l, "r0", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Ack(r, l, T0, outbox.StoredResponse{Status: 200})
+	transition(t, s, l, "r0", func(r queue.Record) (queue.Record, error) {
+		return queue.Ack(r, l, T0, queue.StoredResponse{Status: 200})
 	})
-	transition(t, s, l, "r1", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Retry(r, l, T0, T0.Add(time.Minute), outbox.ErrorInfo{Code: "http_503"})
+	transition(t, s, l, "r1", func(r queue.Record) (queue.Record, error) {
+		return queue.Retry(r, l, T0, T0.Add(time.Minute), queue.ErrorInfo{Code: "http_503"})
 	})
-	transition(t, s, l, "r2", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.MarkConflict(r, l, T0, outbox.ErrorInfo{Code: "http_409"})
+	transition(t, s, l, "r2", func(r queue.Record) (queue.Record, error) {
+		return queue.MarkConflict(r, l, T0, queue.ErrorInfo{Code: "http_409"})
 	})
 	if _, err := s.UpdateMeta(bg, func(m *outbox.Meta) error { m.Paused = true; return nil }); err != nil {
 		t.Fatal(err)
@@ -107,8 +108,8 @@ func testStatus(t *testing.T, s outbox.Store) {
 		t.Fatalf("last ack %v, want r0's, %v", p.LastAckAt, T0)
 	}
 	// LastAckAt is the ack time of the acked record of the highest seq.
-	transition(t, s, l, "r3", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Ack(r, l, T0.Add(5*time.Second), outbox.StoredResponse{Status: 200})
+	transition(t, s, l, "r3", func(r queue.Record) (queue.Record, error) {
+		return queue.Ack(r, l, T0.Add(5*time.Second), queue.StoredResponse{Status: 200})
 	})
 	if p, err = s.Status(bg); err != nil || p.Acked != 2 || !p.LastAckAt.Equal(T0.Add(5*time.Second)) {
 		t.Fatalf("after r3's ack: %+v %v", p, err)
@@ -123,27 +124,27 @@ func testLease(t *testing.T, s outbox.Store) {
 	if l1.Token != 1 || l1.Owner != "tab1" || l1.Name != "flush" || !l1.ExpiresAt.Equal(T0.Add(30*time.Second)) {
 		t.Fatalf("acquired %+v", l1)
 	}
-	if _, err := s.UpdateLease(bg, "flush", outbox.AcquireLease("tab2", T0.Add(time.Second), 30*time.Second, false)); !errors.Is(err, outbox.ErrLeaseHeld) {
+	if _, err := s.UpdateLease(bg, "flush", queue.AcquireLease("tab2", T0.Add(time.Second), 30*time.Second, false)); !errors.Is(err, queue.ErrLeaseHeld) {
 		t.Fatalf("acquire of a held lease: %v", err)
 	}
 	cur, found, err := s.GetLease(bg, "flush")
 	if !found || err != nil || cur.Owner != "tab1" || cur.Token != 1 {
 		t.Fatalf("lease changed: %+v", cur)
 	}
-	r, err := s.UpdateLease(bg, "flush", outbox.RenewLease(l1, T0.Add(10*time.Second), 30*time.Second))
+	r, err := s.UpdateLease(bg, "flush", queue.RenewLease(l1, T0.Add(10*time.Second), 30*time.Second))
 	if err != nil || !r.ExpiresAt.Equal(T0.Add(40*time.Second)) || r.Token != 1 {
 		t.Fatalf("renew %+v %v", r, err)
 	}
-	_, err = s.UpdateLease(bg, "flush", outbox.ReleaseLease(l1, T0.Add(11*time.Second)))
+	_, err = s.UpdateLease(bg, "flush", queue.ReleaseLease(l1, T0.Add(11*time.Second)))
 	require.NoError(t, err)
 	l2 := acquire(t, s, "tab2", T0.Add(12*time.Second), false)
 	if l2.Token != 2 || l2.Owner != "tab2" {
 		t.Fatalf("after release %+v", l2)
 	}
-	if _, err := s.UpdateLease(bg, "flush", outbox.RenewLease(l1, T0.Add(13*time.Second), time.Minute)); !errors.Is(err, outbox.ErrStaleOwner) {
+	if _, err := s.UpdateLease(bg, "flush", queue.RenewLease(l1, T0.Add(13*time.Second), time.Minute)); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("stale renew: %v", err)
 	}
-	if _, err := s.UpdateLease(bg, "flush", outbox.ReleaseLease(l1, T0.Add(13*time.Second))); !errors.Is(err, outbox.ErrStaleOwner) {
+	if _, err := s.UpdateLease(bg, "flush", queue.ReleaseLease(l1, T0.Add(13*time.Second))); !errors.Is(err, queue.ErrStaleOwner) {
 		t.Fatalf("stale release: %v", err)
 	}
 	cur, _, _ = s.GetLease(bg, "flush")
@@ -168,7 +169,7 @@ func testMeta(t *testing.T, s outbox.Store) {
 		m.Paused = true
 		m.AuthPaused = append(m.AuthPaused, "alice", "bob")
 		m.LastFlushAt = T0
-		m.LastError = &outbox.ErrorInfo{Code: "network", Message: "offline", At: T0}
+		m.LastError = &queue.ErrorInfo{Code: "network", Message: "offline", At: T0}
 		return nil
 	})
 	if err != nil || !m.Paused {
@@ -198,9 +199,9 @@ func testRoundTrip(t *testing.T, s outbox.Store) {
 	same(t, stored, get(t, s, "full"))
 	l := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l, "alice", T0, 1)
-	transition(t, s, l, "full", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
-	d := transition(t, s, l, "full", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Retry(r, l, T0, T0.Add(time.Hour), outbox.ErrorInfo{Code: "http_500", Message: "x", Status: 500})
+	transition(t, s, l, "full", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
+	d := transition(t, s, l, "full", func(r queue.Record) (queue.Record, error) {
+		return queue.Retry(r, l, T0, T0.Add(time.Hour), queue.ErrorInfo{Code: "http_500", Message: "x", Status: 500})
 	})
 	same(t, d, get(t, s, "full"))
 	if rs := list(t, s, outbox.Filter{}); len(rs) != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Options extends the suite with store-specific capabilities.
@@ -83,47 +84,47 @@ var T0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 var bg = context.Background()
 
-var policies = map[string]outbox.Policy{
-	"comment": {Dedupe: outbox.Append},
-	"title":   {Dedupe: outbox.ReplaceLatest},
-	"tags": {Dedupe: outbox.Merge, Merge: func(a, b []byte) ([]byte, error) {
+var policies = map[string]queue.Policy{
+	"comment": {Dedupe: queue.Append},
+	"title":   {Dedupe: queue.ReplaceLatest},
+	"tags": {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) {
 		return append(append(append([]byte{}, a...), ','), b...), nil
 	}},
-	"star": {Dedupe: outbox.DropIfExists},
+	"star": {Dedupe: queue.DropIfExists},
 }
 
 // NewRecord returns a valid record to enqueue.
-func NewRecord(id, user, opType, opKey, entity string, payload []byte) outbox.Record {
-	return outbox.Record{
+func NewRecord(id, user, opType, opKey, entity string, payload []byte) queue.Record {
+	return queue.Record{
 		ID: id, IdempotencyKey: "key-" + id, OperationType: opType, OperationKey: opKey,
 		EntityType: "note", EntityID: entity, Payload: payload, PayloadSchemaVersion: 1,
-		Status: outbox.StatusPending, MaxAttempts: 3, NextAttemptAt: T0,
+		Status: queue.StatusPending, MaxAttempts: 3, NextAttemptAt: T0,
 		CreatedAt: T0, UpdatedAt: T0, UserID: user, TenantID: "t1", AuthGeneration: 1,
 	}
 }
 
-func enqueue(t *testing.T, s outbox.Store, r outbox.Record, inline int) outbox.EnqueueResult {
+func enqueue(t *testing.T, s outbox.Store, r queue.Record, inline int) queue.EnqueueResult {
 	t.Helper()
-	res, err := s.Enqueue(bg, outbox.EnqueueRequest{Record: r, Policy: policies[r.OperationType], InlineLimit: inline})
+	res, err := s.Enqueue(bg, queue.EnqueueRequest{Record: r, Policy: policies[r.OperationType], InlineLimit: inline})
 	require.NoError(t, err, "enqueue %s", r.ID)
 	return res
 }
 
-func get(t *testing.T, s outbox.Store, id string) outbox.Record {
+func get(t *testing.T, s outbox.Store, id string) queue.Record {
 	t.Helper()
 	r, err := s.Get(bg, id)
 	require.NoError(t, err, "get %s", id)
 	return r
 }
 
-func list(t *testing.T, s outbox.Store, f outbox.Filter) []outbox.Record {
+func list(t *testing.T, s outbox.Store, f outbox.Filter) []queue.Record {
 	t.Helper()
 	rs, err := s.List(bg, f)
 	require.NoError(t, err, "list")
 	return rs
 }
 
-func ids(rs []outbox.Record) string {
+func ids(rs []queue.Record) string {
 	out := ""
 	for i, r := range rs {
 		if i > 0 {
@@ -134,9 +135,9 @@ func ids(rs []outbox.Record) string {
 	return out
 }
 
-func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bool) outbox.Lease {
+func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bool) queue.Lease {
 	t.Helper()
-	l, err := s.UpdateLease(bg, "flush", outbox.AcquireLease(owner, now, 30*time.Second, steal))
+	l, err := s.UpdateLease(bg, "flush", queue.AcquireLease(owner, now, 30*time.Second, steal))
 	require.NoError(t, err, "acquire %s", owner)
 	return l
 }
@@ -145,16 +146,16 @@ func acquire(t *testing.T, s outbox.Store, owner string, now time.Time, steal bo
 // into leased under l (a Take update running the Claim transition), as a
 // caller that sends them does: the records it returns are the taken ones,
 // as stored.
-func claim(t *testing.T, s outbox.Store, l outbox.Lease, user string, now time.Time, limit int) []outbox.Record {
+func claim(t *testing.T, s outbox.Store, l queue.Lease, user string, now time.Time, limit int) []queue.Record {
 	t.Helper()
-	rs, err := s.Claim(bg, outbox.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", Schema: outbox.SchemaGate{Version: 1}})
+	rs, err := s.Claim(bg, queue.ClaimRequest{Lease: l, Now: now, Limit: limit, LeaseTTL: 30 * time.Second, UserID: user, TenantID: "t1", Schema: queue.SchemaGate{Version: 1}})
 	require.NoError(t, err, "claim")
-	return take(t, s, l, now, rs, func(r outbox.Record) (outbox.Record, error) { return outbox.Claim(r, l, now, 30*time.Second) })
+	return take(t, s, l, now, rs, func(r queue.Record) (queue.Record, error) { return queue.Claim(r, l, now, 30*time.Second) })
 }
 
 // take applies tr to every record of rs as Take updates of one UpdateBatch
 // under l, and returns the records as written.
-func take(t *testing.T, s outbox.Store, l outbox.Lease, now time.Time, rs []outbox.Record, tr func(outbox.Record) (outbox.Record, error)) []outbox.Record {
+func take(t *testing.T, s outbox.Store, l queue.Lease, now time.Time, rs []queue.Record, tr func(queue.Record) (queue.Record, error)) []queue.Record {
 	t.Helper()
 	if len(rs) == 0 {
 		return rs
@@ -165,7 +166,7 @@ func take(t *testing.T, s outbox.Store, l outbox.Lease, now time.Time, rs []outb
 	}
 	res, err := s.UpdateBatch(bg, l, ups)
 	require.NoError(t, err, "take")
-	out := make([]outbox.Record, len(res))
+	out := make([]queue.Record, len(res))
 	for i, u := range res {
 		if u.Err != nil {
 			t.Fatalf("take %s: %v", rs[i].ID, u.Err)
@@ -175,9 +176,9 @@ func take(t *testing.T, s outbox.Store, l outbox.Lease, now time.Time, rs []outb
 	return out
 }
 
-func transition(t *testing.T, s outbox.Store, l outbox.Lease, id string, tr func(outbox.Record) (outbox.Record, error)) outbox.Record {
+func transition(t *testing.T, s outbox.Store, l queue.Lease, id string, tr func(queue.Record) (queue.Record, error)) queue.Record {
 	t.Helper()
-	r, err := Update(s, l, id, func(r *outbox.Record) error {
+	r, err := Update(s, l, id, func(r *queue.Record) error {
 		n, err := tr(*r)
 		if err != nil {
 			return err
@@ -191,7 +192,7 @@ func transition(t *testing.T, s outbox.Store, l outbox.Lease, id string, tr func
 
 // SameRecord reports the first difference between two records, comparing
 // times at millisecond precision; "" when they are equal.
-func SameRecord(a, b outbox.Record) string {
+func SameRecord(a, b queue.Record) string {
 	ms := func(x time.Time) int64 {
 		if x.IsZero() {
 			return 0
@@ -202,13 +203,13 @@ func SameRecord(a, b outbox.Record) string {
 		name string
 		eq   bool
 	}
-	errEq := func(x, y *outbox.ErrorInfo) bool {
+	errEq := func(x, y *queue.ErrorInfo) bool {
 		if x == nil || y == nil {
 			return x == y
 		}
 		return x.Code == y.Code && x.Message == y.Message && x.Status == y.Status && ms(x.At) == ms(y.At)
 	}
-	respEq := func(x, y *outbox.StoredResponse) bool {
+	respEq := func(x, y *queue.StoredResponse) bool {
 		if x == nil || y == nil {
 			return x == y
 		}
@@ -247,7 +248,7 @@ func SameRecord(a, b outbox.Record) string {
 	return ""
 }
 
-func same(t *testing.T, want, got outbox.Record) {
+func same(t *testing.T, want, got queue.Record) {
 	t.Helper()
 	if d := SameRecord(want, got); d != "" {
 		t.Fatalf("records differ in %s:\nwant %+v\ngot  %+v", d, want, got)
@@ -256,10 +257,10 @@ func same(t *testing.T, want, got outbox.Record) {
 
 // Update changes one record under lease through UpdateBatch and returns
 // it, with the batch's error or the record's.
-func Update(s outbox.Store, lease outbox.Lease, id string, fn func(*outbox.Record) error) (outbox.Record, error) {
+func Update(s outbox.Store, lease queue.Lease, id string, fn func(*queue.Record) error) (queue.Record, error) {
 	out, err := s.UpdateBatch(bg, lease, []outbox.RecordUpdate{{ID: id, Fn: fn}})
 	if err != nil {
-		return outbox.Record{}, err
+		return queue.Record{}, err
 	}
 	return out[0].Record, out[0].Err
 }

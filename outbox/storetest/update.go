@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 func testUpdateStale(t *testing.T, s outbox.Store) {
@@ -21,18 +22,18 @@ func testUpdateStale(t *testing.T, s outbox.Store) {
 	before := get(t, s, "a")
 	l2 := acquire(t, s, "tab2", T0.Add(time.Second), true)
 	called := false
-	_, err := Update(s, l1, "a", func(r *outbox.Record) error { called = true; r.Status = outbox.StatusAcked; return nil })
-	if !errors.Is(err, outbox.ErrStaleOwner) || called {
+	_, err := Update(s, l1, "a", func(r *queue.Record) error { called = true; r.Status = queue.StatusAcked; return nil })
+	if !errors.Is(err, queue.ErrStaleOwner) || called {
 		t.Fatalf("stale update: %v (fn called %v)", err, called)
 	}
 	same(t, before, get(t, s, "a"))
 	// The current owner cannot touch a record leased to the old one either.
-	_, err = Update(s, l2, "a", func(r *outbox.Record) error { called = true; return nil })
-	if !errors.Is(err, outbox.ErrStaleOwner) || called {
+	_, err = Update(s, l2, "a", func(r *queue.Record) error { called = true; return nil })
+	if !errors.Is(err, queue.ErrStaleOwner) || called {
 		t.Fatalf("update of a record leased to another token: %v", err)
 	}
 	same(t, before, get(t, s, "a"))
-	if _, err := Update(s, l2, "missing", func(*outbox.Record) error { return nil }); !errors.Is(err, outbox.ErrNotFound) {
+	if _, err := Update(s, l2, "missing", func(*queue.Record) error { return nil }); !errors.Is(err, outbox.ErrNotFound) {
 		t.Fatalf("missing record: %v", err)
 	}
 }
@@ -43,32 +44,32 @@ func testUpdateFn(t *testing.T, s outbox.Store) {
 	claim(t, s, l, "alice", T0, 10)
 	before := get(t, s, "a")
 	boom := errors.New("boom")
-	if _, err := Update(s, l, "a", func(r *outbox.Record) error { r.Attempts = 99; return boom }); !errors.Is(err, boom) {
+	if _, err := Update(s, l, "a", func(r *queue.Record) error { r.Attempts = 99; return boom }); !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
 	same(t, before, get(t, s, "a"))
 	// A transition that refuses leaves the record unchanged too.
-	if _, err := Update(s, l, "a", func(r *outbox.Record) error {
-		n, err := outbox.Ack(*r, l, T0, outbox.StoredResponse{Status: 200})
+	if _, err := Update(s, l, "a", func(r *queue.Record) error {
+		n, err := queue.Ack(*r, l, T0, queue.StoredResponse{Status: 200})
 		*r = n
 		return err
-	}); !errors.Is(err, outbox.ErrInvalidTransition) {
+	}); !errors.Is(err, queue.ErrInvalidTransition) {
 		t.Fatalf("ack of a leased record: %v", err)
 	}
 	same(t, before, get(t, s, "a"))
-	sent := transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
-	acked := transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Ack(r, l, T0.Add(time.Second), outbox.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`), Replayed: true})
+	sent := transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
+	acked := transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) {
+		return queue.Ack(r, l, T0.Add(time.Second), queue.StoredResponse{Status: 201, Body: []byte(`{"ok":true}`), Replayed: true})
 	})
-	if sent.Attempts != 1 || acked.Status != outbox.StatusAcked || acked.Response == nil || string(acked.Response.Body) != `{"ok":true}` {
+	if sent.Attempts != 1 || acked.Status != queue.StatusAcked || acked.Response == nil || string(acked.Response.Body) != `{"ok":true}` {
 		t.Fatalf("got %+v", acked)
 	}
 	same(t, acked, get(t, s, "a"))
 }
 
 // updateFn adapts a transition to an UpdateBatch Fn.
-func updateFn(tr func(outbox.Record) (outbox.Record, error)) func(*outbox.Record) error {
-	return func(r *outbox.Record) error {
+func updateFn(tr func(queue.Record) (queue.Record, error)) func(*queue.Record) error {
+	return func(r *queue.Record) error {
 		n, err := tr(*r)
 		if err != nil {
 			return err
@@ -88,44 +89,44 @@ func testUpdateBatch(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("e", "alice", "comment", "", "n-e", nil), 0)
 	l := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l, "alice", T0, 4) // a..d leased, e stays pending
-	transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
+	transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
 	beforeD, beforeE := get(t, s, "d"), get(t, s, "e")
 	boom := errors.New("boom")
 	ackOK, order := false, ""
 	res, err := s.UpdateBatch(bg, l, []outbox.RecordUpdate{
-		{ID: "a", Fn: func(r *outbox.Record) error {
+		{ID: "a", Fn: func(r *queue.Record) error {
 			order += "a"
-			n, err := outbox.Ack(*r, l, T0.Add(time.Second), outbox.StoredResponse{Status: 201, Body: []byte("ok")})
+			n, err := queue.Ack(*r, l, T0.Add(time.Second), queue.StoredResponse{Status: 201, Body: []byte("ok")})
 			*r = n
 			ackOK = err == nil
 			return err
 		}},
-		{ID: "b", Fn: func(r *outbox.Record) error {
+		{ID: "b", Fn: func(r *queue.Record) error {
 			order += "b"
 			if !ackOK { // a Fn sees the outcome of the earlier ones
 				return errors.New("ack not applied first")
 			}
-			return updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })(r)
+			return updateFn(func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })(r)
 		}},
-		{ID: "missing", Fn: func(*outbox.Record) error { order += "!"; return nil }},
-		{ID: "d", Fn: func(r *outbox.Record) error { order += "d"; r.Attempts = 99; return boom }},
-		{ID: "e", Fn: func(r *outbox.Record) error { order += "e"; return nil }}, // not leased
-		{ID: "c", Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })},
-		{ID: "c", Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { // sees the earlier change of c
-			return outbox.Refund(r, l, T0.Add(2*time.Second), nil)
+		{ID: "missing", Fn: func(*queue.Record) error { order += "!"; return nil }},
+		{ID: "d", Fn: func(r *queue.Record) error { order += "d"; r.Attempts = 99; return boom }},
+		{ID: "e", Fn: func(r *queue.Record) error { order += "e"; return nil }}, // not leased
+		{ID: "c", Fn: updateFn(func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })},
+		{ID: "c", Fn: updateFn(func(r queue.Record) (queue.Record, error) { // sees the earlier change of c
+			return queue.Refund(r, l, T0.Add(2*time.Second), nil)
 		})},
 	})
 	require.NoError(t, err, "batch")
 	if order != "abd" || len(res) != 7 {
 		t.Fatalf("fns ran %q (want abd), %d results", order, len(res))
 	}
-	if res[0].Err != nil || res[0].Record.Status != outbox.StatusAcked || res[1].Err != nil || res[1].Record.Status != outbox.StatusSending || res[1].Record.Attempts != 1 {
+	if res[0].Err != nil || res[0].Record.Status != queue.StatusAcked || res[1].Err != nil || res[1].Record.Status != queue.StatusSending || res[1].Record.Attempts != 1 {
 		t.Fatalf("a, b: %+v / %+v", res[0], res[1])
 	}
-	if !errors.Is(res[2].Err, outbox.ErrNotFound) || !errors.Is(res[3].Err, boom) || !errors.Is(res[4].Err, outbox.ErrStaleOwner) {
+	if !errors.Is(res[2].Err, outbox.ErrNotFound) || !errors.Is(res[3].Err, boom) || !errors.Is(res[4].Err, queue.ErrStaleOwner) {
 		t.Fatalf("per-record errors: %v, %v, %v", res[2].Err, res[3].Err, res[4].Err)
 	}
-	if res[5].Err != nil || res[6].Err != nil || res[6].Record.Status != outbox.StatusPending || res[6].Record.Attempts != 0 {
+	if res[5].Err != nil || res[6].Err != nil || res[6].Record.Status != queue.StatusPending || res[6].Record.Attempts != 0 {
 		t.Fatalf("c: %+v / %+v", res[5], res[6])
 	}
 	same(t, res[0].Record, get(t, s, "a"))
@@ -137,7 +138,7 @@ func testUpdateBatch(t *testing.T, s outbox.Store) {
 		t.Fatalf("a's response: %+v", a.Response)
 	}
 	// Nothing to write: no error, nothing changed.
-	res, err = s.UpdateBatch(bg, l, []outbox.RecordUpdate{{ID: "d", Fn: func(*outbox.Record) error { return boom }}})
+	res, err = s.UpdateBatch(bg, l, []outbox.RecordUpdate{{ID: "d", Fn: func(*queue.Record) error { return boom }}})
 	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, boom) {
 		t.Fatalf("all failing: %v %+v", err, res)
 	}
@@ -145,7 +146,7 @@ func testUpdateBatch(t *testing.T, s outbox.Store) {
 	// A cancelled context writes nothing.
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if _, err := s.UpdateBatch(ctx, l, []outbox.RecordUpdate{{ID: "d", Fn: updateFn(func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })}}); !errors.Is(err, context.Canceled) {
+	if _, err := s.UpdateBatch(ctx, l, []outbox.RecordUpdate{{ID: "d", Fn: updateFn(func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 	same(t, beforeD, get(t, s, "d"))
@@ -157,13 +158,13 @@ func testUpdateBatchStale(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("b", "alice", "comment", "", "n2", nil), 0)
 	l1 := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l1, "alice", T0, 10)
-	transition(t, s, l1, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l1, T0) })
+	transition(t, s, l1, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l1, T0) })
 	beforeA, beforeB := get(t, s, "a"), get(t, s, "b")
 	acquire(t, s, "tab2", T0.Add(time.Second), true)
 	called := false
-	fn := func(r *outbox.Record) error { called = true; r.Status = outbox.StatusAcked; return nil }
+	fn := func(r *queue.Record) error { called = true; r.Status = queue.StatusAcked; return nil }
 	res, err := s.UpdateBatch(bg, l1, []outbox.RecordUpdate{{ID: "a", Fn: fn}, {ID: "b", Fn: fn}})
-	if !errors.Is(err, outbox.ErrStaleOwner) || called || res != nil {
+	if !errors.Is(err, queue.ErrStaleOwner) || called || res != nil {
 		t.Fatalf("stale batch: %v (fn called %v, %d results)", err, called, len(res))
 	}
 	same(t, beforeA, get(t, s, "a"))
@@ -173,23 +174,23 @@ func testUpdateBatchStale(t *testing.T, s outbox.Store) {
 func testAmend(t *testing.T, s outbox.Store) {
 	enqueue(t, s, NewRecord("a", "alice", "comment", "", "n1", nil), 0)
 	before := get(t, s, "a")
-	retry := func(r *outbox.Record) error {
-		n, err := outbox.AppRetry(*r, T0.Add(time.Hour))
+	retry := func(r *queue.Record) error {
+		n, err := queue.AppRetry(*r, T0.Add(time.Hour))
 		*r = n
 		return err
 	}
-	if _, err := s.Amend(bg, "a", retry); !errors.Is(err, outbox.ErrInvalidTransition) {
+	if _, err := s.Amend(bg, "a", retry); !errors.Is(err, queue.ErrInvalidTransition) {
 		t.Fatalf("retry of a pending record: %v", err)
 	}
 	same(t, before, get(t, s, "a"))
 	l := acquire(t, s, "tab1", T0, true)
 	claim(t, s, l, "alice", T0, 10)
-	transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) { return outbox.MarkSending(r, l, T0) })
-	transition(t, s, l, "a", func(r outbox.Record) (outbox.Record, error) {
-		return outbox.Terminal(r, l, T0, outbox.ErrorInfo{Code: "http_422", Status: 422})
+	transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) { return queue.MarkSending(r, l, T0) })
+	transition(t, s, l, "a", func(r queue.Record) (queue.Record, error) {
+		return queue.Terminal(r, l, T0, queue.ErrorInfo{Code: "http_422", Status: 422})
 	})
 	got, err := s.Amend(bg, "a", retry)
-	if err != nil || got.Status != outbox.StatusPending || got.Attempts != 0 || got.LastError == nil {
+	if err != nil || got.Status != queue.StatusPending || got.Attempts != 0 || got.LastError == nil {
 		t.Fatalf("amend: %+v %v", got, err)
 	}
 	same(t, got, get(t, s, "a"))
@@ -203,7 +204,7 @@ func testDelete(t *testing.T, s outbox.Store) {
 		enqueue(t, s, NewRecord("a"+strconv.Itoa(i), "alice", "comment", "", "", bytes.Repeat([]byte("x"), 20)), 8)
 		enqueue(t, s, NewRecord("b"+strconv.Itoa(i), "bob", "comment", "", "", nil), 0)
 	}
-	n, err := s.Delete(bg, outbox.Filter{UserID: "alice", Statuses: []outbox.Status{outbox.StatusDeadLetter}})
+	n, err := s.Delete(bg, outbox.Filter{UserID: "alice", Statuses: []queue.Status{queue.StatusDeadLetter}})
 	if n != 0 || err != nil {
 		t.Fatalf("deleted %d %v", n, err)
 	}

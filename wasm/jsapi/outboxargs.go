@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Argument validation of tf.outbox's options, pure Go like args.go.
@@ -14,8 +14,8 @@ import (
 // DedupeArg validates policies[key].dedupe against outbox's table of
 // policies (outbox.DedupePolicies), which the d.ts's Dedupe lists too
 // (TestDTSMatchesGo).
-func DedupeArg(key string, a Arg) (outbox.Dedupe, error) {
-	policies := outbox.DedupePolicies()
+func DedupeArg(key string, a Arg) (queue.Dedupe, error) {
+	policies := queue.DedupePolicies()
 	names := make([]string, len(policies))
 	for i, d := range policies {
 		names[i] = string(d)

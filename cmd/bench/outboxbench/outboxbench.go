@@ -34,7 +34,7 @@ import (
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
-	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
 )
 
 // Sizes of the runs.
@@ -404,7 +404,7 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resource := outbox.FenceResource(name, 1, "bench")
+	resource := queue.FenceResource(name, 1, "bench")
 	// Freeze an owner whose progress the other tab has seen: an ack it
 	// wrote. Before the first one, the other tab times the stall from the
 	// oldest record's enqueue, and how soon that is depends on when the
