@@ -13,7 +13,7 @@ import (
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
-// The versions of an outbox (outbox.Names, outbox.SchemaGate): protocol,
+// The versions of an outbox (queue.Names, queue.SchemaGate): protocol,
 // schemaVersion and migrations of tf.outbox.
 // What a runtime sends, migrates or leaves alone is decided in Go; the app's
 // migrations are plain functions Go calls one step at a time.
@@ -66,7 +66,7 @@ var (
 // and takes its result as enqueue takes a payload: a string or bytes as
 // is, anything else as JSON.stringify. A throw, or a promise (an async
 // function: JSON.stringify would send "{}"), is the migration's failure:
-// the record stays as stored (outbox.SchemaRefused).
+// the record stays as stored (queue.SchemaRefused).
 func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 	return func(p []byte) ([]byte, error) {
 		var in js.Value

@@ -115,7 +115,7 @@ type Store struct {
 var _ outbox.Store = (*Store)(nil)
 
 // Open opens (creating or upgrading) the outbox database dbName
-// (outbox.Names). If a connection of an older build blocks the upgrade,
+// (queue.Names). If a connection of an older build blocks the upgrade,
 // it waits until ctx ends.
 //
 // Durability: Enqueue's transaction is "strict" unless WithDurability says

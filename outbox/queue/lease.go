@@ -2,9 +2,9 @@ package queue
 
 import "time"
 
-// The lease rules: the fns a Store runs on the lease row (UpdateLease), so
-// that one flush owner at a time changes records, and a superseded one
-// changes nothing.
+// The lease rules: the fns a Store runs on the lease row
+// (outbox.Store.UpdateLease), so that one flush owner at a time changes
+// records, and a superseded one changes nothing.
 
 // AcquireLease returns the UpdateLease fn that takes the lease for owner
 // until now+ttl with a higher token. Without steal it fails with ErrLeaseHeld

@@ -57,8 +57,8 @@ func Claim(r Record, l Lease, now time.Time, ttl time.Duration) (Record, error) 
 
 // Charge takes a waiting record the claim planned and charges its attempt,
 // in one transition (waiting -> sending under l): Claim then MarkSending.
-// The flush writes it with RecordUpdate.Take just before the record is
-// handed to the transport; Store.Claim itself writes nothing for the
+// The flush writes it with outbox.RecordUpdate.Take just before the record is
+// handed to the transport; outbox.Store.Claim itself writes nothing for the
 // records it plans, which saves a write per record. A failed record that is
 // due because the network came back (networkRetryDue with reconnected) is
 // due now, as PlanClaim decided. A record that is not waiting and due (in

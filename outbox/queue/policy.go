@@ -121,7 +121,7 @@ const (
 	ActionDropped  Action = "dropped"
 )
 
-// EnqueueRequest is one enqueue, applied by Store.Enqueue in one transaction.
+// EnqueueRequest is one enqueue, applied by outbox.Store.Enqueue in one transaction.
 // Record.Payload holds the full payload; Record.Seq is assigned by the store.
 type EnqueueRequest struct {
 	Record      Record

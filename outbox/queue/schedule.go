@@ -22,7 +22,7 @@ type ClaimRequest struct {
 	Beyond map[string]Status
 	// Reconnected: when the device last regained network (zero: never).
 	// A failed record whose last error was the network's, before that
-	// moment, is due now (see Outbox.Reconnected).
+	// moment, is due now (see outbox.Outbox.Reconnected).
 	Reconnected time.Time
 }
 

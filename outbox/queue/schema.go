@@ -130,7 +130,7 @@ func (g SchemaGate) Action(r *Record) SchemaAction {
 }
 
 // Unsupported reports whether r is an unsettled record the runtime leaves
-// alone because of its schema (Projection.Unsupported).
+// alone because of its schema (outbox.Projection.Unsupported).
 func (g SchemaGate) Unsupported(r *Record) bool {
 	return !r.Status.Settled() && g.Action(r) == SchemaUnsupported
 }

@@ -11,8 +11,8 @@ import (
 
 // Argument validation of tf.outbox's options, pure Go like args.go.
 
-// DedupeArg validates policies[key].dedupe against outbox's table of
-// policies (outbox.DedupePolicies), which the d.ts's Dedupe lists too
+// DedupeArg validates policies[key].dedupe against the table of
+// policies (queue.DedupePolicies), which the d.ts's Dedupe lists too
 // (TestDTSMatchesGo).
 func DedupeArg(key string, a Arg) (queue.Dedupe, error) {
 	policies := queue.DedupePolicies()
