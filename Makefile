@@ -141,7 +141,7 @@ test-wasm: wasmexec chromium
 test-e2e: build chromium
 	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
 
-## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
+## bench: figures — browser runtime vs raw JavaScript, sizes, memory, server throughput; rewrites docs/figures.md
 bench: deps brotli build
 	bash internal/testenv/with-postgres.sh $(GO) run ./cmd/bench $(BENCHFLAGS)
 

@@ -6,11 +6,12 @@ import (
 	"io"
 	"net/url"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/locks"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // The election watchdog's figure: a leader frozen (CDP Page lifecycle
@@ -91,7 +92,7 @@ func watchdogFigures(ctx context.Context, w io.Writer, b *harness.Browser, base 
 
 	fmt.Fprintf(w, "watchdog: %d takeovers, stallAfter %d ms (the default); freeze the leader (CDP) -> the follower's watchdog steals -> its onLeader\n", WatchdogRuns, stall)
 	fmt.Fprintf(w, "  (freeze call to page timestamp); then the new leader writes, the old one is resumed and writes at once with its old context\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := figures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\ttarget\tmet\t")
 	p95 := percentile(took, 95)
 	fmt.Fprintf(tw, "frozen leader -> new onLeader p50 (ms)\t%.0f\t\t\t\n", percentile(took, 50))
