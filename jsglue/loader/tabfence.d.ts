@@ -18,11 +18,13 @@ export interface LoadOptions {
  * load (network, compile error) is not memoized: the next call tries again.
  *
  * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
- * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's four
- * small JavaScript helpers are refused (reported as CSP violations) and it
- * takes its Go paths: the same tokens and verdicts, a little slower, and a tab
- * frozen with an open transaction keeps it open until it resumes or is
- * discarded, blocking the other tabs' transactions on the same stores.
+ * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's two
+ * JavaScript helpers made with the Function constructor (the outbox's packed
+ * record reader, the tracker of open transactions) are refused (reported as
+ * CSP violations) and it takes its Go paths: the same results, a little
+ * slower, and a tab frozen with an open transaction keeps it open until it
+ * resumes or is discarded, blocking the other tabs' transactions on the same
+ * stores.
  *
  * Page Lifecycle: when the browser freezes this page, the runtime aborts its
  * open IndexedDB transactions (a fenced apply, a token allocation, an outbox
