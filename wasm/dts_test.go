@@ -63,6 +63,14 @@ func TestDTSMatchesGo(t *testing.T) {
 
 	require.Contains(t, dts, "  status: RecordStatus;", "OutboxRecordInfo.status is the union of the statuses")
 
+	// OutboxErrorCode is every code the outbox writes into an ErrorInfo;
+	// an HTTP status's code is the template http_<status>.
+	codes, httpCodes := errorCodes(t, "../outbox")
+	require.True(t, httpCodes, "the outbox names HTTP answers http_<status>")
+	require.ElementsMatch(t, codes, union(t, dts, "export type OutboxErrorCode =", ""), "OutboxErrorCode against the outbox's codes")
+	require.Contains(t, dts, "  | `http_${number}`\n", "OutboxErrorCode has the http_<status> template")
+	require.Contains(t, dts, "  code: OutboxErrorCode;", "OutboxError.code is the union")
+
 	// TabfenceErrorName is every name an error of the API can carry: the
 	// API's own, the browser's that jsglue passes through, the loader's,
 	// and a plain Error; nothing else (no escape hatch to string).
@@ -109,9 +117,62 @@ func applyResults() []string {
 	return out
 }
 
+// errorCodes are the error codes the Go package in dir writes: its Code*
+// string constants and the literal Code fields of its ErrorInfo values;
+// httpCodes says whether a Code field is built as "http_" + a status.
+func errorCodes(t *testing.T, dir string) (codes []string, httpCodes bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	str := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		require.NoError(t, err)
+		return s, true
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if s, ok := "", false; strings.HasPrefix(name.Name, "Code") && i < len(n.Values) {
+						if s, ok = str(n.Values[i]); ok && !slices.Contains(codes, s) {
+							codes = append(codes, s)
+						}
+					}
+				}
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); !ok || k.Name != "Code" {
+					return true
+				}
+				if s, ok := str(n.Value); ok && !slices.Contains(codes, s) {
+					codes = append(codes, s)
+				}
+				if b, ok := n.Value.(*ast.BinaryExpr); ok {
+					if s, ok := str(b.X); ok && s == "http_" {
+						httpCodes = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.NotEmpty(t, codes, "no error codes in %s", dir)
+	return codes, httpCodes
+}
+
 // union returns the string literals of the union that follows anchor
 // (and then prop) in the d.ts, up to the ";" or "}" that ends it
-// (comments left out).
+// (comments and template literal types left out).
 func union(t *testing.T, dts, anchor, prop string) []string {
 	t.Helper()
 	i := strings.Index(dts, anchor)
@@ -123,6 +184,7 @@ func union(t *testing.T, dts, anchor, prop string) []string {
 	var out []string
 	for _, line := range strings.Split(rest, "\n") {
 		code, _, _ := strings.Cut(line, "//")
+		code = regexp.MustCompile("`[^`]*`").ReplaceAllString(code, "``") // a template literal is no string and ends nothing
 		for _, m := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(code, -1) {
 			out = append(out, m[1])
 		}

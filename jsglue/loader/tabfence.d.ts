@@ -772,9 +772,29 @@ export interface OutboxStatus {
 
 export type OutboxFailure = "offline" | "unreachable" | "server-error" | "rate-limited" | "paused-auth" | "unauthorized" | "refused";
 
+/**
+ * Why a send (or a fencing token request) failed, a stable code:
+ * - `"network"`: no answer (server down, network error, timeout);
+ * - `"offline"`: the browser reports no network (the attempt is not charged);
+ * - `` `http_${status}` ``: the receiver answered that status, e.g. "http_503", "http_409";
+ * - `"fence_malformed"`: the fencing token answer had no token;
+ * - `"lease_expired"`: the flush owner was lost while sending;
+ * - `"payload_unreadable"`: the stored payload could not be read;
+ * - `"schema_unsupported"`: no migration path to this build's schemaVersion;
+ * - `"session_mismatch"`: the receiver authenticated another user than the record's.
+ */
+export type OutboxErrorCode =
+  | "network"
+  | "offline"
+  | `http_${number}`
+  | "fence_malformed"
+  | "lease_expired"
+  | "payload_unreadable"
+  | "schema_unsupported"
+  | "session_mismatch";
+
 export interface OutboxError {
-  /** Stable code: "network", "http_503", "lease_expired", "schema_unsupported", ... */
-  code: string;
+  code: OutboxErrorCode;
   message: string;
   status: number;
   at: number | null;
@@ -795,7 +815,7 @@ export interface OutboxEvent {
   attempt?: number;
   durationMs?: number;
   reason?: string;
-  errorCode?: string;
+  errorCode?: OutboxErrorCode;
 }
 
 /** Where a record is in its life. */
