@@ -122,9 +122,6 @@ func applyResults() []string {
 // httpCodes says whether a Code field is built as "http_" + a status.
 func errorCodes(t *testing.T, dir string) (codes []string, httpCodes bool) {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	require.NoError(t, err)
-	fset := token.NewFileSet()
 	str := func(e ast.Expr) (string, bool) {
 		lit, ok := e.(*ast.BasicLit)
 		if !ok || lit.Kind != token.STRING {
@@ -134,12 +131,7 @@ func errorCodes(t *testing.T, dir string) (codes []string, httpCodes bool) {
 		require.NoError(t, err)
 		return s, true
 	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		require.NoError(t, err)
+	for _, file := range parseDir(t, dir) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.ValueSpec:
@@ -199,16 +191,8 @@ func union(t *testing.T, dts, anchor, prop string) []string {
 // the Go package in dir.
 func goConsts(t *testing.T, dir, typ string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	require.NoError(t, err)
 	var out []string
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		require.NoError(t, err)
+	for _, file := range parseDir(t, dir) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok {
@@ -227,5 +211,23 @@ func goConsts(t *testing.T, dir, typ string) []string {
 		})
 	}
 	require.NotEmpty(t, out, "no constants of type %s in %s", typ, dir)
+	return out
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var out []*ast.File
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		out = append(out, file)
+	}
 	return out
 }

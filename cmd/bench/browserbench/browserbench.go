@@ -280,3 +280,19 @@ func serve(distDir string, mw func(http.Handler) http.Handler) (*server.Local, e
 	}
 	return server.StartLocal(distDir, mw)
 }
+
+// inOwnBrowser serves distDir (with mw in front) and starts a browser of
+// its own for fn, then stops both.
+func inOwnBrowser(ctx context.Context, distDir string, mw func(http.Handler) http.Handler, fn func(b *harness.Browser, base string) error) error {
+	srv, err := serve(distDir, mw)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	b, err := harness.Start(ctx, harness.Options{Bare: true})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(b, srv.URL)
+}

@@ -122,17 +122,13 @@ func meanMemory(tabs []*harness.Tab) (tabMemory, error) {
 // without the runtime, the runtime with an outbox open, and the tabs after
 // one of them enqueued MemoryEnqueues records.
 func RunMemory(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := serve(distDir, memoryPages)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	b, err := harness.Start(ctx, harness.Options{Bare: true})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	blank, err := openMemoryTabs(b, srv.URL+"/bench/blank.html")
+	return inOwnBrowser(ctx, distDir, memoryPages, func(b *harness.Browser, base string) error {
+		return memoryFigures(w, b, base)
+	})
+}
+
+func memoryFigures(w io.Writer, b *harness.Browser, base string) error {
+	blank, err := openMemoryTabs(b, base+"/bench/blank.html")
 	if err != nil {
 		return fmt.Errorf("page without the runtime: %w", err)
 	}
@@ -141,7 +137,7 @@ func RunMemory(ctx context.Context, w io.Writer, distDir string) error {
 	if err != nil {
 		return err
 	}
-	tabs, err := openMemoryTabs(b, srv.URL+"/bench/memory.html")
+	tabs, err := openMemoryTabs(b, base+"/bench/memory.html")
 	if err != nil {
 		return fmt.Errorf("runtime page: %w", err)
 	}

@@ -30,17 +30,9 @@ const (
 // RunWatchdog measures and prints the watchdog's figure in a browser of
 // its own.
 func RunWatchdog(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := serve(distDir, nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	b, err := harness.Start(ctx, harness.Options{Bare: true})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return watchdogFigures(ctx, w, b, srv.URL)
+	return inOwnBrowser(ctx, distDir, nil, func(b *harness.Browser, base string) error {
+		return watchdogFigures(ctx, w, b, base)
+	})
 }
 
 func watchdogFigures(ctx context.Context, w io.Writer, b *harness.Browser, base string) error {
