@@ -57,6 +57,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	load := loadAverage() // before the bench adds its own
 	rec := figures.NewRecorder(os.Stdout)
 	var order []string
 	fail := false
@@ -76,7 +77,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *out != "" {
-		if err := writeFigures(*out, rec, order); err != nil {
+		if err := writeFigures(*out, rec, order, load); err != nil {
 			fmt.Fprintln(os.Stderr, "figures:", err)
 			fail = true
 		}
@@ -87,17 +88,32 @@ func main() {
 }
 
 // writeFigures rewrites path with the sections run (figures.Render).
-func writeFigures(path string, rec *figures.Recorder, order []string) error {
+func writeFigures(path string, rec *figures.Recorder, order []string, load string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	run := figures.Run{At: time.Now(), Machine: machine(), Command: strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))}
+	run := figures.Run{At: time.Now(), Machine: machine(load), Command: strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))}
 	return os.WriteFile(path, []byte(figures.Render(run, rec.Sections(), order, string(old))), 0o644)
 }
 
-// machine says what the figures were measured on: cores, OS, browser, Go.
-func machine() string {
+// loadAverage is the machine's one-minute load average, or "" where
+// /proc/loadavg is missing.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// machine says what the figures were measured on: cores, OS, browser, Go,
+// and how busy the machine was when the bench started.
+func machine(load string) string {
 	osName := runtime.GOOS
 	if b, err := os.ReadFile("/etc/os-release"); err == nil {
 		if m := regexp.MustCompile(`(?m)^PRETTY_NAME="?([^"\n]*)"?$`).FindSubmatch(b); m != nil {
@@ -108,7 +124,11 @@ func machine() string {
 	if v, err := exec.Command(harness.Chromium, "--version").Output(); err == nil {
 		browser, _, _ = strings.Cut(strings.TrimSpace(string(v)), " built on ")
 	}
-	return fmt.Sprintf("%d cores, %s, %s, %s", runtime.NumCPU(), osName, browser, runtime.Version())
+	m := fmt.Sprintf("%d cores, %s, %s, %s", runtime.NumCPU(), osName, browser, runtime.Version())
+	if load != "" {
+		m += " (load average " + load + " at the start)"
+	}
+	return m
 }
 
 // sizeReport builds the runtime with its symbol names kept and prints which
