@@ -116,8 +116,8 @@ export interface ElectOptions<C extends LeaderContext = LeaderContext> {
    * (the {@link StorageOptions.database}) after the lock is granted and
    * before onLeader, and `ctx.token` carries it (> 0, strictly increasing
    * across all tabs of the origin). Default: true when `resource` is given,
-   * false otherwise (token 0, no database opened). A fenced election also
-   * gets `ctx.apply`/`ctx.post`, and is closed with onLost("deleted" or
+   * false otherwise (token 0, no database opened). A fenced election's
+   * leaders get a {@link FencedLeaderContext} (`ctx.apply`, `ctx.post`), and it is closed with onLost("deleted" or
    * "upgraded") when another tab deletes or upgrades its database.
    */
   fenced?: boolean;
