@@ -454,25 +454,12 @@ func evalCtx[T any](ctx context.Context, expr string) (T, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 }
 
-// RunFence measures and prints only the fencing figures.
+// RunFence measures and prints the fencing figures in a browser of their
+// own.
 func RunFence(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := serve(distDir, nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	return fenceInOwnBrowser(ctx, w, srv.URL, distDir)
-}
-
-// fenceInOwnBrowser measures the fencing figures (fenceFigures) in a
-// browser started for them, against the server at base.
-func fenceInOwnBrowser(ctx context.Context, w io.Writer, base, distDir string) error {
-	b, err := harness.Start(ctx, harness.Options{Bare: true})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return fenceFigures(ctx, w, b, base, distDir)
+	return inOwnBrowser(ctx, distDir, nil, func(b *harness.Browser, base string) error {
+		return fenceFigures(ctx, w, b, base, distDir)
+	})
 }
 
 // idbLayer runs the idb layer's bench (Go calls from Go,
