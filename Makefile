@@ -29,7 +29,7 @@ WASMPACK     := $(BIN)/wasmpack
 # make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
+.PHONY: all build test test-native test-wasm test-e2e test-types bench demo shape clean deps chromium postgres wasmexec wasmpack brotli typescript
 
 all: build
 
@@ -79,7 +79,20 @@ $(DIST)/tabfence-idb.js: idb/fast.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks
-deps: chromium postgres wasmexec
+deps: chromium postgres wasmexec typescript
+
+# TypeScript from npm, for the check that the docs' snippets type-check
+# against tabfence.d.ts (internal/outside); kept in ./.bin/node_modules.d (not a name on PATH).
+TYPESCRIPT_VERSION := 7.0.2
+NPM_DIR := $(BIN)/node_modules.d
+TSC     := $(NPM_DIR)/node_modules/.bin/tsc
+typescript: $(TSC)
+$(TSC):
+	@command -v npm >/dev/null || { echo "installing Debian's npm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+	mkdir -p $(NPM_DIR)
+	npm install --prefix $(NPM_DIR) --no-audit --no-fund --silent typescript@$(TYPESCRIPT_VERSION)
+	@touch $@
 
 chromium:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium"; \
@@ -113,9 +126,13 @@ test: deps build
 	$(MAKE) --no-print-directory test-wasm
 	$(MAKE) --no-print-directory test-e2e
 
-test-native:
+test-native: typescript
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	TABFENCE_TSC=$(TSC) $(GO) test -count=1 ./...
+
+## test-types: the docs' TypeScript and JavaScript snippets against tabfence.d.ts (tsc --strict)
+test-types: typescript
+	TABFENCE_TSC=$(TSC) $(GO) test -count=1 -run 'TestTypeScript|TestOperationTypo|TestDTS' ./internal/outside/ ./wasm/
 
 test-wasm: wasmexec chromium
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 $(WASM_PKGS)
@@ -124,7 +141,7 @@ test-wasm: wasmexec chromium
 test-e2e: build chromium
 	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
 
-## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
+## bench: figures — browser runtime vs raw JavaScript, sizes, memory, server throughput; rewrites docs/figures.md
 bench: deps brotli build
 	bash internal/testenv/with-postgres.sh $(GO) run ./cmd/bench $(BENCHFLAGS)
 

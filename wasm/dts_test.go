@@ -55,30 +55,37 @@ func TestDTSMatchesGo(t *testing.T) {
 		{"export type OutboxFailure =", goConsts(t, "../outbox", "FailureKind"), ""},
 		{"export interface Write {\n", ops, " op:"},
 		{"export interface OutboxEvent {\n", goConsts(t, "../outbox", "EventKind"), " kind:"},
-		{"  enqueue(op: OutboxOp)", goConsts(t, "../outbox/queue", "Action"), " action:"},
+		{"  enqueue(op: OutboxOp<Ops>)", goConsts(t, "../outbox/queue", "Action"), " action:"},
+		{"export type RecordStatus =", goConsts(t, "../outbox/queue", "Status"), ""},
 	} {
 		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
 	}
 
-	// deadLetters() lists records needing the app; its status union names
-	// some of the statuses (and string): each must be one.
-	statuses := goConsts(t, "../outbox/queue", "Status")
-	for _, st := range union(t, dts, "export interface OutboxRecordInfo {\n", " status:") {
-		require.Contains(t, statuses, st, "OutboxRecordInfo.status has %q, which is no queue.Status", st)
-	}
+	require.Contains(t, dts, "  status: RecordStatus;", "OutboxRecordInfo.status is the union of the statuses")
 
-	own := ownErrorNames()
-	declared := union(t, dts, "export type TabfenceErrorName =", "")
-	for _, n := range own {
-		require.Contains(t, declared, n, "TabfenceErrorName lacks a name the API gives")
-	}
-	passed := append(jsglue.Names(), "Error") // the browser's, passed through
+	// OutboxErrorCode is every code the outbox writes into an ErrorInfo;
+	// an HTTP status's code is the template http_<status>.
+	codes, httpCodes := errorCodes(t, "../outbox")
+	queueCodes, queueHTTP := errorCodes(t, "../outbox/queue")
+	codes, httpCodes = append(codes, queueCodes...), httpCodes || queueHTTP
+	slices.Sort(codes)
+	codes = slices.Compact(codes)
+	require.True(t, httpCodes, "the outbox names HTTP answers http_<status>")
+	require.ElementsMatch(t, codes, union(t, dts, "export type OutboxErrorCode =", ""), "OutboxErrorCode against the outbox's codes")
+	require.Contains(t, dts, "  | `http_${number}`\n", "OutboxErrorCode has the http_<status> template")
+	require.Contains(t, dts, "  code: OutboxErrorCode;", "OutboxError.code is the union")
+
+	// TabfenceErrorName is every name an error of the API can carry: the
+	// API's own, the browser's that jsglue passes through, the loader's,
+	// and a plain Error; nothing else (no escape hatch to string).
+	names := append(ownErrorNames(), jsglue.Names()...)
+	names = append(names, "Error")
 	for _, m := range regexp.MustCompile(`export class (\w+) extends Error`).FindAllStringSubmatch(dts, -1) {
-		passed = append(passed, m[1]) // the loader's
+		names = append(names, m[1]) // the loader's
 	}
-	for _, n := range declared {
-		require.True(t, slices.Contains(own, n) || slices.Contains(passed, n), "TabfenceErrorName has %q, which no Go table gives", n)
-	}
+	slices.Sort(names)
+	require.ElementsMatch(t, slices.Compact(names), union(t, dts, "export type TabfenceErrorName =", ""), "TabfenceErrorName against the Go tables")
+	require.Contains(t, dts, "  name: TabfenceErrorName;\n", "TabfenceError.name is the union, not any string")
 }
 
 // ownErrorNames are the names of the errors the API makes itself.
@@ -114,9 +121,54 @@ func applyResults() []string {
 	return out
 }
 
+// errorCodes are the error codes the Go package in dir writes: its Code*
+// string constants and the literal Code fields of its ErrorInfo values;
+// httpCodes says whether a Code field is built as "http_" + a status.
+func errorCodes(t *testing.T, dir string) (codes []string, httpCodes bool) {
+	t.Helper()
+	str := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		require.NoError(t, err)
+		return s, true
+	}
+	for _, file := range parseDir(t, dir) {
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if s, ok := "", false; strings.HasPrefix(name.Name, "Code") && i < len(n.Values) {
+						if s, ok = str(n.Values[i]); ok && !slices.Contains(codes, s) {
+							codes = append(codes, s)
+						}
+					}
+				}
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); !ok || k.Name != "Code" {
+					return true
+				}
+				if s, ok := str(n.Value); ok && !slices.Contains(codes, s) {
+					codes = append(codes, s)
+				}
+				if b, ok := n.Value.(*ast.BinaryExpr); ok {
+					if s, ok := str(b.X); ok && s == "http_" {
+						httpCodes = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	require.NotEmpty(t, codes, "no error codes in %s", dir)
+	return codes, httpCodes
+}
+
 // union returns the string literals of the union that follows anchor
 // (and then prop) in the d.ts, up to the ";" or "}" that ends it
-// (comments left out).
+// (comments and template literal types left out).
 func union(t *testing.T, dts, anchor, prop string) []string {
 	t.Helper()
 	i := strings.Index(dts, anchor)
@@ -128,6 +180,7 @@ func union(t *testing.T, dts, anchor, prop string) []string {
 	var out []string
 	for _, line := range strings.Split(rest, "\n") {
 		code, _, _ := strings.Cut(line, "//")
+		code = regexp.MustCompile("`[^`]*`").ReplaceAllString(code, "``") // a template literal is no string and ends nothing
 		for _, m := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(code, -1) {
 			out = append(out, m[1])
 		}
@@ -142,16 +195,8 @@ func union(t *testing.T, dts, anchor, prop string) []string {
 // the Go package in dir.
 func goConsts(t *testing.T, dir, typ string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	require.NoError(t, err)
 	var out []string
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		require.NoError(t, err)
+	for _, file := range parseDir(t, dir) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok {
@@ -170,5 +215,23 @@ func goConsts(t *testing.T, dir, typ string) []string {
 		})
 	}
 	require.NotEmpty(t, out, "no constants of type %s in %s", typ, dir)
+	return out
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	var out []*ast.File
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		out = append(out, file)
+	}
 	return out
 }

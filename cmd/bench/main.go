@@ -1,71 +1,84 @@
 // Command bench prints tabfence's figures, each beside the raw-JavaScript or
 // plain-Go baseline measured in the same run, because absolute times on a
-// shared machine drift while ratios hold. `make bench` runs it with a
-// throwaway PostgreSQL.
+// shared machine drift while ratios hold, and writes their tables to
+// docs/figures.md (package figures). `make bench` runs it with a throwaway
+// PostgreSQL.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/tabfence/tabfence/cmd/bench/browserbench"
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
 	"github.com/tabfence/tabfence/cmd/bench/serverbench"
 	"github.com/tabfence/tabfence/cmd/bench/wasmsize"
+	"github.com/tabfence/tabfence/e2e/harness"
 )
+
+// A part of the bench: -only names it by key, and figures.md has a section
+// per key.
+type part struct {
+	key, title string
+	run        func(ctx context.Context, w io.Writer) error
+}
+
+func parts(dist string) []part {
+	return []part{
+		{"browser", "browser runtime (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.Run(ctx, w, dist) }},
+		{"fence", "fencing and channel round trip (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunFence(ctx, w, dist) }},
+		{"watchdog", "election watchdog (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunWatchdog(ctx, w, dist) }},
+		{"memory", "memory per tab (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunMemory(ctx, w, dist) }},
+		{"outbox", "outbox (headless Chromium, in-process receiver on loopback)", func(ctx context.Context, w io.Writer) error { return outboxbench.Run(ctx, w, dist) }},
+		{"size", "tabfence.wasm code by package (unstripped build; the download is stripped and compressed)", func(ctx context.Context, w io.Writer) error { return sizeReport(ctx, w) }},
+		{"server", "server receiver", func(ctx context.Context, w io.Writer) error {
+			return serverbench.Run(ctx, w, os.Getenv("TABFENCE_PG_URL"))
+		}},
+	}
+}
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser (which includes fence), fence, watchdog, outbox, server or size")
+	only := flag.String("only", "", "run one part: browser, fence, watchdog, memory, outbox, server or size")
+	out := flag.String("figures", "docs/figures.md", "the file the figures are written to (the sections run replace theirs); empty: print only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	load := loadAverage() // before the bench adds its own
+	rec := figures.NewRecorder(os.Stdout)
+	var order []string
 	fail := false
-	if *only == "" || *only == "browser" {
-		fmt.Println("== browser runtime (headless Chromium) ==")
-		if err := browserbench.Run(ctx, os.Stdout, *dist); err != nil {
-			fmt.Fprintln(os.Stderr, "browser bench:", err)
-			fail = true
+	for _, p := range parts(*dist) {
+		order = append(order, p.key)
+		if *only != "" && *only != p.key {
+			continue
+		}
+		s := rec.Section(p.key, p.title)
+		if err := p.run(ctx, rec); err != nil {
+			fmt.Fprintln(os.Stderr, p.key+" bench:", err)
+			s.Failed, fail = true, true
 		}
 	}
-	if *only == "fence" {
-		fmt.Println("== fencing and channel round trip (headless Chromium) ==")
-		if err := browserbench.RunFence(ctx, os.Stdout, *dist); err != nil {
-			fmt.Fprintln(os.Stderr, "fence bench:", err)
-			fail = true
-		}
+	if len(rec.Sections()) == 0 {
+		fmt.Fprintf(os.Stderr, "bench: no part %q (one of %s)\n", *only, strings.Join(order, ", "))
+		os.Exit(2)
 	}
-	if *only == "" || *only == "watchdog" {
-		fmt.Println("== election watchdog (headless Chromium) ==")
-		if err := browserbench.RunWatchdog(ctx, os.Stdout, *dist); err != nil {
-			fmt.Fprintln(os.Stderr, "watchdog bench:", err)
-			fail = true
-		}
-	}
-	if *only == "" || *only == "outbox" {
-		fmt.Println("== outbox (headless Chromium, in-process receiver on loopback) ==")
-		if err := outboxbench.Run(ctx, os.Stdout, *dist); err != nil {
-			fmt.Fprintln(os.Stderr, "outbox bench:", err)
-			fail = true
-		}
-	}
-	if *only == "" || *only == "size" {
-		fmt.Println("== tabfence.wasm code by package (unstripped build; the download is stripped and compressed) ==")
-		if err := sizeReport(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "size report:", err)
-			fail = true
-		}
-	}
-	if *only == "" || *only == "server" {
-		fmt.Println("== server receiver ==")
-		if err := serverbench.Run(ctx, os.Stdout, os.Getenv("TABFENCE_PG_URL")); err != nil {
-			fmt.Fprintln(os.Stderr, "server bench:", err)
+	if *out != "" {
+		if err := writeFigures(*out, rec, order, load); err != nil {
+			fmt.Fprintln(os.Stderr, "figures:", err)
 			fail = true
 		}
 	}
@@ -74,10 +87,54 @@ func main() {
 	}
 }
 
+// writeFigures rewrites path with the sections run (figures.Render).
+func writeFigures(path string, rec *figures.Recorder, order []string, load string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	run := figures.Run{At: time.Now(), Machine: machine(load), Command: strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))}
+	return os.WriteFile(path, []byte(figures.Render(run, rec.Sections(), order, string(old))), 0o644)
+}
+
+// loadAverage is the machine's one-minute load average, or "" where
+// /proc/loadavg is missing.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}
+
+// machine says what the figures were measured on: cores, OS, browser, Go,
+// and how busy the machine was when the bench started.
+func machine(load string) string {
+	osName := runtime.GOOS
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		if m := regexp.MustCompile(`(?m)^PRETTY_NAME="?([^"\n]*)"?$`).FindSubmatch(b); m != nil {
+			osName = string(m[1])
+		}
+	}
+	browser := "no Chromium found"
+	if v, err := exec.Command(harness.Chromium, "--version").Output(); err == nil {
+		browser, _, _ = strings.Cut(strings.TrimSpace(string(v)), " built on ")
+	}
+	m := fmt.Sprintf("%d cores, %s, %s, %s", runtime.NumCPU(), osName, browser, runtime.Version())
+	if load != "" {
+		m += " (load average " + load + " at the start)"
+	}
+	return m
+}
+
 // sizeReport builds the runtime with its symbol names kept and prints which
 // packages its code comes from: every import is downloaded by every user,
 // so a size change should be traceable to the package that made it.
-func sizeReport(ctx context.Context) error {
+func sizeReport(ctx context.Context, w io.Writer) error {
 	dir, err := os.MkdirTemp("", "tabfence-size")
 	if err != nil {
 		return err
@@ -99,8 +156,8 @@ func sizeReport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep.Print(os.Stdout, 15)
-	rep.PrintFuncs(os.Stdout, 15, "")
+	rep.Print(w, 15)
+	rep.PrintFuncs(w, 15, "")
 	return nil
 }
 

@@ -43,9 +43,11 @@ What "serve" serves:
   GET  /api/notes    the caller's notes
   GET  /api/effects  {"effects": N}: how many mutations took effect
   POST /fence/{res}  {"resource":"...","token":N}: the next fencing token
+  GET  /healthz      "ok": the server is up (for a load balancer or a probe)
   The demo has no accounts: every API call names its user in the
   X-Demo-User header (demo only; without it the answer is 401).
-  The protocol (status codes, headers, retention) is in receiver/README.md.
+  The protocol (status codes, headers, retention) is in receiver/README.md;
+  flags and endpoints are also in docs/server.md.
 
 Serve flags:
 `

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -19,7 +20,14 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{"tabfence serve", "-addr", "-db", "-dist", "-body-timeout", "-max-body-memory", "X-Demo-User", "Idempotency-Key"} {
 		assert.Contains(t, out.String(), want, "help lacks")
 	}
-	require.Equal(t, 0, run([]string{"serve", "--help"}, &out, &errb), "serve --help: exit")
+	var serveHelp bytes.Buffer
+	require.Equal(t, 0, run([]string{"serve", "--help"}, &out, &serveHelp), "serve --help: exit")
+	// serve --help lists every flag and every endpoint.
+	var flags []string
+	serveFlags(io.Discard, &serveConfig{}).VisitAll(func(f *flag.Flag) { flags = append(flags, "-"+f.Name) })
+	for _, want := range append(flags, "/dist/", "POST /api/notes", "GET  /api/notes", "/api/effects", "/fence/", "/healthz") {
+		assert.Contains(t, serveHelp.String(), want, "serve --help lacks")
+	}
 	require.Equal(t, 2, run([]string{"bogus"}, &out, &errb), "bogus command: exit")
 	require.Equal(t, 2, run([]string{"serve", "--log-level", "loud"}, &out, &errb), "bad log level: exit")
 }

@@ -18,11 +18,13 @@ export interface LoadOptions {
  * load (network, compile error) is not memoized: the next call tries again.
  *
  * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
- * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's four
- * small JavaScript helpers are refused (reported as CSP violations) and it
- * takes its Go paths: the same tokens and verdicts, a little slower, and a tab
- * frozen with an open transaction keeps it open until it resumes or is
- * discarded, blocking the other tabs' transactions on the same stores.
+ * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's two
+ * JavaScript helpers made with the Function constructor (the outbox's packed
+ * record reader, the tracker of open transactions) are refused (reported as
+ * CSP violations) and it takes its Go paths: the same results, a little
+ * slower, and a tab frozen with an open transaction keeps it open until it
+ * resumes or is discarded, blocking the other tabs' transactions on the same
+ * stores.
  *
  * Page Lifecycle: when the browser freezes this page, the runtime aborts its
  * open IndexedDB transactions (a fenced apply, a token allocation, an outbox
@@ -51,7 +53,10 @@ export interface Tabfence {
    * @throws NotSupportedError when Web Locks are unavailable (not a secure context).
    * @throws RuntimeExitedError once the runtime has stopped.
    */
-  elect(options: ElectOptions): Election;
+  elect(options: FencedElectOptions): Election<FencedLeaderContext>;
+  elect(options: UnfencedElectOptions): Election<LeaderContext>;
+  /** `fenced` known only at run time: the context has apply/post when {@link Election.fenced}. */
+  elect(options: ElectOptions): Election<LeaderContext | FencedLeaderContext>;
 
   /**
    * The Web Lock name an election of `scope` at `protocol` uses:
@@ -90,8 +95,11 @@ export interface Tabfence {
   deleteDatabase(name?: string): Promise<void>;
 }
 
-/** Options of {@link Tabfence.elect}. */
-export interface ElectOptions {
+/**
+ * Options of {@link Tabfence.elect}. A fenced election's callbacks get a
+ * {@link FencedLeaderContext}: see {@link FencedElectOptions}.
+ */
+export interface ElectOptions<C extends LeaderContext = LeaderContext> {
   /** What the tabs elect a leader for, e.g. a workspace id. Non-empty, at most 200 bytes, no control characters. */
   scope: string;
   /**
@@ -108,8 +116,8 @@ export interface ElectOptions {
    * (the {@link StorageOptions.database}) after the lock is granted and
    * before onLeader, and `ctx.token` carries it (> 0, strictly increasing
    * across all tabs of the origin). Default: true when `resource` is given,
-   * false otherwise (token 0, no database opened). A fenced election also
-   * gets `ctx.apply`/`ctx.post`, and is closed with onLost("deleted" or
+   * false otherwise (token 0, no database opened). A fenced election's
+   * leaders get a {@link FencedLeaderContext} (`ctx.apply`, `ctx.post`), and it is closed with onLost("deleted" or
    * "upgraded") when another tab deletes or upgrades its database.
    */
   fenced?: boolean;
@@ -146,7 +154,7 @@ export interface ElectOptions {
    * This tab became the leader. Stop leader work when `ctx.signal` aborts.
    * Called in a microtask; an exception it throws is reported like any uncaught error.
    */
-  onLeader?(ctx: LeaderContext): void;
+  onLeader?(ctx: C): void;
   /** This tab is waiting in the queue behind another leader. */
   onFollower?(): void;
   /**
@@ -166,6 +174,15 @@ export interface ElectOptions {
    */
   onLost?(reason: LostReason, error: TabfenceError): void;
 }
+
+/**
+ * The options of a fenced election: a `resource` without `fenced: false`, or
+ * `fenced: true`. Its leader contexts always have `apply` and `post`.
+ */
+export type FencedElectOptions = ElectOptions<FencedLeaderContext> & ({ resource: string; fenced?: true } | { fenced: true });
+
+/** The options of an election without a fence: no `resource`, or `fenced: false`. */
+export type UnfencedElectOptions = ElectOptions<LeaderContext> & { fenced?: false };
 
 /**
  * Why leadership ended:
@@ -201,19 +218,23 @@ export interface LeaderContext {
   readonly generation: number;
   /** When the leadership started, in ms since the epoch (comparable with `performance.timeOrigin + performance.now()`). */
   readonly startedAt: number;
-  /** Fenced elections only: the database the token came from. */
-  readonly database?: string;
+}
+
+/** The context of a fenced election's leadership: what {@link LeaderContext} has, and the fence's calls. Frozen. */
+export interface FencedLeaderContext extends LeaderContext {
+  /** The database the token came from. */
+  readonly database: string;
   /**
-   * Fenced elections only: {@link Fence.apply} on `resource` with this
+   * {@link Fence.apply} on `resource` with this
    * leadership's token (`op.token` may be left out; another token is a
    * TypeError). A "stale" result makes this leadership step down: the
    * signal aborts, the lock is released, onLost gets "fenced". It still
    * works after the leadership ended: the fence decides, and says "stale"
    * as soon as a newer token is allocated (a steal), before its owner writes.
    */
-  apply?(op: Omit<FencedOp, "token"> & { token?: number }, writes?: Write[]): Promise<ApplyResult>;
+  apply(op: Omit<FencedOp, "token"> & { token?: number }, writes?: Write[]): Promise<ApplyResult>;
   /**
-   * Fenced elections only: posts on the election's channel (its lock name)
+   * Posts on the election's channel (its lock name)
    * with this leadership's token and the next sequence of this leadership.
    * It is delivered to every {@link Channel} of that name in every tab,
    * this page's own `election.channel()` subscriptions included (ctx.post
@@ -221,11 +242,11 @@ export interface LeaderContext {
    * so one subscriber serves the leader's page and the followers alike.
    * Rejects with NotLeaderError once the leadership is over.
    */
-  post?(kind: string, payload?: unknown): Promise<PostReceipt>;
+  post(kind: string, payload?: unknown): Promise<PostReceipt>;
 }
 
-/** One tab's membership in an election. */
-export interface Election {
+/** One tab's membership in an election; `C` is what its leaderships look like. */
+export interface Election<C extends LeaderContext = LeaderContext> {
   readonly scope: string;
   readonly protocol: number;
   /** The Web Lock name, `"tabfence:<scope>:v<protocol>"`. */
@@ -233,7 +254,7 @@ export interface Election {
   /** Whether this tab leads now. False once closed. */
   readonly isLeader: boolean;
   /** The current leadership, or null when this tab does not lead. */
-  readonly leadership: LeaderContext | null;
+  readonly leadership: C | null;
   /**
    * Stops leading: the signal aborts, onLost gets "resigned", the lock is
    * released and this tab rejoins the queue at the back, so a waiting tab
@@ -250,7 +271,7 @@ export interface Election {
    * gets its current one.
    * @throws InvalidStateError (rejects) once the election is closed.
    */
-  steal(): Promise<LeaderContext>;
+  steal(): Promise<C>;
   /**
    * Whether any tab (this one included) holds the election's lock now, from navigator.locks.query().
    * @throws InvalidStateError (rejects) once the election is closed.
@@ -300,11 +321,21 @@ export type TabfenceErrorName =
   | "SessionMismatchError" // outbox: the receiver authenticated another user than the records'
   | "NetworkError" // outbox: offline, or no fencing token
   | "RuntimeExitedError" // the runtime stopped; reload the page
+  // The browser's, passed through from the API underneath:
+  | "NotAllowedError" // e.g. storage access denied
+  | "DataCloneError" // a value that cannot be structured-cloned
+  | "TransactionInactiveError"
+  | "ReadOnlyError"
+  | "VersionError" // the database is at a newer version than asked for
+  | "TimeoutError"
+  | "SecurityError" // e.g. IndexedDB refused in this context
+  | "UnknownError" // the browser's storage failed
+  | "RangeError"
   | "Error";
 
 /** An error from the API: a plain Error whose `name` says what happened. */
 export interface TabfenceError extends Error {
-  name: TabfenceErrorName | (string & {});
+  name: TabfenceErrorName;
 }
 
 /**
@@ -566,24 +597,33 @@ export interface Tabfence {
    * any tab, the timer of the next due record, and {@link Outbox.flush}.
    * @throws TypeError (rejection) for bad options.
    */
-  outbox(options: OutboxOptions): Promise<Outbox>;
+  outbox<Ops extends OperationMap = OperationMap>(options: OutboxOptions<Ops>): Promise<Outbox<Ops>>;
 }
+
+/**
+ * The app's operations: operation type -> payload type, e.g.
+ * `{ "note.update": Note; "note.delete": { id: string } }`. Given to
+ * {@link Tabfence.outbox} (or inferred from its `policies`), it checks every
+ * enqueue: an operation type without a policy, or a payload of another
+ * shape, does not compile.
+ */
+export type OperationMap = { [operationType: string]: unknown };
 
 /** How an enqueue treats earlier waiting records with the same operationKey. */
 export type Dedupe = "append" | "replace-latest" | "merge" | "drop-if-exists";
 
-export interface OutboxPolicy {
+export interface OutboxPolicy<P = unknown> {
   /** Dedupe is domain logic: configured per operation type, never guessed. Distinct business facts use "append". */
   dedupe: Dedupe;
   /** For "merge": (older, newer) parsed payloads -> merged payload; synchronous. Default: Object.assign({}, older, newer). */
-  merge?(older: unknown, newer: unknown): unknown;
+  merge?(older: P, newer: P): P;
   /** Overrides OutboxOptions.maxAttempts for this operation type. */
   maxAttempts?: number;
   /** Overrides OutboxOptions.endpoint for this operation type. */
   endpoint?: string;
 }
 
-export interface OutboxOptions {
+export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
   /** Queue scope: with the protocol, names the IndexedDB database, the Web Lock and the channel. */
   name: string;
   /**
@@ -633,8 +673,8 @@ export interface OutboxOptions {
    * (`POST <fencePath><resource>`), which a receiver authenticates too.
    */
   headers?: Record<string, string> | ((user: string) => Record<string, string>);
-  /** Operation type -> policy. An operation type without a policy is refused (UnknownOperationError). */
-  policies: Record<string, OutboxPolicy>;
+  /** Operation type -> policy, one for each operation of `Ops`. An operation type without a policy is refused (UnknownOperationError). */
+  policies: { [K in keyof Ops]: OutboxPolicy<Ops[K]> };
   /** Charged attempts before a record becomes a dead letter (default 10). */
   maxAttempts?: number;
   /** Exponential backoff with full jitter, in ms (default base 1000, cap 300000); Retry-After is honoured as a floor. */
@@ -665,19 +705,22 @@ export interface OutboxOptions {
   noWebLocks?: boolean;
 }
 
-export interface OutboxOp {
-  /** Selects the policy. */
-  operationType: string;
-  entityType?: string;
-  /** Records of one entity are sent in order; without it a record is its own group. */
-  entityId?: string;
-  /** Dedupe key (replace-latest, merge, drop-if-exists). */
-  operationKey?: string;
-  /** The request body: a string or bytes as is, anything else as JSON.stringify(payload). */
-  payload: string | Uint8Array | unknown;
-  /** Records (ids from enqueue) that must be acknowledged first. */
-  dependencyIds?: string[];
-}
+/** One operation to enqueue: for each operation type of `Ops`, its payload type. */
+export type OutboxOp<Ops extends OperationMap = OperationMap> = {
+  [K in keyof Ops & string]: {
+    /** Selects the policy. */
+    operationType: K;
+    entityType?: string;
+    /** Records of one entity are sent in order; without it a record is its own group. */
+    entityId?: string;
+    /** Dedupe key (replace-latest, merge, drop-if-exists). */
+    operationKey?: string;
+    /** The request body: a string or bytes as is, anything else as JSON.stringify(payload). */
+    payload: Ops[K];
+    /** Records (ids from enqueue) that must be acknowledged first. */
+    dependencyIds?: string[];
+  };
+}[keyof Ops & string];
 
 export interface OutboxStatus {
   pending: number;
@@ -729,9 +772,29 @@ export interface OutboxStatus {
 
 export type OutboxFailure = "offline" | "unreachable" | "server-error" | "rate-limited" | "paused-auth" | "unauthorized" | "refused";
 
+/**
+ * Why a send (or a fencing token request) failed, a stable code:
+ * - `"network"`: no answer (server down, network error, timeout);
+ * - `"offline"`: the browser reports no network (the attempt is not charged);
+ * - `` `http_${status}` ``: the receiver answered that status, e.g. "http_503", "http_409";
+ * - `"fence_malformed"`: the fencing token answer had no token;
+ * - `"lease_expired"`: the flush owner was lost while sending;
+ * - `"payload_unreadable"`: the stored payload could not be read;
+ * - `"schema_unsupported"`: no migration path to this build's schemaVersion;
+ * - `"session_mismatch"`: the receiver authenticated another user than the record's.
+ */
+export type OutboxErrorCode =
+  | "network"
+  | "offline"
+  | `http_${number}`
+  | "fence_malformed"
+  | "lease_expired"
+  | "payload_unreadable"
+  | "schema_unsupported"
+  | "session_mismatch";
+
 export interface OutboxError {
-  /** Stable code: "network", "http_503", "lease_expired", "schema_unsupported", ... */
-  code: string;
+  code: OutboxErrorCode;
   message: string;
   status: number;
   at: number | null;
@@ -752,12 +815,16 @@ export interface OutboxEvent {
   attempt?: number;
   durationMs?: number;
   reason?: string;
-  errorCode?: string;
+  errorCode?: OutboxErrorCode;
 }
+
+/** Where a record is in its life. */
+export type RecordStatus = "pending" | "leased" | "sending" | "acked" | "retryable_failed" | "terminal_failed" | "dead_letter" | "conflict";
 
 export interface OutboxRecordInfo {
   id: string;
-  status: "dead_letter" | "conflict" | "terminal_failed" | string;
+  /** deadLetters(): "dead_letter", "conflict" or "terminal_failed"; unsupported(): a waiting status. */
+  status: RecordStatus;
   operationType: string;
   operationKey: string;
   entityType: string;
@@ -782,7 +849,7 @@ export interface OutboxRecordInfo {
  * SessionMismatchError (the receiver authenticated another user than the
  * records': they are held until the next login).
  */
-export interface Outbox {
+export interface Outbox<Ops extends OperationMap = OperationMap> {
   readonly name: string;
   /** This tab's owner id. */
   readonly id: string;
@@ -790,7 +857,7 @@ export interface Outbox {
   readonly protocol: number;
   readonly schemaVersion: number;
   /** Durably records op (resolves after the IndexedDB commit), announces it to every tab, and triggers a flush. */
-  enqueue(op: OutboxOp): Promise<{ id: string; action: "appended" | "replaced" | "merged" | "dropped" }>;
+  enqueue(op: OutboxOp<Ops>): Promise<{ id: string; action: "appended" | "replaced" | "merged" | "dropped" }>;
   /** Flushes now if no other tab does (skipped: another tab holds the lock and flushes). */
   flush(): Promise<{ skipped: boolean; paused: boolean; claimed: number; acked: number; retried: number; deadLettered: number; terminal: number; conflicts: number }>;
   /** The shared projection, read from IndexedDB. */

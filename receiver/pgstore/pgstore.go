@@ -20,7 +20,8 @@ import (
 	"github.com/tabfence/tabfence/receiver"
 )
 
-// DefaultMaxConns is the pool size when Options.MaxConns is zero.
+// DefaultMaxConns is the pool size when Open is given a maxConns of zero
+// or less.
 const DefaultMaxConns = 16
 
 // Store is a receiver.Store over a PostgreSQL database.

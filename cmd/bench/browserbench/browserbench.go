@@ -18,11 +18,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // Runs per figure: enough for a p95 of failovers and of loads.
@@ -39,8 +40,10 @@ const (
 )
 
 // Run measures and prints a table to w. distDir holds the built runtime
-// (make build).
-func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
+// (make build). The fencing figures are RunFence's: a browser of their own,
+// as the outbox's have, since the failover and cold-start runs leave
+// dozens of closed tabs' processes and databases behind in this one.
+func Run(ctx context.Context, w io.Writer, distDir string) error {
 	srv, err := serve(distDir, nil)
 	if err != nil {
 		return err
@@ -75,17 +78,7 @@ func Run(ctx context.Context, w io.Writer, distDir string) (err error) {
 		return fmt.Errorf("cold start: %w", err)
 	}
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	defer func() {
-		if err != nil {
-			return
-		}
-		// The fencing figures (fence.go) in a browser of their own, as the
-		// outbox's have: the failover and cold-start runs above leave
-		// dozens of closed tabs' processes and databases behind in this
-		// one.
-		err = fenceInOwnBrowser(ctx, w, srv.URL, distDir)
-	}()
+	tw := figures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")
 	tp50, tp95 := percentile(tf, 50), percentile(tf, 95)
 	rp50, rp95 := percentile(raw, 50), percentile(raw, 95)
@@ -286,4 +279,20 @@ func serve(distDir string, mw func(http.Handler) http.Handler) (*server.Local, e
 		return nil, err
 	}
 	return server.StartLocal(distDir, mw)
+}
+
+// inOwnBrowser serves distDir (with mw in front) and starts a browser of
+// its own for fn, then stops both.
+func inOwnBrowser(ctx context.Context, distDir string, mw func(http.Handler) http.Handler, fn func(b *harness.Browser, base string) error) error {
+	srv, err := serve(distDir, mw)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	b, err := harness.Start(ctx, harness.Options{Bare: true})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(b, srv.URL)
 }

@@ -12,12 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/tabfence/tabfence/e2e/harness"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // The fencing figures, each beside raw JavaScript measured in the same run:
@@ -308,7 +309,7 @@ func (f fenceResults) print(w io.Writer) error {
 	fmt.Fprintf(w, "  Go wasm (the idb layer: DB.AllocateToken, DB.Apply) and the JS API (tf.fence) each against the same transactions in raw JS, alternating in %d rounds;\n", fenceRounds)
 	fmt.Fprintf(w, "  ratio: median of the per-round ratios (pooled: all rounds' rates; per-round range in brackets)\n")
 	fmt.Fprintf(w, "  channel round trip: %d fenced ping/pong between two leader tabs vs two raw BroadcastChannels after %d untimed per side, alternating blocks of %d (cross-origin isolated pages: 5 µs timer)\n", RoundTrips, rttWarm, rttBlock)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := figures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\tspread\ttarget\tmet\t")
 	row := func(name string, r rates, target bool) {
 		t, met := "", ""
@@ -453,25 +454,12 @@ func evalCtx[T any](ctx context.Context, expr string) (T, error) {
 	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 }
 
-// RunFence measures and prints only the fencing figures.
+// RunFence measures and prints the fencing figures in a browser of their
+// own.
 func RunFence(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := serve(distDir, nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	return fenceInOwnBrowser(ctx, w, srv.URL, distDir)
-}
-
-// fenceInOwnBrowser measures the fencing figures (fenceFigures) in a
-// browser started for them, against the server at base.
-func fenceInOwnBrowser(ctx context.Context, w io.Writer, base, distDir string) error {
-	b, err := harness.Start(ctx, harness.Options{Bare: true})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return fenceFigures(ctx, w, b, base, distDir)
+	return inOwnBrowser(ctx, distDir, nil, func(b *harness.Browser, base string) error {
+		return fenceFigures(ctx, w, b, base, distDir)
+	})
 }
 
 // idbLayer runs the idb layer's bench (Go calls from Go,

@@ -6,11 +6,12 @@ import (
 	"io"
 	"net/url"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/locks"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // The election watchdog's figure: a leader frozen (CDP Page lifecycle
@@ -29,17 +30,9 @@ const (
 // RunWatchdog measures and prints the watchdog's figure in a browser of
 // its own.
 func RunWatchdog(ctx context.Context, w io.Writer, distDir string) error {
-	srv, err := serve(distDir, nil)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	b, err := harness.Start(ctx, harness.Options{Bare: true})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return watchdogFigures(ctx, w, b, srv.URL)
+	return inOwnBrowser(ctx, distDir, nil, func(b *harness.Browser, base string) error {
+		return watchdogFigures(ctx, w, b, base)
+	})
 }
 
 func watchdogFigures(ctx context.Context, w io.Writer, b *harness.Browser, base string) error {
@@ -91,7 +84,7 @@ func watchdogFigures(ctx context.Context, w io.Writer, b *harness.Browser, base 
 
 	fmt.Fprintf(w, "watchdog: %d takeovers, stallAfter %d ms (the default); freeze the leader (CDP) -> the follower's watchdog steals -> its onLeader\n", WatchdogRuns, stall)
 	fmt.Fprintf(w, "  (freeze call to page timestamp); then the new leader writes, the old one is resumed and writes at once with its old context\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := figures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\ttarget\tmet\t")
 	p95 := percentile(took, 95)
 	fmt.Fprintf(tw, "frozen leader -> new onLeader p50 (ms)\t%.0f\t\t\t\n", percentile(took, 50))

@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/chromedp/cdproto/page"
@@ -35,6 +34,8 @@ import (
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/outbox/queue"
+
+	benchfigures "github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // Sizes of the runs.
@@ -224,7 +225,7 @@ func (r results) print(w io.Writer) error {
 	fmt.Fprintf(w, "outbox: enqueue: %d per side (strict durability, queue paused) after %d untimed, alternating with the raw put loop in %d rounds in one page; ratio: median of the per-round ratios (pooled and per-round range beside)\n", EnqueueOps, EnqueueWarm, EnqueueRounds)
 	fmt.Fprintf(w, "  flush: %d records per round to POST /api/notes (SQLite, loopback) against as many raw fetches (the same headers), after one untimed round of each, alternating in %d rounds in one page; same statistics\n", FlushN, FlushRounds)
 	fmt.Fprintf(w, "  models (the ceilings of the figures above them): the enqueue's write of the outbox's record into its database, and the flush's IndexedDB and fetch steps, in raw JavaScript (no Go, no events, no status), against the same baselines, same statistics; far: the flush figures with the server holding each POST %v (%d records per round)\n", FarDelay, FarN)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := benchfigures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
 	ratioOf := func(x rates) (float64, string) {
 		return x.Ratio(), fmt.Sprintf("%.2fx (%s)", x.Ratio(), x.Spread())

@@ -23,12 +23,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/receiver/pgstore"
 	"github.com/tabfence/tabfence/wire"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // Limits of one scenario.
@@ -75,7 +76,7 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 		}
 		results = append(results, rs...)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := figures.NewTable(w)
 	fmt.Fprintf(tw, "store\tscenario\trequests\treq/s\tp50 ms\tp99 ms\t\n")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t\n", r.Store, r.Scenario, r.N, r.RPS(),
