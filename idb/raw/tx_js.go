@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package idb
+package raw
 
 // This file and the other raw_*.go files are the low-level IndexedDB layer
 // that the fenced database (db_js.go, tx_js.go) and the outbox's store are
