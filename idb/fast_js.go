@@ -11,6 +11,7 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
@@ -162,11 +163,11 @@ func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.V
 		delete(allocs.m, id)
 		allocs.mu.Unlock()
 	}()
-	v := d.allocHook.Invoke(d.raw, key, d.ownerJS(ownerID), id, loader.Kick())
+	v := d.allocHook.Invoke(d.conn, key, d.ownerJS(ownerID), id, loader.Kick())
 	if v.Type() != js.TypeObject {
 		return 0, false, nil
 	}
-	err = wrapTx(v).Await(ctx)
+	err = raw.WrapTx(v).Await(ctx)
 	switch {
 	case !a.judged:
 		return 0, false, nil

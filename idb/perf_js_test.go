@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -53,16 +54,16 @@ func TestAllocatePhases(t *testing.T) {
 	defer d.Close()
 	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, "", benchAllocateBody)
 	const n = 200
-	key := jsString("phases-go")
+	key := raw.JSString("phases-go")
 	for round := 0; round < 4; round++ {
-		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
-			tx, err := d.begin(ReadWrite, d.scopeEpochs)
+		s := goPhases(t, n, func(int) (*raw.Tx, raw.Store, *raw.Request) {
+			tx, err := d.begin(raw.ReadWrite, d.scopeEpochs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := tx.Store(StoreEpochs)
 			return tx, st, st.Get(key)
-		}, func(_ int, tx *Tx, st Store, v js.Value) {
+		}, func(_ int, tx *raw.Tx, st raw.Store, v js.Value) {
 			epoch, err := epochOf(v, "phases-go", key)
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +73,7 @@ func TestAllocatePhases(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
+		r, err := jsglue.Await(ctx, rawJS.Invoke(d.conn, round*n, n))
 		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f, commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), s[4], r.Index(3).Float())
@@ -95,20 +96,20 @@ func TestApplyPhases(t *testing.T) {
 	rawJS := rawPhasesJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyPre, benchApplyBody)
 	const n = 200
 	resource := "bench-go"
-	key := jsString(resource)
+	key := raw.JSString(resource)
 	scope, err := d.scope([]string{benchStore})
 	require.NoError(t, err)
 	for round := 0; round < 5; round++ {
 		var dec, dcd, wr, enc float64 // decode, decide, app put, fence put and commit
-		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
-			tx, err := d.begin(ReadWrite, scope)
+		s := goPhases(t, n, func(int) (*raw.Tx, raw.Store, *raw.Request) {
+			tx, err := d.begin(raw.ReadWrite, scope)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tx.Store(StoreEpochs).Get(key) // as fenced: the allocation record first
 			fences := tx.Store(StoreFences)
 			return tx, fences, fences.Get(key)
-		}, func(i int, tx *Tx, fences Store, v js.Value) {
+		}, func(i int, tx *raw.Tx, fences raw.Store, v js.Value) {
 			t0 := perfNow()
 			rec, err := decodeFenceKey(v, resource, key)
 			if err != nil {
@@ -130,7 +131,7 @@ func TestApplyPhases(t *testing.T) {
 			}
 			dec, dcd, wr, enc = dec+ta-t0, dcd+tb-ta, wr+tc-tb, enc+perfNow()-tc
 		})
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
+		r, err := jsglue.Await(ctx, rawJS.Invoke(d.conn, round*n, n))
 		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f (decode %.3f decide %.3f app put %.3f fence put %.3f), commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), dec/n, dcd/n, wr/n, enc/n, s[4], r.Index(3).Float())
@@ -146,13 +147,13 @@ func perfNow() float64 { return perf.Call("now").Float() }
 // the read), the read, its event reaching Go (from a listener registered
 // before Go's), decide+write (write, then the commit call), and the commit
 // until Go runs again.
-func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), write func(i int, tx *Tx, st Store, v js.Value)) (s [5]float64) {
+func goPhases(t *testing.T, n int, issue func(i int) (*raw.Tx, raw.Store, *raw.Request), write func(i int, tx *raw.Tx, st raw.Store, v js.Value)) (s [5]float64) {
 	t.Helper()
 	stamp := js.Global().Get("Function").New("globalThis.__tabfenceStamp = performance.now()")
 	for i := 0; i < n; i++ {
 		t0 := perfNow()
 		tx, st, rq := issue(i)
-		rq.v.Call("addEventListener", "success", stamp)
+		rq.JS().Call("addEventListener", "success", stamp)
 		t1 := perfNow()
 		v, err := rq.Await(context.Background())
 		require.NoError(t, err)

@@ -6,14 +6,14 @@ import (
 	"context"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/outbox"
 )
 
 // GetLease implements outbox.Store.
 func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, error) {
 	const op = "get lease"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeLeases)
 	if err != nil {
 		return outbox.Lease{}, false, err
 	}
@@ -35,7 +35,7 @@ func (s *Store) GetLease(ctx context.Context, name string) (outbox.Lease, bool, 
 // UpdateLease implements outbox.Store.
 func (s *Store) UpdateLease(ctx context.Context, name string, fn func(outbox.Lease, bool) (outbox.Lease, error)) (outbox.Lease, error) {
 	const op = "update lease"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeLeases)
 	if err != nil {
 		return outbox.Lease{}, err
 	}
@@ -76,7 +76,7 @@ func (s *Store) UpdateLease(ctx context.Context, name string, fn func(outbox.Lea
 // UpdateMeta implements outbox.Store.
 func (s *Store) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
 	const op = "update meta"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeMeta)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeMeta)
 	if err != nil {
 		return outbox.Meta{}, err
 	}

@@ -7,7 +7,7 @@ import (
 	"syscall/js"
 	"time"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -113,7 +113,7 @@ func queryRequests(t *txn, recs js.Value, f outbox.Filter) ([]js.Value, error) {
 // Get implements outbox.Store.
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	const op = "get"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords)
 	if err != nil {
 		return outbox.Record{}, err
 	}
@@ -145,7 +145,7 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 // WithOnCorrupt), never fatal.
 func (s *Store) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, error) {
 	const op = "list"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (s *Store) List(ctx context.Context, f outbox.Filter) ([]outbox.Record, err
 // Payload implements outbox.Store.
 func (s *Store) Payload(ctx context.Context, ref string) ([]byte, error) {
 	const op = "payload"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeBlobs)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeBlobs)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ var projected = []outbox.Status{outbox.StatusPending, outbox.StatusLeased, outbo
 // instead of a scan.
 func (s *Store) StatusSchema(ctx context.Context, gate outbox.SchemaGate) (outbox.Projection, error) {
 	const op = "status"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords, storeMeta)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords, storeMeta)
 	if err != nil {
 		return outbox.Projection{}, err
 	}
