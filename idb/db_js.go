@@ -50,7 +50,8 @@ type DB struct {
 	scopeEpochs js.Value
 	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
-	// The loader's apply and allocate hooks (fast.js), or undefined: read at open.
+	// The loader's apply and allocate hooks (fast.js) for this connection,
+	// or undefined: made at open.
 	applyHook, allocHook js.Value
 
 	mu     sync.Mutex
@@ -117,7 +118,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	}
 	d.scopeEpochs = raw.JSString(StoreEpochs)
 	d.scopeAll = raw.ScopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
-	d.applyHook, d.allocHook = applyHook(), allocHook()
+	d.applyHook, d.allocHook = hooksFor(conn)
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // ErrTxDone: a WriteTx was used after its writes function returned.
@@ -355,8 +354,7 @@ func (d *DB) readFence(scope, key js.Value, resource, epochRes string,
 	r := &fenceRead{resource: resource, epochRes: epochRes, decide: decide}
 	if op != nil && d.applyHook.Type() == js.TypeFunction && d.Err() == nil {
 		r.id = hook(r)
-		hs, he, hc, ha := raw.Handlers()
-		if v := d.applyHook.Invoke(d.conn, scope, key, r.id, hs, he, hc, ha, loader.Kick()); v.Type() == js.TypeObject {
+		if v := d.applyHook.Invoke(scope, key, r.id); v.Type() == js.TypeObject {
 			r.tx = raw.AdoptTx(v)
 			r.get, r.fast = r.tx.AdoptRequest(v.Get("tfGet")), true
 			return r, nil
