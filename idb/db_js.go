@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall/js"
 
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -40,7 +41,7 @@ type DB struct {
 	name    string
 	version uint64
 	cfg     config
-	raw     js.Value // the IDBDatabase
+	conn    js.Value // the IDBDatabase
 
 	// Scopes of the hot transactions, converted to JavaScript once. The
 	// stores of an open connection never change: only an upgrade changes
@@ -49,7 +50,8 @@ type DB struct {
 	scopeEpochs js.Value
 	scopeAll    js.Value // tf_epochs, tf_fences and every app store
 
-	// The loader's apply and allocate hooks (fast.js), or undefined: read at open.
+	// The loader's apply and allocate hooks (fast.js) for this connection,
+	// or undefined: made at open.
 	applyHook, allocHook js.Value
 
 	mu     sync.Mutex
@@ -87,9 +89,9 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	}
 	version := cfg.schema.Version()
 	d := &DB{name: name, version: version, cfg: cfg, done: make(chan struct{})}
-	raw, err := OpenDatabase(ctx, name, version, OpenOptions{
-		Upgrade: func(db js.Value, tx *Tx, oldV, newV uint64) error {
-			return runUpgrade(&UpgradeTx{DB: db, Tx: tx.JS(), OldVersion: oldV, NewVersion: newV, raw: tx}, cfg.schema)
+	conn, err := raw.OpenDatabase(ctx, name, version, raw.OpenOptions{
+		Upgrade: func(db js.Value, tx *raw.Tx, oldV, newV uint64) error {
+			return runUpgrade(&UpgradeTx{DB: db, Tx: tx.JS(), OldVersion: oldV, NewVersion: newV, tx: tx}, cfg.schema)
 		},
 		Blocked: func(oldV, newV uint64) {
 			if fn := cfg.onEvent; fn != nil {
@@ -101,7 +103,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := storeNames(raw)
+	names := storeNames(conn)
 	if !contains(names, StoreEpochs) || !contains(names, StoreFences) {
 		// A database at our version without our stores was made by someone
 		// else (a foreign script, a build that predates them): never write
@@ -114,9 +116,9 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 			d.appStores = append(d.appStores, n)
 		}
 	}
-	d.scopeEpochs = jsString(StoreEpochs)
-	d.scopeAll = scopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
-	d.applyHook, d.allocHook = applyHook(), allocHook()
+	d.scopeEpochs = raw.JSString(StoreEpochs)
+	d.scopeAll = raw.ScopeOf(append([]string{StoreEpochs, StoreFences}, d.appStores...))
+	d.applyHook, d.allocHook = hooksFor(conn)
 	if testHookBetweenOpens != nil {
 		testHookBetweenOpens(name)
 	}
@@ -188,17 +190,17 @@ type UpgradeTx struct {
 	OldVersion uint64   // 0 when the database is new
 	NewVersion uint64
 
-	raw *Tx
+	tx *raw.Tx
 }
 
 // Store returns an app store of the upgrade transaction, for data
 // migrations: issue requests (Iterate for per-record work), never await.
 // tabfence's own stores are refused (their Err is ErrReservedStore).
-func (u *UpgradeTx) Store(name string) Store {
+func (u *UpgradeTx) Store(name string) raw.Store {
 	if reserved(name) {
-		return Store{src{tx: u.raw, err: ErrReservedStore}}
+		return u.tx.RefusedStore(ErrReservedStore)
 	}
-	return u.raw.Store(name)
+	return u.tx.Store(name)
 }
 
 // CreateStore creates an app object store.
@@ -245,7 +247,7 @@ func (u *UpgradeTx) CreateIndex(store, index, keyPath string, unique bool) error
 // listen makes the connection close itself on versionchange and report it.
 // It runs inside the open's success event (OpenOptions.Opened).
 func (d *DB) listen(db js.Value) {
-	d.raw = db
+	d.conn = db
 	add := func(prop string, fn func(ev js.Value)) {
 		cb := jsglue.NewCallback(func(_ js.Value, args []js.Value) any {
 			ev := js.Undefined()
@@ -264,7 +266,10 @@ func (d *DB) listen(db js.Value) {
 			v := uint64(n.Float())
 			nv = &v
 		}
-		e := Event{Kind: classifyVersionChange(nv), Name: d.name, OldVersion: uint64(numOr(ev.Get("oldVersion"), 0))}
+		e := Event{Kind: classifyVersionChange(nv), Name: d.name}
+		if o := ev.Get("oldVersion"); o.Type() == js.TypeNumber {
+			e.OldVersion = uint64(o.Float())
+		}
 		if nv != nil {
 			e.NewVersion = *nv
 		}
@@ -289,7 +294,7 @@ func (d *DB) shut(e Event) {
 	d.cbs = nil
 	notify := d.opened
 	d.mu.Unlock()
-	d.raw.Call("close")
+	d.conn.Call("close")
 	for _, c := range cbs {
 		c.Release()
 	}
@@ -320,7 +325,7 @@ func (d *DB) Close() error {
 		c.Release()
 	}
 	close(d.done)
-	_, err := call(d.raw, "close")
+	_, err := jsglue.Call(d.conn, "close")
 	return err
 }
 
@@ -344,7 +349,7 @@ func (d *DB) Version() uint64 { return d.version }
 // JS is the connection (an IDBDatabase), for transactions of one's own on it
 // (Begin, or plain JavaScript) beside this package's: one connection, so one
 // version-change handling, for both.
-func (d *DB) JS() js.Value { return d.raw }
+func (d *DB) JS() js.Value { return d.conn }
 
 // Delete deletes the database name. Every tabfence connection to it closes
 // itself and reports Deleted; onBlocked (may be nil) hears a connection that
@@ -354,5 +359,5 @@ func Delete(ctx context.Context, name string, onBlocked func(Event)) error {
 	if onBlocked != nil {
 		blocked = func(old uint64) { go onBlocked(Event{Kind: Blocked, Name: name, OldVersion: old}) }
 	}
-	return DeleteDatabase(ctx, name, blocked)
+	return raw.DeleteDatabase(ctx, name, blocked)
 }

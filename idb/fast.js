@@ -80,11 +80,12 @@ export function hooks(core) {
     };
   };
 
-  // allocate(db, key, owner, id, kick) is AllocateToken's transaction: Go
-  // judges the record read and answers the token and time to write
-  // (idb.AllocExported); anything else aborts it, writing nothing. It
-  // returns the transaction, or undefined when it opened nothing.
-  const allocate = (db, k, o, id, kick) => {
+  // allocator(db, kick) returns allocate(key, owner, id) for connection
+  // db: AllocateToken's transaction. Go judges the record read and answers
+  // the token and time to write (idb.AllocExported); anything else aborts
+  // it, writing nothing. It returns the transaction, or undefined when it
+  // opened nothing.
+  const allocator = (db, kick) => (k, o, id) => {
     if (core.exports() === null) return undefined;
     let x;
     try {
@@ -124,12 +125,14 @@ export function hooks(core) {
   };
 
   return {
-    allocate,
-    // apply(db, scope, key, id, hs, he, hc, ha, kick) opens apply id's
-    // transaction with Go's handlers (hs runs after the judgement) and
-    // returns it, the fence read in tfGet and the allocation record's in
-    // tfEg; undefined when it opened nothing.
-    apply(db, s, k, id, hs, he, hc, ha, kick) {
+    allocator,
+    // applier(db, hs, he, hc, ha, kick) returns apply(scope, key, id) for
+    // connection db and Go's handlers (what every apply passes the same,
+    // crossing once). apply opens apply id's transaction with those
+    // handlers (hs runs after the judgement) and returns it, the fence
+    // read in tfGet and the allocation record's in tfEg; undefined when it
+    // opened nothing.
+    applier: (db, hs, he, hc, ha, kick) => (s, k, id) => {
       const ex = core.exports();
       if (ex === null || typeof ex.tabfence_idb_fence !== "function") return undefined;
       let x, f, g, p;

@@ -11,6 +11,8 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/idb/raw"
+	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
@@ -162,11 +164,11 @@ func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.V
 		delete(allocs.m, id)
 		allocs.mu.Unlock()
 	}()
-	v := d.allocHook.Invoke(d.raw, key, d.ownerJS(ownerID), id, loader.Kick())
+	v := d.allocHook.Invoke(key, d.ownerJS(ownerID), id)
 	if v.Type() != js.TypeObject {
 		return 0, false, nil
 	}
-	err = wrapTx(v).Await(ctx)
+	err = raw.WrapTx(v).Await(ctx)
 	switch {
 	case !a.judged:
 		return 0, false, nil
@@ -178,8 +180,23 @@ func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.V
 	return a.next, true, nil
 }
 
-// allocHook returns the loader's allocate hook, or undefined without it.
-func allocHook() js.Value { return loader.Group(loader.GroupIDB).Func("allocate") }
-
-// applyHook returns the loader's apply hook, or undefined without it.
-func applyHook() js.Value { return loader.Group(loader.GroupIDB).Func("apply") }
+// hooksFor returns the loader's apply and allocate hooks for connection
+// conn, made once by the group's applier and allocator with what every
+// call would pass the same (the connection, the raw layer's handlers, the
+// kick); undefined without the loader (or with one that has no such hook).
+func hooksFor(conn js.Value) (apply, alloc js.Value) {
+	apply, alloc = js.Undefined(), js.Undefined()
+	g := loader.Group(loader.GroupIDB)
+	if f := g.Func("applier"); f.Type() == js.TypeFunction {
+		hs, he, hc, ha := raw.Handlers()
+		if v, err := jsglue.Invoke(f, conn, hs, he, hc, ha, loader.Kick()); err == nil && v.Type() == js.TypeFunction {
+			apply = v
+		}
+	}
+	if f := g.Func("allocator"); f.Type() == js.TypeFunction {
+		if v, err := jsglue.Invoke(f, conn, loader.Kick()); err == nil && v.Type() == js.TypeFunction {
+			alloc = v
+		}
+	}
+	return apply, alloc
+}

@@ -52,5 +52,5 @@ func withHooks(t *testing.T) {
 		fast.Call("attach", nil)
 		uninstall()
 	})
-	require.Equal(t, js.TypeFunction, applyHook().Type())
+	require.Equal(t, js.TypeFunction, loader.Group(loader.GroupIDB).Func("applier").Type())
 }

@@ -202,12 +202,13 @@ func parseFields(b []byte) (r fields, rest []byte, ok bool) {
 // float64 highest and highestSeq, u32 the byte length of recent and its
 // text. It returns the bytes written, or -1 when b is too small.
 func putAdvanced(b []byte, next FenceRecord) int {
-	recent := joinSep(next.Recent, '\n')
-	if len(b) < 20+len(recent) {
+	n := joinedLen(next.Recent)
+	if len(b) < 20+n {
 		return -1
 	}
 	binary.LittleEndian.PutUint64(b, math.Float64bits(float64(next.Highest)))
 	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(float64(next.HighestSeq)))
-	binary.LittleEndian.PutUint32(b[16:], uint32(len(recent)))
-	return 20 + copy(b[20:], recent)
+	binary.LittleEndian.PutUint32(b[16:], uint32(n))
+	appendSep(b[20:20], next.Recent, '\n') // in place: b has room for it
+	return 20 + n
 }

@@ -10,37 +10,39 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/idb/raw"
 )
 
-// lifecycle dispatches the page's freeze or resume event, as the browser
-// does when it freezes a background tab (the e2e tests freeze real tabs
-// with CDP; this checks the tracker's rules one by one).
-func lifecycle(t *testing.T, kind string) {
-	t.Helper()
+// freezePage dispatches the page's freeze or resume event, as the browser
+// does when it freezes a background tab (idb/raw's tests check the
+// tracker's rules; this checks that idb's own calls live with them).
+func freezePage(kind string) {
 	js.Global().Get("document").Call("dispatchEvent", js.Global().Get("Event").New(kind))
 }
 
-func frozenAbort(err error) bool {
-	return errors.Is(err, ErrTxAborted) && strings.Contains(err.Error(), "frozen")
+// abortedByFreeze: err is the tracker's abort of a frozen page's transaction.
+func abortedByFreeze(err error) bool {
+	return errors.Is(err, raw.ErrTxAborted) && strings.Contains(err.Error(), "frozen")
 }
 
 // On freeze, the open transactions of a connection are aborted (nothing of
 // them is written); while frozen, one opened anyway is aborted at once; idb's
 // own calls wait for the resume instead, or for their context.
 func TestFreezeAbortsOpenTransactions(t *testing.T) {
-	require.Equal(t, js.TypeObject, lifecycleJS.Type(), "the freeze tracker was not built")
 	d := open(t, dbName(t), WithSchema(itemsSchema()))
+	require.True(t, d.conn.Call("hasOwnProperty", "transaction").Bool(), "the connection is not under the freeze tracker")
 	ctx := ctx5(t)
-	t.Cleanup(func() { lifecycle(t, "resume") })
+	t.Cleanup(func() { freezePage("resume") })
 
-	tx, err := Begin(d.raw, []string{"items"}, ReadWrite)
+	tx, err := raw.Begin(d.conn, []string{"items"}, raw.ReadWrite)
 	require.NoError(t, err)
 	tx.Store("items").Put(js.ValueOf("k"), js.ValueOf("open at the freeze"))
-	lifecycle(t, "freeze")
-	require.True(t, frozenAbort(tx.Await(ctx)), "open transaction at the freeze")
-	late, err := Begin(d.raw, []string{"items"}, ReadOnly)
+	freezePage("freeze")
+	require.True(t, abortedByFreeze(tx.Await(ctx)), "open transaction at the freeze")
+	late, err := raw.Begin(d.conn, []string{"items"}, raw.ReadOnly)
 	require.NoError(t, err)
-	require.True(t, frozenAbort(late.Await(ctx)), "transaction opened while frozen")
+	require.True(t, abortedByFreeze(late.Await(ctx)), "transaction opened while frozen")
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -57,46 +59,7 @@ func TestFreezeAbortsOpenTransactions(t *testing.T) {
 		done <- err
 	}()
 	<-started
-	lifecycle(t, "resume")
+	freezePage("resume")
 	require.NoError(t, <-done, "Apply issued while frozen, after the resume")
 	require.Equal(t, "after the resume", item(t, d, "k"), "items/k")
-}
-
-// A connection that spares the app's writes keeps its readwrite
-// transactions outside the listed stores through a freeze and aborts the
-// rest; AbortOpen aborts the same ones without a freeze.
-func TestFreezeSparesAppWrites(t *testing.T) {
-	name := dbName(t)
-	db, err := OpenDatabase(ctx5(t), name, 1, OpenOptions{
-		Upgrade: func(db js.Value, _ *Tx, _, _ uint64) error {
-			db.Call("createObjectStore", "records")
-			db.Call("createObjectStore", "leases")
-			return nil
-		},
-		SpareWritesWithout: []string{"leases"},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Call("close"); _ = DeleteDatabase(context.Background(), name, nil) })
-	ctx := ctx5(t)
-	t.Cleanup(func() { lifecycle(t, "resume") })
-
-	begin := func(mode Mode, stores ...string) *Tx {
-		tx, err := Begin(db, stores, mode)
-		require.NoError(t, err)
-		tx.Store(stores[0]).Get(js.ValueOf("x"))
-		return tx
-	}
-	write, lease, read := begin(ReadWrite, "records"), begin(ReadWrite, "records", "leases"), begin(ReadOnly, "records")
-	lifecycle(t, "freeze")
-	require.True(t, frozenAbort(lease.Await(ctx)), "lease transaction")
-	require.True(t, frozenAbort(read.Await(ctx)), "readonly transaction")
-	require.NoError(t, write.Await(ctx), "the app's write was not spared")
-	lifecycle(t, "resume")
-
-	write, lease = begin(ReadWrite, "records"), begin(ReadWrite, "leases")
-	AbortOpen(db)
-	err = lease.Await(ctx)
-	require.ErrorIs(t, err, ErrTxAborted, "AbortOpen, lease transaction")
-	require.False(t, frozenAbort(err), "AbortOpen, lease transaction")
-	require.NoError(t, write.Await(ctx), "AbortOpen, the app's write")
 }

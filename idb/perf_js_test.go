@@ -12,31 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/idb/raw"
+	"github.com/tabfence/tabfence/internal/benchjs"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
-// The raw JavaScript side of the phases tests: the transaction bodies of
-// the bench's idb comparison (cmd/bench/browserbench/idbbench, whose test
-// fails if these copies drift from its own): the body of the read's success
-// event (g the read, st its store, tx the transaction, k the key, i the
-// operation's number), and what is issued before the read (pre).
-const (
-	benchStore        = "bench"
-	benchApplyPre     = `const e = tx.objectStore("tf_epochs").get(k);`
-	benchAllocateBody = `const cur = g.result ? g.result.epoch : 0;
-st.put({resource: k, epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, k);`
-	benchApplyBody = `const id = "op" + i;
-if (1 < (e.result ? e.result.epoch : 0) || 1 < (g.result ? g.result.highest : 0)) { tx.abort(); return; }
-let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
-if (ids.includes(id)) { tx.abort(); return; }
-tx.objectStore("bench").put(i, "j" + i);
-ids.push(id);
-if (ids.length > 64) ids = ids.slice(ids.length - 64);
-st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
-)
-
 // TestAllocatePhases splits one token allocation's transaction into its
-// phases, in Go (this package's layer) and in raw JavaScript, alternating:
+// phases, in Go (this package's layer) and in raw JavaScript (the bench's
+// transaction, internal/benchjs's idb.js), alternating:
 // issuing (transaction, store, get), waiting for the read, the read's event
 // reaching Go (from a listener registered before Go's to the goroutine
 // running again), the decision and writes, and the commit until Go runs
@@ -51,18 +34,19 @@ func TestAllocatePhases(t *testing.T) {
 	d, err := Open(ctx, "tabfence-phases-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	require.NoError(t, err)
 	defer d.Close()
-	rawJS := rawPhasesJS(`"tf_epochs"`, `"tf_epochs"`, `"phases-js"`, "", benchAllocateBody)
+	rawJS, err := benchjs.IDB()
+	require.NoError(t, err)
 	const n = 200
-	key := jsString("phases-go")
+	key := raw.JSString("phases-go")
 	for round := 0; round < 4; round++ {
-		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
-			tx, err := d.begin(ReadWrite, d.scopeEpochs)
+		s := goPhases(t, n, func(int) (*raw.Tx, raw.Store, *raw.Request) {
+			tx, err := d.begin(raw.ReadWrite, d.scopeEpochs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := tx.Store(StoreEpochs)
 			return tx, st, st.Get(key)
-		}, func(_ int, tx *Tx, st Store, v js.Value) {
+		}, func(_ int, tx *raw.Tx, st raw.Store, v js.Value) {
 			epoch, err := epochOf(v, "phases-go", key)
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +56,7 @@ func TestAllocatePhases(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
+		r, err := jsglue.Await(ctx, rawJS.Call("phases", d.conn, "allocate", "phases-js", round*n, n))
 		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f, commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), s[4], r.Index(3).Float())
@@ -88,27 +72,28 @@ func TestApplyPhases(t *testing.T) {
 	}
 	ctx := context.Background()
 	d, err := Open(ctx, "tabfence-aphases-"+strconv.FormatInt(time.Now().UnixNano(), 36), WithSchema(Schema{Steps: []Step{{Version: 1, Upgrade: func(tx *UpgradeTx) error {
-		return tx.CreateStore(benchStore, StoreOptions{})
+		return tx.CreateStore(benchjs.IDBStore, StoreOptions{})
 	}}}}))
 	require.NoError(t, err)
 	defer d.Close()
-	rawJS := rawPhasesJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, `"bench-js"`, benchApplyPre, benchApplyBody)
+	rawJS, err := benchjs.IDB()
+	require.NoError(t, err)
 	const n = 200
 	resource := "bench-go"
-	key := jsString(resource)
-	scope, err := d.scope([]string{benchStore})
+	key := raw.JSString(resource)
+	scope, err := d.scope([]string{benchjs.IDBStore})
 	require.NoError(t, err)
 	for round := 0; round < 5; round++ {
 		var dec, dcd, wr, enc float64 // decode, decide, app put, fence put and commit
-		s := goPhases(t, n, func(int) (*Tx, Store, *Request) {
-			tx, err := d.begin(ReadWrite, scope)
+		s := goPhases(t, n, func(int) (*raw.Tx, raw.Store, *raw.Request) {
+			tx, err := d.begin(raw.ReadWrite, scope)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tx.Store(StoreEpochs).Get(key) // as fenced: the allocation record first
 			fences := tx.Store(StoreFences)
 			return tx, fences, fences.Get(key)
-		}, func(i int, tx *Tx, fences Store, v js.Value) {
+		}, func(i int, tx *raw.Tx, fences raw.Store, v js.Value) {
 			t0 := perfNow()
 			rec, err := decodeFenceKey(v, resource, key)
 			if err != nil {
@@ -121,7 +106,7 @@ func TestApplyPhases(t *testing.T) {
 			}
 			tb := perfNow()
 			w := &WriteTx{tx: tx}
-			if err := w.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i)); err != nil {
+			if err := w.Put(benchjs.IDBStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i)); err != nil {
 				t.Fatal(err)
 			}
 			tc := perfNow()
@@ -130,7 +115,7 @@ func TestApplyPhases(t *testing.T) {
 			}
 			dec, dcd, wr, enc = dec+ta-t0, dcd+tb-ta, wr+tc-tb, enc+perfNow()-tc
 		})
-		r, err := jsglue.Await(ctx, rawJS.Invoke(d.raw, round*n, n))
+		r, err := jsglue.Await(ctx, rawJS.Call("phases", d.conn, "apply", "bench-js", round*n, n))
 		require.NoError(t, err)
 		t.Logf("round %d, ms per transaction: issue %.3f / %.3f, read %.3f / %.3f, event -> Go %.3f / -, decide+write %.3f / %.3f (decode %.3f decide %.3f app put %.3f fence put %.3f), commit (to Go) %.3f / %.3f (Go / JS)",
 			round, s[0], r.Index(0).Float(), s[1], r.Index(1).Float(), s[2], s[3], r.Index(2).Float(), dec/n, dcd/n, wr/n, enc/n, s[4], r.Index(3).Float())
@@ -146,13 +131,13 @@ func perfNow() float64 { return perf.Call("now").Float() }
 // the read), the read, its event reaching Go (from a listener registered
 // before Go's), decide+write (write, then the commit call), and the commit
 // until Go runs again.
-func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), write func(i int, tx *Tx, st Store, v js.Value)) (s [5]float64) {
+func goPhases(t *testing.T, n int, issue func(i int) (*raw.Tx, raw.Store, *raw.Request), write func(i int, tx *raw.Tx, st raw.Store, v js.Value)) (s [5]float64) {
 	t.Helper()
 	stamp := js.Global().Get("Function").New("globalThis.__tabfenceStamp = performance.now()")
 	for i := 0; i < n; i++ {
 		t0 := perfNow()
 		tx, st, rq := issue(i)
-		rq.v.Call("addEventListener", "success", stamp)
+		rq.JS().Call("addEventListener", "success", stamp)
 		t1 := perfNow()
 		v, err := rq.Await(context.Background())
 		require.NoError(t, err)
@@ -168,34 +153,4 @@ func goPhases(t *testing.T, n int, issue func(i int) (*Tx, Store, *Request), wri
 		}
 	}
 	return s
-}
-
-// rawPhasesJS is goPhases in raw JavaScript, over the bench's transaction
-// body (benchAllocateBody, benchApplyBody) with an explicit commit: a
-// function (db, from, n) resolving to the mean ms of issuing, the read,
-// decide+write and the commit.
-func rawPhasesJS(scope, store, key, pre, body string) js.Value {
-	return js.Global().Get("Function").New("db", "from", "n", `const k = `+key+`;
-return (async () => {
-  const s = [0, 0, 0, 0];
-  for (let i = from; i < from + n; i++) {
-    await new Promise((res, rej) => {
-      const t0 = performance.now(); let t1, t2, t3;
-      const tx = db.transaction(`+scope+`, "readwrite");
-      `+pre+`
-      const st = tx.objectStore(`+store+`);
-      const g = st.get(k);
-      t1 = performance.now();
-      g.onsuccess = () => {
-        t2 = performance.now();
-`+body+`
-        tx.commit();
-        t3 = performance.now();
-      };
-      tx.oncomplete = () => { s[0] += t1 - t0; s[1] += t2 - t1; s[2] += t3 - t2; s[3] += performance.now() - t3; res(); };
-      tx.onabort = () => rej(tx.error);
-    });
-  }
-  return s.map((x) => x / n);
-})()`)
 }

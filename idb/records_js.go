@@ -109,6 +109,8 @@ func readFields(v, jsKey js.Value, names *[3]string, text, maxText int) (r field
 	return r
 }
 
+var jsObject = js.Global().Get("Object")
+
 var (
 	epochNames = [3]string{"epoch", "ownerId", "updatedAt"}
 	fenceNames = [3]string{"highest", "highestSeq", "recent"}

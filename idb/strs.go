@@ -4,22 +4,37 @@ package idb
 // non-empty s) strings.Split: hand-written because nothing else in the
 // runtime links strings.Join/Split, whose code these few lines replace.
 func joinSep(list []string, sep byte) string {
-	n := len(list)
+	return string(appendSep(make([]byte, 0, joinedLen(list)), list, sep))
+}
+
+// joinedLen is the length of list joined with a one-byte separator.
+func joinedLen(list []string) int {
+	n := max(len(list)-1, 0)
 	for _, s := range list {
 		n += len(s)
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// appendSep appends list joined with sep to b.
+func appendSep(b []byte, list []string, sep byte) []byte {
 	for i, s := range list {
 		if i > 0 {
 			b = append(b, sep)
 		}
 		b = append(b, s...)
 	}
-	return string(b)
+	return b
 }
 
 func splitSep(s string, sep byte) []string {
-	var out []string
+	n := 1
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			n++
+		}
+	}
+	out := make([]string, 0, n) // one allocation: a fence splits its IDs on every apply
 	start := 0
 	for i := 0; i < len(s); i++ {
 		if s[i] == sep {

@@ -8,8 +8,8 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/jsglue/loader"
 )
 
 // ErrTxDone: a WriteTx was used after its writes function returned.
@@ -26,11 +26,11 @@ func ended(err error) bool {
 	return errors.Is(err, jsglue.ErrTransactionInactive) || errors.Is(err, jsglue.ErrInvalidState)
 }
 
-func (d *DB) begin(mode Mode, scope js.Value) (*Tx, error) {
+func (d *DB) begin(mode raw.Mode, scope js.Value) (*raw.Tx, error) {
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := begin(d.raw, scope, mode, DurabilityDefault)
+	tx, err := raw.BeginScope(d.conn, scope, mode)
 	if err != nil {
 		if e := d.Err(); e != nil {
 			return nil, e
@@ -49,10 +49,10 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 	if resource == "" || len(resource) > MaxResourceLen || len(ownerID) > MaxOperationIDLen {
 		return 0, ErrInvalidOp
 	}
-	if err := thawed(ctx); err != nil {
+	if err := raw.Thawed(ctx); err != nil {
 		return 0, err
 	}
-	key := jsString(resource)
+	key := raw.JSString(resource)
 	if d.allocHook.Type() == js.TypeFunction && d.Err() == nil {
 		if next, ok, err := d.allocHooked(ctx, resource, ownerID, key); ok {
 			return next, err
@@ -60,12 +60,12 @@ func (d *DB) AllocateToken(ctx context.Context, resource, ownerID string) (uint6
 		// Not judged there: the same transaction in Go says why (closed,
 		// corrupt, exhausted...).
 	}
-	tx, err := d.begin(ReadWrite, d.scopeEpochs)
+	tx, err := d.begin(raw.ReadWrite, d.scopeEpochs)
 	if err != nil {
 		return 0, err
 	}
 	st := tx.Store(StoreEpochs)
-	v, err := st.Get(key).await(ctx, true)
+	v, err := st.Get(key).AwaitFresh(ctx)
 	if err != nil {
 		_ = tx.Abort()
 		return 0, err
@@ -119,15 +119,15 @@ func (d *DB) Get(ctx context.Context, store string, key js.Value) (js.Value, err
 }
 
 func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, error) {
-	if err := thawed(ctx); err != nil {
+	if err := raw.Thawed(ctx); err != nil {
 		return js.Undefined(), err
 	}
-	tx, err := d.begin(ReadOnly, jsString(store))
+	tx, err := d.begin(raw.ReadOnly, raw.JSString(store))
 	if err != nil {
 		return js.Undefined(), err
 	}
 	// A readonly transaction commits nothing: its outcome is not awaited.
-	return tx.Store(store).Get(key).await(ctx, true)
+	return tx.Store(store).Get(key).AwaitFresh(ctx)
 }
 
 // WriteTx is the caller's view of a fenced transaction. Its methods issue
@@ -140,23 +140,24 @@ func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, err
 // or die (TransactionInactiveError), and the all-or-nothing guarantee is
 // lost. Compute what to write before calling Apply.
 type WriteTx struct {
-	tx   *Tx
+	tx   *raw.Tx
 	done bool
 	// The last store used: writes usually go to one store, and getting it
 	// again is a call into IndexedDB.
 	lastName string
-	last     Store
+	last     raw.Store
+	lastSet  bool
 }
 
-func (w *WriteTx) store(name string) (Store, error) {
+func (w *WriteTx) store(name string) (raw.Store, error) {
 	if w.done {
-		return Store{}, ErrTxDone
+		return raw.Store{}, ErrTxDone
 	}
 	if reserved(name) {
-		return Store{}, ErrReservedStore
+		return raw.Store{}, ErrReservedStore
 	}
-	if w.lastName != name || w.last.tx == nil {
-		w.lastName, w.last = name, w.tx.Store(name)
+	if w.lastName != name || !w.lastSet {
+		w.lastName, w.last, w.lastSet = name, w.tx.Store(name), true
 	}
 	return w.last, w.last.Err()
 }
@@ -199,7 +200,7 @@ func (w *WriteTx) Get(store string, key js.Value) (js.Value, error) {
 	}
 	// Requests always settle (an aborted transaction fails them), so
 	// Background cannot hang here.
-	return st.Get(key).await(context.Background(), true)
+	return st.Get(key).AwaitFresh(context.Background())
 }
 
 // Apply offers op to the receiver fence of op.Resource and, only if it is
@@ -266,18 +267,18 @@ func (d *DB) scope(stores []string) (js.Value, error) {
 		}
 	}
 	all := make([]string, 0, len(stores)+2)
-	return scopeOf(append(append(all, StoreEpochs, StoreFences), stores...)), nil
+	return raw.ScopeOf(append(append(all, StoreEpochs, StoreFences), stores...)), nil
 }
 
 // fenceRead is a fenced write under way: its transaction, the reads of the
 // fence record and of the allocation record, and then the verdict.
 type fenceRead struct {
-	tx     *Tx
-	get    *Request // the fence record
-	epoch  *Request // the allocation record; nil when none is consulted
-	fences Store    // zero on the hook's path until Go reads the record itself
-	fast   bool     // the loader's apply hook opened the transaction
-	id     int32    // and knows it by this id (JudgeFenceExported)
+	tx     *raw.Tx
+	get    *raw.Request // the fence record
+	epoch  *raw.Request // the allocation record; nil when none is consulted
+	fences raw.Store    // zero on the hook's path until Go reads the record itself
+	fast   bool         // the loader's apply hook opened the transaction
+	id     int32        // and knows it by this id (JudgeFenceExported)
 
 	resource, epochRes string
 	decide             func(FenceRecord, uint64) (Result, FenceRecord)
@@ -296,14 +297,14 @@ type fenceRead struct {
 // the loader's apply hook open its transaction (fast.js).
 func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []string,
 	decide func(FenceRecord, uint64) (Result, FenceRecord), writes func(*WriteTx) error, op *Op) (Result, error) {
-	if err := thawed(ctx); err != nil {
+	if err := raw.Thawed(ctx); err != nil {
 		return 0, err
 	}
 	scope, err := d.scope(stores)
 	if err != nil {
 		return 0, err
 	}
-	key := jsString(resource)
+	key := raw.JSString(resource)
 	r, err := d.readFence(scope, key, resource, epochRes, decide, op)
 	if err != nil {
 		return 0, err
@@ -330,7 +331,7 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 	// the rule and the transaction committed early, the fence has not
 	// moved (the operation is not marked applied without its data).
 	if r.prepared {
-		_, err = call(r.get.v, "tfFin") // put, then commit
+		_, err = jsglue.Call(r.get.JS(), "tfFin") // put, then commit
 	} else if err = r.fences.Put(key, encodeFence(r.next, key, r.stored)).Err(); err == nil {
 		_ = tx.Commit()
 	} // else the failed request aborted the transaction
@@ -353,16 +354,16 @@ func (d *DB) readFence(scope, key js.Value, resource, epochRes string,
 	r := &fenceRead{resource: resource, epochRes: epochRes, decide: decide}
 	if op != nil && d.applyHook.Type() == js.TypeFunction && d.Err() == nil {
 		r.id = hook(r)
-		if v := d.applyHook.Invoke(d.raw, scope, key, r.id, hSuccess, hError, hComplete, hAbort, loader.Kick()); v.Type() == js.TypeObject {
-			r.tx = registered(v)
-			r.get, r.fast = r.tx.adopted(v.Get("tfGet")), true
+		if v := d.applyHook.Invoke(scope, key, r.id); v.Type() == js.TypeObject {
+			r.tx = raw.AdoptTx(v)
+			r.get, r.fast = r.tx.AdoptRequest(v.Get("tfGet")), true
 			return r, nil
 		}
 		unhook(r.id)
 		// Undefined: no exports, or db.transaction threw, and begin below
 		// says why.
 	}
-	tx, err := d.begin(ReadWrite, scope)
+	tx, err := d.begin(raw.ReadWrite, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func (d *DB) readFence(scope, key js.Value, resource, epochRes string,
 	// The allocation record first: requests complete in the order they
 	// were issued, so once the fence's read settled, this one has too.
 	if epochRes != "" {
-		r.epoch = tx.Store(StoreEpochs).Get(jsString(epochRes))
+		r.epoch = tx.Store(StoreEpochs).Get(raw.JSString(epochRes))
 	}
 	r.fences = tx.Store(StoreFences)
 	r.get = r.fences.Get(key)
@@ -383,7 +384,7 @@ func (r *fenceRead) verdict(ctx context.Context, key js.Value) (Result, error) {
 	if r.fast {
 		defer unhook(r.id)
 	}
-	if err := r.get.wait(ctx, true); err != nil {
+	if err := r.get.WaitFresh(ctx); err != nil {
 		return 0, err
 	}
 	if r.fast {
@@ -393,13 +394,13 @@ func (r *fenceRead) verdict(ctx context.Context, key js.Value) (Result, error) {
 		// Records the hook could not hand over: Go reads them here, in
 		// the same transaction.
 		r.fences = r.tx.Store(StoreFences)
-		r.epoch = &Request{tx: r.tx, v: r.tx.v.Get("tfEg")}
+		r.epoch = r.tx.Wrap(r.tx.JS().Get("tfEg"))
 	}
 	allocated, err := r.allocated()
 	if err != nil {
 		return 0, err
 	}
-	v, err := r.get.outcome()
+	v, err := r.get.Result()
 	if err != nil {
 		return 0, err
 	}
@@ -422,7 +423,7 @@ func (r *fenceRead) allocated() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return epochOf(v, r.epochRes, jsString(r.epochRes))
+	return epochOf(v, r.epochRes, raw.JSString(r.epochRes))
 }
 
 // writesFailed aborts the transaction after the caller's writes failed and
@@ -430,7 +431,7 @@ func (r *fenceRead) allocated() (uint64, error) {
 // the transaction had already ended on its own — the writes waited on
 // something else, and what they issued before may have committed without
 // the fence.
-func (d *DB) writesFailed(tx *Tx, err error) error {
+func (d *DB) writesFailed(tx *raw.Tx, err error) error {
 	if ended(err) {
 		return errors.Join(ErrTransactionEnded, err)
 	}
@@ -440,7 +441,7 @@ func (d *DB) writesFailed(tx *Tx, err error) error {
 	// Abort refused: the transaction is committing or finished. Its outcome
 	// is on its way; a commit means the writes escaped the fence.
 	<-tx.Done()
-	if tx.committed() {
+	if tx.Committed() {
 		return errors.Join(ErrTransactionEnded, err)
 	}
 	return err

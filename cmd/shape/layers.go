@@ -21,22 +21,24 @@ type layer struct {
 
 // layers is the import graph the project keeps, bottom up: private helpers
 // and the wire contract; jsglue (the syscall/js glue, and the loader's
-// interface below it); the browser APIs, each on its own; the outbox's
-// record core (outbox/queue: listed before outbox, as the first prefix that
-// matches wins), which imports nothing of the outbox; the outbox; the JS
+// interface below it); the browser APIs, each on its own (idb's fencing
+// database on the raw IndexedDB layer, idb/raw); the outbox's record core
+// (outbox/queue), which imports nothing of the outbox; the outbox; the JS
 // API. The server half (receiver) stands beside them on the helpers alone;
-// programs (cmd, e2e) sit on top.
+// programs (cmd, e2e) sit on top. A package's layer is the one with its
+// longest matching prefix.
 var layers = []layer{
 	{name: "helpers", prefixes: []string{"internal", "wire"}},
 	{name: "jsglue", prefixes: []string{"jsglue"}, may: []string{"helpers"}},
 	{name: "locks", prefixes: []string{"locks"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
 	{name: "channel", prefixes: []string{"channel"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
-	{name: "idb", prefixes: []string{"idb"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
+	{name: "idb/raw", prefixes: []string{"idb/raw"}, may: []string{"helpers", "jsglue"}},
+	{name: "idb", prefixes: []string{"idb"}, may: []string{"helpers", "jsglue", "idb/raw"}, tier: "browser APIs"},
 	{name: "queue", prefixes: []string{"outbox/queue"}, may: []string{"helpers", "jsglue", "locks"}},
-	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue"}},
-	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue", "outbox"}},
+	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue"}},
+	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox"}},
 	{name: "receiver", prefixes: []string{"receiver"}, may: []string{"helpers"}},
-	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "queue", "outbox", "wasm", "receiver"}},
+	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox", "wasm", "receiver"}},
 }
 
 // nativeOnly are the layers built for the server or the command line: in
@@ -45,16 +47,20 @@ var layers = []layer{
 // js/wasm and is not held to this.)
 var nativeOnly = []string{"receiver", "programs"}
 
-// layerOf is the layer of a package path relative to the module, or nil.
+// layerOf is the layer of a package path relative to the module, or nil:
+// the layer of its longest matching prefix (idb/raw/x is idb/raw's, not
+// idb's).
 func layerOf(rel string) *layer {
+	var best *layer
+	n := 0
 	for i := range layers {
 		for _, p := range layers[i].prefixes {
-			if rel == p || strings.HasPrefix(rel, p+"/") {
-				return &layers[i]
+			if (rel == p || strings.HasPrefix(rel, p+"/")) && len(p) > n {
+				best, n = &layers[i], len(p)
 			}
 		}
 	}
-	return nil
+	return best
 }
 
 func (l *layer) allows(other *layer, test bool) bool {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/outbox/queue"
 )
 
@@ -51,7 +51,7 @@ func leaseResult(r js.Value) (queue.Lease, bool, error) {
 // up by id (ClaimRequest.Beyond).
 func (s *Store) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Record, error) {
 	const op = "claim"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox/queue"
 )
@@ -56,9 +56,9 @@ func (s *Store) Enqueue(ctx context.Context, req queue.EnqueueRequest) (queue.En
 	var t *txn
 	var err error
 	if withBlobs {
-		t, err = s.begin(op, idb.ReadWrite, storeRecords, storeBlobs)
+		t, err = s.begin(op, raw.ReadWrite, storeRecords, storeBlobs)
 	} else {
-		t, err = s.begin(op, idb.ReadWrite, storeRecords)
+		t, err = s.begin(op, raw.ReadWrite, storeRecords)
 	}
 	if err != nil {
 		return queue.EnqueueResult{}, err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/queue"
@@ -43,7 +43,7 @@ func openTestStore(t *testing.T, name string, opts ...Option) *Store {
 func TestIDBTxnRealAbortRollsBack(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t, "tabfence-outbox:txn-abort")
-	tx, err := s.begin("test", idb.ReadWrite, storeRecords)
+	tx, err := s.begin("test", raw.ReadWrite, storeRecords)
 	require.NoError(t, err)
 	recs, _ := tx.store(storeRecords)
 	r := queue.Record{ID: "first", IdempotencyKey: "k", UserID: "u", Status: queue.StatusPending, Seq: 1}
@@ -163,9 +163,9 @@ func TestIDBStatusCountsNewerSchema(t *testing.T) {
 func TestIDBUpgradeFromVersion1(t *testing.T) {
 	ctx := context.Background()
 	name := "tabfence-outbox:upgrade-v1"
-	_ = idb.Delete(ctx, name, nil)
-	db, err := idb.OpenDatabase(ctx, name, 1, idb.OpenOptions{
-		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, 1) },
+	_ = raw.DeleteDatabase(ctx, name, nil)
+	db, err := raw.OpenDatabase(ctx, name, 1, raw.OpenOptions{
+		Upgrade: func(db js.Value, tx *raw.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, 1) },
 	})
 	require.NoError(t, err)
 	if db.Get("objectStoreNames").Length() != 4 || db.Call("transaction", storeRecords).Call("objectStore", storeRecords).Get("indexNames").Call("contains", indexSchema).Bool() {

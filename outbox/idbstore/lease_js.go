@@ -6,7 +6,7 @@ import (
 	"context"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/queue"
 )
@@ -14,7 +14,7 @@ import (
 // GetLease implements outbox.Store.
 func (s *Store) GetLease(ctx context.Context, name string) (queue.Lease, bool, error) {
 	const op = "get lease"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeLeases)
 	if err != nil {
 		return queue.Lease{}, false, err
 	}
@@ -36,7 +36,7 @@ func (s *Store) GetLease(ctx context.Context, name string) (queue.Lease, bool, e
 // UpdateLease implements outbox.Store.
 func (s *Store) UpdateLease(ctx context.Context, name string, fn func(queue.Lease, bool) (queue.Lease, error)) (queue.Lease, error) {
 	const op = "update lease"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeLeases)
 	if err != nil {
 		return queue.Lease{}, err
 	}
@@ -77,7 +77,7 @@ func (s *Store) UpdateLease(ctx context.Context, name string, fn func(queue.Leas
 // UpdateMeta implements outbox.Store.
 func (s *Store) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (outbox.Meta, error) {
 	const op = "update meta"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeMeta)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeMeta)
 	if err != nil {
 		return outbox.Meta{}, err
 	}

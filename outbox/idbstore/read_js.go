@@ -7,7 +7,7 @@ import (
 	"syscall/js"
 	"time"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/queue"
@@ -114,7 +114,7 @@ func queryRequests(t *txn, recs js.Value, f outbox.Filter) ([]js.Value, error) {
 // Get implements outbox.Store.
 func (s *Store) Get(ctx context.Context, id string) (queue.Record, error) {
 	const op = "get"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords)
 	if err != nil {
 		return queue.Record{}, err
 	}
@@ -146,7 +146,7 @@ func (s *Store) Get(ctx context.Context, id string) (queue.Record, error) {
 // WithOnCorrupt), never fatal.
 func (s *Store) List(ctx context.Context, f outbox.Filter) ([]queue.Record, error) {
 	const op = "list"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (s *Store) List(ctx context.Context, f outbox.Filter) ([]queue.Record, erro
 // Payload implements outbox.Store.
 func (s *Store) Payload(ctx context.Context, ref string) ([]byte, error) {
 	const op = "payload"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeBlobs)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeBlobs)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ var projected = []queue.Status{queue.StatusPending, queue.StatusLeased, queue.St
 // instead of a scan.
 func (s *Store) StatusSchema(ctx context.Context, gate queue.SchemaGate) (outbox.Projection, error) {
 	const op = "status"
-	t, err := s.beginCtx(ctx, op, idb.ReadOnly, storeRecords, storeMeta)
+	t, err := s.beginCtx(ctx, op, raw.ReadOnly, storeRecords, storeMeta)
 	if err != nil {
 		return outbox.Projection{}, err
 	}

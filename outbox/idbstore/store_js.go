@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -98,7 +98,7 @@ func WithOnCorrupt(fn func(error)) Option { return func(c *idbConfig) { c.onCorr
 type Store struct {
 	name       string
 	db         js.Value
-	durability idb.Durability // of Enqueue's transaction
+	durability raw.Durability // of Enqueue's transaction
 	cfg        idbConfig
 
 	mu          sync.Mutex
@@ -138,12 +138,12 @@ func Open(ctx context.Context, dbName string, opts ...Option) (*Store, error) {
 	if d := cfg.durability; d != "strict" && d != "relaxed" && d != "default" && d != "" {
 		return nil, &Error{Op: "open", Err: jsglue.NewJSError("TypeError", "unknown durability "+quote(d))}
 	}
-	raw, err := idb.OpenDatabase(ctx, dbName, idbVersion, idb.OpenOptions{
+	conn, err := raw.OpenDatabase(ctx, dbName, idbVersion, raw.OpenOptions{
 		Factory: cfg.factory,
 		// Runs inside upgradeneeded: issues requests, never awaits. An
 		// error aborts the versionchange transaction: nothing of a
 		// half-made schema remains.
-		Upgrade: func(db js.Value, tx *idb.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, idbVersion) },
+		Upgrade: func(db js.Value, tx *raw.Tx, oldV, _ uint64) error { return upgradeIDB(db, tx.JS(), oldV, idbVersion) },
 		// The page's freeze event aborts the flush path's transactions
 		// (those over the leases or the metadata store, and every
 		// readonly one: a frozen tab's would block every tab's claim and
@@ -157,23 +157,22 @@ func Open(ctx context.Context, dbName string, opts ...Option) (*Store, error) {
 		}
 		return nil, &Error{Op: "open", Err: err}
 	}
-	o := struct{ raw js.Value }{raw}
-	s := &Store{name: dbName, db: o.raw, cfg: cfg, done: make(chan struct{}), durOpts: js.Undefined()}
+	s := &Store{name: dbName, db: conn, cfg: cfg, done: make(chan struct{}), durOpts: js.Undefined()}
 	switch cfg.durability {
 	case "strict":
-		s.durability = idb.DurabilityStrict
+		s.durability = raw.DurabilityStrict
 	case "relaxed":
-		s.durability = idb.DurabilityRelaxed
+		s.durability = raw.DurabilityRelaxed
 	}
-	if s.durability != idb.DurabilityDefault {
+	if s.durability != raw.DurabilityDefault {
 		s.durOpts = js.Global().Get("Object").New()
 		s.durOpts.Set("durability", cfg.durability)
 	}
 	s.appendNames = js.Global().Get("Array").New(1)
 	s.appendNames.SetIndex(0, storeRecords)
 	for _, st := range []string{storeRecords, storeBlobs, storeLeases, storeMeta} {
-		if ok, _ := jsglue.Call(o.raw.Get("objectStoreNames"), "contains", st); !ok.Truthy() {
-			o.raw.Call("close")
+		if ok, _ := jsglue.Call(conn.Get("objectStoreNames"), "contains", st); !ok.Truthy() {
+			conn.Call("close")
 			return nil, &Error{Op: "open", Err: errors.New("object store " + st + " missing (database damaged or deleted while opening)")}
 		}
 	}
@@ -302,9 +301,9 @@ func (s *Store) Err() error {
 func (s *Store) Name() string { return s.name }
 
 // AbortOpen aborts the store's open transactions, as the page's freeze
-// event would (idb.AbortOpen): for a runtime that learns another tab stole
+// event would (raw.AbortOpen): for a runtime that learns another tab stole
 // its lock while it was frozen or hung.
-func (s *Store) AbortOpen() { idb.AbortOpen(s.db) }
+func (s *Store) AbortOpen() { raw.AbortOpen(s.db) }
 
 // Corrupt reports how many undecodable stored values this store has met
 // (and skipped) so far, over all calls.

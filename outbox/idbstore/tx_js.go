@@ -7,12 +7,12 @@ import (
 	"errors"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
 )
 
-// txn is one store operation's transaction: an idb.Tx (idb's raw layer
+// txn is one store operation's transaction: a raw.Tx (the raw layer
 // owns its events, its commit and its abort cause) with the store's
 // conventions on top. The store's hot path issues every request of a phase
 // without awaiting it and awaits only the LAST one (IndexedDB completes the
@@ -22,7 +22,7 @@ import (
 // Nothing but pure Go runs between the requests of a txn: no timer, lock,
 // channel or fetch, so the transaction never goes inactive mid-way.
 type txn struct {
-	tx *idb.Tx
+	tx *raw.Tx
 	// aborting is the error the store aborted with itself, so finish
 	// reports why.
 	aborting error
@@ -31,7 +31,7 @@ type txn struct {
 
 // beginCtx is begin once ctx is checked: a call whose context has ended
 // opens no transaction.
-func (s *Store) beginCtx(ctx context.Context, op string, mode idb.Mode, stores ...string) (*txn, error) {
+func (s *Store) beginCtx(ctx context.Context, op string, mode raw.Mode, stores ...string) (*txn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -40,15 +40,15 @@ func (s *Store) beginCtx(ctx context.Context, op string, mode idb.Mode, stores .
 
 // begin opens a transaction on stores. Only Enqueue's transaction carries
 // the configured durability hint (see Open).
-func (s *Store) begin(op string, mode idb.Mode, stores ...string) (*txn, error) {
+func (s *Store) begin(op string, mode raw.Mode, stores ...string) (*txn, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	var opts []idb.TxOption
-	if mode == idb.ReadWrite && op == "enqueue" && s.durability != idb.DurabilityDefault {
-		opts = []idb.TxOption{idb.WithTxDurability(s.durability)}
+	var opts []raw.TxOption
+	if mode == raw.ReadWrite && op == "enqueue" && s.durability != raw.DurabilityDefault {
+		opts = []raw.TxOption{raw.WithTxDurability(s.durability)}
 	}
-	tx, err := idb.Begin(s.db, stores, mode, opts...)
+	tx, err := raw.Begin(s.db, stores, mode, opts...)
 	if err != nil {
 		return nil, s.notOpened(op, err)
 	}
@@ -143,14 +143,14 @@ func (t *txn) finish() error {
 	if err != nil && t.aborting != nil {
 		return t.aborting
 	}
-	if ae, ok := err.(*idb.AbortedError); ok { // Tx.Await's own error, never wrapped
+	if ae, ok := err.(*raw.AbortedError); ok { // Tx.Await's own error, never wrapped
 		return abortError(ae.Cause)
 	}
 	return err
 }
 
 // commit asks IndexedDB to commit now, once the requests issued so far
-// succeed (idb.Tx.Commit: it saves a round trip to this page). Issue no
+// succeed (raw.Tx.Commit: it saves a round trip to this page). Issue no
 // request after it; finish reports the outcome either way.
 func (t *txn) commit() {
 	if !t.ended {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"syscall/js"
 
-	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/queue"
 )
@@ -16,7 +16,7 @@ import (
 // Go, then one put per changed record, one commit.
 func (s *Store) UpdateBatch(ctx context.Context, lease queue.Lease, ups []outbox.RecordUpdate) ([]outbox.UpdateResult, error) {
 	const op = "update batch"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeLeases)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeRecords, storeLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func applyUpdate(op string, lease queue.Lease, u outbox.RecordUpdate, rec, c *qu
 // without a lease (fn itself refuses records that are in flight).
 func (s *Store) Amend(ctx context.Context, id string, fn func(*queue.Record) error) (queue.Record, error) {
 	const op = "amend"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeRecords)
 	if err != nil {
 		return queue.Record{}, err
 	}
@@ -195,7 +195,7 @@ func (s *Store) Amend(ctx context.Context, id string, fn func(*queue.Record) err
 // oldest matches. Corrupt records never match.
 func (s *Store) Delete(ctx context.Context, f outbox.Filter) (int, error) {
 	const op = "delete"
-	t, err := s.beginCtx(ctx, op, idb.ReadWrite, storeRecords, storeBlobs)
+	t, err := s.beginCtx(ctx, op, raw.ReadWrite, storeRecords, storeBlobs)
 	if err != nil {
 		return 0, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/idb"
+	"github.com/tabfence/tabfence/internal/benchjs"
 	"github.com/tabfence/tabfence/jsglue"
 )
 
@@ -37,11 +38,11 @@ type benchResult struct {
 }
 
 // benchAllocate runs n token allocations through idb.DB.AllocateToken and n
-// through an inline script doing the same readwrite transaction (get the
-// epoch record, put it incremented, browser's default durability), and
-// returns both rates in transactions per second.
+// through raw JavaScript doing the same readwrite transaction (benchjs's
+// idb.js: get the epoch record, put it incremented, browser's default
+// durability), and returns both rates in transactions per second.
 func benchAllocate(ctx context.Context, n int) (benchResult, error) {
-	return bench(ctx, n, benchLoopJS(`"tf_epochs"`, `"tf_epochs"`, "", benchAllocateBody), func(d *idb.DB, i int) error {
+	return bench(ctx, n, "allocate", func(d *idb.DB, i int) error {
 		_, err := d.AllocateToken(ctx, "bench-go", "bench")
 		return err
 	})
@@ -52,11 +53,11 @@ func benchAllocate(ctx context.Context, n int) (benchResult, error) {
 // allocation record and the fence, decides (the epochs, the duplicate check
 // over the remembered IDs), puts one app record and the advanced fence.
 func benchApply(ctx context.Context, n int) (benchResult, error) {
-	return bench(ctx, n, benchLoopJS(`["tf_epochs", "tf_fences", "bench"]`, `"tf_fences"`, benchApplyPre, benchApplyBody), func(d *idb.DB, i int) error {
+	return bench(ctx, n, "apply", func(d *idb.DB, i int) error {
 		op := idb.Op{Resource: "bench-go", Token: 1, OperationID: "op" + strconv.Itoa(i)}
 		res, err := d.Apply(ctx, op, func(tx *idb.WriteTx) error {
-			return tx.Put(benchStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i))
-		}, benchStore)
+			return tx.Put(benchjs.IDBStore, js.ValueOf("k"+strconv.Itoa(i)), js.ValueOf(i))
+		}, benchjs.IDBStore)
 		if err == nil && res != idb.Accepted {
 			err = errors.New("idbbench: apply was " + res.String())
 		}
@@ -64,65 +65,19 @@ func benchApply(ctx context.Context, n int) (benchResult, error) {
 	})
 }
 
-const benchStore = "bench"
-
 // benchTrace, when set (tests), hears the cumulative times after each round.
 var benchTrace func(round int, goTime, jsTime time.Duration)
 
-// The raw JavaScript side of each comparison: the body of the read's
-// success event (g the read, st its store, tx the transaction, k the key,
-// i the operation's number), and what is issued before the read (pre),
-// shared by the bench's loop (benchLoopJS) and the phases tests.
-const (
-	benchApplyPre     = `const e = tx.objectStore("tf_epochs").get(k);`
-	benchAllocateBody = `const cur = g.result ? g.result.epoch : 0;
-st.put({resource: k, epoch: cur + 1, ownerId: "bench", updatedAt: Date.now()}, k);`
-	benchApplyBody = `const id = "op" + i;
-if (1 < (e.result ? e.result.epoch : 0) || 1 < (g.result ? g.result.highest : 0)) { tx.abort(); return; }
-let ids = g.result && g.result.recent ? g.result.recent.split("\n") : [];
-if (ids.includes(id)) { tx.abort(); return; }
-tx.objectStore("bench").put(i, "j" + i);
-ids.push(id);
-if (ids.length > 64) ids = ids.slice(ids.length - 64);
-st.put({resource: k, highest: 1, highestSeq: 0, recent: ids.join("\n")}, k);`
-)
-
-// benchLoopJS is the script, taking (db, from, n) and resolving to the
-// elapsed milliseconds, of n transactions one after the other over
-// scope (a JavaScript expression), each issuing pre, reading key
-// "bench-js" of store and running body in the read's success event; each
-// commits when the event loop finds it idle, as a plain page's transaction
-// does.
-func benchLoopJS(scope, store, pre, body string) string {
-	return `const k = "bench-js";
-return (async () => {
-  const t0 = performance.now();
-  for (let i = from; i < from + n; i++) {
-    await new Promise((res, rej) => {
-      const tx = db.transaction(` + scope + `, "readwrite");
-      ` + pre + `
-      const st = tx.objectStore(` + store + `);
-      const g = st.get(k);
-      g.onsuccess = () => {
-` + body + `
-      };
-      tx.oncomplete = res;
-      tx.onabort = () => rej(tx.error || new DOMException("aborted", "AbortError"));
-    });
-  }
-  return performance.now() - t0;
-})()`
-}
-
 // bench opens a fresh database with the bench's store, warms both sides
-// up and times them in alternating rounds.
-func bench(ctx context.Context, n int, script string, goOne func(d *idb.DB, i int) error) (res benchResult, err error) {
+// up and times them in alternating rounds; the raw JavaScript side runs
+// idb.js's loop over kind.
+func bench(ctx context.Context, n int, kind string, goOne func(d *idb.DB, i int) error) (res benchResult, err error) {
 	if n <= 0 {
 		return res, errors.New("idbbench: needs n > 0")
 	}
 	name := "tabfence-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	d, err := idb.Open(ctx, name, idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1, Upgrade: func(tx *idb.UpgradeTx) error {
-		return tx.CreateStore(benchStore, idb.StoreOptions{})
+		return tx.CreateStore(benchjs.IDBStore, idb.StoreOptions{})
 	}}}}))
 	if err != nil {
 		return res, err
@@ -131,16 +86,14 @@ func bench(ctx context.Context, n int, script string, goOne func(d *idb.DB, i in
 		d.Close()
 		_ = idb.Delete(context.Background(), name, nil)
 	}()
-	// A script built once; new Function is fine for a bench harness (a
-	// page with a strict CSP would refuse it, and the bench says so).
-	fn, err := jsglue.Try(func() js.Value {
-		return js.Global().Get("Function").New("db", "from", "n", script)
-	})
+	// Built with Function: fine for a bench harness (a page with a strict
+	// CSP would refuse it, and the bench says so).
+	raw, err := benchjs.IDB()
 	if err != nil {
 		return res, err
 	}
 	s := &sides{goOne: func(i int) error { return goOne(d, i) }, js: func(from, k int) (js.Value, error) {
-		return jsglue.Await(ctx, fn.Invoke(d.JS(), from, k))
+		return jsglue.Await(ctx, raw.Call("loop", d.JS(), kind, "bench-js", from, k))
 	}}
 	if err := s.warmUp(n); err != nil {
 		return res, err

@@ -15,12 +15,17 @@ import (
 
 // TestAllocateRateVersusRawJS logs token allocations and fenced applies per
 // second beside the same transactions in raw JavaScript in the same page,
-// interleaved (figures only; the bench target is 0.8x raw).
+// interleaved (figures only; the bench target is 0.8x raw). With the
+// loader's idb hooks installed, as the bench runs them, unless
+// TABFENCE_PERF_NOHOOKS is set (Go's own path).
 func TestAllocateRateVersusRawJS(t *testing.T) {
 	if os.Getenv("TABFENCE_PERF") == "" {
 		t.Skip("set TABFENCE_PERF=1")
 	}
 	ctx := context.Background()
+	if os.Getenv("TABFENCE_PERF_NOHOOKS") == "" {
+		require.NoError(t, useHooks(ctx))
+	}
 	n := 600
 	if s := os.Getenv("TABFENCE_PERF_N"); s != "" {
 		n, _ = strconv.Atoi(s)

@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package idb
+package raw
 
 import (
 	"context"
@@ -66,9 +66,18 @@ func (r *Request) Err() error { return r.err }
 // function or an upgrade): it would block it for good.
 func (r *Request) Await(ctx context.Context) (js.Value, error) { return r.await(ctx, false) }
 
-// await is Await; fresh says the caller issued r and has not blocked since,
-// so r cannot have settled unseen and the readyState check (a call into
-// JavaScript) is skipped. idb's own transactions await that way.
+// AwaitFresh is Await for a request the caller issued and has not blocked
+// since (no await, no channel, no lock in between): it cannot have settled
+// unseen, so the check whether it did (a call into JavaScript) is skipped.
+// idb's fenced transactions await that way. On any other request it may
+// wait forever.
+func (r *Request) AwaitFresh(ctx context.Context) (js.Value, error) { return r.await(ctx, true) }
+
+// WaitFresh is AwaitFresh without reading the result: nil once the request
+// settled (Result then has its outcome), or ctx's error if ctx ended first.
+func (r *Request) WaitFresh(ctx context.Context) error { return r.wait(ctx, true) }
+
+// await is Await; fresh is AwaitFresh's promise.
 func (r *Request) await(ctx context.Context, fresh bool) (js.Value, error) {
 	if err := r.wait(ctx, fresh); err != nil {
 		return js.Undefined(), err
@@ -149,10 +158,11 @@ func (r *Request) settled() (js.Value, error) {
 // the caller's to handle.
 func (t *Tx) Wrap(v js.Value) *Request { return &Request{tx: t, v: v} }
 
-// adopted wraps request v of t whose success and error handlers
-// JavaScript already set to hSuccess and hError (the apply hook, fast.js): it is awaited
-// from the start, with no handler to set from Go.
-func (t *Tx) adopted(v js.Value) *Request {
+// AdoptRequest wraps request v of t whose success and error handlers
+// JavaScript already set to the ones Handlers returns (idb's apply hook):
+// it is awaited from the start, with no handler to set from Go. It must
+// not have settled yet.
+func (t *Tx) AdoptRequest(v js.Value) *Request {
 	r := &Request{tx: t, v: v, ch: make(chan struct{})}
 	regMu.Lock()
 	awaiting = append(awaiting, r)

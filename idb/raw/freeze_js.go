@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package idb
+package raw
 
 import (
 	"context"
@@ -28,9 +28,9 @@ import (
 // the page: on freeze the open transactions are aborted (again in a
 // microtask, after whatever the event woke has run), and until resume every
 // new one is aborted as it is created. Go then sees an aborted transaction,
-// an error, never a hang, and nothing half-written commits. the hooks of
-// fast.js call db.transaction on the connection, so theirs are tracked too;
-// and idb's own calls wait for the resume before they open one (thawed).
+// an error, never a hang, and nothing half-written commits. The hooks of
+// idb's fast.js call db.transaction on the connection, so theirs are tracked too;
+// and idb's own calls wait for the resume before they open one (Thawed).
 //
 // A connection may spare the app's own writes (OpenOptions.SpareWritesWithout):
 // an outbox's enqueue holds a user's mutation and is left to finish on resume.
@@ -76,13 +76,13 @@ func setFrozen(frozen bool) {
 	}
 }
 
-// thawed waits until the page is not frozen, and returns ctx's error if it
+// Thawed waits until the page is not frozen, and returns ctx's error if it
 // ended (at once when it already has): work that a
 // frozen page starts anyway (an evaluated script, a channel message waking a
 // goroutine) opens its transaction after the resume instead of having it
 // aborted at once. Idb's own transactions pass here; the tracker aborts any
 // other opened while frozen.
-func thawed(ctx context.Context) error {
+func Thawed(ctx context.Context) error {
 	thawMu.Lock()
 	ch := thawCh
 	thawMu.Unlock()

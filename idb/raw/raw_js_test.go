@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package idb
+package raw
 
 import (
 	"context"
@@ -15,6 +15,21 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 )
+
+var dbSeq int
+
+// dbName is a database name no other test uses.
+func dbName(t *testing.T) string {
+	dbSeq++
+	return "test-raw-" + t.Name() + "-" + strconv.Itoa(dbSeq)
+}
+
+// ctx5 ends when the test does, or after ten seconds.
+func ctx5(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // rawDB opens a database with an "items" store (out-of-line keys) and a
 // "people" store (key path id, index byName on name) through the raw layer.

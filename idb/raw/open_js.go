@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package idb
+package raw
 
 import (
 	"context"

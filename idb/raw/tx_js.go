@@ -1,13 +1,13 @@
 //go:build js && wasm
 
-package idb
-
-// This file and the other raw_*.go files are the low-level IndexedDB layer
-// that the fenced database (db_js.go, tx_js.go) and the outbox's store are
-// built on: thin wrappers over syscall/js, because each call and each event
-// crossing into Go is costly (docs/idb-notes.md has the design and its
-// measurements). Four callbacks created at init serve every transaction and
-// request; no goroutine per request. Rules for code on this layer:
+// Package raw is the low-level IndexedDB layer that idb's fenced database
+// and the outbox's store (outbox/idbstore) are built on: thin wrappers over
+// syscall/js, because each call and each event crossing into Go is costly
+// (docs/idb-notes.md has the design and its measurements). Four callbacks
+// created at init serve every transaction and request; no goroutine per
+// request. The page's freeze tracker (freeze_js.go) is here too: every
+// connection OpenDatabase opens goes through it. Rules for code on this
+// layer:
 //
 //   - Awaiting a request keeps its transaction alive; waiting on anything
 //     else between two requests (a timer, a lock, fetch) lets it commit.
@@ -15,6 +15,7 @@ package idb
 //     and Tx.Await reports that first error.
 //   - Calls returning objects or strings cost microseconds: convert
 //     recurring strings once, prefer fire-and-check to awaiting each request.
+package raw
 
 import (
 	"context"
@@ -102,6 +103,16 @@ func Begin(db js.Value, stores []string, mode Mode, opts ...TxOption) (*Tx, erro
 	return begin(db, scopeOf(stores), mode, c.durability)
 }
 
+// BeginScope is Begin over a scope made once by ScopeOf, for a caller that
+// opens transactions over the same stores again and again.
+func BeginScope(db, scope js.Value, mode Mode, opts ...TxOption) (*Tx, error) {
+	var c txConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return begin(db, scope, mode, c.durability)
+}
+
 func begin(db, scope js.Value, mode Mode, dur Durability) (*Tx, error) {
 	m := jsReadOnly
 	if mode == ReadWrite {
@@ -118,6 +129,23 @@ func begin(db, scope js.Value, mode Mode, dur Durability) (*Tx, error) {
 		return nil, err
 	}
 	return wrapTx(v), nil
+}
+
+// WrapTx wraps transaction v, opened outside this layer (by a hook in
+// JavaScript), so that it can be awaited: its complete and abort handlers
+// become this layer's. Requests it issued are its own to handle.
+func WrapTx(v js.Value) *Tx { return wrapTx(v) }
+
+// AdoptTx is WrapTx for a transaction whose complete and abort handlers
+// JavaScript already set to the ones Handlers returns, before any event.
+func AdoptTx(v js.Value) *Tx { return registered(v) }
+
+// Handlers are this layer's success, error, complete and abort handlers,
+// for JavaScript that opens a transaction and issues a request itself and
+// hands both to Go (AdoptTx, Tx.AdoptRequest) without a call back to set
+// them.
+func Handlers() (success, failure, complete, abort js.Value) {
+	return hSuccess, hError, hComplete, hAbort
 }
 
 // wrapTx registers a transaction (also the versionchange one of an upgrade)
@@ -149,6 +177,11 @@ func (t *Tx) Store(name string) Store {
 	v, err := call(t.v, "objectStore", jsString(name))
 	return Store{src{v: v, tx: t, err: err}}
 }
+
+// RefusedStore is a Store of the transaction on which every request fails
+// with err (and so aborts the transaction), for a layer above that refuses
+// a name (idb's reserved stores); its Err is err.
+func (t *Tx) RefusedStore(err error) Store { return Store{src{tx: t, err: err}} }
 
 // Commit asks IndexedDB to commit now instead of when the event loop next
 // finds no pending request: it saves a round trip through the event loop.
@@ -259,9 +292,10 @@ func (t *Tx) Await(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// committed reports whether the transaction has finished by committing
-// (whatever requests refused afterwards).
-func (t *Tx) committed() bool {
+// Committed reports whether the transaction has finished by committing,
+// whatever requests were refused afterwards (which Await reports): the
+// requests issued before it finished are written.
+func (t *Tx) Committed() bool {
 	select {
 	case <-t.done:
 		return t.err == nil
@@ -454,83 +488,4 @@ func pending() (int, int) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	return len(liveTxs), len(awaiting)
-}
-
-// ---- small helpers ----
-
-// call calls method m of v, turning a thrown exception into a *jsglue.JSError
-// that keeps its name. No closure, so no allocation beyond the arguments.
-func call(v js.Value, m string, args ...any) (r js.Value, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			r, err = js.Undefined(), panicError(p)
-		}
-	}()
-	return v.Call(m, args...), nil
-}
-
-func panicError(p any) error {
-	switch e := p.(type) {
-	case js.Error:
-		return jsglue.FromJS(e.Value)
-	case *js.ValueError:
-		return jsglue.NewJSError("TypeError", e.Error())
-	case error:
-		return e
-	case string:
-		return errors.New(e)
-	}
-	return errors.New("idb: panic in a JavaScript call")
-}
-
-// Strings and store scopes are converted to JavaScript once: a transaction
-// names the same few stores again and again. The caches are bounded so that
-// arbitrary names cannot grow them without limit.
-const maxCached = 256
-
-var (
-	cacheMu    sync.Mutex
-	strCache   = map[string]js.Value{}
-	scopeCache = map[string]js.Value{}
-)
-
-func jsString(s string) js.Value {
-	cacheMu.Lock()
-	v, ok := strCache[s]
-	cacheMu.Unlock()
-	if ok {
-		return v
-	}
-	v = js.ValueOf(s)
-	cacheMu.Lock()
-	if len(strCache) < maxCached {
-		strCache[s] = v
-	}
-	cacheMu.Unlock()
-	return v
-}
-
-// scopeOf returns the JavaScript value naming stores for db.transaction: the
-// name itself for one store, a cached array for several.
-func scopeOf(stores []string) js.Value {
-	if len(stores) == 1 {
-		return jsString(stores[0])
-	}
-	key := joinSep(stores, 0)
-	cacheMu.Lock()
-	v, ok := scopeCache[key]
-	cacheMu.Unlock()
-	if ok {
-		return v
-	}
-	v = js.Global().Get("Array").New(len(stores))
-	for i, s := range stores {
-		v.SetIndex(i, jsString(s))
-	}
-	cacheMu.Lock()
-	if len(scopeCache) < maxCached {
-		scopeCache[key] = v
-	}
-	cacheMu.Unlock()
-	return v
 }
