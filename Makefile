@@ -29,7 +29,7 @@ WASMPACK     := $(BIN)/wasmpack
 # make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
+.PHONY: all build npm test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
 
 all: build
 
@@ -37,22 +37,53 @@ all: build
 # hook groups, each beside the Go package it serves.
 LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/tabfence-outbox.js $(DIST)/tabfence-api.js $(DIST)/tabfence-idb.js
 
-## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox), wasm_exec.js, the ES module loader and its types
-build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES)
+# The modules precompressed beside themselves (name.wasm.br, name.wasm.gz),
+# which `tabfence serve` and the assets package send to browsers that
+# accept them.
+COMPRESSED := $(foreach m,tabfence tabfence-core,$(DIST)/$(m).wasm.br $(DIST)/$(m).wasm.gz)
+
+## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the npm package in dist/npm
+build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
 
 $(DIST):
 	mkdir -p $(DIST)
 
-.PHONY: $(DIST)/tabfence.wasm
-$(DIST)/tabfence.wasm: wasmpack | $(DIST)
-	GOOS=js GOARCH=wasm $(GO) build $(WASM_BUILD) -o $@ ./wasm
-	$(WASMPACK) $(WASMPACK_FLAGS) $@
+# The modules are always rebuilt (go build's cache makes that cheap) but
+# replace the file only when its bytes changed: make then sees the old
+# time and does not compress again (brotli -q 11 takes seconds).
+FORCE:
+$(DIST)/tabfence.wasm: FORCE wasmpack | $(DIST)
+	GOOS=js GOARCH=wasm $(GO) build $(WASM_BUILD) -o $@.new ./wasm
+	$(WASMPACK) $(WASMPACK_FLAGS) $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 # The runtime without the outbox, for apps that need no offline queue.
-.PHONY: $(DIST)/tabfence-core.wasm
-$(DIST)/tabfence-core.wasm: wasmpack | $(DIST)
-	GOOS=js GOARCH=wasm $(GO) build -tags tabfence_core $(WASM_BUILD) -o $@ ./wasm
-	$(WASMPACK) $(WASMPACK_FLAGS) $@
+$(DIST)/tabfence-core.wasm: FORCE wasmpack | $(DIST)
+	GOOS=js GOARCH=wasm $(GO) build -tags tabfence_core $(WASM_BUILD) -o $@.new ./wasm
+	$(WASMPACK) $(WASMPACK_FLAGS) $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+
+# Quality 11 and gzip -9: the files are compressed once, served many times.
+# -n keeps gzip's output the same for the same input (no name, no time).
+%.wasm.br: %.wasm | brotli
+	brotli -q 11 -f -n -o $@ $<
+%.wasm.gz: %.wasm
+	gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
+
+# The npm package (`npm pack dist/npm`): the loader, its modules, the types,
+# both runtimes and wasm_exec.js, with the package.json of jsglue/loader.
+# Plain names: the app's bundler hashes them into its own output.
+NPM       := $(DIST)/npm
+NPM_FILES := tabfence.js tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
+npm: $(addprefix $(NPM)/,$(NPM_FILES) package.json README.md) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
+$(NPM):
+	mkdir -p $(NPM)
+$(addprefix $(NPM)/,$(NPM_FILES)): $(NPM)/%: $(DIST)/% | $(NPM)
+	cp $< $@
+$(NPM)/package.json: jsglue/loader/package.npm.json | $(NPM)
+	cp $< $@
+$(NPM)/README.md $(NPM)/LICENSE: $(NPM)/%: % | $(NPM)
+	cp $< $@
 
 # Cheap when nothing changed: go install's cache.
 wasmpack:
