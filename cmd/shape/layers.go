@@ -22,8 +22,9 @@ type layer struct {
 // layers is the import graph the project keeps, bottom up: private helpers
 // and the wire contract; jsglue (the syscall/js glue, and the loader's
 // interface below it); the browser APIs, each on its own; the outbox; the
-// JS API. The server half (receiver) stands beside them on the helpers
-// alone; programs (cmd, e2e) sit on top.
+// JS API. The server half (receiver, and assets, which serves the built
+// runtime) stands beside them on the helpers alone; programs (cmd, e2e) sit
+// on top.
 var layers = []layer{
 	{name: "helpers", prefixes: []string{"internal", "wire"}},
 	{name: "jsglue", prefixes: []string{"jsglue"}, may: []string{"helpers"}},
@@ -32,7 +33,7 @@ var layers = []layer{
 	{name: "idb", prefixes: []string{"idb"}, may: []string{"helpers", "jsglue"}, tier: "browser APIs"},
 	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb"}},
 	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "outbox"}},
-	{name: "receiver", prefixes: []string{"receiver"}, may: []string{"helpers"}},
+	{name: "receiver", prefixes: []string{"receiver", "assets"}, may: []string{"helpers"}},
 	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb", "outbox", "wasm", "receiver"}},
 }
 
