@@ -29,7 +29,7 @@ WASMPACK     := $(BIN)/wasmpack
 # make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build npm test test-native test-wasm test-e2e bench demo shape clean deps chromium postgres wasmexec wasmpack brotli
+.PHONY: all build npm test test-native test-wasm test-e2e bench demo shape clean deps chromium node postgres wasmexec wasmpack brotli
 
 all: build
 
@@ -110,11 +110,18 @@ $(DIST)/tabfence-idb.js: idb/fast.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks
-deps: chromium postgres wasmexec
+deps: chromium postgres wasmexec node
 
 chromium:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# node and npm: the e2e test packs dist/npm, installs it with esbuild and
+# Vite into a throwaway app and bundles it (npm's cache keeps it offline
+# after the first run).
+node:
+	@command -v npm >/dev/null || { echo "installing Debian's nodejs and npm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql"; \
