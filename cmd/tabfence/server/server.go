@@ -61,6 +61,10 @@ type Config struct {
 	// ReapInterval is how often expired idempotency records are deleted
 	// (default 10 minutes).
 	ReapInterval time.Duration
+	// AllowOrigins lists the origins (scheme://host[:port], or "*") whose
+	// pages may call the API and /fence/ and load /dist/ (CORS, preflights
+	// answered). Empty: same origin only.
+	AllowOrigins []string
 }
 
 // Server is the tabfence HTTP server. It implements http.Handler.
@@ -81,6 +85,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == "" {
 		cfg.DB = DefaultDB
 	}
+	withCORS, err := newCORS(cfg.AllowOrigins)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store, err := OpenStore(ctx, cfg.DB)
@@ -100,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 	if bodyTimeout <= 0 {
 		bodyTimeout = receiver.DefaultBodyTimeout
 	}
-	var h http.Handler = readDeadline(s.routes(cfg.Dist), bodyTimeout)
+	var h http.Handler = readDeadline(withCORS(s.routes(cfg.Dist)), bodyTimeout)
 	if cfg.Middleware != nil {
 		h = cfg.Middleware(h)
 	}
