@@ -22,7 +22,7 @@ import (
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser (which includes fence), fence, watchdog, outbox, server or size")
+	only := flag.String("only", "", "run one part: browser (which includes fence), fence, serving, watchdog, outbox, server or size")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -31,6 +31,13 @@ func main() {
 		fmt.Println("== browser runtime (headless Chromium) ==")
 		if err := browserbench.Run(ctx, os.Stdout, *dist); err != nil {
 			fmt.Fprintln(os.Stderr, "browser bench:", err)
+			fail = true
+		}
+	}
+	if *only == "" || *only == "serving" {
+		fmt.Println("== serving: the runtime on the wire, first and repeat visit (headless Chromium, tabfence serve) ==")
+		if err := browserbench.RunServing(ctx, os.Stdout, *dist); err != nil {
+			fmt.Fprintln(os.Stderr, "serving bench:", err)
 			fail = true
 		}
 	}

@@ -266,6 +266,11 @@ func loadOnce(t *harness.Tab, pageURL string) (float64, error) {
 	if err := disableCache(t); err != nil {
 		return 0, err
 	}
+	return loadTimed(t, pageURL)
+}
+
+// loadTimed loads the demo in t and returns the page's own load() time.
+func loadTimed(t *harness.Tab, pageURL string) (float64, error) {
 	if err := t.Navigate(pageURL); err != nil {
 		return 0, err
 	}
