@@ -40,7 +40,7 @@ LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/t
 # The modules precompressed beside themselves (name.wasm.br, name.wasm.gz),
 # which `tabfence serve` and the assets package send to browsers that
 # accept them.
-COMPRESSED := $(foreach m,tabfence tabfence-core,$(DIST)/$(m).wasm.br $(DIST)/$(m).wasm.gz)
+COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(DIST)/$(f).br $(DIST)/$(f).gz)
 
 ## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the npm package in dist/npm
 build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
@@ -65,20 +65,22 @@ $(DIST)/tabfence-core.wasm: FORCE wasmpack | $(DIST)
 
 # Quality 11 and gzip -9: the files are compressed once, served many times.
 # -n keeps gzip's output the same for the same input (no name, no time).
-%.wasm.br: %.wasm | brotli
+$(DIST)/%.br: $(DIST)/% | brotli
 	brotli -q 11 -f -n -o $@ $<
-%.wasm.gz: %.wasm
+$(DIST)/%.gz: $(DIST)/%
 	gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
 
 # The npm package (`npm pack dist/npm`): the loader, its modules, the types,
 # both runtimes and wasm_exec.js, with the package.json of jsglue/loader.
 # Plain names: the app's bundler hashes them into its own output.
 NPM       := $(DIST)/npm
-NPM_FILES := tabfence.js tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
-npm: $(addprefix $(NPM)/,$(NPM_FILES) package.json README.md) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
+NPM_FILES := tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
+npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js package.json README.md) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
 $(NPM):
 	mkdir -p $(NPM)
 $(addprefix $(NPM)/,$(NPM_FILES)): $(NPM)/%: $(DIST)/% | $(NPM)
+	cp $< $@
+$(NPM)/tabfence.js: jsglue/loader/tabfence.js | $(NPM)
 	cp $< $@
 $(NPM)/package.json: jsglue/loader/package.npm.json | $(NPM)
 	cp $< $@
@@ -92,8 +94,20 @@ wasmpack:
 $(DIST)/wasm_exec.js: | $(DIST)
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $@
 
-$(DIST)/tabfence.js: jsglue/loader/tabfence.js | $(DIST)
-	cp $< $@
+# The served loader names its files with their content's hash as a query
+# (./tabfence-fast.js?v=0123456789abcdef): the assets handler serves a name
+# whose v matches the file as immutable, so a repeat visit revalidates the
+# loader alone and takes the rest from the browser's cache. (The npm copy
+# keeps plain names: bundlers hash them into their own output.)
+VERSIONED := $(LOADER_MODULES) $(DIST)/wasm_exec.js $(DIST)/tabfence.wasm
+$(DIST)/tabfence.js: jsglue/loader/tabfence.js $(VERSIONED) | $(DIST)
+	cp $< $@.tmp
+	@for f in $(notdir $(VERSIONED)); do \
+	  h=$$(sha256sum $(DIST)/$$f | cut -c1-16); \
+	  grep -q "\"\./$$f\"" $@.tmp || { echo "$<: no \"./$$f\" to version"; exit 1; }; \
+	  sed -i "s|\"\./$$f\"|\"./$$f?v=$$h\"|g" $@.tmp; \
+	done
+	mv $@.tmp $@
 
 $(DIST)/tabfence.d.ts: jsglue/loader/tabfence.d.ts | $(DIST)
 	cp $< $@

@@ -7,11 +7,13 @@
 //
 //	mux.Handle("GET /dist/", http.StripPrefix("/dist/", assets.New(os.DirFS("dist"))))
 //
-// Names are served as they are, with Cache-Control: no-cache: the loader
-// imports its modules and wasm_exec.js by fixed names, so a browser must
-// revalidate (a 304 of a few hundred bytes) or it could pair a cached loader
-// with a newer module. Bundlers that hash names give their output its own
-// long cache lifetime.
+// Caching: a file is served with Cache-Control: no-cache (the browser
+// revalidates it, a 304 of headers only, and never pairs a cached loader
+// with a newer module), except under a content-hashed name: a query v=
+// with the first 16 hex digits of the file's SHA-256, as the served loader
+// names its modules, wasm_exec.js and tabfence.wasm (make build writes
+// them in). Such a name is immutable: a repeat visit revalidates the loader
+// alone. A v that does not match the file gets the file, no-cache.
 package assets
 
 import (
@@ -69,6 +71,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Add("Vary", "Accept-Encoding")
 	hd.Set("Cache-Control", "no-cache")
+	if v := r.URL.Query()["v"]; len(v) == 1 && len(v[0]) == versionLen {
+		if h.versioned(name, v[0]) {
+			hd.Set("Cache-Control", "public, max-age=31536000, immutable")
+		}
+	}
 	if ct := contentType(name); ct != "" {
 		hd.Set("Content-Type", ct)
 	} else if rep.coding != "" {
@@ -158,6 +165,21 @@ func (h *Handler) open(name string) (fs.File, fs.FileInfo, error) {
 		return nil, nil, fs.ErrNotExist
 	}
 	return f, info, nil
+}
+
+// versionLen is the length of a content-hashed name's v: hex digits of
+// the file's SHA-256.
+const versionLen = 16
+
+// versioned reports whether v names the current content of file name.
+func (h *Handler) versioned(name, v string) bool {
+	f, info, err := h.open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	etag, err := h.etag(representation{file: name, f: f, info: info})
+	return err == nil && len(etag) > versionLen && etag[1:1+versionLen] == v
 }
 
 // etag is the strong ETag of the representation's bytes, computed once per

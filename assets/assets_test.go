@@ -36,7 +36,7 @@ func distFS() fstest.MapFS {
 func get(t *testing.T, h http.Handler, method, target string, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(method, "/", nil)
-	r.URL.Path = target // raw: httptest.NewRequest rejects some hostile paths itself
+	r.URL.Path, r.URL.RawQuery, _ = strings.Cut(target, "?") // raw: httptest.NewRequest rejects some hostile paths itself
 	for i := 0; i+1 < len(header); i += 2 {
 		r.Header.Add(header[i], header[i+1])
 	}
@@ -165,4 +165,20 @@ func TestETagFollowsTheFile(t *testing.T) {
 	assert.NotEqual(t, a, w.Header().Get("ETag"))
 	b, _ := io.ReadAll(w.Body)
 	assert.Equal(t, "export const v = 2", string(b))
+}
+
+// A content-hashed name (v= the file's hash, as the served loader names its
+// files) is immutable; any other v is revalidated like the plain name.
+func TestHashedNamesAreImmutable(t *testing.T) {
+	h := New(distFS())
+	v := etagOf("\x00asm module bytes")[1:17]
+	w := get(t, h, "GET", "/tabfence.wasm?v="+v, "Accept-Encoding", "br")
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "public, max-age=31536000, immutable", w.Header().Get("Cache-Control"))
+	assert.Equal(t, "brotli bytes", w.Body.String(), "the hash names the file; the copy served is still negotiated")
+	for _, q := range []string{"v=0123456789abcdef", "v=" + v[:15], "v=" + v + "&v=" + v, "w=" + v, "v=" + v + "0", "v=%zz"} {
+		w := get(t, h, "GET", "/tabfence.wasm?"+q, "Accept-Encoding", "br")
+		assert.Equal(t, http.StatusOK, w.Code, q)
+		assert.Equal(t, "no-cache", w.Header().Get("Cache-Control"), q)
+	}
 }

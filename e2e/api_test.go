@@ -113,7 +113,7 @@ func TestLoadErrors(t *testing.T) {
 		await try_("missingWasm", () => m.load({ wasmURL: "/dist/missing.wasm" }));
 		const tf = await m.load();
 		out.afterFailures = tf.lockName("s", 1);
-		out.wasm = performance.getEntriesByType("resource").filter((e) => e.name.endsWith(".wasm")).map((e) => new URL(e.name).pathname).join(",");
+		out.wasm = performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.endsWith(".wasm")).join(",");
 		return out;
 	})()`)
 	want := map[string]string{
