@@ -173,7 +173,7 @@ test-wasm: wasmexec chromium
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 $(WASM_PKGS)
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 -tags tabfence_core ./wasm/
 
-test-e2e: build chromium
+test-e2e: build chromium node
 	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
 
 ## bench: figures — browser runtime vs raw JavaScript, sizes, server throughput
