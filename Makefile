@@ -75,12 +75,15 @@ $(DIST)/%.gz: $(DIST)/%
 # Plain names: the app's bundler hashes them into its own output.
 NPM       := $(DIST)/npm
 NPM_FILES := tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
-npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js package.json README.md) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
+npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js package.json README.md LICENSE.wasm_exec) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
 $(NPM):
 	mkdir -p $(NPM)
 $(addprefix $(NPM)/,$(NPM_FILES)): $(NPM)/%: $(DIST)/% | $(NPM)
 	cp $< $@
 $(NPM)/tabfence.js: jsglue/loader/tabfence.js | $(NPM)
+	cp $< $@
+# wasm_exec.js is Go's, under Go's BSD license, which travels with it.
+$(NPM)/LICENSE.wasm_exec: $(GOROOT)/LICENSE | $(NPM)
 	cp $< $@
 $(NPM)/package.json: jsglue/loader/package.npm.json | $(NPM)
 	cp $< $@
