@@ -89,20 +89,29 @@ func serveApp(app string) func(http.Handler) http.Handler {
 	}
 }
 
-// appResult opens page and waits for its window.appResult: the lock name
-// of its election and the notes the server holds for its user.
+// appTimeout bounds one app's run: load, election, an outbox and one
+// delivery, on a shared machine. The wait ends when the app settles.
+const appTimeout = 60 * time.Second
+
+// appResult opens page and waits for its window.appResult to settle: the
+// lock name of its election and the notes the server holds for its user,
+// or the error it failed with.
 func appResult(t *testing.T, e *env, page string) map[string]string {
 	t.Helper()
 	tab, err := e.b.Open(e.srv.URL + page)
 	require.NoError(t, err)
 	t.Cleanup(tab.Close)
 	var got map[string]string
-	require.NoError(t, harness.Poll(t.Context(), page+" ran", startTimeout, 50*time.Millisecond, func() (bool, error) {
-		ready, err := harness.Eval[bool](tab, `window.appResult !== undefined`)
-		return ready, err
-	}))
-	got, err = harness.Eval[map[string]string](tab, `window.appResult.catch((err) => ({ error: String(err) }))`)
-	require.NoError(t, err)
+	require.NoError(t, harness.Poll(t.Context(), page+" settled", appTimeout, 50*time.Millisecond, func() (bool, error) {
+		got, err = harness.Eval[map[string]string](tab, `(() => {
+			if (window.appResult && !window.appSettled) {
+				window.appSettled = {};
+				window.appResult.then((v) => (window.appOut = v), (err) => (window.appOut = { error: String(err) }));
+			}
+			return window.appOut ?? null;
+		})()`)
+		return got != nil, err
+	}), "%s", page)
 	return got
 }
 

@@ -7,7 +7,7 @@ export async function run(loading) {
     tf.elect({ scope: "npm-" + user, protocol: 1, onLeader: (ctx) => resolve(ctx.lockName) }),
   );
   const outbox = await tf.outbox({
-    name: "npm-app",
+    name: "npm-app-" + user, // one app per page: each page its own queue and user
     endpoint: "/api/notes",
     user,
     headers: (u) => ({ "X-Demo-User": u }),
