@@ -29,7 +29,7 @@ WASMPACK     := $(BIN)/wasmpack
 # make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build test test-native test-wasm test-e2e test-types bench demo shape clean deps chromium postgres wasmexec wasmpack brotli typescript
+.PHONY: all build npm test test-native test-wasm test-e2e test-types bench demo shape clean deps chromium node postgres wasmexec wasmpack brotli typescript
 
 all: build
 
@@ -37,22 +37,58 @@ all: build
 # hook groups, each beside the Go package it serves.
 LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/tabfence-outbox.js $(DIST)/tabfence-api.js $(DIST)/tabfence-idb.js
 
-## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox), wasm_exec.js, the ES module loader and its types
-build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES)
+# The modules precompressed beside themselves (name.wasm.br, name.wasm.gz),
+# which `tabfence serve` and the assets package send to browsers that
+# accept them.
+COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(DIST)/$(f).br $(DIST)/$(f).gz)
+
+## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the npm package in dist/npm
+build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
 
 $(DIST):
 	mkdir -p $(DIST)
 
-.PHONY: $(DIST)/tabfence.wasm
-$(DIST)/tabfence.wasm: wasmpack | $(DIST)
-	GOOS=js GOARCH=wasm $(GO) build $(WASM_BUILD) -o $@ ./wasm
-	$(WASMPACK) $(WASMPACK_FLAGS) $@
+# The modules are always rebuilt (go build's cache makes that cheap) but
+# replace the file only when its bytes changed: make then sees the old
+# time and does not compress again (brotli -q 11 takes seconds).
+FORCE:
+$(DIST)/tabfence.wasm: FORCE wasmpack | $(DIST)
+	GOOS=js GOARCH=wasm $(GO) build $(WASM_BUILD) -o $@.new ./wasm
+	$(WASMPACK) $(WASMPACK_FLAGS) $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 # The runtime without the outbox, for apps that need no offline queue.
-.PHONY: $(DIST)/tabfence-core.wasm
-$(DIST)/tabfence-core.wasm: wasmpack | $(DIST)
-	GOOS=js GOARCH=wasm $(GO) build -tags tabfence_core $(WASM_BUILD) -o $@ ./wasm
-	$(WASMPACK) $(WASMPACK_FLAGS) $@
+$(DIST)/tabfence-core.wasm: FORCE wasmpack | $(DIST)
+	GOOS=js GOARCH=wasm $(GO) build -tags tabfence_core $(WASM_BUILD) -o $@.new ./wasm
+	$(WASMPACK) $(WASMPACK_FLAGS) $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+
+# Quality 11 and gzip -9: the files are compressed once, served many times.
+# -n keeps gzip's output the same for the same input (no name, no time).
+$(DIST)/%.br: $(DIST)/% | brotli
+	brotli -q 11 -f -n -o $@ $<
+$(DIST)/%.gz: $(DIST)/%
+	gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
+
+# The npm package (`npm pack dist/npm`): the loader, its modules, the types,
+# both runtimes and wasm_exec.js, with the package.json of jsglue/loader.
+# Plain names: the app's bundler hashes them into its own output.
+NPM       := $(DIST)/npm
+NPM_FILES := tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
+npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js package.json README.md LICENSE.wasm_exec) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
+$(NPM):
+	mkdir -p $(NPM)
+$(addprefix $(NPM)/,$(NPM_FILES)): $(NPM)/%: $(DIST)/% | $(NPM)
+	cp $< $@
+$(NPM)/tabfence.js: jsglue/loader/tabfence.js | $(NPM)
+	cp $< $@
+# wasm_exec.js is Go's, under Go's BSD license, which travels with it.
+$(NPM)/LICENSE.wasm_exec: $(GOROOT)/LICENSE | $(NPM)
+	cp $< $@
+$(NPM)/package.json: jsglue/loader/package.npm.json | $(NPM)
+	cp $< $@
+$(NPM)/README.md $(NPM)/LICENSE: $(NPM)/%: % | $(NPM)
+	cp $< $@
 
 # Cheap when nothing changed: go install's cache.
 wasmpack:
@@ -61,8 +97,20 @@ wasmpack:
 $(DIST)/wasm_exec.js: | $(DIST)
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $@
 
-$(DIST)/tabfence.js: jsglue/loader/tabfence.js | $(DIST)
-	cp $< $@
+# The served loader names its files with their content's hash as a query
+# (./tabfence-fast.js?v=0123456789abcdef): the assets handler serves a name
+# whose v matches the file as immutable, so a repeat visit revalidates the
+# loader alone and takes the rest from the browser's cache. (The npm copy
+# keeps plain names: bundlers hash them into their own output.)
+VERSIONED := $(LOADER_MODULES) $(DIST)/wasm_exec.js $(DIST)/tabfence.wasm
+$(DIST)/tabfence.js: jsglue/loader/tabfence.js $(VERSIONED) | $(DIST)
+	cp $< $@.tmp
+	@for f in $(notdir $(VERSIONED)); do \
+	  h=$$(sha256sum $(DIST)/$$f | cut -c1-16); \
+	  grep -q "\"\./$$f\"" $@.tmp || { echo "$<: no \"./$$f\" to version"; exit 1; }; \
+	  sed -i "s|\"\./$$f\"|\"./$$f?v=$$h\"|g" $@.tmp; \
+	done
+	mv $@.tmp $@
 
 $(DIST)/tabfence.d.ts: jsglue/loader/tabfence.d.ts | $(DIST)
 	cp $< $@
@@ -79,7 +127,7 @@ $(DIST)/tabfence-idb.js: idb/fast.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks
-deps: chromium postgres wasmexec typescript
+deps: chromium postgres wasmexec node typescript
 
 # TypeScript from npm, for the check that the docs' snippets type-check
 # against tabfence.d.ts (internal/outside); kept in ./.bin/node_modules.d (not a name on PATH).
@@ -87,9 +135,7 @@ TYPESCRIPT_VERSION := 7.0.2
 NPM_DIR := $(BIN)/node_modules.d
 TSC     := $(NPM_DIR)/node_modules/.bin/tsc
 typescript: $(TSC)
-$(TSC):
-	@command -v npm >/dev/null || { echo "installing Debian's npm"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+$(TSC): | node
 	mkdir -p $(NPM_DIR)
 	npm install --prefix $(NPM_DIR) --no-audit --no-fund --silent typescript@$(TYPESCRIPT_VERSION)
 	@touch $@
@@ -97,6 +143,13 @@ $(TSC):
 chromium:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# node and npm: the e2e test packs dist/npm, installs it with esbuild and
+# Vite into a throwaway app and bundles it (npm's cache keeps it offline
+# after the first run).
+node:
+	@command -v npm >/dev/null || { echo "installing Debian's nodejs and npm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 
 postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql"; \
@@ -138,7 +191,7 @@ test-wasm: wasmexec chromium
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 $(WASM_PKGS)
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 -tags tabfence_core ./wasm/
 
-test-e2e: build chromium
+test-e2e: build chromium node
 	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
 
 ## bench: figures — browser runtime vs raw JavaScript, sizes, memory, server throughput; rewrites docs/figures.md

@@ -99,8 +99,9 @@ func TestAPIErrorsAreNamed(t *testing.T) {
 	}
 }
 
-// load itself: a missing wasm file or missing options reject, are not
-// memoized, and a later good call still loads.
+// load itself: a missing wasm file or a bad URL reject, are not memoized,
+// and a later call without options loads tabfence.wasm from beside the
+// loader.
 func TestLoadErrors(t *testing.T) {
 	e := setup(t, false)
 	tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
@@ -108,16 +109,18 @@ func TestLoadErrors(t *testing.T) {
 		const m = await import("/dist/tabfence.js");
 		const out = {};
 		const try_ = async (k, f) => { try { await f(); out[k] = "resolved"; } catch (err) { out[k] = err.name + ": " + err.message; } };
-		await try_("noOptions", () => m.load());
+		await try_("badURL", () => m.load({ wasmURL: 42 }));
 		await try_("missingWasm", () => m.load({ wasmURL: "/dist/missing.wasm" }));
-		const tf = await m.load({ wasmURL: "/dist/tabfence.wasm" });
+		const tf = await m.load();
 		out.afterFailures = tf.lockName("s", 1);
+		out.wasm = performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.endsWith(".wasm")).join(",");
 		return out;
 	})()`)
 	want := map[string]string{
-		"noOptions":     "TypeError: tabfence.load: wasmURL (a string or URL) is required",
+		"badURL":        "TypeError: tabfence.load: wasmURL must be a string or URL",
 		"missingWasm":   "Error: tabfence.load: fetching /dist/missing.wasm failed: 404 Not Found",
 		"afterFailures": "tabfence:s:v1",
+		"wasm":          "/dist/missing.wasm,/dist/tabfence.wasm",
 	}
 	for k, w := range want {
 		assert.Equal(t, w, got[k], "%s", k)

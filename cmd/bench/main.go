@@ -40,6 +40,7 @@ func parts(dist string) []part {
 	return []part{
 		{"browser", "browser runtime (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.Run(ctx, w, dist) }},
 		{"fence", "fencing and channel round trip (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunFence(ctx, w, dist) }},
+		{"serving", "serving: the runtime on the wire, first and repeat visit (headless Chromium, tabfence serve)", func(ctx context.Context, w io.Writer) error { return browserbench.RunServing(ctx, w, dist) }},
 		{"watchdog", "election watchdog (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunWatchdog(ctx, w, dist) }},
 		{"memory", "memory per tab (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunMemory(ctx, w, dist) }},
 		{"outbox", "outbox (headless Chromium, in-process receiver on loopback)", func(ctx context.Context, w io.Writer) error { return outboxbench.Run(ctx, w, dist) }},
@@ -52,7 +53,7 @@ func parts(dist string) []part {
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, fence, watchdog, memory, outbox, server or size")
+	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, server or size")
 	out := flag.String("figures", "docs/figures.md", "the file the figures are written to (the sections run replace theirs); empty: print only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -24,7 +24,8 @@ type layer struct {
 // interface below it); the browser APIs, each on its own (idb's fencing
 // database on the raw IndexedDB layer, idb/raw); the outbox's record core
 // (outbox/queue), which imports nothing of the outbox; the outbox; the JS
-// API. The server half (receiver) stands beside them on the helpers alone;
+// API. The server half (receiver, and assets, which serves the built
+// runtime) stands beside them on the helpers alone;
 // programs (cmd, e2e) sit on top. A package's layer is the one with its
 // longest matching prefix.
 var layers = []layer{
@@ -37,7 +38,7 @@ var layers = []layer{
 	{name: "queue", prefixes: []string{"outbox/queue"}, may: []string{"helpers", "jsglue", "locks"}},
 	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue"}},
 	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox"}},
-	{name: "receiver", prefixes: []string{"receiver"}, may: []string{"helpers"}},
+	{name: "receiver", prefixes: []string{"receiver", "assets"}, may: []string{"helpers"}},
 	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox", "wasm", "receiver"}},
 }
 

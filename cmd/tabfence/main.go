@@ -81,6 +81,7 @@ type serveConfig struct {
 	addr, db, dist, logLevel, logFormat string
 	retention, bodyTimeout              time.Duration
 	maxBody, maxBodyMemory              int64
+	allowOrigins                        []string
 }
 
 func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
@@ -95,6 +96,14 @@ func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
 	fs.Int64Var(&cfg.maxBody, "max-body", receiver.DefaultMaxBody, "largest accepted request body in bytes (larger: 413)")
 	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", receiver.DefaultBodyTimeout, "time a client has to send a request's body (slower: 408, connection closed)")
 	fs.Int64Var(&cfg.maxBodyMemory, "max-body-memory", receiver.DefaultMaxBodyMemory, "bytes of request bodies held at once, all requests together (past it: 503 + Retry-After)")
+	fs.Func("allow-origin", "an origin (https://app.example, or *) whose pages may call the API and /fence/ and load /dist/ (CORS); repeat or comma-separate for several", func(v string) error {
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				cfg.allowOrigins = append(cfg.allowOrigins, o)
+			}
+		}
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(out, usage)
 		fs.PrintDefaults()
@@ -154,6 +163,7 @@ func listenAndServe(ctx context.Context, cfg serveConfig, log *slog.Logger) erro
 		Logger: log,
 		Receiver: receiver.Options{Retention: cfg.retention, MaxBody: cfg.maxBody,
 			BodyTimeout: cfg.bodyTimeout, MaxBodyMemory: cfg.maxBodyMemory},
+		AllowOrigins: cfg.allowOrigins,
 	})
 	if err != nil {
 		return err

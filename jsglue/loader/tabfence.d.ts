@@ -2,11 +2,17 @@
 
 /** Options of {@link load}. */
 export interface LoadOptions {
-  /** URL of tabfence.wasm. Served as `application/wasm` it compiles while downloading; otherwise it is buffered first. */
-  wasmURL: string | URL;
+  /**
+   * URL of the runtime (tabfence.wasm, or tabfence-core.wasm without the
+   * outbox). Served as `application/wasm` it compiles while downloading;
+   * otherwise it is buffered first. Default: `tabfence.wasm` next to this
+   * module, written `new URL("./tabfence.wasm", import.meta.url)`, which Vite
+   * rewrites; with esbuild, import `tabfence/wasm` (loader `file`) and pass it.
+   */
+  wasmURL?: string | URL;
   /**
    * URL of Go's wasm_exec.js, loaded only when `globalThis.Go` is missing.
-   * Default: `wasm_exec.js` next to this module.
+   * Default: `wasm_exec.js` next to this module (a bundler includes it).
    */
   wasmExecURL?: string | URL;
 }
@@ -33,7 +39,7 @@ export interface LoadOptions {
  * AbortError ("the page was frozen…") and wrote nothing; fence and election
  * calls made while frozen wait for the resume.
  */
-export function load(options: LoadOptions): Promise<Tabfence>;
+export function load(options?: LoadOptions): Promise<Tabfence>;
 
 /** The API of a loaded runtime. */
 export interface Tabfence {

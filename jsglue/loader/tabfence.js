@@ -1,8 +1,8 @@
 // tabfence.js — the ES module that loads the tabfence runtime (tabfence.wasm,
 // Go compiled to WebAssembly) into a page or worker and returns its API.
 //
-//   import { load } from "/dist/tabfence.js";
-//   const tf = await load({ wasmURL: "/dist/tabfence.wasm" });
+//   import { load } from "tabfence"; // or "/dist/tabfence.js"
+//   const tf = await load(); // tabfence.wasm beside this module, or { wasmURL }
 //   const election = tf.elect({ scope: "notes", protocol: 1, onLeader(ctx) { … } });
 //
 // Why a loader and not the raw object: the Go program can neither throw a
@@ -68,14 +68,18 @@ export function load(options) {
 }
 
 async function start(options) {
-  const { wasmURL, wasmExecURL } = options ?? {};
+  // The default module is found the way bundlers recognise (Vite emits the
+  // file and rewrites the URL; unbundled, it is the file beside this one).
+  const { wasmURL = new URL("./tabfence.wasm", import.meta.url), wasmExecURL } = options ?? {};
   if (!wasmURL || (typeof wasmURL !== "string" && !(wasmURL instanceof URL))) {
-    throw new TypeError("tabfence.load: wasmURL (a string or URL) is required");
+    throw new TypeError("tabfence.load: wasmURL must be a string or URL");
   }
   if (typeof globalThis.Go !== "function") {
     // wasm_exec.js is a classic script that defines globalThis.Go; a
-    // dynamic import runs it in windows and workers alike.
-    await import(String(wasmExecURL ?? new URL("./wasm_exec.js", import.meta.url)));
+    // dynamic import runs it in windows and workers alike. The literal
+    // specifier lets a bundler include it (esbuild inlines it, Vite makes
+    // it a chunk); a computed one would be looked up beside the bundle.
+    await (wasmExecURL ? import(/* @vite-ignore */ String(wasmExecURL)) : import("./wasm_exec.js"));
     if (typeof globalThis.Go !== "function") {
       throw new Error("tabfence.load: wasm_exec.js did not define globalThis.Go");
     }

@@ -7,7 +7,8 @@
 // tabfence.wasm as users download it (raw, gzip -9, brotli), cold start
 // (fetch + instantiate + ready, HTTP cache disabled); the fencing figures
 // (fence.go: token allocations, fenced applies, the channel round trip);
-// and the watchdog's takeover of a frozen leader (watchdog.go).
+// the watchdog's takeover of a frozen leader (watchdog.go); and the runtime
+// as tabfence serve sends it, on the wire and from the cache (serving.go).
 package browserbench
 
 import (
@@ -259,6 +260,11 @@ func loadOnce(t *harness.Tab, pageURL string) (float64, error) {
 	if err := disableCache(t); err != nil {
 		return 0, err
 	}
+	return loadTimed(t, pageURL)
+}
+
+// loadTimed loads the demo in t and returns the page's own load() time.
+func loadTimed(t *harness.Tab, pageURL string) (float64, error) {
 	if err := t.Navigate(pageURL); err != nil {
 		return 0, err
 	}

@@ -14,11 +14,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/tabfence/tabfence/assets"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
@@ -60,6 +61,10 @@ type Config struct {
 	// ReapInterval is how often expired idempotency records are deleted
 	// (default 10 minutes).
 	ReapInterval time.Duration
+	// AllowOrigins lists the origins (scheme://host[:port], or "*") whose
+	// pages may call the API and /fence/ and load /dist/ (CORS, preflights
+	// answered). Empty: same origin only.
+	AllowOrigins []string
 }
 
 // Server is the tabfence HTTP server. It implements http.Handler.
@@ -80,6 +85,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == "" {
 		cfg.DB = DefaultDB
 	}
+	withCORS, err := newCORS(cfg.AllowOrigins)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store, err := OpenStore(ctx, cfg.DB)
@@ -99,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 	if bodyTimeout <= 0 {
 		bodyTimeout = receiver.DefaultBodyTimeout
 	}
-	var h http.Handler = readDeadline(s.routes(cfg.Dist), bodyTimeout)
+	var h http.Handler = readDeadline(withCORS(s.routes(cfg.Dist)), bodyTimeout)
 	if cfg.Middleware != nil {
 		h = cfg.Middleware(h)
 	}
@@ -180,32 +189,13 @@ func (s *Server) routes(dist string) http.Handler {
 	mux.Handle("POST /fence/{resource...}", s.rc.FenceHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if dist != "" {
-		mux.Handle("GET /dist/", http.StripPrefix("/dist/", staticHandler(http.Dir(dist))))
+		// The runtime and the demo: precompressed copies, ETags, no-cache
+		// (the runtime changes on every build and must never be served stale).
+		mux.Handle("GET /dist/", http.StripPrefix("/dist/", assets.New(os.DirFS(dist))))
 	}
 	sub, _ := fs.Sub(demoFS, "demo")
-	mux.Handle("GET /", staticHandler(http.FS(sub)))
+	mux.Handle("GET /", assets.New(sub))
 	return s.logRequests(mux)
-}
-
-// staticHandler serves files with no-cache (the runtime changes on every
-// build and must never be served stale) and the wasm MIME type that
-// WebAssembly.instantiateStreaming insists on.
-func staticHandler(root http.FileSystem) http.Handler {
-	fsrv := http.FileServer(root)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !utf8.ValidString(r.URL.Path) {
-			http.NotFound(w, r) // no file has such a name; io/fs would call it invalid, a 500
-			return
-		}
-		w.Header().Set("Cache-Control", "no-cache")
-		switch {
-		case strings.HasSuffix(r.URL.Path, ".wasm"):
-			w.Header().Set("Content-Type", "application/wasm")
-		case strings.HasSuffix(r.URL.Path, ".js"), strings.HasSuffix(r.URL.Path, ".mjs"):
-			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		}
-		fsrv.ServeHTTP(w, r)
-	})
 }
 
 // readDeadline bounds the reading of every request that has a body, routes

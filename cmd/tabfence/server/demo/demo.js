@@ -131,7 +131,7 @@ $("leave").addEventListener("click", async () => {
 
 try {
   demo.timings.loadStart = now();
-  demo.tf = await load({ wasmURL: new URL("./dist/tabfence.wasm", document.baseURI) });
+  demo.tf = await load(); // tabfence.wasm beside the loader, under its content-hashed name
   demo.timings.loadEnd = now();
   record("ready", { ms: Math.round(demo.timings.loadEnd - demo.timings.loadStart) });
   join();

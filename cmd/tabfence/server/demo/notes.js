@@ -70,7 +70,7 @@ function refreshList() {
 }
 
 try {
-  const tf = await load({ wasmURL: "./dist/tabfence.wasm" });
+  const tf = await load();
   if (cookieAuth) setCookie(notes.user);
   notes.outbox = await tf.outbox({
     name: notes.name,
