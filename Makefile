@@ -181,6 +181,7 @@ test: deps build
 
 test-native: typescript
 	$(GO) vet ./...
+	$(GO) run ./cmd/shape
 	TABFENCE_TSC=$(TSC) $(GO) test -count=1 ./...
 
 ## test-types: the docs' TypeScript and JavaScript snippets against tabfence.d.ts (tsc --strict)
