@@ -387,12 +387,14 @@ func TestRawCursor(t *testing.T) {
 
 func TestRawManyRequestsLeakNothing(t *testing.T) {
 	db := rawDB(t)
-	ctx := ctx5(t)
 	base := jsglue.LiveCallbacks()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	total := 0
 	for round := 0; round < 10; round++ {
+		// A hang guard per round of 1,000 requests, not one for all ten:
+		// on a loaded machine the whole run can take longer than one guard.
+		ctx := ctx5(t)
 		tx := beginT(t, db, ReadWrite, "items")
 		st := tx.Store("items")
 		for i := 0; i < 500; i++ {
