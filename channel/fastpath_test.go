@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 )
 
 // The exports package main declares (wasm/export_js.go), declared again
@@ -28,9 +29,9 @@ func testExportRx(id, n int32) int32 { return ReceiveExported(id, n) }
 // a page that uses the loader has it, and returns it.
 func withFastPath(t *testing.T) js.Value {
 	t.Helper()
-	fast, err := loader.NewFastPath(t.Context(), map[string]string{loader.GroupChannel: LoaderJS})
+	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{loader.GroupChannel: LoaderJS})
 	require.NoError(t, err)
-	t.Cleanup(loader.Install(fast))
+	t.Cleanup(loadertest.Install(fast))
 	h := loader.Group(loader.GroupChannel)
 	for _, f := range []string{"rx", "post", "post2", "deliver", "deliverHeld"} {
 		require.False(t, h.Func(f).IsUndefined(), "no hook %s", f)
@@ -44,7 +45,7 @@ func withFastPath(t *testing.T) js.Value {
 func withExports(t *testing.T) {
 	t.Helper()
 	fast := withFastPath(t)
-	ex, err := loader.Exports()
+	ex, err := loadertest.Exports()
 	require.NoError(t, err)
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_channel_rx2").Type())
 	fast.Call("attach", ex)

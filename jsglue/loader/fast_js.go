@@ -24,11 +24,11 @@ import (
 // never calls hooks it does not know, and the loader's hooks are only
 // called by a runtime that asks for them (version skew either way falls
 // back to Go's own path).
-const fastPathKey = "tabfence.fastpath.v2"
+const FastPathKey = "tabfence.fastpath.v2"
 
 var (
 	jsReflect = js.Global().Get("Reflect")
-	jsFastKey = js.Global().Get("Symbol").Call("for", fastPathKey)
+	jsFastKey = js.Global().Get("Symbol").Call("for", FastPathKey)
 )
 
 // Hooks is one hook group of the loader's fast path, or none (every

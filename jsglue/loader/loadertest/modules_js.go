@@ -1,5 +1,11 @@
 //go:build js && wasm
 
+// Package loadertest is what the browser tests of the packages the loader
+// serves (and the bench's IndexedDB page) use to run the shipped hook
+// modules themselves: imported as ES modules from Blob URLs of their
+// embedded sources, composed as tabfence.js composes them, installed as the
+// loader installs them. It uses eval and unsafe, so no shipped package
+// imports it.
 package loadertest
 
 import (
@@ -8,11 +14,8 @@ import (
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/loader"
 )
-
-// For the browser tests of the packages the loader serves: they run the
-// shipped modules themselves, imported as ES modules from Blob URLs of
-// their embedded sources, composed as tabfence.js composes them.
 
 // importSrc imports a module's source from a Blob URL. Made on first use,
 // never at start: a page's CSP may refuse eval.
@@ -35,7 +38,7 @@ func Import(ctx context.Context, src string) (js.Value, error) {
 // groups (name -> the source of a module exporting hooks(core)), as
 // tabfence.js makes it.
 func NewFastPath(ctx context.Context, groups map[string]string) (js.Value, error) {
-	core, err := Import(ctx, CoreModule)
+	core, err := Import(ctx, loader.CoreModule)
 	if err != nil {
 		return js.Undefined(), err
 	}
@@ -56,8 +59,9 @@ func NewFastPath(ctx context.Context, groups map[string]string) (js.Value, error
 // Install installs fast as the loader installs it (nil-safe uninstall
 // returned).
 func Install(fast js.Value) (uninstall func()) {
-	jsReflect.Call("set", js.Global(), jsFastKey, fast)
-	return func() { jsReflect.Call("deleteProperty", js.Global(), jsFastKey) }
+	reflect, key := js.Global().Get("Reflect"), js.Global().Get("Symbol").Call("for", loader.FastPathKey)
+	reflect.Call("set", js.Global(), key, fast)
+	return func() { reflect.Call("deleteProperty", js.Global(), key) }
 }
 
 // Exports returns this instance's wasm exports (see GoInstance).
