@@ -32,7 +32,7 @@ func withFastPath(t *testing.T) js.Value {
 	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{loader.GroupChannel: LoaderJS})
 	require.NoError(t, err)
 	t.Cleanup(loadertest.Install(fast))
-	h := loader.Group(loader.GroupChannel)
+	h := loader.Group(loader.GroupChannel, loaderLayout)
 	for _, f := range []string{"rx", "post", "post2", "deliver", "deliverHeld"} {
 		require.False(t, h.Func(f).IsUndefined(), "no hook %s", f)
 	}
@@ -50,4 +50,10 @@ func withExports(t *testing.T) {
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_channel_rx2").Type())
 	fast.Call("attach", ex)
 	t.Cleanup(func() { fast.Call("attach", nil) })
+}
+
+// fast.js's layout is the one this package speaks (a drift would silently
+// turn the loader's channel hooks off).
+func TestLoaderLayout(t *testing.T) {
+	loadertest.RequireLayout(t, loader.GroupChannel, LoaderJS, loaderLayout)
 }

@@ -7,6 +7,11 @@
 // For an accepted apply Go answers with the advanced fence, which tfFin
 // writes after the caller's writes, then commits.
 
+// layout is the version of these hooks' layout, the one Go speaks
+// (idb.loaderLayout): a runtime that speaks another ignores the group and takes
+// its own path, so a file cached from another build is never misread.
+export const layout = 1;
+
 export function hooks(core) {
   const { enc, dec } = core;
   const EPOCH = ["epoch", "ownerId", "updatedAt"], FENCE = ["highest", "highestSeq", "recent"];
@@ -124,6 +129,7 @@ export function hooks(core) {
   };
 
   return {
+    layout,
     allocate,
     // apply(db, scope, key, id, hs, he, hc, ha, kick) opens apply id's
     // transaction with Go's handlers (hs runs after the judgement) and

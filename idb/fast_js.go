@@ -21,6 +21,11 @@ import (
 //go:embed fast.js
 var LoaderJS string
 
+// loaderLayout is the layout of fast.js's hooks this package speaks (its
+// layout export): a bump here and there together, when either changes what
+// the other passes or expects.
+const loaderLayout = 1
+
 // Applies whose transaction the loader's apply hook opened, by the id it
 // hands to the export tabfence_idb_fence: from readFence until their
 // verdict.
@@ -179,7 +184,7 @@ func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.V
 }
 
 // allocHook returns the loader's allocate hook, or undefined without it.
-func allocHook() js.Value { return loader.Group(loader.GroupIDB).Func("allocate") }
+func allocHook() js.Value { return loader.Group(loader.GroupIDB, loaderLayout).Func("allocate") }
 
 // applyHook returns the loader's apply hook, or undefined without it.
-func applyHook() js.Value { return loader.Group(loader.GroupIDB).Func("apply") }
+func applyHook() js.Value { return loader.Group(loader.GroupIDB, loaderLayout).Func("apply") }

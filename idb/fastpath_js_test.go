@@ -55,3 +55,9 @@ func withHooks(t *testing.T) {
 	})
 	require.Equal(t, js.TypeFunction, applyHook().Type())
 }
+
+// fast.js's layout is the one this package speaks (a drift would silently
+// turn the loader's fencing hooks off).
+func TestLoaderLayout(t *testing.T) {
+	loadertest.RequireLayout(t, loader.GroupIDB, LoaderJS, loaderLayout)
+}

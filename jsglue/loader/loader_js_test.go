@@ -31,6 +31,7 @@ func TestCoreModule(t *testing.T) {
   let stopped = 0;
   core.onStop(() => stopped++);
   return {
+    layout: 1,
     write(s) { return core.enc.encodeInto(s, core.xscratch()).written; },
     held(f) { return core.enter(f, "the payload"); },
     attached() { return core.exports() !== null; },
@@ -39,9 +40,9 @@ func TestCoreModule(t *testing.T) {
 }`})
 	require.NoError(t, err)
 	defer loadertest.Install(fast)()
-	g := loader.Group("probe")
+	g := loader.Group("probe", 1)
 	require.True(t, g.Present())
-	require.True(t, loader.Group("nope").Func("write").IsUndefined())
+	require.True(t, loader.Group("nope", 1).Func("write").IsUndefined())
 	require.False(t, g.Func("attached").Invoke().Bool(), "exports before attach")
 
 	ex, err := loadertest.Exports()
@@ -67,4 +68,25 @@ func TestCoreModule(t *testing.T) {
 	require.False(t, g.Func("attached").Invoke().Bool(), "exports after attach(null)")
 	require.Equal(t, 1, g.Func("stopped").Invoke().Int())
 	_ = keep
+}
+
+// A group is found only at the layout its caller speaks: a group of
+// another layout, or of none (a hook file older than layouts), is no group,
+// and the other groups are still found.
+func TestGroupLayout(t *testing.T) {
+	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{
+		"two":   `export function hooks() { return {layout: 2, f() {}}; }`,
+		"text":  `export function hooks() { return {layout: "2", f() {}}; }`,
+		"none":  `export function hooks() { return {f() {}}; }`,
+		"other": `export function hooks() { return {layout: 7, f() {}}; }`,
+	})
+	require.NoError(t, err)
+	defer loadertest.Install(fast)()
+	require.True(t, loader.Group("two", 2).Present())
+	require.False(t, loader.Group("two", 2).Func("f").IsUndefined())
+	require.False(t, loader.Group("two", 1).Present(), "another layout")
+	require.True(t, loader.Group("two", 1).Func("f").IsUndefined(), "a hook of another layout")
+	require.False(t, loader.Group("text", 2).Present(), "a layout that is not a number")
+	require.False(t, loader.Group("none", 0).Present(), "no layout")
+	require.True(t, loader.Group("other", 7).Present())
 }

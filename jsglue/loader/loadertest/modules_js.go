@@ -12,6 +12,9 @@ import (
 	"context"
 	"errors"
 	"syscall/js"
+	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
@@ -71,4 +74,22 @@ func Exports() (js.Value, error) {
 		return js.Undefined(), err
 	}
 	return g.Get("_inst").Get("exports"), nil
+}
+
+// RequireLayout checks hook module src, group name's, against layout, the
+// version of its hooks its Go package speaks: the module exports that
+// layout, and installed, the group is found at that layout and ignored at
+// any other.
+func RequireLayout(t *testing.T, name, src string, layout int) {
+	t.Helper()
+	m, err := Import(t.Context(), src)
+	require.NoError(t, err)
+	require.Equal(t, js.TypeNumber, m.Get("layout").Type(), "the module of group %s exports no layout", name)
+	require.Equal(t, layout, m.Get("layout").Int(), "the layout of group %s's module against its Go package's", name)
+	fast, err := NewFastPath(t.Context(), map[string]string{name: src})
+	require.NoError(t, err)
+	defer Install(fast)()
+	require.True(t, loader.Group(name, layout).Present(), "group %s at its layout", name)
+	require.False(t, loader.Group(name, layout+1).Present(), "group %s at another layout", name)
+	require.False(t, loader.Group(name, layout-1).Present(), "group %s at another layout", name)
 }
