@@ -92,7 +92,7 @@ func Open(name string, opts ...Option) (*Channel, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c.rx = newReceiver(c.limits, cfg.buffered)
-	c.hooks = loader.Group(loader.GroupChannel)
+	c.hooks = loader.Group(loader.GroupChannel, loaderLayout)
 	rx := c.hooks.Func("rx")
 	// The one callback of this channel. It decodes and runs the cursor at
 	// once (pure and fast), calls the non-blocking subscribers (SubscribeNow)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 )
 
 // The channel tests again, through the loader's fast path and the exports.
@@ -203,7 +204,7 @@ bc.close();`)
 
 func instExports(t *testing.T) js.Value {
 	t.Helper()
-	ex, err := loader.Exports()
+	ex, err := loadertest.Exports()
 	require.NoError(t, err)
 	return ex
 }

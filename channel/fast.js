@@ -10,9 +10,15 @@ const hex8 = (x) => (x >>> 0).toString(16).padStart(8, "0");
 const prim = (v) => (typeof v === "string" || typeof v === "number" ? v : null);
 const len = (v) => (typeof v === "string" ? v.length : 0);
 
+// layout is the version of these hooks' layout, the one Go speaks
+// (channel.loaderLayout): a runtime that speaks another ignores the group and takes
+// its own path, so a file cached from another build is never misread.
+export const layout = 1;
+
 export function hooks(core) {
   const { enc, text, later, enter, sent } = core;
   return {
+    layout,
     // rx wraps a channel's Go handler: a received object reaches Go as
     // (JSON header [protocol, version, id, kind, resource, owner, token,
     // seq, sentAt], payload), the header in buf (its length) or as a string,

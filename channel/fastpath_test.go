@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 )
 
 // The exports package main declares (wasm/export_js.go), declared again
@@ -28,10 +29,10 @@ func testExportRx(id, n int32) int32 { return ReceiveExported(id, n) }
 // a page that uses the loader has it, and returns it.
 func withFastPath(t *testing.T) js.Value {
 	t.Helper()
-	fast, err := loader.NewFastPath(t.Context(), map[string]string{loader.GroupChannel: LoaderJS})
+	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{loader.GroupChannel: LoaderJS})
 	require.NoError(t, err)
-	t.Cleanup(loader.Install(fast))
-	h := loader.Group(loader.GroupChannel)
+	t.Cleanup(loadertest.Install(fast))
+	h := loader.Group(loader.GroupChannel, loaderLayout)
 	for _, f := range []string{"rx", "post", "post2", "deliver", "deliverHeld"} {
 		require.False(t, h.Func(f).IsUndefined(), "no hook %s", f)
 	}
@@ -44,9 +45,15 @@ func withFastPath(t *testing.T) js.Value {
 func withExports(t *testing.T) {
 	t.Helper()
 	fast := withFastPath(t)
-	ex, err := loader.Exports()
+	ex, err := loadertest.Exports()
 	require.NoError(t, err)
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_channel_rx2").Type())
 	fast.Call("attach", ex)
 	t.Cleanup(func() { fast.Call("attach", nil) })
+}
+
+// fast.js's layout is the one this package speaks (a drift would silently
+// turn the loader's channel hooks off).
+func TestLoaderLayout(t *testing.T) {
+	loadertest.RequireLayout(t, loader.GroupChannel, LoaderJS, loaderLayout)
 }

@@ -7,6 +7,11 @@
 // For an accepted apply Go answers with the advanced fence, which tfFin
 // writes after the caller's writes, then commits.
 
+// layout is the version of these hooks' layout, the one Go speaks
+// (idb.loaderLayout): a runtime that speaks another ignores the group and takes
+// its own path, so a file cached from another build is never misread.
+export const layout = 1;
+
 export function hooks(core) {
   const { enc, dec } = core;
   const EPOCH = ["epoch", "ownerId", "updatedAt"], FENCE = ["highest", "highestSeq", "recent"];
@@ -125,6 +130,7 @@ export function hooks(core) {
   };
 
   return {
+    layout,
     allocator,
     // applier(db, hs, he, hc, ha, kick) returns apply(scope, key, id) for
     // connection db and Go's handlers (what every apply passes the same,

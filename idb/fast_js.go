@@ -23,6 +23,11 @@ import (
 //go:embed fast.js
 var LoaderJS string
 
+// loaderLayout is the layout of fast.js's hooks this package speaks (its
+// layout export): a bump here and there together, when either changes what
+// the other passes or expects.
+const loaderLayout = 1
+
 // Applies whose transaction the loader's apply hook opened, by the id it
 // hands to the export tabfence_idb_fence: from readFence until their
 // verdict.
@@ -186,7 +191,7 @@ func (d *DB) allocHooked(ctx context.Context, resource, ownerID string, key js.V
 // kick); undefined without the loader (or with one that has no such hook).
 func hooksFor(conn js.Value) (apply, alloc js.Value) {
 	apply, alloc = js.Undefined(), js.Undefined()
-	g := loader.Group(loader.GroupIDB)
+	g := loader.Group(loader.GroupIDB, loaderLayout)
 	if f := g.Func("applier"); f.Type() == js.TypeFunction {
 		hs, he, hc, ha := raw.Handlers()
 		if v, err := jsglue.Invoke(f, conn, hs, he, hc, ha, loader.Kick()); err == nil && v.Type() == js.TypeFunction {

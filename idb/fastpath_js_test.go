@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 )
 
 // The exports package main declares (wasm/export_js.go), declared again
@@ -40,10 +41,10 @@ func testExportAlloc(id, n int32) (v int32) {
 // instance's exports attached, for the databases opened until t ends.
 func withHooks(t *testing.T) {
 	t.Helper()
-	fast, err := loader.NewFastPath(t.Context(), map[string]string{loader.GroupIDB: LoaderJS})
+	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{loader.GroupIDB: LoaderJS})
 	require.NoError(t, err)
-	uninstall := loader.Install(fast)
-	ex, err := loader.Exports()
+	uninstall := loadertest.Install(fast)
+	ex, err := loadertest.Exports()
 	require.NoError(t, err)
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_idb_fence").Type())
 	require.Equal(t, js.TypeFunction, ex.Get("tabfence_idb_alloc").Type())
@@ -52,5 +53,11 @@ func withHooks(t *testing.T) {
 		fast.Call("attach", nil)
 		uninstall()
 	})
-	require.Equal(t, js.TypeFunction, loader.Group(loader.GroupIDB).Func("applier").Type())
+	require.Equal(t, js.TypeFunction, loader.Group(loader.GroupIDB, loaderLayout).Func("applier").Type())
+}
+
+// fast.js's layout is the one this package speaks (a drift would silently
+// turn the loader's fencing hooks off).
+func TestLoaderLayout(t *testing.T) {
+	loadertest.RequireLayout(t, loader.GroupIDB, LoaderJS, loaderLayout)
 }

@@ -1,9 +1,15 @@
 // api.js — the JavaScript API's hooks in the loader (package main; the
 // group "api" of jsglue/loader's core.js).
 
+// layout is the version of these hooks' layout, the one Go speaks
+// (apiLayout in package main): a runtime that speaks another ignores the group and takes
+// its own path, so a file cached from another build is never misread.
+export const layout = 1;
+
 export function hooks(core) {
   const { enc, dec, later, enter, capture } = core;
   return {
+    layout,
     // poster returns a post(kind, payload) method of the API: with exports,
     // a string kind that fits xscratch goes to the export tabfence_post with
     // (op, id); the export's verdict, bits 1 and up: 1 posted through the

@@ -39,6 +39,11 @@ func exportChannelRx(id, n int32) int32 { return channel.ReceiveExported(id, n) 
 // export (a post pays one entry into Go). The loader's poster hook
 // (api.js) builds the method; without the loader it is the js.Func.
 
+// apiLayout is the layout of api.js's hooks this package speaks (its
+// layout export): a bump here and there together, when either changes what
+// the other passes or expects.
+const apiLayout = 1
+
 // Which post tabfence_post runs.
 const (
 	opCtxPost  = 1 // ctx.post: id is a leaderRefs handle
@@ -50,7 +55,7 @@ var errLeaderReleased = errors.New("tabfence: leader context released")
 // postMethod returns the post method for handle id: the loader's poster
 // around slow (the js.Func), or slow itself.
 func postMethod(op int32, id float64, slow js.Value) js.Value {
-	poster := loader.Group(loader.GroupAPI).Func("poster")
+	poster := loader.Group(loader.GroupAPI, apiLayout).Func("poster")
 	if poster.IsUndefined() {
 		return slow
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tabfence/tabfence/internal/loaderstats"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
 )
@@ -182,13 +183,13 @@ func withLoaderFastPath(t *testing.T, exports bool) js.Value {
 	t.Helper()
 	fast := loaderFastPath(t)
 	if exports {
-		ex, err := loader.Exports()
+		ex, err := loadertest.Exports()
 		require.NoError(t, err)
 		require.Equal(t, js.TypeFunction, ex.Get("tabfence_outbox_append").Type())
 		fast.Call("attach", ex)
 		t.Cleanup(func() { fast.Call("attach", nil) })
 	}
-	t.Cleanup(loader.Install(fast))
+	t.Cleanup(loadertest.Install(fast))
 	t.Cleanup(func() {
 		assert.EqualValues(t, js.TypeFunction, loaderOpFields.Type(), "the outbox did not take the loader's fast path")
 	})
@@ -201,7 +202,7 @@ var apiJS string
 // loaderFastPath makes the loader's fast path from the shipped modules.
 func loaderFastPath(t *testing.T) js.Value {
 	t.Helper()
-	fast, err := loader.NewFastPath(t.Context(), map[string]string{
+	fast, err := loadertest.NewFastPath(t.Context(), map[string]string{
 		loader.GroupChannel: channel.LoaderJS, loader.GroupOutbox: browser.LoaderJS, loader.GroupAPI: apiJS,
 	})
 	require.NoError(t, err)
@@ -513,7 +514,7 @@ func TestAppendedCallback(t *testing.T) {
   spy.fast = {...fast, outbox};
   return spy;
 })`).Invoke(fast)
-	t.Cleanup(loader.Install(spy.Get("fast")))
+	t.Cleanup(loadertest.Install(spy.Get("fast")))
 	eval(obMock)
 	ob := openOb(t, nil)
 	mustAwait(t, ob.Call("pause"))

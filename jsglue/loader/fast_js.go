@@ -19,16 +19,19 @@ import (
 // Without the loader (Go's own tests, a page that loads the .wasm itself)
 // the groups are absent and every path is Go's own.
 //
-// The key names the layout: a loader whose object has another layout (the
-// flat v1 of older builds) installs it under another key, so a runtime
-// never calls hooks it does not know, and the loader's hooks are only
-// called by a runtime that asks for them (version skew either way falls
-// back to Go's own path).
-const fastPathKey = "tabfence.fastpath.v2"
+// The key names the layout of the object and its core: a loader whose
+// object has another layout (the flat v1 of older builds) installs it
+// under another key. Each group names its own layout in its layout field,
+// checked by Group against the version its package speaks: the groups are
+// separate files (dist/tabfence-*.js), and a cache may mix two builds'. So a
+// runtime never calls hooks it does not know, and the loader's hooks are
+// only called by a runtime that asks for them (version skew either way
+// falls back to Go's own path, group by group).
+const FastPathKey = "tabfence.fastpath.v2"
 
 var (
 	jsReflect = js.Global().Get("Reflect")
-	jsFastKey = js.Global().Get("Symbol").Call("for", fastPathKey)
+	jsFastKey = js.Global().Get("Symbol").Call("for", FastPathKey)
 )
 
 // Hooks is one hook group of the loader's fast path, or none (every
@@ -59,14 +62,19 @@ func fast() js.Value {
 }
 
 // Group looks hook group name up (read when a channel or outbox opens, not
-// per message).
-func Group(name string) Hooks {
+// per message): the group, when its layout field is layout, the version of
+// the group's hooks the caller's package speaks (defined there, beside the
+// Go the hooks serve); else none.
+func Group(name string, layout int) Hooks {
 	f := fast()
 	if f.IsUndefined() {
 		return Hooks{js.Undefined()}
 	}
 	g, err := jsglue.Get(f, name)
 	if err != nil || g.Type() != js.TypeObject {
+		return Hooks{js.Undefined()}
+	}
+	if v, err := jsglue.Get(g, "layout"); err != nil || v.Type() != js.TypeNumber || v.Float() != float64(layout) {
 		return Hooks{js.Undefined()}
 	}
 	return Hooks{g}

@@ -7,6 +7,11 @@
 // IndexedDB transaction, its put and commit, and the promise settled on
 // its events.
 
+// layout is the version of these hooks' layout, the one Go speaks
+// (browser.loaderLayout): a runtime that speaks another ignores the group and takes
+// its own path, so a file cached from another build is never misread.
+export const layout = 1;
+
 export function hooks(core) {
   const { enc, dec, report } = core;
   const idbTransaction = globalThis.IDBDatabase?.prototype.transaction;
@@ -188,6 +193,7 @@ export function hooks(core) {
   };
 
   return {
+    layout,
     opFields,
     // enqueuer returns the enqueue method of outbox handle key: a plain
     // append is written here (append), anything else goes to slow (Go).

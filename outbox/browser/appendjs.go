@@ -8,3 +8,8 @@ import _ "embed"
 //
 //go:embed append.js
 var LoaderJS string
+
+// loaderLayout is the layout of append.js's hooks this package speaks (its
+// layout export): a bump here and there together, when either changes what
+// the other passes or expects.
+const loaderLayout = 1

@@ -26,7 +26,7 @@ import (
 // an aborted append's promise rejects with. Without the loader it does
 // nothing.
 func (r *Runtime) UseLoader(key int, errJS func(error) js.Value) {
-	set := loader.Group(loader.GroupOutbox).Func("appends")
+	set := loader.Group(loader.GroupOutbox, loaderLayout).Func("appends")
 	if set.IsUndefined() {
 		return
 	}
@@ -127,7 +127,7 @@ func (r *Runtime) appendsDone(args []js.Value, errJS func(error) js.Value) any {
 // the loader knows by key (see UseLoader): the loader's enqueuer around
 // slow (the js.Func, Go's enqueue), or slow without the loader.
 func EnqueueMethod(key int, slow js.Value) js.Value {
-	enq := loader.Group(loader.GroupOutbox).Func("enqueuer")
+	enq := loader.Group(loader.GroupOutbox, loaderLayout).Func("enqueuer")
 	if enq.IsUndefined() {
 		return slow
 	}
@@ -136,4 +136,6 @@ func EnqueueMethod(key int, slow js.Value) js.Value {
 
 // LoaderOpFields is the loader's opFields (append.js; DecodeOpFields reads
 // what it writes), or undefined without the loader.
-func LoaderOpFields() js.Value { return loader.Group(loader.GroupOutbox).Func("opFields") }
+func LoaderOpFields() js.Value {
+	return loader.Group(loader.GroupOutbox, loaderLayout).Func("opFields")
+}

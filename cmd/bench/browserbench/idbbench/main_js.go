@@ -16,6 +16,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/jsglue/loader"
+	"github.com/tabfence/tabfence/jsglue/loader/loadertest"
 )
 
 // The exports of the runtime's idb hooks (wasm/export_js.go), declared for
@@ -48,12 +49,12 @@ func exportAlloc(id, n int32) (v int32) {
 // useHooks installs the loader's fast path with the idb hooks (fast.js)
 // and attaches this instance's exports, before any database is opened.
 func useHooks(ctx context.Context) error {
-	fast, err := loader.NewFastPath(ctx, map[string]string{loader.GroupIDB: idb.LoaderJS})
+	fast, err := loadertest.NewFastPath(ctx, map[string]string{loader.GroupIDB: idb.LoaderJS})
 	if err != nil {
 		return err
 	}
-	loader.Install(fast)
-	ex, err := loader.Exports()
+	loadertest.Install(fast)
+	ex, err := loadertest.Exports()
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package loader
+package loadertest
 
 import (
 	"errors"
