@@ -94,7 +94,7 @@ $(NPM)/README.md $(NPM)/LICENSE: $(NPM)/%: % | $(NPM)
 wasmpack:
 	GOBIN=$(BIN) $(GO) install ./cmd/wasmpack
 
-$(DIST)/wasm_exec.js: | $(DIST)
+$(DIST)/wasm_exec.js: $(GOROOT)/lib/wasm/wasm_exec.js | $(DIST)
 	cp "$(GOROOT)/lib/wasm/wasm_exec.js" $@
 
 # The served loader names its files with their content's hash as a query

@@ -113,7 +113,11 @@ func TestLoadErrors(t *testing.T) {
 		await try_("missingWasm", () => m.load({ wasmURL: "/dist/missing.wasm" }));
 		const tf = await m.load();
 		out.afterFailures = tf.lockName("s", 1);
-		out.wasm = performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.endsWith(".wasm")).join(",");
+		// A resource's timing entry is queued when its response ends, which
+		// for the refused fetch can come after load() rejected: wait for it.
+		const wasms = () => performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.endsWith(".wasm"));
+		for (let i = 0; i < 100 && wasms().length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+		out.wasm = wasms().join(",");
 		return out;
 	})()`)
 	want := map[string]string{

@@ -347,7 +347,7 @@ func (d *DB) Name() string    { return d.name }
 func (d *DB) Version() uint64 { return d.version }
 
 // JS is the connection (an IDBDatabase), for transactions of one's own on it
-// (Begin, or plain JavaScript) beside this package's: one connection, so one
+// (raw.Begin, or plain JavaScript) beside this package's: one connection, so one
 // version-change handling, for both.
 func (d *DB) JS() js.Value { return d.conn }
 

@@ -114,7 +114,8 @@ export function hooks(core) {
           w.updatedAt = bv.getFloat64(8, true);
           s.put(w, k);
           x.commit?.();
-        } catch {
+        } catch (err) {
+          if (err !== 0) core.report(err); // 0: Go's answer was no, not a fault
           try {
             x.abort();
           } catch {}

@@ -11,7 +11,7 @@
 //
 // The decision logic (this file) is pure Go, tested natively and
 // exhaustively; the IndexedDB plumbing lives in *_js.go files, on a raw
-// request and transaction layer (Begin, OpenDatabase: raw_*.go) that the
+// request and transaction layer (package idb/raw) that the
 // outbox's store uses too.
 //
 // Content-Security-Policy: the hot transactions (token allocation, the

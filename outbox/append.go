@@ -24,7 +24,7 @@ const maxPendingAppends = 1 << 14
 // PlainAppend returns the record Enqueue would store for op when op is a
 // plain append under the current session, and holds it as pending until
 // CommittedAppend or ForgetAppend. ok is false for anything else: Enqueue
-// then decides (ErrNoSession, ErrUnknownOperation, a dedupe policy, a
+// then decides (ErrNoSession, queue.ErrUnknownOperation, a dedupe policy, a
 // payload for the blob store).
 func (o *Outbox) PlainAppend(op Op) (rec queue.Record, ok bool) {
 	req, err := o.request(op)

@@ -64,7 +64,7 @@ func (f *flushRun) count(fn func(r *FlushReport), e *queue.ErrorInfo) {
 // Flush sends due records of the current user under lease until the queue is
 // drained, the deadline (MaxFlushDuration) passes, or ownership is lost. The
 // caller must hold the flush lock (Web Lock or lease) and have set
-// lease.Resource/FenceToken. It returns ErrStaleOwner (another owner took
+// lease.Resource/FenceToken. It returns queue.ErrStaleOwner (another owner took
 // over: nothing was changed after that), a *StepDownError (the server saw a
 // higher fencing token: release the lock), ErrAuthRequired (401: the user's
 // queue is paused), ErrPaused, ErrNoSession, ErrSessionChanged (the queue's

@@ -365,7 +365,7 @@ func removeString(xs []string, x string) []string {
 // Acquire takes the flush lease for owner with a higher token. Call it with
 // steal=true while holding the Web Lock (or when stealing it from a frozen
 // owner), steal=false for the IndexedDB fallback without Web Locks (fails
-// with ErrLeaseHeld while another owner's lease is unexpired). The caller sets
+// with queue.ErrLeaseHeld while another owner's lease is unexpired). The caller sets
 // Resource and FenceToken (issued by POST /fence/{resource}) before Flush.
 func (o *Outbox) Acquire(ctx context.Context, owner string, steal bool) (queue.Lease, error) {
 	now := o.cfg.Clock.Now()

@@ -71,6 +71,11 @@ func main() {
 		if err := p.run(ctx, rec); err != nil {
 			fmt.Fprintln(os.Stderr, p.key+" bench:", err)
 			s.Failed, fail = true, true
+		} else if len(s.Tables) == 0 {
+			fmt.Fprintln(os.Stderr, p.key+" bench: printed no table, so figures.md keeps its last block")
+		}
+		if ctx.Err() != nil {
+			break // interrupted: run no more parts
 		}
 	}
 	if len(rec.Sections()) == 0 {
@@ -95,7 +100,12 @@ func writeFigures(path string, rec *figures.Recorder, order []string, load strin
 		return err
 	}
 	run := figures.Run{At: time.Now(), Machine: machine(load), Command: strings.TrimSpace("go run ./cmd/bench " + strings.Join(os.Args[1:], " "))}
-	return os.WriteFile(path, []byte(figures.Render(run, rec.Sections(), order, string(old))), 0o644)
+	// A new file renamed over the old: an interrupted write leaves the old.
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(figures.Render(run, rec.Sections(), order, string(old))), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // loadAverage is the machine's one-minute load average, or "" where

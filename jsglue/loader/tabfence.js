@@ -119,6 +119,7 @@ async function start(options) {
 async function instantiate(url, imports) {
   const res = await fetch(url);
   if (!res.ok) {
+    res.body?.cancel().catch(() => {}); // the error page is not read: let the connection go
     throw new Error(`tabfence.load: fetching ${url} failed: ${res.status} ${res.statusText}`);
   }
   const type = res.headers.get("Content-Type") ?? "";

@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/tabfence/tabfence/internal/wasmpack"
+
+	"github.com/tabfence/tabfence/cmd/bench/figures"
 )
 
 // Package is one row of the report.
@@ -208,26 +210,30 @@ func isHost(s string) bool {
 	return true
 }
 
-// Print writes the top n packages and a line for the rest.
+// Print writes the top n packages and a line for the rest, as a
+// figures.Table (so make bench's figures.md keeps it).
 func (rep Report) Print(w io.Writer, n int) {
-	fmt.Fprintf(w, "  %-52s %9s %6s\n", "package (uncompressed code bytes)", "bytes", "funcs")
+	t := figures.NewTable(w)
+	fmt.Fprintf(t, "package (uncompressed code bytes)\tbytes\tfuncs\t\n")
 	rest, restF := 0, 0
 	for i, p := range rep.Packages {
 		if i < n {
-			fmt.Fprintf(w, "  %-52s %9d %6d\n", p.Path, p.Bytes, p.Funcs)
+			fmt.Fprintf(t, "%s\t%d\t%d\t\n", p.Path, p.Bytes, p.Funcs)
 			continue
 		}
 		rest += p.Bytes
 		restF += p.Funcs
 	}
-	fmt.Fprintf(w, "  %-52s %9d %6d\n", "(other packages)", rest, restF)
-	fmt.Fprintf(w, "  %-52s %9d\n", "data section", rep.Data)
+	fmt.Fprintf(t, "(other packages)\t%d\t%d\t\n", rest, restF)
+	fmt.Fprintf(t, "data section\t%d\t\t\n", rep.Data)
+	_ = t.Flush()
 }
 
 // PrintFuncs writes the n largest functions whose package path has the
 // given prefix ("" for all), e.g. "time" or "github.com/tabfence/tabfence/".
 func (rep Report) PrintFuncs(w io.Writer, n int, prefix string) {
-	fmt.Fprintf(w, "  %-72s %9s\n", "largest functions (uncompressed code bytes)", "bytes")
+	t := figures.NewTable(w)
+	fmt.Fprintf(t, "largest functions (uncompressed code bytes)\tbytes\t\n")
 	for _, f := range rep.Funcs {
 		if n <= 0 {
 			break
@@ -235,7 +241,8 @@ func (rep Report) PrintFuncs(w io.Writer, n int, prefix string) {
 		if !strings.HasPrefix(pkgOf(f.Name), prefix) {
 			continue
 		}
-		fmt.Fprintf(w, "  %-72s %9d\n", f.Name, f.Bytes)
+		fmt.Fprintf(t, "%s\t%d\t\n", f.Name, f.Bytes)
 		n--
 	}
+	_ = t.Flush()
 }
