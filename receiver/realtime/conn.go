@@ -45,7 +45,7 @@ func (cn *conn) serve() {
 			Title: "Protocol version not spoken here", Status: http.StatusUpgradeRequired}})
 		return
 	}
-	sub, err := cn.s.feed.Subscribe(cn.scope, hello.Version, cn.s.opts.SendBuffer)
+	sub, err := cn.s.feed.Subscribe(cn.s.ctx, cn.scope, hello.Version, cn.s.opts.SendBuffer)
 	if err != nil {
 		cn.s.log.Error("subscribe", "err", err)
 		cn.closeWith(websocket.StatusInternalError, "feed unavailable")
@@ -158,8 +158,13 @@ func (cn *conn) apply(m rt.Mutation) rt.Message {
 	req := &Request{Scope: cn.scope, ID: m.ID, Op: m.Op, Entity: m.Entity, Payload: m.Payload,
 		Resource: m.Resource, Token: m.Token, HTTP: cn.http}
 	var changes []byte
+	txFeed, inTx := cn.s.feed.(TxFeed)
 	h := func(ctx context.Context, tx receiver.Tx, _ *receiver.Request) (receiver.Response, error) {
 		res, err := cn.s.h(ctx, tx, req)
+		if err == nil && inTx && res.Changes != nil && res.Response.Status < 300 {
+			err = txFeed.PublishTx(ctx, tx, cn.scope, res.Changes)
+			return res.Response, err
+		}
 		changes = res.Changes
 		return res.Response, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/tabfence/tabfence/receiver"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -17,9 +18,18 @@ type Feed interface {
 	// holds every delta after from (or from is ahead of it): the client
 	// reloads a snapshot. At most buffer live deltas wait on C: past that
 	// the feed drops the subscription and closes Lost.
-	Subscribe(scope string, from uint64, buffer int) (*Subscription, error)
+	Subscribe(ctx context.Context, scope string, from uint64, buffer int) (*Subscription, error)
 	// Publish appends changes to scope's stream as its next version.
 	Publish(ctx context.Context, scope string, changes []byte) (rt.Delta, error)
+}
+
+// TxFeed is a Feed that can append a change inside the business write's
+// transaction, so its version is assigned in commit order and the change
+// exists exactly when the write does. The server uses it when its feed has
+// it; otherwise it publishes after the commit.
+type TxFeed interface {
+	Feed
+	PublishTx(ctx context.Context, tx receiver.Tx, scope string, changes []byte) error
 }
 
 // Subscription is one connection's view of a scope's stream.
@@ -81,7 +91,7 @@ func (f *MemFeed) log(scope string) *scopeLog {
 }
 
 // Subscribe implements Feed.
-func (f *MemFeed) Subscribe(scope string, from uint64, buffer int) (*Subscription, error) {
+func (f *MemFeed) Subscribe(_ context.Context, scope string, from uint64, buffer int) (*Subscription, error) {
 	if buffer < 1 {
 		buffer = 1
 	}
