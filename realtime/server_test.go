@@ -33,7 +33,9 @@ func (s wsSocket) Recv(ctx context.Context) ([]byte, error) {
 	return b, err
 }
 
-func (s wsSocket) Close(reason string)     { go func() { _ = s.c.Close(websocket.StatusNormalClosure, reason) }() }
+func (s wsSocket) Close(reason string) {
+	go func() { _ = s.c.Close(websocket.StatusNormalClosure, reason) }()
+}
 func (s wsSocket) CloseCode(err error) int { return int(websocket.CloseStatus(err)) }
 
 func dialer(url, user string) realtime.Dialer {
