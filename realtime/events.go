@@ -26,7 +26,7 @@ func (l *Leader) Received(now time.Time, gen uint64, m rt.Message) []Action {
 		}
 		return nil
 	case rt.Error:
-		if v.Problem.Status == 401 {
+		if v.Problem.Status == 401 || v.Problem.Status == 403 {
 			return l.unauthorized()
 		}
 		return nil // the close that follows decides

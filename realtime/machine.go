@@ -70,6 +70,10 @@ type Config struct {
 	// Backoff spaces reconnects (full jitter); default outbox.Backoff's
 	// defaults (1 s doubling to 5 min).
 	Backoff *outbox.Backoff
+	// User is the user the replica belongs to (wire.FormatClientUser's
+	// form), sent in Hello: the server refuses credentials of another
+	// user, and the leader then waits like an unauthorized one.
+	User string
 }
 
 // Action is something the machine asks its driver to do; one of the types
@@ -212,7 +216,7 @@ func (l *Leader) Dialed(now time.Time, gen uint64, err error) []Action {
 	if err != nil {
 		return l.lost(now, "dial failed")
 	}
-	return []Action{Send{Gen: gen, Msg: rt.Hello{Protocol: rt.Protocol, Version: l.version}}}
+	return []Action{Send{Gen: gen, Msg: rt.Hello{Protocol: rt.Protocol, Version: l.version, User: l.cfg.User}}}
 }
 
 // Closed reports that socket gen ended, with the close code (-1 when the
@@ -221,7 +225,7 @@ func (l *Leader) Closed(now time.Time, gen uint64, code int) []Action {
 	if gen != l.gen || l.state == Offline || l.state == Unauthorized {
 		return nil
 	}
-	if code == rt.CloseUnauthorized {
+	if code == rt.CloseUnauthorized || code == rt.CloseSession {
 		return l.unauthorized()
 	}
 	return l.lost(now, "closed")

@@ -172,6 +172,14 @@ func TestUnauthorizedRetriesOnlyWhenAsked(t *testing.T) {
 	connect(t, connect2, t0, 0)
 	connect2.Closed(t0, connect2.Gen(), rt.CloseUnauthorized)
 	require.Equal(t, realtime.Unauthorized, connect2.State(), "the server ended the session")
+
+	c := cfg()
+	c.User = "alice"
+	other := realtime.NewLeader(c, 0, nil)
+	d, _ = has[realtime.Dial](other.Start(t0))
+	require.Equal(t, []rt.Message{rt.Hello{Protocol: rt.Protocol, User: "alice"}}, sends(other.Dialed(t0, d.Gen, nil)))
+	other.Closed(t0, d.Gen, rt.CloseSession)
+	require.Equal(t, realtime.Unauthorized, other.State(), "credentials of another user: wait until asked")
 }
 
 func TestLeaderDeltasInOrderAndGapReconnects(t *testing.T) {

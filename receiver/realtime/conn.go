@@ -45,6 +45,11 @@ func (cn *conn) serve() {
 			Title: "Protocol version not spoken here", Status: http.StatusUpgradeRequired}})
 		return
 	}
+	if hello.User != "" && hello.User != wire.FormatClientUser(cn.scope) {
+		cn.fail(rt.CloseSession, rt.Error{Problem: rt.Problem{Type: wire.ProblemSessionMismatch,
+			Title: "Replica of another user than the authenticated one", Status: http.StatusForbidden}})
+		return
+	}
 	sub, err := cn.s.feed.Subscribe(cn.s.ctx, cn.scope, hello.Version, cn.s.opts.SendBuffer)
 	if err != nil {
 		cn.s.log.Error("subscribe", "err", err)

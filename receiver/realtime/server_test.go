@@ -143,6 +143,13 @@ func TestBadInputClosesTyped(t *testing.T) {
 	assert.Equal(t, uint64(426), er.Problem.Status)
 	assert.Equal(t, websocket.StatusCode(rt.CloseProtocol), c.closeCode())
 
+	c = e.dial("u1")
+	c.send(rt.Hello{Protocol: rt.Protocol, User: "u2"})
+	er = c.must().(rt.Error)
+	assert.Equal(t, wire.ProblemSessionMismatch, er.Problem.Type, "u2's replica on u1's credentials")
+	assert.Equal(t, websocket.StatusCode(rt.CloseSession), c.closeCode())
+	require.Equal(t, rt.Ready{}, e.dial("u1").hello(0))
+
 	assert.Equal(t, 0, e.notes("u1"), "nothing stored")
 	waitFor(t, "every bad connection counted", func() bool { return e.srv.Stats().Malformed == 6 })
 

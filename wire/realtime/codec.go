@@ -17,7 +17,7 @@ func Append(b []byte, m Message) []byte {
 	b = append(b, byte(m.Type()))
 	switch v := m.(type) {
 	case Hello:
-		b = putUint(putUint(b, v.Protocol), v.Version)
+		b = putString(putUint(putUint(b, v.Protocol), v.Version), v.User)
 	case Ready:
 		b = putBool(putUint(b, v.Version), v.Reset)
 	case Delta:
@@ -73,7 +73,7 @@ func Decode(b []byte, max int) (Message, error) {
 func decodeBody(t Type, r *reader) (Message, error) {
 	switch t {
 	case TypeHello:
-		return Hello{Protocol: r.uint(), Version: r.uint()}, nil
+		return Hello{Protocol: r.uint(), Version: r.uint(), User: r.string()}, nil
 	case TypeReady:
 		return Ready{Version: r.uint(), Reset: r.bool()}, nil
 	case TypeDelta:
@@ -99,7 +99,7 @@ func decodeBody(t Type, r *reader) (Message, error) {
 func valid(m Message) bool {
 	switch v := m.(type) {
 	case Hello:
-		return v.Protocol >= 1 && v.Version <= wire.MaxToken
+		return v.Protocol >= 1 && v.Version <= wire.MaxToken && len(v.User) <= MaxUser
 	case Ready:
 		return v.Version <= wire.MaxToken
 	case Delta:

@@ -15,6 +15,7 @@ func samples() []rt.Message {
 	stale := rt.Problem{Type: wire.ProblemStaleToken, Title: "Fencing token is stale", Status: 409, Highest: 7}
 	return []rt.Message{
 		rt.Hello{Protocol: rt.Protocol, Version: 41},
+		rt.Hello{Protocol: rt.Protocol, Version: 41, User: "user-1"},
 		rt.Ready{Version: 42},
 		rt.Ready{Version: 42, Reset: true},
 		rt.Delta{Version: 43, Prev: 42, Changes: []byte(`{"notes":[1]}`)},

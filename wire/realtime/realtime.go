@@ -69,9 +69,14 @@ type Message interface{ Type() Type }
 
 // Hello opens a connection: the client's protocol and the replica version
 // it holds (0 for an empty replica), so the server can send what it missed.
+// User, when set, names the user the replica belongs to, in
+// wire.FormatClientUser's form: the server refuses a connection whose
+// credentials are another user's (CloseSession), as the receiver refuses
+// X-Client-User. It only ever refuses, never authorizes.
 type Hello struct {
 	Protocol uint64
 	Version  uint64
+	User     string
 }
 
 // Ready answers Hello: the server's current version. When Reset is set the
@@ -158,6 +163,7 @@ func (Error) Type() Type    { return TypeError }
 const (
 	CloseMalformed    = 4400 // a message that does not decode, or out of order
 	CloseUnauthorized = 4401 // the session ended: do not reconnect until asked
+	CloseSession      = 4403 // Hello's user is not the one the credentials authenticate
 	CloseIdle         = 4408 // nothing received within the idle deadline
 	CloseProtocol     = 4426 // Hello's protocol is not spoken here
 	CloseSlow         = 4429 // the client did not read fast enough
@@ -173,6 +179,9 @@ var (
 	ErrTruncated   = errors.New("realtime: message truncated")
 	ErrMalformed   = errors.New("realtime: message malformed")
 )
+
+// MaxUser bounds Hello's User.
+const MaxUser = 1024
 
 // MaxMessage is the default bound on an encoded message (1 MiB plus room
 // for the fields around a payload of the receiver's default MaxBody).
