@@ -81,43 +81,48 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request, h Handler) {
 	}
 	defer release()
 	disarmBodyDeadline(w)
-	// Detach from the client's connection: once claimed, an attempt runs to
-	// its end (commit or rollback and release), so a hang-up cannot leave an
-	// ambiguous half-state. Timeout still bounds it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rc.opts.Timeout)
-	defer cancel()
 	target := r.URL.Path
 	if r.URL.RawQuery != "" {
 		target += "?" + r.URL.RawQuery // a query can carry payload too
 	}
-	fp := fingerprint(r.Method, target, scope, body)
+	req := &Request{HTTP: r, Scope: scope, Key: hd.key, Body: body, Resource: hd.resource, Token: hd.token, OperationID: hd.opID}
+	writeResponse(w, rc.apply(r.Context(), r.Method, target, req, h))
+}
+
+// apply runs an admitted mutation through the key's record and the fence:
+// a replay, a refusal, or the handler in the transaction that stores its
+// answer. Every outcome is a Response (problems rendered as such). method
+// and target, with the scope and body, are what the key's fingerprint binds.
+func (rc *Receiver) apply(ctx context.Context, method, target string, req *Request, h Handler) Response {
+	// Detach from the client's connection: once claimed, an attempt runs to
+	// its end (commit or rollback and release), so a hang-up cannot leave an
+	// ambiguous half-state. Timeout still bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.opts.Timeout)
+	defer cancel()
+	fp := fingerprint(method, target, req.Scope, req.Body)
 	claimID := newClaimID()
-	log := rc.log.With("key", hd.key, "op", hd.opID, "path", r.URL.Path)
-	outcome, rec, err := rc.claim(ctx, scope, hd.key, fp, claimID, hd.resource, hd.token)
+	log := rc.log.With("key", req.Key, "op", req.OperationID, "target", target)
+	outcome, rec, err := rc.claim(ctx, req.Scope, req.Key, fp, claimID, req.Resource, req.Token)
 	var p *Problem
 	if outcome == claimFenced && errors.As(err, &p) {
-		writeProblem(w, *p)
-		return
+		return ProblemResponse(*p)
 	}
 	if err != nil {
 		log.Error("claim", "err", err)
-		writeProblem(w, probInternal)
-		return
+		return ProblemResponse(probInternal)
 	}
-	if rc.answerWithoutRunning(w, log, outcome, rec) {
-		return
+	if resp, answered := rc.answerWithoutRunning(log, outcome, rec); answered {
+		return resp
 	}
-	req := &Request{HTTP: r, Scope: scope, Key: hd.key, Body: body, Resource: hd.resource, Token: hd.token, OperationID: hd.opID}
 	resp, stored, err := rc.run(ctx, req, claimID, h)
 	if !stored {
-		rc.release(scope, hd.key, claimID)
+		rc.release(req.Scope, req.Key, claimID)
 	}
 	if err != nil {
-		writeRunError(w, log, err)
-		return
+		return runErrorResponse(log, err)
 	}
 	log.Debug("ran", "status", resp.Status, "stored", stored)
-	writeResponse(w, resp)
+	return resp
 }
 
 // admit checks what needs no body: a mutating method, an authenticated
@@ -149,7 +154,7 @@ func (rc *Receiver) admit(w http.ResponseWriter, r *http.Request) (scope string,
 // answerWithoutRunning answers a claim that does not run the handler: a
 // replay of the stored answer, a key reused for another request, a key
 // whose first attempt is still running. It reports whether it answered.
-func (rc *Receiver) answerWithoutRunning(w http.ResponseWriter, log *slog.Logger, outcome claimOutcome, rec record) bool {
+func (rc *Receiver) answerWithoutRunning(log *slog.Logger, outcome claimOutcome, rec record) (Response, bool) {
 	switch outcome {
 	case claimReplay:
 		resp := rec.response()
@@ -158,35 +163,34 @@ func (rc *Receiver) answerWithoutRunning(w http.ResponseWriter, log *slog.Logger
 		}
 		resp.Header.Set(wire.HeaderReplayed, "true")
 		log.Debug("replayed", "status", resp.Status)
-		writeResponse(w, resp)
-		return true
+		return resp, true
 	case claimReuse:
-		writeProblem(w, probKeyReuse)
-		return true
+		return ProblemResponse(probKeyReuse), true
 	case claimInFlight:
-		w.Header().Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
-		writeProblem(w, probInFlight)
-		return true
+		resp := ProblemResponse(probInFlight)
+		resp.Header.Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
+		return resp, true
 	}
-	return false
+	return Response{}, false
 }
 
-// writeRunError answers an attempt that failed in run. Only a fence
+// runErrorResponse answers an attempt that failed in run. Only a fence
 // rejection's problem goes to the client as is; errors are logged, never sent.
-func writeRunError(w http.ResponseWriter, log *slog.Logger, err error) {
+func runErrorResponse(log *slog.Logger, err error) Response {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-		writeProblem(w, *p)
+		return ProblemResponse(*p)
 	case errors.Is(err, errClaimLost):
-		w.Header().Set(wire.HeaderRetryAfter, "1")
-		writeProblem(w, probInFlight)
+		resp := ProblemResponse(probInFlight)
+		resp.Header.Set(wire.HeaderRetryAfter, "1")
+		return resp
 	case errors.Is(err, errCommitUnknown):
 		log.Error("commit", "err", err)
-		writeProblem(w, probCommitUnknown)
+		return ProblemResponse(probCommitUnknown)
 	default:
 		log.Error("handler", "err", err)
-		writeProblem(w, probInternal)
+		return ProblemResponse(probInternal)
 	}
 }
 

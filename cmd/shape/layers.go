@@ -23,9 +23,11 @@ type layer struct {
 // and the wire contract; jsglue (the syscall/js glue, and the loader's
 // interface below it); the browser APIs, each on its own (idb's fencing
 // database on the raw IndexedDB layer, idb/raw); the outbox's record core
-// (outbox/queue), which imports nothing of the outbox; the outbox; the JS
-// API. The server half (receiver, and assets, which serves the built
-// runtime) stands beside them on the helpers alone;
+// (outbox/queue), which imports nothing of the outbox; the outbox; the
+// realtime connection's client core; the JS API. The server half
+// (receiver, and assets, which serves the built runtime) stands beside them
+// on the helpers alone; the realtime client core and the receiver share a
+// tier so the tests of either half may run against the other;
 // programs (cmd, e2e) sit on top. A package's layer is the one with its
 // longest matching prefix.
 var layers = []layer{
@@ -37,9 +39,10 @@ var layers = []layer{
 	{name: "idb", prefixes: []string{"idb"}, may: []string{"helpers", "jsglue", "idb/raw"}, tier: "browser APIs"},
 	{name: "queue", prefixes: []string{"outbox/queue"}, may: []string{"helpers", "jsglue", "locks"}},
 	{name: "outbox", prefixes: []string{"outbox"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue"}},
-	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox"}},
-	{name: "receiver", prefixes: []string{"receiver", "assets"}, may: []string{"helpers"}},
-	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox", "wasm", "receiver"}},
+	{name: "realtime", prefixes: []string{"realtime"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox"}, tier: "connection halves"},
+	{name: "wasm", prefixes: []string{"wasm"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox", "realtime"}},
+	{name: "receiver", prefixes: []string{"receiver", "assets"}, may: []string{"helpers"}, tier: "connection halves"},
+	{name: "programs", prefixes: []string{"cmd", "e2e"}, may: []string{"helpers", "jsglue", "locks", "channel", "idb/raw", "idb", "queue", "outbox", "realtime", "wasm", "receiver"}},
 }
 
 // nativeOnly are the layers built for the server or the command line: in

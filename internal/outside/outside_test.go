@@ -152,6 +152,7 @@ var given = map[string]string{
 	"mux":             "mux := http.NewServeMux()",
 	"userFromSession": "userFromSession := func(*http.Request) (string, error) { return \"user-1\", nil }",
 	"createNote":      "var createNote receiver.Handler",
+	"rc":              "var rc *receiver.Receiver",
 }
 
 // The packages a snippet may name, by the name it uses.
@@ -159,6 +160,7 @@ var known = map[string]string{
 	"context": "context", "http": "net/http", "js": "syscall/js",
 	"idb": "/idb", "locks": "/locks", "channel": "/channel", "outbox": "/outbox", "wire": "/wire",
 	"receiver": "/receiver", "sqlitestore": "/receiver/sqlitestore", "pgstore": "/receiver/pgstore",
+	"realtime": "/receiver/realtime",
 }
 
 // browser are the packages that make a snippet a js/wasm program.
