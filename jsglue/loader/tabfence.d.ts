@@ -621,7 +621,11 @@ export type Dedupe = "append" | "replace-latest" | "merge" | "drop-if-exists";
 export interface OutboxPolicy<P = unknown> {
   /** Dedupe is domain logic: configured per operation type, never guessed. Distinct business facts use "append". */
   dedupe: Dedupe;
-  /** For "merge": (older, newer) parsed payloads -> merged payload; synchronous. Default: Object.assign({}, older, newer). */
+  /**
+   * For "merge": (older, newer) payloads -> merged payload; synchronous. Default: Object.assign({}, older, newer).
+   * Both arrive as JSON.parse of what was stored and the result is stored with JSON.stringify: merge is for
+   * payloads that are JSON objects (a Date arrives as its string; a string or bytes payload cannot be merged).
+   */
   merge?(older: P, newer: P): P;
   /** Overrides OutboxOptions.maxAttempts for this operation type. */
   maxAttempts?: number;
