@@ -105,3 +105,13 @@ func TestErrorAnswersAreNotCodedOrCached(t *testing.T) {
 		assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"), "unreadable %v", broken)
 	}
 }
+
+// x-gzip is gzip (RFC 9110 §8.4.1.3).
+func TestXGzipIsGzip(t *testing.T) {
+	h := New(distFS())
+	for _, accept := range []string{"x-gzip", "X-GZIP;q=0.5", "br;q=0.1, x-gzip"} {
+		w := get(t, h, "GET", "/tabfence.wasm", "Accept-Encoding", accept)
+		assert.Equal(t, "gzip", w.Header().Get("Content-Encoding"), accept)
+		assert.Equal(t, "gzip bytes", w.Body.String(), accept)
+	}
+}
