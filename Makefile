@@ -40,7 +40,7 @@ LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/t
 # The modules precompressed beside themselves (name.wasm.br, name.wasm.gz),
 # which `tabfence serve` and the assets package send to browsers that
 # accept them.
-COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(DIST)/$(f).br $(DIST)/$(f).gz)
+COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(foreach c,br gz,$(DIST)/$(f).$(c) $(DIST)/$(f).$(c).sha256))
 
 ## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the npm package in dist/npm
 build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
@@ -65,10 +65,15 @@ $(DIST)/tabfence-core.wasm: FORCE wasmpack | $(DIST)
 
 # Quality 11 and gzip -9: the files are compressed once, served many times.
 # -n keeps gzip's output the same for the same input (no name, no time).
-$(DIST)/%.br: $(DIST)/% | brotli
-	brotli -q 11 -f -n -o $@ $<
-$(DIST)/%.gz: $(DIST)/%
-	gzip -9 -n -c $< > $@.tmp && mv $@.tmp $@
+# Beside each copy, name.br.sha256 records the SHA-256 of the file it was
+# made from (written after the copy): the assets handler serves a copy only
+# when that is the current file's hash, whatever the files' times.
+$(DIST)/%.br $(DIST)/%.br.sha256: $(DIST)/% | brotli
+	brotli -q 11 -f -n -o $<.br $<
+	sha256sum $< | cut -c1-64 > $<.br.sha256
+$(DIST)/%.gz $(DIST)/%.gz.sha256: $(DIST)/%
+	gzip -9 -n -c $< > $<.gz.tmp && mv $<.gz.tmp $<.gz
+	sha256sum $< | cut -c1-64 > $<.gz.sha256
 
 # The npm package (`npm pack dist/npm`): the loader, its modules, the types,
 # both runtimes and wasm_exec.js, with the package.json of jsglue/loader.

@@ -2,6 +2,8 @@
 // to dist/, the way browsers expect them: the module as application/wasm,
 // precompressed (name.wasm.br, name.wasm.gz beside it) when the browser
 // accepts it, with a strong ETag and a 304 for a copy the browser holds.
+// A copy is served only when its sidecar (name.wasm.br.sha256, which make
+// build writes) records the SHA-256 of the current file.
 //
 // For Go servers that serve the runtime themselves:
 //
@@ -19,6 +21,7 @@ package assets
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"io/fs"
 	"mime"
@@ -26,7 +29,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 )
 
@@ -35,19 +37,18 @@ import (
 type Handler struct {
 	fsys fs.FS
 	mu   sync.Mutex
-	tags map[string]tag // by file name: the ETag of its bytes
+	sums map[string]sum // by file name: the SHA-256 of its bytes
 }
 
-// tag is a file's ETag, valid while its size and time are unchanged.
-type tag struct {
-	size int64
-	mod  time.Time
-	etag string
+// sum is a file's SHA-256 (hex), valid while its stamp is unchanged.
+type sum struct {
+	stamp stamp
+	hex   string
 }
 
 // New serves fsys (e.g. os.DirFS("dist")).
 func New(fsys fs.FS) *Handler {
-	return &Handler{fsys: fsys, tags: map[string]tag{}}
+	return &Handler{fsys: fsys, sums: map[string]sum{}}
 }
 
 // ServeHTTP serves GET and HEAD for the file named by the request's path.
@@ -63,18 +64,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := h.pick(name, r.Header.Values("Accept-Encoding"))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		http.NotFound(w, r)
+		return
+	} else if err != nil {
+		http.Error(w, "read error", http.StatusInternalServerError)
 		return
 	}
 	defer rep.f.Close()
+	// Whatever can fail is done before a header is set: an error answer
+	// carries no Content-Encoding, ETag or immutable Cache-Control.
+	etag, err := h.etag(rep)
+	if err != nil {
+		http.Error(w, "read error", http.StatusInternalServerError)
+		return
+	}
+	rs, ok := rep.f.(io.ReadSeeker)
+	if !ok {
+		http.Error(w, "file is not seekable", http.StatusInternalServerError)
+		return
+	}
 	hd := w.Header()
 	hd.Add("Vary", "Accept-Encoding")
 	hd.Set("Cache-Control", "no-cache")
-	if v := r.URL.Query()["v"]; len(v) == 1 && len(v[0]) == versionLen {
-		if h.versioned(name, v[0]) {
-			hd.Set("Cache-Control", "public, max-age=31536000, immutable")
-		}
+	if v := r.URL.Query()["v"]; len(v) == 1 && len(v[0]) == versionLen && rep.sum[:versionLen] == v[0] {
+		hd.Set("Cache-Control", "public, max-age=31536000, immutable")
 	}
 	if ct := contentType(name); ct != "" {
 		hd.Set("Content-Type", ct)
@@ -84,17 +98,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rep.coding != "" {
 		hd.Set("Content-Encoding", rep.coding)
 	}
-	etag, err := h.etag(rep)
-	if err != nil {
-		http.Error(w, "read error", http.StatusInternalServerError)
-		return
-	}
 	hd.Set("ETag", etag)
-	rs, ok := rep.f.(io.ReadSeeker)
-	if !ok {
-		http.Error(w, "file is not seekable", http.StatusInternalServerError)
-		return
-	}
 	http.ServeContent(w, r, name, rep.info.ModTime(), rs)
 }
 
@@ -122,35 +126,60 @@ type representation struct {
 	coding string // "br", "gzip", or "" for the file itself
 	f      fs.File
 	info   fs.FileInfo
+	sum    string // the SHA-256 (hex) of the plain file, which this represents
 }
 
 // suffixes are the precompressed copies, by Content-Encoding.
 var suffixes = map[string]string{"br": ".br", "gzip": ".gz"}
 
-// pick opens the best representation of name the browser accepts: a
-// compressed copy only when it is at least as new as the file, so a copy
-// left from an older build is never served for a newer module.
+// sourceSuffix names the sidecar beside each copy (name.wasm.br.sha256):
+// the SHA-256 of the file the copy was made from, as make build writes it.
+const sourceSuffix = ".sha256"
+
+// pick opens the best representation of name the browser accepts. A
+// compressed copy is served only when its sidecar records the current
+// file's hash: a copy from an earlier build, whatever its time after a cp
+// or checkout, is passed over for the next coding or the file itself.
 func (h *Handler) pick(name string, acceptEncoding []string) (representation, error) {
 	orig, info, err := h.open(name)
 	if err != nil {
+		return representation{}, err
+	}
+	plain := representation{file: name, f: orig, info: info}
+	if plain.sum, err = h.sum(plain); err != nil {
+		orig.Close()
 		return representation{}, err
 	}
 	for _, coding := range preferred(acceptEncoding) {
 		if coding == "" {
 			break
 		}
-		f, cinfo, err := h.open(name + suffixes[coding])
+		copyName := name + suffixes[coding]
+		if !h.copyOf(copyName, plain.sum) {
+			continue
+		}
+		f, cinfo, err := h.open(copyName)
 		if err != nil {
 			continue
 		}
-		if cinfo.ModTime().Before(info.ModTime()) {
-			f.Close()
-			continue
-		}
 		orig.Close()
-		return representation{file: name + suffixes[coding], coding: coding, f: f, info: cinfo}, nil
+		return representation{file: copyName, coding: coding, f: f, info: cinfo, sum: plain.sum}, nil
 	}
-	return representation{file: name, f: orig, info: info}, nil
+	return plain, nil
+}
+
+// maxSidecar bounds the sidecar read: 64 hex digits and a newline.
+const maxSidecar = 128
+
+// copyOf reports whether the sidecar of copyName records the hash sum.
+func (h *Handler) copyOf(copyName, sum string) bool {
+	f, _, err := h.open(copyName + sourceSuffix)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSidecar))
+	return err == nil && strings.TrimSpace(string(b)) == sum
 }
 
 // open opens a regular file.
@@ -171,28 +200,31 @@ func (h *Handler) open(name string) (fs.File, fs.FileInfo, error) {
 // the file's SHA-256.
 const versionLen = 16
 
-// versioned reports whether v names the current content of file name.
-func (h *Handler) versioned(name, v string) bool {
-	f, info, err := h.open(name)
-	if err != nil {
-		return false
+// etag is the strong ETag of the representation's bytes: the first half
+// of their SHA-256.
+func (h *Handler) etag(rep representation) (string, error) {
+	if rep.coding == "" {
+		return `"` + rep.sum[:32] + `"`, nil
 	}
-	defer f.Close()
-	etag, err := h.etag(representation{file: name, f: f, info: info})
-	return err == nil && len(etag) > versionLen && etag[1:1+versionLen] == v
+	s, err := h.sum(rep)
+	if err != nil {
+		return "", err
+	}
+	return `"` + s[:32] + `"`, nil
 }
 
-// etag is the strong ETag of the representation's bytes, computed once per
-// version of the file. The file is left at its start.
-func (h *Handler) etag(rep representation) (string, error) {
+// sum is the SHA-256 (hex) of the representation's file, hashed again
+// whenever its stamp changed. The file is left at its start.
+func (h *Handler) sum(rep representation) (string, error) {
+	st := stampOf(rep.info)
 	h.mu.Lock()
-	t, ok := h.tags[rep.file]
+	c, ok := h.sums[rep.file]
 	h.mu.Unlock()
-	if ok && t.size == rep.info.Size() && t.mod.Equal(rep.info.ModTime()) {
-		return t.etag, nil
+	if ok && c.stamp == st {
+		return c.hex, nil
 	}
-	sum := sha256.New()
-	if _, err := io.Copy(sum, rep.f); err != nil {
+	d := sha256.New()
+	if _, err := io.Copy(d, rep.f); err != nil {
 		return "", err
 	}
 	if s, ok := rep.f.(io.Seeker); ok {
@@ -200,11 +232,11 @@ func (h *Handler) etag(rep representation) (string, error) {
 			return "", err
 		}
 	}
-	etag := `"` + hex.EncodeToString(sum.Sum(nil)[:16]) + `"`
+	hx := hex.EncodeToString(d.Sum(nil))
 	h.mu.Lock()
-	h.tags[rep.file] = tag{size: rep.info.Size(), mod: rep.info.ModTime(), etag: etag}
+	h.sums[rep.file] = sum{stamp: st, hex: hx}
 	h.mu.Unlock()
-	return etag, nil
+	return hx, nil
 }
 
 // contentType is the type of a file by its name: application/wasm, which

@@ -20,16 +20,18 @@ var built = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func distFS() fstest.MapFS {
 	file := func(s string, t time.Time) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), ModTime: t} }
 	return fstest.MapFS{
-		"tabfence.wasm":       file("\x00asm module bytes", built),
-		"tabfence.wasm.br":    file("brotli bytes", built),
-		"tabfence.wasm.gz":    file("gzip bytes", built),
-		"tabfence.js":         file("export {}", built),
-		"old.wasm":            file("\x00asm new build", built),
-		"old.wasm.br":         file("brotli of the previous build", built.Add(-time.Minute)),
-		"index.html":          file("<!doctype html>", built),
-		"sub/file.txt":        file("text", built),
-		"tabfence.d.ts":       file("export {}", built),
-		"tabfence.wasm.br.gz": file("never asked for", built),
+		"tabfence.wasm":           file("\x00asm module bytes", built),
+		"tabfence.wasm.br":        file("brotli bytes", built),
+		"tabfence.wasm.gz":        file("gzip bytes", built),
+		"tabfence.wasm.br.sha256": file(sumOf("\x00asm module bytes")+"\n", built),
+		"tabfence.wasm.gz.sha256": file(sumOf("\x00asm module bytes")+"\n", built),
+		"tabfence.js":             file("export {}", built),
+		"old.wasm":                file("\x00asm new build", built),
+		"old.wasm.br":             file("brotli of the previous build", built.Add(-time.Minute)),
+		"index.html":              file("<!doctype html>", built),
+		"sub/file.txt":            file("text", built),
+		"tabfence.d.ts":           file("export {}", built),
+		"tabfence.wasm.br.gz":     file("never asked for", built),
 	}
 }
 
@@ -43,6 +45,11 @@ func get(t *testing.T, h http.Handler, method, target string, header ...string) 
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
+}
+
+func sumOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func etagOf(s string) string {

@@ -13,7 +13,7 @@ const maxCodings = 32
 // Accept-Encoding values (RFC 9110 §12.5.3), ending with "" (the file
 // itself). A coding with q=0, or an unparsable q, is not acceptable; "*"
 // stands for the codings not named. At equal q brotli goes first: it is the
-// smaller of the two.
+// smaller of the two. x-gzip is gzip.
 func preferred(values []string) []string {
 	q := map[string]float64{}
 	star, seen := -1.0, 0
@@ -65,6 +65,9 @@ func parseMember(m string) (string, float64, bool) {
 	coding = strings.ToLower(strings.TrimSpace(coding))
 	if coding == "" {
 		return "", 0, false
+	}
+	if coding == "x-gzip" { // the same coding (RFC 9110 §8.4.1.3)
+		coding = "gzip"
 	}
 	w := 1.0
 	for _, p := range strings.Split(params, ";") {

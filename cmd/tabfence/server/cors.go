@@ -2,13 +2,16 @@ package server
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrBadOrigin is returned by New for an AllowOrigins entry that is neither
-// "*" nor an origin (scheme://host[:port], nothing after it).
+// "*" nor an origin (scheme://host[:port], nothing after it, the host in
+// ASCII).
 var ErrBadOrigin = errors.New("server: allowed origin must be * or scheme://host[:port]")
 
 // corsPrefixes are the routes a page of another origin may call: the API,
@@ -44,18 +47,44 @@ func newCORS(origins []string) (func(http.Handler) http.Handler, error) {
 			c.any = true
 			continue
 		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
-			return nil, errors.Join(ErrBadOrigin, errors.New("got "+o))
+		norm, err := normalizeOrigin(o)
+		if err != nil {
+			return nil, err
 		}
-		c.origins[strings.ToLower(o)] = true
+		c.origins[norm] = true
 	}
 	return func(next http.Handler) http.Handler {
 		c := c
 		c.next = next
 		return &c
 	}, nil
+}
+
+// normalizeOrigin is o as a browser serializes it in the Origin header:
+// lower case, without the scheme's default port (https://app.example:443 is
+// sent as https://app.example, so it would never match). A non-ASCII host
+// is refused: browsers send its punycode (xn--...), which is to be listed.
+func normalizeOrigin(o string) (string, error) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return "", errors.Join(ErrBadOrigin, errors.New("got "+o))
+	}
+	for i := 0; i < len(o); i++ {
+		if o[i] >= utf8.RuneSelf || o[i] == '%' {
+			return "", errors.Join(ErrBadOrigin, errors.New("got "+o+": the host must be ASCII, as browsers send it (punycode, xn--...)"))
+		}
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if strings.HasSuffix(u.Host, ":") || (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host, nil
 }
 
 func (c *cors) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -109,3 +109,29 @@ func TestCORSHostileHeaders(t *testing.T) {
 		assert.True(t, errors.Is(err, server.ErrBadOrigin), "%q: %v", bad, err)
 	}
 }
+
+// Browsers send an origin without its scheme's default port: an allowed
+// origin written with one still matches.
+func TestCORSDefaultPortIsNormalized(t *testing.T) {
+	hs := corsServer(t, "https://app.example:443", "HTTP://Other.Example:80", "http://dev.example:8080", "http://[::1]:80")
+	for _, origin := range []string{app, "http://other.example", "http://dev.example:8080", "http://[::1]"} {
+		resp := do(t, "OPTIONS", hs.URL+"/api/notes", "Origin", origin, "Access-Control-Request-Method", "POST")
+		require.Equal(t, http.StatusNoContent, resp.StatusCode, origin)
+		assert.Equal(t, origin, resp.Header.Get("Access-Control-Allow-Origin"), origin)
+	}
+	resp := do(t, "OPTIONS", hs.URL+"/api/notes", "Origin", "http://dev.example", "Access-Control-Request-Method", "POST")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a port that is not the default stays part of the origin")
+}
+
+// Browsers send a non-ASCII host as punycode: the Unicode spelling could
+// never match, so it is refused, and the punycode one works.
+func TestCORSNonASCIIHostIsRefused(t *testing.T) {
+	for _, bad := range []string{"https://bücher.example", "https://app.exämple:8443", "https://b%C3%BCcher.example"} {
+		_, err := server.New(server.Config{DB: filepath.Join(t.TempDir(), "db"), AllowOrigins: []string{bad}})
+		require.True(t, errors.Is(err, server.ErrBadOrigin), "%q: %v", bad, err)
+		assert.Contains(t, err.Error(), "punycode", bad)
+	}
+	hs := corsServer(t, "https://xn--bcher-kva.example")
+	resp := do(t, "OPTIONS", hs.URL+"/api/notes", "Origin", "https://xn--bcher-kva.example", "Access-Control-Request-Method", "POST")
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+}

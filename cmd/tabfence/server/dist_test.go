@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +21,8 @@ func TestServesTheModuleCompressed(t *testing.T) {
 	dist := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dist, "tabfence.wasm"), []byte("\x00asm raw"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dist, "tabfence.wasm.br"), []byte("br!"), 0o644))
+	sum := sha256.Sum256([]byte("\x00asm raw")) // the source make build records beside the copy
+	require.NoError(t, os.WriteFile(filepath.Join(dist, "tabfence.wasm.br.sha256"), []byte(hex.EncodeToString(sum[:])+"\n"), 0o644))
 	l, err := server.StartLocal(dist, nil)
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
