@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/tabfence/tabfence/realtime"
 	"github.com/tabfence/tabfence/receiver"
 	server "github.com/tabfence/tabfence/receiver/realtime"
+	"github.com/tabfence/tabfence/receiver/realtime/realtimetest"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
@@ -54,40 +53,16 @@ func dialer(url, user string) realtime.Dialer {
 // notesServer is receiver/realtime over SQLite: a mutation inserts a note
 // and publishes its payload; users authenticate with X-User.
 func notesServer(t *testing.T) (url string, srv *server.Server, count func() int) {
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "n.db"))
+	store, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "n.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	tx, err := store.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `CREATE TABLE notes (body TEXT NOT NULL)`)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit())
-	rc := receiver.New(store, receiver.Options{Scope: func(r *http.Request) (string, error) {
+	n := realtimetest.Serve(t, store, server.NewMemFeed(0), func(r *http.Request) (string, error) {
 		if u := r.Header.Get("X-User"); u != "" {
 			return u, nil
 		}
 		return "", receiver.ErrUnauthenticated
-	}})
-	srv = server.New(rc, server.NewMemFeed(0), func(ctx context.Context, tx receiver.Tx, r *server.Request) (server.Result, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO notes (body) VALUES ($1)`, string(r.Payload))
-		return server.Result{Response: receiver.Response{Status: 201}, Changes: r.Payload}, err
-	}, server.Options{})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		hs.Close()
 	})
-	count = func() int {
-		var n int64
-		require.NoError(t, store.View(ctx, func(q receiver.Tx) error {
-			return q.QueryRow(ctx, `SELECT COUNT(*) FROM notes`).Scan(&n)
-		}))
-		return int(n)
-	}
-	return "ws" + strings.TrimPrefix(hs.URL, "http"), srv, count
+	return n.URL, n.Server, n.Count
 }
 
 // tab records what a driver hands its app.

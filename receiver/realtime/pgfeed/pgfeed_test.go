@@ -3,9 +3,7 @@ package pgfeed_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,11 +11,10 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore"
 	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
-	"github.com/tabfence/tabfence/receiver/realtime"
 	"github.com/tabfence/tabfence/receiver/realtime/pgfeed"
+	"github.com/tabfence/tabfence/receiver/realtime/realtimetest"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -28,34 +25,11 @@ func instance(t *testing.T, url, channel string) (wsURL string, count func() int
 	store, err := pgstore.Open(ctx, url, 4)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	tx, err := store.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS notes (body TEXT NOT NULL)`)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit())
 	feed, err := pgfeed.Open(ctx, store, url, pgfeed.Options{Channel: channel})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = feed.Close() })
-	rc := receiver.New(store, receiver.Options{Scope: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }})
-	srv := realtime.New(rc, feed, func(ctx context.Context, tx receiver.Tx, r *realtime.Request) (realtime.Result, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO notes (body) VALUES ($1)`, string(r.Payload))
-		return realtime.Result{Response: receiver.Response{Status: 201}, Changes: r.Payload}, err
-	}, realtime.Options{})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		hs.Close()
-	})
-	count = func() int {
-		var n int64
-		require.NoError(t, store.View(ctx, func(q receiver.Tx) error {
-			return q.QueryRow(ctx, `SELECT COUNT(*) FROM notes`).Scan(&n)
-		}))
-		return int(n)
-	}
-	return "ws" + strings.TrimPrefix(hs.URL, "http"), count
+	n := realtimetest.Serve(t, store, feed, func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil })
+	return n.URL, n.Count
 }
 
 func dial(t *testing.T, url string) *websocket.Conn {
