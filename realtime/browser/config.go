@@ -1,0 +1,126 @@
+package browser
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tabfence/tabfence/realtime"
+	rt "github.com/tabfence/tabfence/wire/realtime"
+)
+
+// Config configures a connection (Open).
+type Config struct {
+	// Scope is what the tabs share, e.g. a workspace id; with Protocol it
+	// names the lock, the channel and the database (Names).
+	Scope string
+	// Protocol (default 1) separates builds that cannot share a replica.
+	Protocol int
+	// URL returns the WebSocket URL (ws: or wss:, or a path resolved
+	// against the page) at each dial: a function, so an app can fetch a
+	// short-lived ticket for it. Browsers send cookies with the upgrade
+	// but no custom header.
+	URL func() (string, error)
+	// Stores are the replica's object stores (out-of-line string keys);
+	// SchemaVersion is their schema's version (default 1): a newer build
+	// with a higher one upgrades the database, which every older tab's
+	// connection hears and closes for (ClosedUpgraded), told apart from a
+	// delete (ClosedDeleted).
+	Stores        []string
+	SchemaVersion int
+	// User is the user the replica belongs to (sent in Hello; the server
+	// closes a connection whose credentials are another user's).
+	User string
+	// FencePath, when set, is where the leader gets a server fencing token
+	// for its mutations (POST FencePath+resource, as the outbox does).
+	FencePath string
+	// Leader tunes liveness and backoff (PingEvery, PongTimeout, Backoff).
+	Leader realtime.Config
+	// StallAfter turns on the watchdog (see locks.Config.StallAfter): a
+	// follower steals from a frozen leader; fencing makes it harmless.
+	StallAfter time.Duration
+	// HiddenNotify is how often a hidden tab tells its listeners (default
+	// 1 s; a visible tab tells them at once). A timer, not
+	// requestAnimationFrame, which a hidden tab never runs.
+	HiddenNotify time.Duration
+}
+
+// Names are the browser names a connection uses.
+type Names struct {
+	Lock     string // the Web Lock, also the BroadcastChannel: "tabfence:rt-<scope>:v<protocol>"
+	Database string // the IndexedDB database of the replica and the pending store
+	Resource string // the fenced resource in that database
+}
+
+// State is the connection state every tab shows.
+type State string
+
+const (
+	StateConnecting   State = "connecting"
+	StateReady        State = "ready"
+	StateUnauthorized State = "unauthorized"
+	StateOffline      State = "offline"
+	StateClosed       State = "closed"
+)
+
+// Closed says why a connection ended.
+type Closed string
+
+const (
+	ClosedNot      Closed = ""
+	ClosedByApp    Closed = "closed"   // Close was called
+	ClosedDeleted  Closed = "deleted"  // another tab deleted the database (a sign-out)
+	ClosedUpgraded Closed = "upgraded" // a newer build upgraded the database: reload
+)
+
+// Status is what every tab renders. The leader's fields (State, Token,
+// Pending) reach followers on the channel; Version is this tab's own.
+type Status struct {
+	Leader        bool
+	State         State
+	Version       uint64        // the replica version this tab holds
+	Pending       int           // mutations not yet settled
+	OldestPending time.Duration // age of the oldest one
+	Token         uint64        // the leader's fencing token
+	LeaderID      string
+	ID            string // this tab's id
+	LastError     string // the connection's last error, in words; "" once ready
+	Closed        Closed
+}
+
+// Mutation is what an app asks for: the leader sends it as
+// rt.Mutation{ID, Op, Entity, Payload}. ID defaults to a random id; it is
+// the idempotency key.
+type Mutation struct {
+	ID      string
+	Op      string
+	Entity  string
+	Payload []byte
+}
+
+// Errors. Use errors.Is.
+var (
+	ErrConfig   = errors.New("realtime/browser: invalid config")
+	ErrClosed   = errors.New("realtime/browser: connection closed")
+	ErrRejected = errors.New("realtime/browser: mutation rejected")
+	ErrChanges  = errors.New("realtime/browser: malformed changes")
+)
+
+// PendingMutation is a mutation not yet settled, as every tab lists it.
+type PendingMutation struct {
+	Mutation
+	MadeAt time.Time
+}
+
+// RejectError is a mutation's reject: the server refused it (Problem).
+// It matches ErrRejected.
+type RejectError struct {
+	ID      string
+	Problem rt.Problem
+}
+
+func (e *RejectError) Error() string {
+	return "realtime/browser: mutation " + e.ID + " rejected: " + e.Problem.Type
+}
+
+// Is makes errors.Is(err, ErrRejected) true.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
