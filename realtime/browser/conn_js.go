@@ -65,6 +65,12 @@ func (c *Conn) Read(ctx context.Context, store string) ([]Record, error) { retur
 // to connect again (the person may have signed in again in this tab).
 func (c *Conn) Retry() {}
 
+// SetOffline is the app's "work offline" switch, for the whole browser:
+// while on, the leader (this tab's or another's, now or after a failover)
+// closes its socket and does not dial; mutations wait in the pending store.
+// Off: the leader dials at once.
+func (c *Conn) SetOffline(ctx context.Context, offline bool) error { return ErrClosed }
+
 // SignOut deletes the replica's database: every tab's connection closes
 // (ClosedDeleted) and the leader releases its lock.
 func (c *Conn) SignOut(ctx context.Context) error { return ErrClosed }
