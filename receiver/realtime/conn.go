@@ -157,8 +157,10 @@ func (cn *conn) readLoop() {
 	}
 }
 
-// apply runs m through the receiver and publishes its changes once it
-// committed. A replay runs no handler, so it publishes nothing again.
+// apply runs m through the receiver and publishes its changes: in the
+// transaction with a TxFeed, else after the commit, holding the scope's
+// lock across both so that versions follow commit order. A replay runs no
+// handler, so it publishes nothing again.
 func (cn *conn) apply(m rt.Mutation) rt.Message {
 	req := &Request{Scope: cn.scope, ID: m.ID, Op: m.Op, Entity: m.Entity, Payload: m.Payload,
 		Resource: m.Resource, Token: m.Token, HTTP: cn.http}
@@ -168,18 +170,27 @@ func (cn *conn) apply(m rt.Mutation) rt.Message {
 		res, err := cn.s.h(ctx, tx, req)
 		if err == nil && inTx && res.Changes != nil && res.Response.Status < 300 {
 			err = txFeed.PublishTx(ctx, tx, cn.scope, res.Changes)
+			changes = res.Changes
 			return res.Response, err
 		}
 		changes = res.Changes
 		return res.Response, err
 	}
+	if !inTx {
+		mu := cn.s.scopeLock(cn.scope)
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	resp := cn.s.rc.Apply(cn.s.ctx, receiver.Mutation{Scope: cn.scope, Key: m.ID, Target: m.Op + " " + m.Entity,
 		Body: m.Payload, Resource: m.Resource, Token: m.Token, HTTP: cn.http}, h)
 	reply := toReply(m.ID, resp)
-	if ack, ok := reply.(rt.Ack); ok && !ack.Replayed && changes != nil {
-		if _, err := cn.s.feed.Publish(cn.s.ctx, cn.scope, changes); err != nil {
-			cn.s.log.Error("publish", "err", err)
-		}
+	if ack, ok := reply.(rt.Ack); !ok || ack.Replayed || changes == nil {
+		return reply
+	}
+	if inTx {
+		txFeed.Committed(cn.s.ctx, cn.scope)
+	} else if _, err := cn.s.feed.Publish(cn.s.ctx, cn.scope, changes); err != nil {
+		cn.s.log.Error("publish", "err", err)
 	}
 	return reply
 }

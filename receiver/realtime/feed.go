@@ -29,7 +29,11 @@ type Feed interface {
 // it; otherwise it publishes after the commit.
 type TxFeed interface {
 	Feed
+	// PublishTx appends changes to scope's stream inside tx.
 	PublishTx(ctx context.Context, tx receiver.Tx, scope string, changes []byte) error
+	// Committed tells the feed that a transaction that called PublishTx
+	// for scope has committed: its subscribers here get the new deltas.
+	Committed(ctx context.Context, scope string)
 }
 
 // Subscription is one connection's view of a scope's stream.
@@ -48,10 +52,17 @@ type Subscription struct {
 // ErrFeedClosed is returned by a closed feed.
 var ErrFeedClosed = errors.New("realtime: feed closed")
 
-// MemFeed is an in-process Feed, for a single server (the SQLite setup): it
-// keeps the last Keep deltas of each scope in memory for clients that
-// reconnect behind. Its versions restart at 0 with the process; a client
-// ahead of them is told to reset. The zero value is not usable: NewMemFeed.
+// MemFeed is an in-process Feed for tests and single-process servers that
+// need no durable stream: it keeps the last Keep deltas of each scope in
+// memory for clients that reconnect behind. Its versions restart at 0 with
+// the process, so a client ahead of them is told to reset: a crash between
+// a commit and its Publish loses that delta for live clients, and the
+// reset after the restart repairs it. It numbers a delta when it is
+// published, after the commit: the Server therefore holds a scope's
+// mutations from the start of their transaction to their Publish, so
+// versions follow commit order; changes published with Server.Publish are
+// in the order of those calls. StoreFeed numbers in the transaction and
+// survives restarts. The zero value is not usable: NewMemFeed.
 type MemFeed struct {
 	keep   int
 	mu     sync.Mutex

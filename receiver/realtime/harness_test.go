@@ -26,11 +26,16 @@ type env struct {
 	rc    *receiver.Receiver
 	store receiver.Store
 	srv   *realtime.Server
-	feed  *realtime.MemFeed
+	feed  realtime.Feed
 	url   string
 }
 
 func newEnv(t *testing.T, opts realtime.Options) *env {
+	return newEnvWith(t, opts, nil, nil)
+}
+
+// newStore opens a SQLite store with the notes table.
+func newStore(t *testing.T) receiver.Store {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "rt.db"))
@@ -41,18 +46,33 @@ func newEnv(t *testing.T, opts realtime.Options) *env {
 	_, err = tx.Exec(ctx, `CREATE TABLE notes (scope TEXT NOT NULL, body TEXT NOT NULL)`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
+	return store
+}
+
+func insertNote(ctx context.Context, tx receiver.Tx, r *realtime.Request) (realtime.Result, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO notes (scope, body) VALUES ($1, $2)`, r.Scope, string(r.Payload)); err != nil {
+		return realtime.Result{}, err
+	}
+	return realtime.Result{Response: receiver.Response{Status: 201, Body: []byte(`{"ok":true}`)}, Changes: r.Payload}, nil
+}
+
+// newEnvWith serves h (default insertNote) on the feed mk makes over the
+// env's store (default a MemFeed).
+func newEnvWith(t *testing.T, opts realtime.Options, mk func(receiver.Store) realtime.Feed, h realtime.Handler) *env {
+	t.Helper()
+	store := newStore(t)
 	rc := receiver.New(store, receiver.Options{Scope: func(r *http.Request) (string, error) {
 		if u := r.Header.Get("X-User"); u != "" {
 			return u, nil
 		}
 		return "", receiver.ErrUnauthenticated
 	}})
-	feed := realtime.NewMemFeed(0)
-	h := func(ctx context.Context, tx receiver.Tx, r *realtime.Request) (realtime.Result, error) {
-		if _, err := tx.Exec(ctx, `INSERT INTO notes (scope, body) VALUES ($1, $2)`, r.Scope, string(r.Payload)); err != nil {
-			return realtime.Result{}, err
-		}
-		return realtime.Result{Response: receiver.Response{Status: 201, Body: []byte(`{"ok":true}`)}, Changes: r.Payload}, nil
+	var feed realtime.Feed = realtime.NewMemFeed(0)
+	if mk != nil {
+		feed = mk(store)
+	}
+	if h == nil {
+		h = insertNote
 	}
 	srv := realtime.New(rc, feed, h, opts)
 	hs := httptest.NewServer(srv)

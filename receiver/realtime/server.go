@@ -116,6 +116,9 @@ type Server struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	conns sync.WaitGroup
+	// scopes serialize a scope's mutations from their transaction to their
+	// publish when the feed numbers deltas after the commit (not a TxFeed).
+	scopes [64]sync.Mutex
 
 	open, accepted, slow, malformed, idle atomic.Int64
 }
@@ -126,6 +129,14 @@ func New(rc *receiver.Receiver, feed Feed, h Handler, opts Options) *Server {
 	opts = opts.withDefaults()
 	ctx, stop := context.WithCancel(context.Background())
 	return &Server{rc: rc, feed: feed, h: h, opts: opts, log: opts.Logger.With("component", "realtime"), ctx: ctx, stop: stop}
+}
+
+func (s *Server) scopeLock(scope string) *sync.Mutex {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(scope); i++ {
+		h = (h ^ uint32(scope[i])) * 16777619
+	}
+	return &s.scopes[h%uint32(len(s.scopes))]
 }
 
 // Stats returns the connection counters.

@@ -108,3 +108,32 @@ func TestTwoInstancesShareTheStream(t *testing.T) {
 		require.Equal(t, v, m.(rt.Delta).Version, "a late client catches up in order")
 	}
 }
+
+// The reaper's SQL runs on PostgreSQL too: rows past Keep go, and a
+// client behind them is told to reset.
+func TestReapOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.SchemaURL(t)
+	store, err := pgstore.Open(ctx, url, 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	feed, err := pgfeed.Open(ctx, store, url, pgfeed.Options{Keep: 3, Channel: "tf_reap"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = feed.Close() })
+	for i := 0; i < 10; i++ {
+		_, err := feed.Publish(ctx, "u1", []byte{byte(i)})
+		require.NoError(t, err)
+	}
+	n, err := feed.Reap(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), n)
+	sub, err := feed.Subscribe(ctx, "u1", 6, 4)
+	require.NoError(t, err)
+	sub.Cancel()
+	require.True(t, sub.Reset)
+	sub, err = feed.Subscribe(ctx, "u1", 7, 4)
+	require.NoError(t, err)
+	sub.Cancel()
+	require.False(t, sub.Reset)
+	require.Len(t, sub.Backlog, 3)
+}
