@@ -42,10 +42,16 @@ What "serve" serves:
                      Idempotency-Key header, so a retry never applies twice
   GET  /api/notes    the caller's notes
   GET  /api/effects  {"effects": N}: how many mutations took effect
+  GET  /realtime     the demo tracker's realtime connection (WebSocket):
+                     mutations issue.put {"id","title","done"} and
+                     issue.delete {"id"}, deltas of the store "issues"
+  GET  /realtime/snapshot  {"version":N,"changes":[...]}: every issue, for a
+                     client told to reset
   POST /fence/{res}  {"resource":"...","token":N}: the next fencing token
   GET  /healthz      "ok": the server is up (for a load balancer or a probe)
   The demo has no accounts: every API call names its user in the
-  X-Demo-User header (demo only; without it the answer is 401).
+  X-Demo-User header or the tabfence_demo_user cookie (demo only; without
+  it the answer is 401).
   The protocol (status codes, headers, retention) is in receiver/README.md;
   flags and endpoints are also in docs/server.md.
 
@@ -194,6 +200,11 @@ func listenAndServe(ctx context.Context, cfg serveConfig, log *slog.Logger) erro
 	log.Info("shutting down: finishing in-flight requests (10s at most)")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The realtime sockets first: http.Server.Shutdown does not wait for
+	// hijacked connections.
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("realtime connections still open at shutdown", "err", err)
+	}
 	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/tabfence/tabfence/receiver/realtime"
 )
 
 // Local is a Server on a loopback port with a throwaway SQLite database:
@@ -41,8 +45,17 @@ func StartLocal(dist string, mw func(http.Handler) http.Handler) (*Local, error)
 	return &Local{URL: ts.URL, ts: ts, srv: srv, dir: dir}, nil
 }
 
+// RealtimeStats returns the /realtime endpoint's connection counters.
+func (l *Local) RealtimeStats() realtime.Stats { return l.srv.rt.Stats() }
+
+// Server returns the server behind l (its Realtime endpoint, its Receiver).
+func (l *Local) Server() *Server { return l.srv }
+
 // Close stops the server and removes its database.
 func (l *Local) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = l.srv.Shutdown(ctx)
 	l.ts.Close()
 	_ = l.srv.Close()
 	os.RemoveAll(l.dir)

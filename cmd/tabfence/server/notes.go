@@ -228,6 +228,10 @@ func migrateOnce(ctx context.Context, st receiver.Store) error {
 			user_id TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, effects BIGINT NOT NULL,
 			PRIMARY KEY (user_id, id))`,
 		`CREATE TABLE IF NOT EXISTS demo_counters (name TEXT PRIMARY KEY, n BIGINT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS demo_issues (
+			user_id TEXT NOT NULL, id TEXT NOT NULL, title TEXT NOT NULL, done BIGINT NOT NULL,
+			by_user TEXT NOT NULL, updated_at BIGINT NOT NULL,
+			PRIMARY KEY (user_id, id))`,
 		`INSERT INTO demo_counters (name, n) VALUES ('effects', 0) ON CONFLICT (name) DO NOTHING`,
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -1,5 +1,6 @@
 // Package server is the HTTP server `tabfence serve` runs: the runtime files
-// from dist/, the demo pages, and a demo mutation API behind the receiver.
+// from dist/, the demo pages, a demo mutation API behind the receiver, and
+// the demo's realtime endpoint (an issue tracker) at /realtime.
 //
 // It is importable so end-to-end tests can mount the same handler in-process
 // (httptest.NewServer(srv)) and wrap it with their own routes or faults
@@ -19,9 +20,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/tabfence/tabfence/assets"
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/pgstore"
+	"github.com/tabfence/tabfence/receiver/realtime"
+	"github.com/tabfence/tabfence/receiver/realtime/pgfeed"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
 )
 
@@ -65,12 +70,27 @@ type Config struct {
 	// pages may call the API and /fence/ and load /dist/ (CORS, preflights
 	// answered). Empty: same origin only.
 	AllowOrigins []string
+	// Realtime overrides the realtime endpoint's options (timeouts,
+	// buffers); Logger is set by the server, and the allowed origins are
+	// added to its Accept.OriginPatterns.
+	Realtime realtime.Options
+}
+
+// feed is the realtime endpoint's change stream: a realtime.StoreFeed on
+// SQLite, pgfeed's on PostgreSQL (several instances fan out each other's
+// changes).
+type feed interface {
+	realtime.TxFeed
+	Head(ctx context.Context, q receiver.Tx, scope string) (uint64, error)
+	Close() error
 }
 
 // Server is the tabfence HTTP server. It implements http.Handler.
 type Server struct {
 	store   receiver.Store
 	rc      *receiver.Receiver
+	feed    feed
+	rt      *realtime.Server
 	handler http.Handler
 	log     *slog.Logger
 	stop    context.CancelFunc
@@ -104,6 +124,11 @@ func New(cfg Config) (*Server, error) {
 	ropts.Logger = cfg.Logger
 	ropts.RejectInvalidUTF8 = true // a JSON API: see DecodeNote
 	s := &Server{store: store, rc: receiver.New(store, ropts), log: cfg.Logger}
+	if s.feed, err = openFeed(ctx, store, cfg.DB, cfg.Logger); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	s.rt = realtime.New(s.rc, s.feed, s.applyIssue, realtimeOptions(cfg))
 	bodyTimeout := ropts.BodyTimeout
 	if bodyTimeout <= 0 {
 		bodyTimeout = receiver.DefaultBodyTimeout
@@ -119,10 +144,49 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openFeed opens the change stream of the realtime endpoint on store.
+func openFeed(ctx context.Context, store receiver.Store, db string, log *slog.Logger) (feed, error) {
+	if isPostgres(db) {
+		f, err := pgfeed.Open(ctx, store, db, pgfeed.Options{Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("server: open change feed: %w", err)
+		}
+		return f, nil
+	}
+	f, err := realtime.OpenStoreFeed(ctx, store, realtime.StoreOptions{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("server: open change feed: %w", err)
+	}
+	return f, nil
+}
+
+// realtimeOptions are cfg.Realtime with the server's logger, and the
+// allowed origins' hosts accepted for the upgrade (same host always is).
+func realtimeOptions(cfg Config) realtime.Options {
+	o := cfg.Realtime
+	o.Logger = cfg.Logger
+	if len(cfg.AllowOrigins) == 0 {
+		return o
+	}
+	acc := websocket.AcceptOptions{}
+	if o.Accept != nil {
+		acc = *o.Accept
+	}
+	for _, origin := range cfg.AllowOrigins {
+		acc.OriginPatterns = append(acc.OriginPatterns, origin) // "*", or scheme://host[:port]
+	}
+	o.Accept = &acc
+	return o
+}
+
 // OpenStore opens the store named by db: a postgres:// or postgresql:// URL,
 // otherwise a SQLite file path.
 func OpenStore(ctx context.Context, db string) (receiver.Store, error) {
-	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+	if isPostgres(db) {
 		st, err := pgstore.Open(ctx, db, 0)
 		if err != nil {
 			return nil, fmt.Errorf("server: open postgres: %w", err)
@@ -145,10 +209,23 @@ func (s *Server) Handler() http.Handler { return s }
 // Receiver returns the receiver guarding the demo API, e.g. for Reap.
 func (s *Server) Receiver() *receiver.Receiver { return s.rc }
 
-// Close stops the reaper and closes the database.
+// Realtime returns the realtime endpoint mounted at /realtime (its Stats,
+// or Publish for changes made outside a mutation).
+func (s *Server) Realtime() *realtime.Server { return s.rt }
+
+// Shutdown closes the realtime connections with 1001 (going away) and
+// waits for them until ctx ends; http.Server.Shutdown does not wait for
+// hijacked connections, so call this first.
+func (s *Server) Shutdown(ctx context.Context) error { return s.rt.Shutdown(ctx) }
+
+// Close closes the realtime connections (within 5 s), stops the reapers
+// and closes the database.
 func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.rt.Shutdown(ctx)
 	s.stop()
-	return s.store.Close()
+	return errors.Join(s.feed.Close(), s.store.Close())
 }
 
 // ErrNoDemoUser is returned by the demo scope when neither X-Demo-User nor
@@ -186,6 +263,8 @@ func (s *Server) routes(dist string) http.Handler {
 	mux.Handle("POST /api/notes", s.rc.Handle(putNote))
 	mux.HandleFunc("GET /api/notes", s.listNotes)
 	mux.HandleFunc("GET /api/effects", s.effects)
+	mux.Handle("GET /realtime", s.rt)
+	mux.HandleFunc("GET /realtime/snapshot", s.snapshot)
 	mux.Handle("POST /fence/{resource...}", s.rc.FenceHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if dist != "" {
