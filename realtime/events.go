@@ -8,7 +8,7 @@ import (
 
 // Received handles a message from socket gen.
 func (l *Leader) Received(now time.Time, gen uint64, m rt.Message) []Action {
-	if gen != l.gen || l.state == Offline || l.state == Unauthorized {
+	if gen != l.gen || l.socketless() {
 		return nil
 	}
 	switch v := m.(type) {
@@ -26,8 +26,11 @@ func (l *Leader) Received(now time.Time, gen uint64, m rt.Message) []Action {
 		}
 		return nil
 	case rt.Error:
-		if v.Problem.Status == 401 || v.Problem.Status == 403 {
+		switch v.Problem.Status {
+		case 401, 403:
 			return l.unauthorized()
+		case 426:
+			return l.park(Outdated)
 		}
 		return nil // the close that follows decides
 	}
@@ -167,10 +170,11 @@ func (l *Leader) Visible(now time.Time) []Action {
 }
 
 // Retry is a new tab asking for the status: an unauthorized leader tries
-// again (the person may have signed in again in that tab). Only then: see
-// Unauthorized.
+// again (the person may have signed in again in that tab), and so does an
+// outdated one (the server may have been upgraded). Only then: see
+// Unauthorized and Outdated.
 func (l *Leader) Retry(now time.Time) []Action {
-	if l.state == Unauthorized {
+	if l.state == Unauthorized || l.state == Outdated {
 		l.attempt = 0
 		return l.dial(now)
 	}
@@ -192,7 +196,7 @@ func (l *Leader) Mutate(now time.Time, m rt.Mutation) (<-chan Outcome, []Action)
 // lostIf ends socket gen, when it is still the current one, after a
 // failure on the client's side (a message that does not decode).
 func (l *Leader) lostIf(now time.Time, gen uint64, reason string) []Action {
-	if gen != l.gen || l.state == Offline || l.state == Unauthorized {
+	if gen != l.gen || l.socketless() {
 		return nil
 	}
 	return l.lost(now, reason)

@@ -33,6 +33,11 @@ const (
 	// retry by itself (that could join one person's replica to another
 	// person's session); it retries when asked (Retry).
 	Unauthorized
+	// Outdated: the server does not speak this client's protocol (close
+	// code 4426). Retrying will not change that, so the leader waits,
+	// with no timer, until asked (Retry: a new tab, or the page reloaded
+	// with a build the server speaks).
+	Outdated
 )
 
 // String names the state for a status line.
@@ -46,6 +51,8 @@ func (s State) String() string {
 		return "ready"
 	case Unauthorized:
 		return "unauthorized"
+	case Outdated:
+		return "outdated"
 	}
 	return "unknown"
 }
@@ -198,11 +205,20 @@ func (l *Leader) lost(now time.Time, reason string) []Action {
 	return l.to(Offline, acts...)
 }
 
-func (l *Leader) unauthorized() []Action {
-	acts := []Action{CloseSocket{Gen: l.gen, Reason: "unauthorized"}}
+func (l *Leader) unauthorized() []Action { return l.park(Unauthorized) }
+
+// park ends the socket and waits in s (Unauthorized or Outdated) with no
+// timer: only Retry dials again.
+func (l *Leader) park(s State) []Action {
+	acts := []Action{CloseSocket{Gen: l.gen, Reason: s.String()}}
 	l.gen++
 	l.nextDial, l.pingAt, l.pongBy = time.Time{}, time.Time{}, time.Time{}
-	return l.to(Unauthorized, acts...)
+	return l.to(s, acts...)
+}
+
+// socketless reports a state without a socket whose events could count.
+func (l *Leader) socketless() bool {
+	return l.state == Offline || l.state == Unauthorized || l.state == Outdated
 }
 
 // Dialed reports socket gen's dial: err nil when it is open.
@@ -222,11 +238,14 @@ func (l *Leader) Dialed(now time.Time, gen uint64, err error) []Action {
 // Closed reports that socket gen ended, with the close code (-1 when the
 // socket broke without one).
 func (l *Leader) Closed(now time.Time, gen uint64, code int) []Action {
-	if gen != l.gen || l.state == Offline || l.state == Unauthorized {
+	if gen != l.gen || l.socketless() {
 		return nil
 	}
-	if code == rt.CloseUnauthorized || code == rt.CloseSession {
+	switch code {
+	case rt.CloseUnauthorized, rt.CloseSession:
 		return l.unauthorized()
+	case rt.CloseProtocol:
+		return l.park(Outdated)
 	}
 	return l.lost(now, "closed")
 }

@@ -262,3 +262,38 @@ func TestPendingAge(t *testing.T) {
 	p.Settle("a", realtime.Outcome{Ack: &rt.Ack{ID: "a", Status: 200}})
 	assert.Equal(t, 4*time.Second, p.OldestAge(t0.Add(5*time.Second)))
 }
+
+// A server that does not speak the client's protocol (4426) will not start
+// to by being retried: the leader waits in Outdated, with no timer, until
+// asked (a reload or a new tab's status?), whatever the page's events.
+func TestUnsupportedProtocolWaitsOutdated(t *testing.T) {
+	for name, refuse := range map[string]func(l *realtime.Leader, gen uint64) []realtime.Action{
+		"error then close": func(l *realtime.Leader, gen uint64) []realtime.Action {
+			acts := l.Received(t0, gen, rt.Error{Problem: rt.Problem{Type: "protocol-unsupported", Status: 426}})
+			return append(acts, l.Closed(t0, gen, rt.CloseProtocol)...)
+		},
+		"close alone": func(l *realtime.Leader, gen uint64) []realtime.Action {
+			return l.Closed(t0, gen, rt.CloseProtocol)
+		},
+	} {
+		l := realtime.NewLeader(cfg(), 0, nil)
+		d, _ := has[realtime.Dial](l.Start(t0))
+		l.Dialed(t0, d.Gen, nil)
+		acts := refuse(l, d.Gen)
+		require.Equal(t, realtime.Outdated, l.State(), name)
+		require.Equal(t, "outdated", l.State().String())
+		sc, ok := has[realtime.StateChanged](acts)
+		require.True(t, ok, name)
+		require.Equal(t, realtime.Outdated, sc.State, "every tab can show it")
+		require.True(t, l.Deadline().IsZero(), "%s: no timer, no backoff", name)
+		for i := 1; i <= 10; i++ {
+			require.Empty(t, l.Tick(t0.Add(time.Duration(i)*time.Hour)), name)
+		}
+		require.Empty(t, l.Online(t0), name)
+		require.Empty(t, l.Visible(t0), name)
+		_, acts = l.Mutate(t0, mut("m"))
+		require.Empty(t, acts, "%s: nothing is sent", name)
+		_, ok = has[realtime.Dial](l.Retry(t0.Add(time.Hour)))
+		require.True(t, ok, "%s: asked, it tries again (the server may have been upgraded)", name)
+	}
+}
