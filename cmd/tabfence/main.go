@@ -45,7 +45,8 @@ What "serve" serves:
   GET  /realtime     the demo tracker's realtime connection (WebSocket):
                      mutations issue.put {"id","title","done"} and
                      issue.delete {"id"}, deltas of the store "issues"
-  GET  /realtime/snapshot  {"version":N,"changes":[...]}: every issue, for a
+  GET  /realtime/snapshot
+                     {"version":N,"changes":[...]}: every issue, for a
                      client told to reset
   POST /fence/{res}  {"resource":"...","token":N}: the next fencing token
   GET  /healthz      "ok": the server is up (for a load balancer or a probe)

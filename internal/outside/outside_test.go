@@ -153,6 +153,7 @@ var given = map[string]string{
 	"userFromSession": "userFromSession := func(*http.Request) (string, error) { return \"user-1\", nil }",
 	"createNote":      "var createNote receiver.Handler",
 	"rc":              "var rc *receiver.Receiver",
+	"store":           "var store receiver.Store",
 }
 
 // The packages a snippet may name, by the name it uses.
