@@ -207,6 +207,12 @@ func (cn *conn) writeLoop(sub *Subscription) {
 		case d := <-sub.C:
 			b = rt.Encode(d)
 		case b = <-cn.out:
+			// A reply's delta was handed to the subscription before the
+			// reply was queued: write it first, so a client never sees
+			// the ack of a change it has not received.
+			if !cn.flushDeltas(sub) {
+				return
+			}
 		case <-cn.s.ctx.Done():
 			cn.closeWith(websocket.StatusGoingAway, "server shutting down")
 			return
@@ -215,6 +221,20 @@ func (cn *conn) writeLoop(sub *Subscription) {
 		}
 		if !cn.write(b) {
 			return
+		}
+	}
+}
+
+// flushDeltas writes the deltas waiting on the subscription.
+func (cn *conn) flushDeltas(sub *Subscription) bool {
+	for {
+		select {
+		case d := <-sub.C:
+			if !cn.write(rt.Encode(d)) {
+				return false
+			}
+		default:
+			return true
 		}
 	}
 }

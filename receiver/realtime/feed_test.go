@@ -41,11 +41,14 @@ func countNote(ctx context.Context, tx receiver.Tx, r *realtime.Request) (realti
 	}
 	res, err := insertNote(ctx, tx, r)
 	res.Changes = []byte(strconv.FormatInt(n+1, 10))
+	res.Response.Body = res.Changes
 	return res, err
 }
 
 // Mutations of one scope from several connections at once: version v is
-// the v-th commit, for every client, on either feed.
+// the v-th commit, for every client, on either feed; and the connection
+// that sent a mutation gets its delta before its ack (a tab that drops its
+// optimistic copy on the ack finds the server's in the replica).
 func TestConcurrentMutationsGetVersionsInCommitOrder(t *testing.T) {
 	for name, mk := range feeds(t) {
 		t.Run(name, func(t *testing.T) {
@@ -55,6 +58,7 @@ func TestConcurrentMutationsGetVersionsInCommitOrder(t *testing.T) {
 			const senders, each = 16, 40
 			var wg sync.WaitGroup
 			var acks atomic.Int64
+			var ackFirst atomic.Value
 			for i := 0; i < senders; i++ {
 				c := e.dial("u1")
 				c.hello(0)
@@ -64,14 +68,21 @@ func TestConcurrentMutationsGetVersionsInCommitOrder(t *testing.T) {
 					for j := 0; j < each; j++ {
 						c.send(rt.Mutation{ID: "m" + strconv.Itoa(i) + "-" + strconv.Itoa(j), Op: "create", Entity: "note", Payload: []byte("x")})
 					}
+					var seen uint64
 					for got := 0; got < each; {
 						m, err := c.recv()
 						if err != nil {
 							return
 						}
-						if _, ok := m.(rt.Ack); ok {
+						switch v := m.(type) {
+						case rt.Delta:
+							seen = v.Version
+						case rt.Ack:
 							got++
 							acks.Add(1)
+							if n, _ := strconv.ParseUint(string(v.Result), 10, 64); n > seen {
+								ackFirst.Store("ack of version " + string(v.Result) + " before its delta")
+							}
 						}
 					}
 				}()
@@ -84,6 +95,7 @@ func TestConcurrentMutationsGetVersionsInCommitOrder(t *testing.T) {
 			}
 			wg.Wait()
 			require.Equal(t, int64(senders*each), acks.Load())
+			require.Nil(t, ackFirst.Load())
 		})
 	}
 }

@@ -184,3 +184,29 @@ func TestLocalRealtimeStats(t *testing.T) {
 	_, _, err = a.c.Read(context.Background())
 	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err))
 }
+
+// Two `tabfence serve` instances on one PostgreSQL: an edit through either
+// reaches the tabs on both, in one order.
+func TestTrackerTwoInstancesPostgres(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	a, _ := newServer(t, url)
+	b, _ := newServer(t, url)
+	onA, onB := join(t, a.URL, user("ann")), join(t, b.URL, user("ann"))
+	onA.send(put("x1", "from A", false))
+	onB.send(put("x2", "from B", false))
+	for name, c := range map[string]*ws{"A": onA, "B": onB} {
+		keys := map[uint64]string{}
+		for len(keys) < 2 {
+			switch m := c.recv().(type) {
+			case rt.Delta:
+				var ch []server.Change
+				require.NoError(t, json.Unmarshal(m.Changes, &ch))
+				keys[m.Version] = ch[0].Key
+			case rt.Ack:
+			default:
+				t.Fatalf("client on %s: unexpected %#v", name, m)
+			}
+		}
+		require.ElementsMatch(t, []string{"x1", "x2"}, []string{keys[1], keys[2]}, "client on %s: versions 1 and 2", name)
+	}
+}
