@@ -15,9 +15,10 @@ import (
 var ErrBadOrigin = errors.New("server: allowed origin must be * or scheme://host[:port]")
 
 // corsPrefixes are the routes a page of another origin may call: the API,
-// the fence, and the runtime's files (a module script or a fetch from
-// another origin needs CORS too).
-var corsPrefixes = []string{"/api/", "/fence/", "/dist/"}
+// the fence, the realtime snapshot, and the runtime's files (a module
+// script or a fetch from another origin needs CORS too). The WebSocket
+// upgrade at /realtime is not CORS: its origin is checked at the upgrade.
+var corsPrefixes = []string{"/api/", "/fence/", "/realtime/", "/dist/"}
 
 // exposed are the response headers the outbox reads (CORS hides the rest).
 const exposed = "Idempotent-Replayed, X-Fencing-Highest, Retry-After"

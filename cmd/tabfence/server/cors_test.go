@@ -48,7 +48,7 @@ const app = "https://app.example"
 
 func TestCORSPreflightForTheAPIAndFence(t *testing.T) {
 	hs := corsServer(t, app)
-	for _, p := range []string{"/api/notes", "/fence/r1", "/dist/tabfence.wasm"} {
+	for _, p := range []string{"/api/notes", "/fence/r1", "/realtime/snapshot", "/dist/tabfence.wasm"} {
 		resp := do(t, "OPTIONS", hs.URL+p, "Origin", app, "Access-Control-Request-Method", "POST",
 			"Access-Control-Request-Headers", "content-type, idempotency-key, x-demo-user, authorization")
 		require.Equal(t, http.StatusNoContent, resp.StatusCode, p)

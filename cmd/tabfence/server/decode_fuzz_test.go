@@ -60,3 +60,27 @@ func FuzzDecodeNote(f *testing.F) {
 		require.True(t, receiver.ValidText(text), "accepted invalid note %q %q", id, text)
 	})
 }
+
+// FuzzDecodeIssue: any payload either decodes into a valid issue or fails
+// with one of the two typed errors; it never panics.
+func FuzzDecodeIssue(f *testing.F) {
+	for _, s := range []string{`{"id":"a","title":"b","done":true}`, `{"id":"a"}`, `{"id":""}`, `{}`, `[]`, `null`,
+		`{"id":"a","title":1}`, "{\"id\":\"\xff\",\"title\":\"\"}", `{"id":"coll\ud800","title":""}`, `{"id":"a","done":"yes"}`} {
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, put bool) {
+		is, err := DecodeIssue(payload, put)
+		if err != nil {
+			if !errors.Is(err, ErrIssueJSON) && !errors.Is(err, ErrIssueInvalid) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		require.NotEqual(t, "", is.ID)
+		require.LessOrEqual(t, len(is.ID), MaxNoteID)
+		require.LessOrEqual(t, len(is.Title), MaxIssueTitle)
+		require.True(t, receiver.ValidText(is.ID), "accepted invalid id %q", is.ID)
+		require.True(t, receiver.ValidText(is.Title), "accepted invalid title %q", is.Title)
+		require.True(t, put || is.Title == "", "a delete carries only its id")
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/realtime"
@@ -63,10 +64,11 @@ var (
 
 // DecodeIssue parses a mutation's payload: an object with an id (1-200
 // bytes) and, for a put, a title (at most 1000 bytes) and done. Unknown
-// fields are ignored; strings must be free of NUL and unpaired surrogates
-// (see DecodeNote: two different ids must never decode to one).
+// fields are ignored; the payload must be UTF-8 and its strings free of NUL
+// and unpaired surrogates (see DecodeNote: two different ids must never
+// decode to one).
 func DecodeIssue(payload []byte, put bool) (Issue, error) {
-	if loneSurrogate(payload) {
+	if !utf8.Valid(payload) || loneSurrogate(payload) {
 		return Issue{}, ErrIssueInvalid
 	}
 	var in struct {

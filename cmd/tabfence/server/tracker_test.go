@@ -3,7 +3,10 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -208,5 +211,31 @@ func TestTrackerTwoInstancesPostgres(t *testing.T) {
 			}
 		}
 		require.ElementsMatch(t, []string{"x1", "x2"}, []string{keys[1], keys[2]}, "client on %s: versions 1 and 2", name)
+	}
+}
+
+// A page of another origin may not open the socket (its cookie would
+// authenticate it) unless that origin is allowed.
+func TestRealtimeUpgradeChecksTheOrigin(t *testing.T) {
+	const other = "https://app.example"
+	for _, allow := range [][]string{nil, {other}} {
+		srv, err := server.New(server.Config{DB: filepath.Join(t.TempDir(), "o.db"), AllowOrigins: allow,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		require.NoError(t, err)
+		hs := httptest.NewServer(srv)
+		h := user("ann")
+		h.Set("Origin", other)
+		_, resp, err := dialRealtime(t, hs.URL, h)
+		if allow == nil {
+			require.Error(t, err)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "another origin")
+		} else {
+			require.NoError(t, err, "an allowed origin")
+		}
+		h.Set("Origin", hs.URL)
+		_, _, err = dialRealtime(t, hs.URL, h)
+		require.NoError(t, err, "the same origin")
+		hs.Close()
+		require.NoError(t, srv.Close())
 	}
 }
