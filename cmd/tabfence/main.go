@@ -48,6 +48,8 @@ What "serve" serves:
   GET  /realtime/snapshot
                      {"version":N,"changes":[...]}: every issue, for a
                      client told to reset
+  POST /api/signout  ends the caller's realtime connections (4401) and
+                     clears the demo cookie
   POST /fence/{res}  {"resource":"...","token":N}: the next fencing token
   GET  /healthz      "ok": the server is up (for a load balancer or a probe)
   The demo has no accounts: every API call names its user in the

@@ -25,7 +25,7 @@ func TestHelp(t *testing.T) {
 	// serve --help lists every flag and every endpoint.
 	var flags []string
 	serveFlags(io.Discard, &serveConfig{}).VisitAll(func(f *flag.Flag) { flags = append(flags, "-"+f.Name) })
-	for _, want := range append(flags, "/dist/", "POST /api/notes", "GET  /api/notes", "/api/effects", "/fence/", "/healthz", "GET  /realtime", "/realtime/snapshot") {
+	for _, want := range append(flags, "/dist/", "POST /api/notes", "GET  /api/notes", "/api/effects", "/fence/", "/healthz", "GET  /realtime", "/realtime/snapshot", "/api/signout") {
 		assert.Contains(t, serveHelp.String(), want, "serve --help lacks")
 	}
 	require.Equal(t, 2, run([]string{"bogus"}, &out, &errb), "bogus command: exit")

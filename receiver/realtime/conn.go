@@ -34,7 +34,6 @@ type conn struct {
 }
 
 func (cn *conn) serve() {
-	cn.done = make(chan struct{})
 	defer func() { _ = cn.c.CloseNow() }()
 	hello, ok := cn.readHello()
 	if !ok {

@@ -120,6 +120,9 @@ type Server struct {
 	// publish when the feed numbers deltas after the commit (not a TxFeed).
 	scopes [64]sync.Mutex
 
+	mu   sync.Mutex
+	live map[string]map[*conn]struct{} // open connections by scope
+
 	open, accepted, slow, malformed, idle atomic.Int64
 }
 
@@ -149,6 +152,43 @@ func (s *Server) Stats() Stats {
 // handler, a job) to scope's feed, after their transaction committed.
 func (s *Server) Publish(ctx context.Context, scope string, changes []byte) (rt.Delta, error) {
 	return s.feed.Publish(ctx, scope, changes)
+}
+
+func (s *Server) track(cn *conn, open bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == nil {
+		s.live = map[string]map[*conn]struct{}{}
+	}
+	m := s.live[cn.scope]
+	switch {
+	case open && m == nil:
+		s.live[cn.scope] = map[*conn]struct{}{cn: {}}
+	case open:
+		m[cn] = struct{}{}
+	default:
+		delete(m, cn)
+		if len(m) == 0 {
+			delete(s.live, cn.scope)
+		}
+	}
+}
+
+// EndSession closes every connection of scope with CloseUnauthorized
+// (4401) and returns how many it is closing: call it when the user signs out
+// or their session is revoked, since an open socket is not authenticated
+// again. Their clients wait until asked before they connect again.
+func (s *Server) EndSession(scope string) int {
+	s.mu.Lock()
+	cs := make([]*conn, 0, len(s.live[scope]))
+	for cn := range s.live[scope] {
+		cs = append(cs, cn)
+	}
+	s.mu.Unlock()
+	for _, cn := range cs {
+		go cn.closeWith(rt.CloseUnauthorized, "session ended") // the handshake waits for the peer
+	}
+	return len(cs)
 }
 
 // Shutdown closes every connection with 1001 (going away) and waits for
@@ -189,7 +229,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.open.Add(-1)
 		s.conns.Done()
 	}()
-	cn := &conn{s: s, c: c, scope: scope, http: r, out: make(chan []byte, 16)}
+	cn := &conn{s: s, c: c, scope: scope, http: r, out: make(chan []byte, 16), done: make(chan struct{})}
+	s.track(cn, true)
+	defer s.track(cn, false)
 	cn.serve()
 }
 

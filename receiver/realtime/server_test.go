@@ -196,3 +196,20 @@ func TestShutdownClosesGoingAway(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.HasPrefix(resp.Status, "503"))
 }
+
+// Signing a user out ends their open sockets with 4401 (an open socket is
+// not authenticated again); other users' stay.
+func TestEndSessionClosesTheScopesSockets(t *testing.T) {
+	e := newEnv(t, realtime.Options{})
+	a1, a2, b := e.dial("u1"), e.dial("u1"), e.dial("u2")
+	a1.hello(0)
+	a2.hello(0)
+	b.hello(0)
+	require.Equal(t, 2, e.srv.EndSession("u1"))
+	assert.Equal(t, websocket.StatusCode(rt.CloseUnauthorized), a1.closeCode())
+	assert.Equal(t, websocket.StatusCode(rt.CloseUnauthorized), a2.closeCode())
+	b.send(rt.Ping{Nonce: 3})
+	require.Equal(t, rt.Pong{Nonce: 3}, b.must())
+	waitFor(t, "u1's connections gone", func() bool { return e.srv.Stats().Open == 1 })
+	require.Equal(t, 0, e.srv.EndSession("u1"))
+}

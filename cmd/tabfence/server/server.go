@@ -265,6 +265,7 @@ func (s *Server) routes(dist string) http.Handler {
 	mux.HandleFunc("GET /api/effects", s.effects)
 	mux.Handle("GET /realtime", s.rt)
 	mux.HandleFunc("GET /realtime/snapshot", s.snapshot)
+	mux.HandleFunc("POST /api/signout", s.signOut)
 	mux.Handle("POST /fence/{resource...}", s.rc.FenceHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if dist != "" {

@@ -203,3 +203,17 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, snap)
 }
+
+// signOut answers POST /api/signout: the demo's sign-out ends the caller's
+// realtime connections with 4401 (an open socket is not authenticated
+// again) and clears the demo cookie. DEMO ONLY, like the demo's users.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	user, err := demoScope(r)
+	if err != nil {
+		writeJSONProblem(w, receiver.Problem{Type: wire.ProblemUnauthenticated, Title: "Authentication required",
+			Status: http.StatusUnauthorized, Detail: "The demo takes the user from the " + DemoUserHeader + " header or its cookie."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: DemoUserCookie, Value: "", Path: "/", MaxAge: -1})
+	writeJSON(w, map[string]int{"closed": s.rt.EndSession(user)})
+}

@@ -148,6 +148,7 @@ func testTracker(t *testing.T, db string) {
 	bob.send(put("b1", "Bob's own", false))
 	d, _ = bob.delta()
 	require.Equal(t, uint64(1), d.Version, "each user's stream has its own versions")
+	require.IsType(t, rt.Ack{}, bob.recv())
 
 	code, snap := snapshot(t, base, "ann")
 	require.Equal(t, 200, code)
@@ -161,6 +162,19 @@ func testTracker(t *testing.T, db string) {
 	require.Equal(t, "b1", snap.Changes[0].Key)
 	code, _ = snapshot(t, base, "")
 	require.Equal(t, 401, code, "the snapshot is authenticated")
+
+	resp, b := call(t, "POST", base+"/api/signout", "ann", "", "")
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `{"closed":2}`, string(b))
+	for _, c := range []*ws{ann, annCookie} {
+		var err error
+		for err == nil { // annCookie has deltas 2 and 3 to read first
+			_, _, err = c.c.Read(context.Background())
+		}
+		require.Equal(t, websocket.StatusCode(rt.CloseUnauthorized), websocket.CloseStatus(err), "signed out: 4401")
+	}
+	bob.send(rt.Ping{Nonce: 10})
+	require.Equal(t, rt.Pong{Nonce: 10}, bob.recv(), "another user's socket stays")
 }
 
 func TestTrackerSQLite(t *testing.T) { testTracker(t, filepath.Join(t.TempDir(), "t.db")) }
