@@ -22,7 +22,7 @@ import (
 // test's stand-in for a session cookie); a "create note" mutation inserts
 // its payload and publishes it as the delta.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	rc    *receiver.Receiver
 	store receiver.Store
 	srv   *realtime.Server
@@ -30,12 +30,12 @@ type env struct {
 	url   string
 }
 
-func newEnv(t *testing.T, opts realtime.Options) *env {
+func newEnv(t testing.TB, opts realtime.Options) *env {
 	return newEnvWith(t, opts, nil, nil)
 }
 
 // newStore opens a SQLite store with the notes table.
-func newStore(t *testing.T) receiver.Store {
+func newStore(t testing.TB) receiver.Store {
 	t.Helper()
 	ctx := context.Background()
 	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "rt.db"))
@@ -58,7 +58,7 @@ func insertNote(ctx context.Context, tx receiver.Tx, r *realtime.Request) (realt
 
 // newEnvWith serves h (default insertNote) on the feed mk makes over the
 // env's store (default a MemFeed).
-func newEnvWith(t *testing.T, opts realtime.Options, mk func(receiver.Store) realtime.Feed, h realtime.Handler) *env {
+func newEnvWith(t testing.TB, opts realtime.Options, mk func(receiver.Store) realtime.Feed, h realtime.Handler) *env {
 	t.Helper()
 	store := newStore(t)
 	rc := receiver.New(store, receiver.Options{Scope: func(r *http.Request) (string, error) {
@@ -95,7 +95,7 @@ func (e *env) notes(scope string) int {
 
 // client is a raw test connection.
 type client struct {
-	t *testing.T
+	t testing.TB
 	c *websocket.Conn
 }
 
@@ -164,7 +164,7 @@ func (c *client) closeCode() websocket.StatusCode {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, what)
 }
