@@ -38,6 +38,11 @@ type Config struct {
 	// StallAfter turns on the watchdog (see locks.Config.StallAfter): a
 	// follower steals from a frozen leader; fencing makes it harmless.
 	StallAfter time.Duration
+	// Snapshot, when set, is where the leader fetches the whole replica
+	// when the server resets it (GET, with the page's cookies; it answers
+	// {"version":N,"changes":[...]}). Without it a reset empties the
+	// replica stores and the next deltas refill what they touch.
+	Snapshot string
 	// HiddenNotify is how often a hidden tab tells its listeners (default
 	// 1 s; a visible tab tells them at once). A timer, not
 	// requestAnimationFrame, which a hidden tab never runs.
@@ -103,6 +108,7 @@ var (
 	ErrClosed   = errors.New("realtime/browser: connection closed")
 	ErrRejected = errors.New("realtime/browser: mutation rejected")
 	ErrChanges  = errors.New("realtime/browser: malformed changes")
+	ErrInvalid  = errors.New("realtime/browser: invalid mutation")
 )
 
 // PendingMutation is a mutation not yet settled, as every tab lists it.
