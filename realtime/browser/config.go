@@ -94,7 +94,7 @@ type Status struct {
 
 // Mutation is what an app asks for: the leader sends it as
 // rt.Mutation{ID, Op, Entity, Payload}. ID defaults to a random id; it is
-// the idempotency key.
+// the idempotency key. Entity defaults to Op.
 type Mutation struct {
 	ID      string
 	Op      string

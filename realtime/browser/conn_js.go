@@ -288,6 +288,9 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	if m.ID == "" {
 		m.ID = channel.NewID()
 	}
+	if m.Entity == "" {
+		m.Entity = m.Op // the wire names an entity; an app that has none names the op
+	}
 	wm := m.wire()
 	if err := CheckMutation(wm); err != nil {
 		return rt.Ack{}, errors.Join(ErrInvalid, err)

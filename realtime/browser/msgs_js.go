@@ -155,10 +155,8 @@ func decodeOutcome(p js.Value) (string, realtime.Outcome, bool) {
 	}
 	id := p.Get("id").String()
 	str := func(v js.Value, k string) string {
-		if f := v.Get(k); f.Type() == js.TypeString && f.Length() <= rt.MaxMessage/4 {
-			return f.String()
-		}
-		return ""
+		s, _ := jsString(v.Get(k), rt.MaxMessage/4)
+		return s
 	}
 	var m rt.Message
 	if a := p.Get("ack"); a.Type() == js.TypeObject {
@@ -193,15 +191,17 @@ func (c *Conn) onSettled(p js.Value) bool {
 
 func (c *Conn) onStatus(m channel.Message) bool {
 	p := m.Payload
-	if p.Type() != js.TypeObject || p.Get("lastError").Type() != js.TypeString || p.Get("lastError").Length() > 1024 {
+	if p.Type() != js.TypeObject {
 		return false
 	}
-	st, ok := ParseState(p.Get("state").String())
-	if !ok || p.Get("state").Type() != js.TypeString {
+	lastErr, ok1 := jsString(p.Get("lastError"), 1024)
+	state, ok2 := jsString(p.Get("state"), 64)
+	st, ok3 := ParseState(state)
+	if !ok1 || !ok2 || !ok3 {
 		return false
 	}
 	c.mu.Lock()
-	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: p.Get("lastError").String()}
+	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
 	c.mu.Unlock()
 	c.notify.kick()
 	return true
@@ -274,4 +274,13 @@ func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, 
 		return nil, ErrChanges
 	}
 	return checkChanges(body.Get("changes"), stores)
+}
+
+// jsString is v's string when v is a string of at most max bytes.
+func jsString(v js.Value, max int) (string, bool) {
+	if v.Type() != js.TypeString {
+		return "", false
+	}
+	s := v.String()
+	return s, len(s) <= max
 }

@@ -86,10 +86,7 @@ func decodePending(v js.Value) (PendingMutation, bool) {
 	if v.Type() != js.TypeObject {
 		return PendingMutation{}, false
 	}
-	str := func(k string) (string, bool) {
-		f := v.Get(k)
-		return f.String(), f.Type() == js.TypeString && f.Length() <= 1024
-	}
+	str := func(k string) (string, bool) { return jsString(v.Get(k), 1024) }
 	id, ok1 := str("id")
 	op, ok2 := str("op")
 	entity, ok3 := str("entity")
