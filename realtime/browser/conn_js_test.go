@@ -139,7 +139,9 @@ func (f *fixture) counts() (applied, upgrades, open int) {
 	return
 }
 
-func item(id string) string { return `[{"store":"items","key":"` + id + `","value":{"id":"` + id + `"}}]` }
+func item(id string) string {
+	return `[{"store":"items","key":"` + id + `","value":{"id":"` + id + `"}}]`
+}
 
 // Three tabs, one socket: only the leader dials, and every tab shows the
 // leader's ready state.
@@ -228,7 +230,9 @@ func TestConnMutateFromFollower(t *testing.T) {
 	conns := f.open(2)
 	waitFor(t, "ready", func() bool { return allReady(conns) })
 	_, fs := leaderOf(conns)
-	ack, err := fs[0].Mutate(context.Background(), browser.Mutation{Op: "put", Payload: []byte(`{"id":"m1"}`)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := fs[0].Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"m1"}`)})
 	if err != nil || ack.Status != 201 || ack.Replayed {
 		t.Fatalf("ack %+v, %v", ack, err)
 	}
@@ -243,7 +247,7 @@ func TestConnMutateFromFollower(t *testing.T) {
 			t.Fatalf("still pending: %v", p)
 		}
 	}
-	_, err = fs[0].Mutate(context.Background(), browser.Mutation{Op: "put", Payload: []byte(`{}`)})
+	_, err = fs[0].Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{}`)})
 	var rej *browser.RejectError
 	if !errors.As(err, &rej) || !errors.Is(err, browser.ErrRejected) || rej.Problem.Status != 422 {
 		t.Fatalf("reject: %v", err)
