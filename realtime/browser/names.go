@@ -32,6 +32,9 @@ const DefaultHiddenNotify = time.Second
 // resource: all "tabfence:rt-<scope>:v<protocol>", so two builds of other
 // protocols never share any of them.
 func (c Config) Names() (Names, error) {
+	if c.Scope == "" {
+		return Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: empty scope"))
+	}
 	p := c.Protocol
 	if p == 0 {
 		p = 1
