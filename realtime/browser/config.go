@@ -30,8 +30,10 @@ type Config struct {
 	// User is the user the replica belongs to (sent in Hello; the server
 	// closes a connection whose credentials are another user's).
 	User string
-	// FencePath, when set, is where the leader gets a server fencing token
-	// for its mutations (POST FencePath+resource, as the outbox does).
+	// FencePath is reserved for a server fencing token on the leader's
+	// mutations (POST FencePath+resource, as the outbox does). Not honored
+	// yet: mutations go unfenced (the server's idempotency still applies
+	// each id once); the replica's writes are fenced in IndexedDB.
 	FencePath string
 	// Leader tunes liveness and backoff (PingEvery, PongTimeout, Backoff).
 	Leader realtime.Config

@@ -1,0 +1,71 @@
+//go:build js && wasm
+
+package browser_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"syscall/js"
+	"testing"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/realtime/browser"
+)
+
+// A signed-out leader (401) waits, unauthorized, in every tab; it dials
+// again when a tab asks (Retry, as after a new sign-in), and then connects.
+func TestConnUnauthorizedRetriesWhenAsked(t *testing.T) {
+	f := newFixture(t)
+	var signedIn atomic.Bool
+	cfg := f.config()
+	good := "ws" + strings.TrimPrefix(f.base, "http") + "/rt?user=" + f.user
+	cfg.URL = func() (string, error) {
+		if signedIn.Load() {
+			return good, nil
+		}
+		return "ws" + strings.TrimPrefix(f.base, "http") + "/rt", nil
+	}
+	var conns []*browser.Conn
+	for i := 0; i < 2; i++ {
+		c, err := browser.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		conns = append(conns, c)
+	}
+	waitFor(t, "unauthorized in every tab", func() bool {
+		l, _ := leaderOf(conns)
+		return l != nil && conns[0].Status().State == browser.StateUnauthorized &&
+			conns[1].Status().State == browser.StateUnauthorized
+	})
+	_, fs := leaderOf(conns)
+	if s := fs[0].Status(); !strings.Contains(s.LastError, "401") {
+		t.Fatalf("last error %q", s.LastError)
+	}
+	signedIn.Store(true)
+	fs[0].Retry()
+	waitFor(t, "ready after the retry", func() bool { return allReady(conns) })
+}
+
+// A newer build upgrading the database closes this build's connection as
+// upgraded (not deleted: the event has a target version).
+func TestConnUpgradedByNewerBuild(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(1)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	name := conns[0].Names().Database
+	fn := js.Global().Get("Function").New("name", `return new Promise((res, rej) => {
+		const r = indexedDB.open(name, 2);
+		r.onsuccess = () => { r.result.close(); res(); };
+		r.onerror = () => rej(r.error);
+	})`)
+	if _, err := jsglue.Await(context.Background(), fn.Invoke(name)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "closed as upgraded", func() bool {
+		s := conns[0].Status()
+		return s.Closed == browser.ClosedUpgraded && s.State == browser.StateClosed
+	})
+}
