@@ -19,7 +19,7 @@ type change struct {
 var jsonParse = js.Global().Get("JSON").Get("parse")
 
 // parseChanges reads a change list (JSON, parsed by the browser) and
-// checks every change with CheckChange: a bad list is ErrChanges.
+// checks every change with checkChange: a bad list is ErrChanges.
 func parseChanges(b []byte, stores []string) ([]change, error) {
 	v, err := jsglue.Invoke(jsonParse, string(b))
 	if err != nil {
@@ -51,7 +51,7 @@ func checkChanges(v js.Value, stores []string) ([]change, error) {
 			return nil, errors.Join(ErrChanges, errors.New("realtime/browser: deleted is true or absent"))
 		}
 		c := change{store: st.String(), key: k.String(), deleted: deleted, value: val}
-		if err := CheckChange(stores, c.store, c.key, !val.IsUndefined(), deleted); err != nil {
+		if err := checkChange(stores, c.store, c.key, !val.IsUndefined(), deleted); err != nil {
 			return nil, err
 		}
 		out = append(out, c)

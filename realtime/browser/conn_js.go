@@ -292,7 +292,7 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 		m.Entity = m.Op // the wire names an entity; an app that has none names the op
 	}
 	wm := m.wire()
-	if err := CheckMutation(wm); err != nil {
+	if err := checkMutation(wm); err != nil {
 		return rt.Ack{}, errors.Join(ErrInvalid, err)
 	}
 	now := time.Now()

@@ -26,6 +26,7 @@ type leaderRun struct {
 	mu      sync.Mutex
 	machine *realtime.Leader
 	drv     *realtime.Driver
+	drvCtx  context.Context // ends when drv is stopped
 	drvStop context.CancelFunc
 	drvDone chan struct{}
 	state   realtime.State
@@ -77,15 +78,16 @@ func (c *Conn) runLeader(l *locks.Leadership) {
 }
 
 func (lr *leaderRun) startDriver() {
+	lr.stopDriverWait() // a driver still stopping owns the machine until it returns
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
-	if lr.drv != nil || lr.l.Ctx.Err() != nil {
+	if lr.drv != nil || lr.drvDone != nil || lr.l.Ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(lr.l.Ctx)
 	d := realtime.NewDriver(lr.machine, lr.dial, nil, lr.app)
 	done := make(chan struct{})
-	lr.drv, lr.drvStop, lr.drvDone = d, cancel, done
+	lr.drv, lr.drvCtx, lr.drvStop, lr.drvDone = d, ctx, cancel, done
 	go func() {
 		defer close(done)
 		d.Run(ctx)
@@ -93,14 +95,23 @@ func (lr *leaderRun) startDriver() {
 }
 
 // stopDriver stops the driver (its socket closes) and waits for it.
+// drvDone stays set until the driver returned: until then it owns the
+// machine.
 func (lr *leaderRun) stopDriver() {
 	lr.mu.Lock()
 	stop, done := lr.drvStop, lr.drvDone
-	lr.drv, lr.drvStop, lr.drvDone = nil, nil, nil
+	lr.drv, lr.drvStop = nil, nil
 	lr.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+	if done != nil {
 		<-done
+		lr.mu.Lock()
+		if lr.drvDone == done {
+			lr.drvDone = nil
+		}
+		lr.mu.Unlock()
 	}
 }
 
@@ -129,17 +140,24 @@ func (lr *leaderRun) setOffline(offline bool) {
 
 // mutate hands a mutation (already in the pending store) to the leader.
 func (lr *leaderRun) mutate(m rt.Mutation) {
-	if d := lr.driver(); d != nil {
-		ctx, cancel := context.WithCancel(lr.l.Ctx)
-		defer cancel()
-		if d.Mutate(ctx, m) != nil {
-			return
-		}
+	lr.mu.Lock()
+	d, dctx := lr.drv, lr.drvCtx
+	lr.mu.Unlock()
+	// Mutate returns nil when that driver stopped first (then the machine
+	// gets m below; a second Add of one id is harmless).
+	if d != nil && d.Mutate(dctx, m) != nil {
+		return
 	}
 	// No driver (offline, or it just stopped): the machine is idle; it
-	// sends the mutation with the next ready.
+	// sends the mutation with the next ready. startDriver takes lr.mu too,
+	// so no driver starts while the machine is fed here.
 	lr.stopDriverWait()
 	lr.mu.Lock()
+	if lr.drv != nil || lr.drvDone != nil {
+		lr.mu.Unlock()
+		lr.mutate(m) // one started meanwhile: hand it over
+		return
+	}
 	lr.machine.Mutate(lr.c.now(), m)
 	lr.mu.Unlock()
 }
@@ -147,13 +165,15 @@ func (lr *leaderRun) mutate(m rt.Mutation) {
 // stopDriverWait waits until no driver runs the machine, if one is stopping.
 func (lr *leaderRun) stopDriverWait() {
 	lr.mu.Lock()
-	done := lr.drvDone
+	done, running := lr.drvDone, lr.drv != nil
 	lr.mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-lr.l.Ctx.Done():
+	if done != nil && !running {
+		<-done // the driver returns promptly once stopped
+		lr.mu.Lock()
+		if lr.drvDone == done {
+			lr.drvDone = nil
 		}
+		lr.mu.Unlock()
 	}
 }
 

@@ -196,7 +196,7 @@ func (c *Conn) onStatus(m channel.Message) bool {
 	}
 	lastErr, ok1 := jsString(p.Get("lastError"), 1024)
 	state, ok2 := jsString(p.Get("state"), 64)
-	st, ok3 := ParseState(state)
+	st, ok3 := parseState(state)
 	if !ok1 || !ok2 || !ok3 {
 		return false
 	}

@@ -91,10 +91,10 @@ func (c Config) normalized() (Config, Names, error) {
 	return c, names, nil
 }
 
-// CheckMutation validates a mutation made here or received from another
+// checkMutation validates a mutation made here or received from another
 // tab (messages on the channel are untrusted) with the wire's own rules:
 // what the server would refuse is refused before it is stored.
-func CheckMutation(m rt.Mutation) error {
+func checkMutation(m rt.Mutation) error {
 	if m.Resource != "" || m.Token != 0 {
 		return errors.New("realtime/browser: a mutation carries no fencing token of its own")
 	}
@@ -107,9 +107,9 @@ func CheckMutation(m rt.Mutation) error {
 	return nil
 }
 
-// CheckChange is the rule of one change of a delta or snapshot: a replica
+// checkChange is the rule of one change of a delta or snapshot: a replica
 // store, a key, and either a value or deleted:true.
-func CheckChange(stores []string, store, key string, hasValue, deleted bool) error {
+func checkChange(stores []string, store, key string, hasValue, deleted bool) error {
 	ok := false
 	for _, s := range stores {
 		ok = ok || s == store
@@ -147,9 +147,9 @@ func stateOf(s realtime.State, offline bool) State {
 	return StateConnecting
 }
 
-// ParseState reads a state announced by a leader; ok false for anything
+// parseState reads a state announced by a leader; ok false for anything
 // else (the channel is untrusted).
-func ParseState(s string) (State, bool) {
+func parseState(s string) (State, bool) {
 	switch State(s) {
 	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateClosed:
 		return State(s), true

@@ -58,12 +58,12 @@ func TestConfigValidation(t *testing.T) {
 
 // Changes must name a replica store (never the runtime's own), a key, and
 // either a value or deleted:true.
-func TestCheckChange(t *testing.T) {
+func TestCheckChangeRule(t *testing.T) {
 	stores := []string{"issues"}
-	if err := CheckChange(stores, "issues", "k", true, false); err != nil {
+	if err := checkChange(stores, "issues", "k", true, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckChange(stores, "issues", "k", false, true); err != nil {
+	if err := checkChange(stores, "issues", "k", false, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -77,7 +77,7 @@ func TestCheckChange(t *testing.T) {
 		{"issues", "k", false, false},
 		{"issues", "k", true, true},
 	} {
-		if err := CheckChange(stores, c.store, c.key, c.value, c.delete); !errors.Is(err, ErrChanges) {
+		if err := checkChange(stores, c.store, c.key, c.value, c.delete); !errors.Is(err, ErrChanges) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
@@ -85,8 +85,8 @@ func TestCheckChange(t *testing.T) {
 
 // A mutation is checked with the wire's own rules before it is stored or
 // taken from another tab.
-func TestCheckMutation(t *testing.T) {
-	if err := CheckMutation(rt.Mutation{ID: "m1", Op: "issue.put", Entity: "issue.put", Payload: []byte("{}")}); err != nil {
+func TestCheckMutationRule(t *testing.T) {
+	if err := checkMutation(rt.Mutation{ID: "m1", Op: "issue.put", Entity: "issue.put", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []rt.Mutation{
@@ -97,7 +97,7 @@ func TestCheckMutation(t *testing.T) {
 		{ID: "m", Op: "a", Entity: "a", Resource: "r", Token: 3},
 		{ID: "m", Op: "a", Entity: "a", Payload: make([]byte, rt.MaxMessage)},
 	} {
-		if CheckMutation(m) == nil {
+		if checkMutation(m) == nil {
 			t.Errorf("accepted %+v", m.ID)
 		}
 	}
@@ -119,7 +119,7 @@ func TestStateOf(t *testing.T) {
 			t.Errorf("%v/%v: %v", c.s, c.offline, got)
 		}
 	}
-	if _, ok := ParseState("bogus"); ok {
+	if _, ok := parseState("bogus"); ok {
 		t.Fatal("parsed a bogus state")
 	}
 }

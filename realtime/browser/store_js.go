@@ -81,7 +81,7 @@ func encodePending(m rt.Mutation, madeAt time.Time) js.Value {
 }
 
 // decodePending reads a pending record or an rt.mutation payload (both
-// untrusted: another build, another script), validated by CheckMutation.
+// untrusted: another build, another script), validated by checkMutation.
 func decodePending(v js.Value) (PendingMutation, bool) {
 	if v.Type() != js.TypeObject {
 		return PendingMutation{}, false
@@ -100,7 +100,7 @@ func decodePending(v js.Value) (PendingMutation, bool) {
 	b := make([]byte, p.Length())
 	js.CopyBytesToGo(b, p)
 	m := rt.Mutation{ID: id, Op: op, Entity: entity, Payload: b}
-	if CheckMutation(m) != nil {
+	if checkMutation(m) != nil {
 		return PendingMutation{}, false
 	}
 	return PendingMutation{Mutation: Mutation{ID: id, Op: op, Entity: entity, Payload: b}, MadeAt: time.UnixMilli(int64(at.Float()))}, true
