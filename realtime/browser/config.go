@@ -30,10 +30,12 @@ type Config struct {
 	// User is the user the replica belongs to (sent in Hello; the server
 	// closes a connection whose credentials are another user's).
 	User string
-	// FencePath is reserved for a server fencing token on the leader's
-	// mutations (POST FencePath+resource, as the outbox does). Not honored
-	// yet: mutations go unfenced (the server's idempotency still applies
-	// each id once); the replica's writes are fenced in IndexedDB.
+	// FencePath, when set, is where the leader gets a server fencing token
+	// for its mutations (POST FencePath+resource, as the outbox does; the
+	// answer is {"token":N}), once per term, before it first dials: a
+	// later leader's token makes a deposed one's mutations stale at the
+	// server. Without it mutations are unfenced (the server still applies
+	// an id once).
 	FencePath string
 	// Leader tunes liveness and backoff (PingEvery, PongTimeout, Backoff).
 	Leader realtime.Config

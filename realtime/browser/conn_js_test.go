@@ -110,7 +110,11 @@ func (f *fixture) ctl(method, path, body string) string {
 	if body != "" {
 		opts.Set("body", body)
 	}
-	p, err := jsglue.Call(js.Global(), "fetch", f.base+path+"?user="+f.user, opts)
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	p, err := jsglue.Call(js.Global(), "fetch", f.base+path+sep+"user="+f.user, opts)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -104,6 +104,24 @@ func itemsServer(t *testing.T) http.Handler {
 		}
 		srv.ServeHTTP(w, r)
 	})
+	// The receiver's fencing tokens, the user in the path (FencePath is a
+	// prefix: the resource follows it).
+	fence := rc.FenceHandler()
+	mux.HandleFunc("POST /u/{user}/fence/{resource...}", func(w http.ResponseWriter, r *http.Request) {
+		r.URL.RawQuery = "user=" + r.PathValue("user")
+		fence.ServeHTTP(w, r)
+	})
+	// A write of another leader under token (for fencing tests).
+	mux.HandleFunc("/ctl/fenced", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		tok, _ := strconv.ParseUint(q.Get("token"), 10, 64)
+		resp := rc.Apply(r.Context(), receiver.Mutation{Scope: q.Get("user"), Key: "newer-" + q.Get("token"), Target: "put newer",
+			Body: []byte("{}"), Resource: q.Get("resource"), Token: tok, HTTP: r},
+			func(context.Context, receiver.Tx, *receiver.Request) (receiver.Response, error) {
+				return receiver.Response{Status: 201}, nil
+			})
+		w.Write([]byte(strconv.Itoa(resp.Status)))
+	})
 	mux.HandleFunc("/ctl/publish", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d, err := srv.Publish(r.Context(), r.URL.Query().Get("user"), body)

@@ -32,6 +32,8 @@ type leaderRun struct {
 	state   realtime.State
 	offline bool
 	lastErr string
+
+	srvToken uint64 // the server's fencing token for this term (FencePath)
 }
 
 // runLeader is OnLeader: it restores the pending store, starts the driver
@@ -202,14 +204,40 @@ func (lr *leaderRun) announceStatus() {
 }
 
 // dial opens the page's WebSocket at the URL the app gives now.
+// With a FencePath, the leader's server token (asked once per term) is
+// stamped on its mutations.
 func (lr *leaderRun) dial(ctx context.Context) (realtime.Socket, error) {
-	s, err := dialSocket(ctx, lr.c.cfg.URL)
+	s, err := lr.dialFenced(ctx)
 	lr.mu.Lock()
 	if err != nil {
 		lr.lastErr = err.Error()
 	}
 	lr.mu.Unlock()
 	return s, err
+}
+
+func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
+	cfg := lr.c.cfg
+	lr.mu.Lock()
+	tok := lr.srvToken
+	lr.mu.Unlock()
+	if cfg.FencePath != "" && tok == 0 {
+		t, err := serverToken(ctx, cfg.FencePath, lr.l.Resource)
+		if err != nil {
+			return nil, err
+		}
+		lr.mu.Lock()
+		if lr.srvToken == 0 {
+			lr.srvToken = t
+		}
+		tok = lr.srvToken
+		lr.mu.Unlock()
+	}
+	s, err := dialSocket(ctx, cfg.URL)
+	if err != nil || cfg.FencePath == "" {
+		return s, err
+	}
+	return fencedSocket{Socket: s, resource: lr.l.Resource, token: tok}, nil
 }
 
 // app performs the machine's actions that concern the replica and the

@@ -4,10 +4,13 @@ package browser_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall/js"
 	"testing"
+	"time"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/realtime/browser"
@@ -68,4 +71,51 @@ func TestConnUpgradedByNewerBuild(t *testing.T) {
 		s := conns[0].Status()
 		return s.Closed == browser.ClosedUpgraded && s.State == browser.StateClosed
 	})
+}
+
+// With a FencePath the leader's mutations carry its server token: once a
+// later leader was issued a newer one, the deposed leader's mutation is
+// refused as stale instead of applied.
+func TestConnFencedMutations(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.FencePath = f.base + "/u/" + f.user + "/fence/"
+	c, err := browser.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	conns := []*browser.Conn{c}
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"a"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// A newer leader somewhere took a token for the same resource and
+	// wrote with it.
+	opts := js.Global().Get("Object").New()
+	opts.Set("method", "POST")
+	p, _ := jsglue.Call(js.Global(), "fetch", cfg.FencePath+c.Names().Resource, opts)
+	resp, err := jsglue.Await(ctx, p)
+	if err != nil || resp.Get("status").Int() != 200 {
+		t.Fatalf("fence: %v", err)
+	}
+	jp, _ := jsglue.Call(resp, "json")
+	body, err := jsglue.Await(ctx, jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strconv.Itoa(body.Get("token").Int())
+	if st := f.ctl("POST", "/ctl/fenced?resource="+c.Names().Resource+"&token="+tok, ""); st != "201" {
+		t.Fatalf("the newer leader's write: %s", st)
+	}
+	_, err = c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"b"}`)})
+	var rej *browser.RejectError
+	if !errors.As(err, &rej) {
+		t.Fatalf("a deposed leader's mutation: %v", err)
+	}
+	if n, _, _ := f.counts(); n != 1 {
+		t.Fatalf("server applied %d", n)
+	}
 }
