@@ -218,6 +218,8 @@ func (c *Conn) OnStatus(fn func(Status)) (unsubscribe func()) { return c.status.
 
 // OnDelta calls fn with every delta, in version order, once the replica
 // holds it (Changes is the JSON change list, see the package doc).
+// Listeners run on the connection's goroutines (in the leader's tab, the
+// one that reads the socket): return promptly.
 func (c *Conn) OnDelta(fn func(d rt.Delta)) (unsubscribe func()) { return c.deltas.add(fn) }
 
 // OnReload calls fn when this tab missed deltas, or the server reset the

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall/js"
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/realtime/browser"
+	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
 // A signed-out leader (401) waits, unauthorized, in every tab; it dials
@@ -117,5 +120,42 @@ func TestConnFencedMutations(t *testing.T) {
 	}
 	if n, _, _ := f.counts(); n != 1 {
 		t.Fatalf("server applied %d", n)
+	}
+}
+
+// A leader whose token was superseded (as a frozen leader's is when a
+// follower steals) finds its replica write Stale: it writes and announces
+// nothing, steps down, and the next term (here its own again, with a new
+// token) delivers the delta once.
+func TestConnStaleLeaderStepsDown(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(2)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	l, fs := leaderOf(conns)
+	old := l.Status().Token
+	var mu sync.Mutex
+	var got []uint64
+	fs[0].OnDelta(func(d rt.Delta) { mu.Lock(); got = append(got, d.Version); mu.Unlock() })
+	names := l.Names()
+	db, err := idb.Open(context.Background(), names.Database, idb.WithOwnStores(browser.StoreMeta, browser.StorePending),
+		idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	thief, err := db.AllocateToken(context.Background(), names.Resource, "thief")
+	if err != nil || thief <= old {
+		t.Fatalf("allocated %d (leader %d): %v", thief, old, err)
+	}
+	f.ctl("POST", "/ctl/publish", item("s1"))
+	waitFor(t, "a new term past the thief's token, at v1 in every tab", func() bool {
+		s := conns[0].Status()
+		lead, _ := leaderOf(conns)
+		return lead != nil && lead.Status().Token > thief && s.Version == 1 && conns[1].Status().Version == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("follower got %v", got)
 	}
 }
