@@ -122,6 +122,10 @@ func itemsServer(t *testing.T) http.Handler {
 			})
 		w.Write([]byte(strconv.Itoa(resp.Status)))
 	})
+	mux.HandleFunc("/ctl/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"version":0,"changes":[{"store":"items","key":"snap","value":{"id":"snap"}}]}`))
+	})
 	mux.HandleFunc("/ctl/publish", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d, err := srv.Publish(r.Context(), r.URL.Query().Get("user"), body)

@@ -159,3 +159,47 @@ func TestConnStaleLeaderStepsDown(t *testing.T) {
 		t.Fatalf("follower got %v", got)
 	}
 }
+
+// A replica ahead of the server (the server lost its history) is reset:
+// the leader replaces it with the snapshot, under its token, and every tab
+// holds the snapshot's records only.
+func TestConnResetFromSnapshot(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	cfg.Snapshot = f.base + "/ctl/snapshot"
+	names, _ := cfg.Names()
+	db, err := idb.Open(context.Background(), names.Database, idb.WithOwnStores(browser.StoreMeta, browser.StorePending),
+		idb.WithSchema(idb.Schema{Steps: []idb.Step{{Version: 1, Upgrade: func(tx *idb.UpgradeTx) error {
+			return tx.CreateStore("items", idb.StoreOptions{})
+		}}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := db.AllocateToken(context.Background(), names.Resource, "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Apply(context.Background(), idb.Op{Resource: names.Resource, Token: tok, OperationID: "seed"}, func(tx *idb.WriteTx) error {
+		if err := tx.Put("items", js.ValueOf("old"), js.ValueOf(1)); err != nil {
+			return err
+		}
+		return tx.Put(browser.StoreMeta, js.ValueOf("version"), js.ValueOf(50))
+	}, "items", browser.StoreMeta)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := browser.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	waitFor(t, "ready at the server's version", func() bool {
+		s := c.Status()
+		return s.State == browser.StateReady && s.Version == 0
+	})
+	recs, err := c.Read(context.Background(), "items")
+	if err != nil || len(recs) != 1 || recs[0].Key != "snap" {
+		t.Fatalf("replica after reset: %v %v", recs, err)
+	}
+}
