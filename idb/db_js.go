@@ -19,6 +19,36 @@ type config struct {
 	schema    Schema
 	onEvent   func(Event)
 	recentOps int
+	own       []string
+}
+
+// WithOwnStores declares stores of a tabfence layer built on this package
+// (a runtime with records of its own beside the app's): their names start
+// with "tf_", which apps may not use, and are neither tf_epochs nor
+// tf_fences. Whichever upgrade finds one missing creates it (out-of-line
+// keys), and Apply's stores, its WriteTx and Get accept them, so the layer
+// writes them in the same fenced transaction as the app's stores. An app's
+// UpgradeTx still refuses them.
+func WithOwnStores(names ...string) Option {
+	return func(c *config) { c.own = append(c.own, names...) }
+}
+
+func (c *config) owns(name string) bool {
+	for _, n := range c.own {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *config) validOwn() error {
+	for _, n := range c.own {
+		if !reserved(n) || n == StoreEpochs || n == StoreFences {
+			return errors.Join(ErrInvalidSchema, errors.New("idb: own store "+n+" must start with tf_ and not be tabfence's"))
+		}
+	}
+	return nil
 }
 
 // WithSchema declares the app's stores through ordered upgrade steps.
@@ -84,6 +114,9 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	if err := cfg.schema.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validOwn(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -91,7 +124,7 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 	d := &DB{name: name, version: version, cfg: cfg, done: make(chan struct{})}
 	conn, err := raw.OpenDatabase(ctx, name, version, raw.OpenOptions{
 		Upgrade: func(db js.Value, tx *raw.Tx, oldV, newV uint64) error {
-			return runUpgrade(&UpgradeTx{DB: db, Tx: tx.JS(), OldVersion: oldV, NewVersion: newV, tx: tx}, cfg.schema)
+			return runUpgrade(&UpgradeTx{DB: db, Tx: tx.JS(), OldVersion: oldV, NewVersion: newV, tx: tx}, cfg.schema, cfg.own)
 		},
 		Blocked: func(oldV, newV uint64) {
 			if fn := cfg.onEvent; fn != nil {
@@ -104,7 +137,11 @@ func Open(ctx context.Context, name string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	names := storeNames(conn)
-	if !contains(names, StoreEpochs) || !contains(names, StoreFences) {
+	missing := !contains(names, StoreEpochs) || !contains(names, StoreFences)
+	for _, n := range cfg.own {
+		missing = missing || !contains(names, n)
+	}
+	if missing {
 		// A database at our version without our stores was made by someone
 		// else (a foreign script, a build that predates them): never write
 		// into it.
@@ -157,13 +194,13 @@ func contains(list []string, s string) bool {
 // opened and before Open returns it.
 var testHookBetweenOpens func(name string)
 
-func runUpgrade(tx *UpgradeTx, s Schema) (err error) {
+func runUpgrade(tx *UpgradeTx, s Schema, own []string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = errors.New("idb: panic in schema upgrade")
 		}
 	}()
-	for _, st := range []string{StoreEpochs, StoreFences} {
+	for _, st := range append([]string{StoreEpochs, StoreFences}, own...) {
 		if !tx.HasStore(st) {
 			if _, err := jsglue.Call(tx.DB, "createObjectStore", st); err != nil {
 				return err

@@ -142,6 +142,7 @@ func (d *DB) get(ctx context.Context, store string, key js.Value) (js.Value, err
 type WriteTx struct {
 	tx   *raw.Tx
 	done bool
+	cfg  *config // the database's: its own stores are writable
 	// The last store used: writes usually go to one store, and getting it
 	// again is a call into IndexedDB.
 	lastName string
@@ -153,7 +154,7 @@ func (w *WriteTx) store(name string) (raw.Store, error) {
 	if w.done {
 		return raw.Store{}, ErrTxDone
 	}
-	if reserved(name) {
+	if reserved(name) && (w.cfg == nil || !w.cfg.owns(name)) {
 		return raw.Store{}, ErrReservedStore
 	}
 	if w.lastName != name || !w.lastSet {
@@ -189,6 +190,15 @@ func (w *WriteTx) Delete(store string, key js.Value) error {
 		return err
 	}
 	return st.Delete(key).Err()
+}
+
+// Clear removes every record of store.
+func (w *WriteTx) Clear(store string) error {
+	st, err := w.store(store)
+	if err != nil {
+		return err
+	}
+	return st.Clear().Err()
 }
 
 // Get reads key from store inside the transaction (undefined when absent).
@@ -262,7 +272,7 @@ func (d *DB) scope(stores []string) (js.Value, error) {
 		return d.scopeAll, nil
 	}
 	for _, s := range stores {
-		if reserved(s) {
+		if reserved(s) && !d.cfg.owns(s) {
 			return js.Undefined(), ErrReservedStore
 		}
 	}
@@ -320,7 +330,7 @@ func (d *DB) fenced(ctx context.Context, resource, epochRes string, stores []str
 		return res, nil
 	}
 	if writes != nil {
-		w := &WriteTx{tx: tx}
+		w := &WriteTx{tx: tx, cfg: &d.cfg}
 		err := callWrites(writes, w)
 		w.done = true
 		if err != nil {

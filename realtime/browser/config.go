@@ -31,13 +31,22 @@ type Config struct {
 	// closes a connection whose credentials are another user's).
 	User string
 	// FencePath, when set, is where the leader gets a server fencing token
-	// for its mutations (POST FencePath+resource, as the outbox does).
+	// for its mutations (POST FencePath+resource, as the outbox does; the
+	// answer is {"token":N}), once per term, before it first dials: a
+	// later leader's token makes a deposed one's mutations stale at the
+	// server. Without it mutations are unfenced (the server still applies
+	// an id once).
 	FencePath string
 	// Leader tunes liveness and backoff (PingEvery, PongTimeout, Backoff).
 	Leader realtime.Config
 	// StallAfter turns on the watchdog (see locks.Config.StallAfter): a
 	// follower steals from a frozen leader; fencing makes it harmless.
 	StallAfter time.Duration
+	// Snapshot, when set, is where the leader fetches the whole replica
+	// when the server resets it (GET, with the page's cookies; it answers
+	// {"version":N,"changes":[...]}). Without it a reset empties the
+	// replica stores and the next deltas refill what they touch.
+	Snapshot string
 	// HiddenNotify is how often a hidden tab tells its listeners (default
 	// 1 s; a visible tab tells them at once). A timer, not
 	// requestAnimationFrame, which a hidden tab never runs.
@@ -89,7 +98,7 @@ type Status struct {
 
 // Mutation is what an app asks for: the leader sends it as
 // rt.Mutation{ID, Op, Entity, Payload}. ID defaults to a random id; it is
-// the idempotency key.
+// the idempotency key. Entity defaults to Op.
 type Mutation struct {
 	ID      string
 	Op      string
@@ -103,6 +112,7 @@ var (
 	ErrClosed   = errors.New("realtime/browser: connection closed")
 	ErrRejected = errors.New("realtime/browser: mutation rejected")
 	ErrChanges  = errors.New("realtime/browser: malformed changes")
+	ErrInvalid  = errors.New("realtime/browser: invalid mutation")
 )
 
 // PendingMutation is a mutation not yet settled, as every tab lists it.

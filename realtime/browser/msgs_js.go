@@ -1,0 +1,286 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall/js"
+	"time"
+
+	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/jsglue/websocket"
+	"github.com/tabfence/tabfence/realtime"
+	rt "github.com/tabfence/tabfence/wire/realtime"
+)
+
+func (c *Conn) now() time.Time { return time.Now() }
+
+// onMessage handles what the other tabs post. Everything on the channel is
+// untrusted: a payload that does not validate is counted and dropped. The
+// leader's announcements (delta, reload, settled, status) count only on
+// the fenced resource the leaders announce under.
+func (c *Conn) onMessage(m channel.Message) {
+	fromLeader := m.Resource == c.names.Resource
+	c.mu.Lock()
+	leading := c.leading
+	c.mu.Unlock()
+	if m.Gap && fromLeader && !leading {
+		c.reload()
+	}
+	ok := true
+	switch {
+	case m.Kind == "rt.delta" && fromLeader:
+		ok = leading || c.onDelta(m.Payload) // a leader hears the server, not the channel
+	case m.Kind == "rt.reload" && fromLeader:
+		if !leading {
+			c.reload()
+		}
+	case m.Kind == "rt.settled" && fromLeader:
+		ok = c.onSettled(m.Payload)
+	case m.Kind == "rt.status" && fromLeader:
+		ok = c.onStatus(m)
+	case m.Kind == "rt.status?":
+		c.toLead(func(lr *leaderRun) { lr.asked() })
+	case m.Kind == "rt.mutation":
+		ok = c.onMutation(m.Payload)
+	case m.Kind == "rt.offline":
+		v := m.Payload
+		ok = v.Type() == js.TypeObject && v.Get("offline").Type() == js.TypeBoolean
+		if ok {
+			c.applyOffline(v.Get("offline").Bool())
+		}
+	default:
+		ok = false
+	}
+	if !ok {
+		c.badMessages.Add(1)
+	}
+}
+
+func (c *Conn) toLead(fn func(*leaderRun)) {
+	c.mu.Lock()
+	lr := c.lead
+	c.mu.Unlock()
+	if lr != nil {
+		go fn(lr)
+	}
+}
+
+func number(v js.Value, k string) (uint64, bool) {
+	f := v.Get(k)
+	if f.Type() != js.TypeNumber {
+		return 0, false
+	}
+	x := f.Float()
+	if x < 0 || x > channel.MaxToken || x != float64(uint64(x)) {
+		return 0, false
+	}
+	return uint64(x), true
+}
+
+// onDelta applies a follower's rule: apply in order, ignore a duplicate,
+// reload on a gap (IndexedDB holds at least what was announced).
+func (c *Conn) onDelta(p js.Value) bool {
+	if p.Type() != js.TypeObject || p.Get("changes").Type() != js.TypeString {
+		return false
+	}
+	v, ok1 := number(p, "version")
+	prev, ok2 := number(p, "prev")
+	if !ok1 || !ok2 || v <= prev {
+		return false
+	}
+	d := rt.Delta{Version: v, Prev: prev, Changes: []byte(p.Get("changes").String())}
+	c.mu.Lock()
+	verdict := c.fol.Offer(d)
+	c.mu.Unlock()
+	switch verdict {
+	case realtime.Apply:
+		c.deltas.call(d)
+		c.notify.kick()
+	case realtime.Gap:
+		c.reload()
+	}
+	return true
+}
+
+// reload rereads the replica's version from IndexedDB and tells the app.
+func (c *Conn) reload() {
+	c.mu.Lock()
+	c.fol.BeginLoad()
+	c.mu.Unlock()
+	l, err := c.load(c.ctx)
+	c.mu.Lock()
+	v := c.fol.Version()
+	if err == nil {
+		v = max(v, l.version)
+	}
+	apply, _ := c.fol.Loaded(v)
+	v = c.fol.Version()
+	c.mu.Unlock()
+	c.reloads.call(v)
+	for _, d := range apply {
+		c.deltas.call(d)
+	}
+	c.notify.kick()
+}
+
+func encodeOutcome(id string, o realtime.Outcome) js.Value {
+	p := js.Global().Get("Object").New()
+	p.Set("id", id)
+	if a := o.Ack; a != nil {
+		ack := js.Global().Get("Object").New()
+		ack.Set("status", float64(a.Status))
+		ack.Set("replayed", a.Replayed)
+		ack.Set("result", string(a.Result))
+		p.Set("ack", ack)
+	} else if r := o.Reject; r != nil {
+		rj := js.Global().Get("Object").New()
+		rj.Set("type", r.Problem.Type)
+		rj.Set("title", r.Problem.Title)
+		rj.Set("detail", r.Problem.Detail)
+		rj.Set("status", float64(r.Problem.Status))
+		p.Set("reject", rj)
+	}
+	return p
+}
+
+// decodeOutcome reads an rt.settled payload, validated with the wire's
+// rules (the same Decode the socket's messages pass).
+func decodeOutcome(p js.Value) (string, realtime.Outcome, bool) {
+	if p.Type() != js.TypeObject || p.Get("id").Type() != js.TypeString {
+		return "", realtime.Outcome{}, false
+	}
+	id := p.Get("id").String()
+	str := func(v js.Value, k string) string {
+		s, _ := jsString(v.Get(k), rt.MaxMessage/4)
+		return s
+	}
+	var m rt.Message
+	if a := p.Get("ack"); a.Type() == js.TypeObject {
+		st, _ := number(a, "status")
+		m = rt.Ack{ID: id, Status: st, Replayed: a.Get("replayed").Truthy(), Result: []byte(str(a, "result"))}
+	} else if r := p.Get("reject"); r.Type() == js.TypeObject {
+		st, _ := number(r, "status")
+		m = rt.Reject{ID: id, Problem: rt.Problem{Type: str(r, "type"), Title: str(r, "title"), Detail: str(r, "detail"), Status: st}}
+	} else {
+		return "", realtime.Outcome{}, false
+	}
+	d, err := rt.Decode(rt.Encode(m), 0)
+	if err != nil {
+		return "", realtime.Outcome{}, false
+	}
+	switch v := d.(type) {
+	case rt.Ack:
+		return id, realtime.Outcome{Ack: &v}, true
+	case rt.Reject:
+		return id, realtime.Outcome{Reject: &v}, true
+	}
+	return "", realtime.Outcome{}, false
+}
+
+func (c *Conn) onSettled(p js.Value) bool {
+	id, o, ok := decodeOutcome(p)
+	if ok {
+		c.settle(id, o)
+	}
+	return ok
+}
+
+func (c *Conn) onStatus(m channel.Message) bool {
+	p := m.Payload
+	if p.Type() != js.TypeObject {
+		return false
+	}
+	lastErr, ok1 := jsString(p.Get("lastError"), 1024)
+	state, ok2 := jsString(p.Get("state"), 64)
+	st, ok3 := parseState(state)
+	if !ok1 || !ok2 || !ok3 {
+		return false
+	}
+	c.mu.Lock()
+	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
+	c.mu.Unlock()
+	c.notify.kick()
+	return true
+}
+
+// onMutation: another tab made a mutation (stored in the pending store
+// before it posted): every tab lists it, the leader sends it.
+func (c *Conn) onMutation(p js.Value) bool {
+	pm, ok := decodePending(p)
+	if !ok {
+		return false
+	}
+	m := pm.Mutation.wire()
+	c.addPending(m, pm.MadeAt)
+	c.mu.Lock()
+	lr := c.lead
+	if c.leading && lr == nil {
+		c.early = append(c.early, m)
+	}
+	c.mu.Unlock()
+	if lr != nil {
+		go lr.mutate(m)
+	}
+	return true
+}
+
+// dialSocket opens the page's WebSocket at the URL url returns now; an
+// upgrade refused with 401 is realtime.ErrUnauthorized.
+func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socket, error) {
+	u, err := url()
+	if err != nil {
+		return nil, err
+	}
+	s, err := websocket.Dial(ctx, u, nil)
+	var de *websocket.DialError
+	if errors.As(err, &de) && de.Status == 401 {
+		return nil, errors.Join(realtime.ErrUnauthorized, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fetchSnapshot GETs the replica's snapshot: {"version":N,"changes":[...]}.
+func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, error) {
+	opts := js.Global().Get("Object").New()
+	opts.Set("credentials", "include")
+	opts.Set("cache", "no-store")
+	p, err := jsglue.Call(js.Global(), "fetch", url, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := jsglue.Await(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if st := resp.Get("status").Int(); st != 200 {
+		return nil, errors.New("realtime/browser: snapshot answered HTTP " + strconv.Itoa(st))
+	}
+	jp, err := jsglue.Call(resp, "json")
+	if err != nil {
+		return nil, err
+	}
+	body, err := jsglue.Await(ctx, jp)
+	if err != nil {
+		return nil, errors.Join(ErrChanges, err)
+	}
+	if body.Type() != js.TypeObject {
+		return nil, ErrChanges
+	}
+	return checkChanges(body.Get("changes"), stores)
+}
+
+// jsString is v's string when v is a string of at most max bytes.
+func jsString(v js.Value, max int) (string, bool) {
+	if v.Type() != js.TypeString {
+		return "", false
+	}
+	s := v.String()
+	return s, len(s) <= max
+}

@@ -1,0 +1,163 @@
+package browser
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/realtime"
+	rt "github.com/tabfence/tabfence/wire/realtime"
+)
+
+// The runtime's own stores in the replica's database, beside the app's
+// replica stores: the version row and the offline switch, and the durable
+// pending store.
+const (
+	StoreMeta    = "tf_rt_meta"
+	StorePending = "tf_rt_pending"
+)
+
+// Keys of StoreMeta.
+const (
+	metaVersion = "version"
+	metaOffline = "offline"
+)
+
+// DefaultHiddenNotify is Config.HiddenNotify's default.
+const DefaultHiddenNotify = time.Second
+
+// Names of the lock (also the channel), the database and the fenced
+// resource: all "tabfence:rt-<scope>:v<protocol>", so two builds of other
+// protocols never share any of them.
+func (c Config) Names() (Names, error) {
+	if c.Scope == "" {
+		return Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: empty scope"))
+	}
+	p := c.Protocol
+	if p == 0 {
+		p = 1
+	}
+	n, err := locks.Name("rt-"+c.Scope, p)
+	if err != nil {
+		return Names{}, errors.Join(ErrConfig, err)
+	}
+	return Names{Lock: n, Database: n, Resource: n}, nil
+}
+
+// normalized validates c and fills its defaults.
+func (c Config) normalized() (Config, Names, error) {
+	if c.Protocol == 0 {
+		c.Protocol = 1
+	}
+	if c.SchemaVersion == 0 {
+		c.SchemaVersion = 1
+	}
+	if c.HiddenNotify <= 0 {
+		c.HiddenNotify = DefaultHiddenNotify
+	}
+	names, err := c.Names()
+	if err != nil {
+		return c, Names{}, err
+	}
+	bad := func(why string) (Config, Names, error) {
+		return c, Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: "+why))
+	}
+	switch {
+	case c.Protocol < 1:
+		return bad("protocol must be >= 1")
+	case c.SchemaVersion < 1:
+		return bad("schema version must be >= 1")
+	case c.URL == nil:
+		return bad("no URL")
+	case len(c.Stores) == 0:
+		return bad("no replica stores")
+	case len(c.User) > rt.MaxUser:
+		return bad("user too long")
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Stores {
+		if s == "" || (len(s) >= 3 && s[:3] == "tf_") || seen[s] {
+			return bad("store name " + strconv.Quote(s) + " is empty, reserved (tf_) or repeated")
+		}
+		seen[s] = true
+	}
+	if c.StallAfter != 0 {
+		if err := locks.ValidStallAfter(c.StallAfter, true); err != nil {
+			return c, Names{}, errors.Join(ErrConfig, err)
+		}
+	}
+	return c, names, nil
+}
+
+// checkMutation validates a mutation made here or received from another
+// tab (messages on the channel are untrusted) with the wire's own rules:
+// what the server would refuse is refused before it is stored.
+func checkMutation(m rt.Mutation) error {
+	if m.Resource != "" || m.Token != 0 {
+		return errors.New("realtime/browser: a mutation carries no fencing token of its own")
+	}
+	if len(m.Payload) > rt.MaxMessage/2 {
+		return errors.New("realtime/browser: payload too large")
+	}
+	if _, err := rt.Decode(rt.Encode(m), 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkChange is the rule of one change of a delta or snapshot: a replica
+// store, a key, and either a value or deleted:true.
+func checkChange(stores []string, store, key string, hasValue, deleted bool) error {
+	ok := false
+	for _, s := range stores {
+		ok = ok || s == store
+	}
+	switch {
+	case !ok:
+		return errors.Join(ErrChanges, errors.New("realtime/browser: not a replica store: "+strconv.Quote(store)))
+	case key == "" || len(key) > MaxKey:
+		return errors.Join(ErrChanges, errors.New("realtime/browser: bad key"))
+	case deleted == hasValue:
+		return errors.Join(ErrChanges, errors.New("realtime/browser: a change has a value or deleted:true"))
+	}
+	return nil
+}
+
+// MaxKey bounds a replica key (bytes); MaxChanges the changes of one
+// delta or snapshot.
+const MaxKey = 1024
+
+const MaxChanges = 100000
+
+// stateOf is the state every tab shows for the leader's machine state and
+// the browser's offline switch.
+func stateOf(s realtime.State, offline bool) State {
+	switch {
+	case offline:
+		return StateOffline
+	case s == realtime.Ready:
+		return StateReady
+	case s == realtime.Unauthorized:
+		return StateUnauthorized
+	case s == realtime.Offline:
+		return StateConnecting // waiting to redial: still trying
+	}
+	return StateConnecting
+}
+
+// parseState reads a state announced by a leader; ok false for anything
+// else (the channel is untrusted).
+func parseState(s string) (State, bool) {
+	switch State(s) {
+	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateClosed:
+		return State(s), true
+	}
+	return "", false
+}
+
+// sortPending orders pending mutations oldest first.
+func sortPending(p []PendingMutation) {
+	slices.SortStableFunc(p, func(a, b PendingMutation) int { return a.MadeAt.Compare(b.MadeAt) })
+}

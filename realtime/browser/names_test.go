@@ -1,0 +1,164 @@
+package browser
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tabfence/tabfence/realtime"
+	rt "github.com/tabfence/tabfence/wire/realtime"
+)
+
+func goodConfig() Config {
+	return Config{Scope: "ws1", URL: func() (string, error) { return "/rt", nil }, Stores: []string{"issues"}}
+}
+
+// The lock, the channel, the database and the fenced resource carry the
+// scope and the protocol: two builds never share any of them.
+func TestNames(t *testing.T) {
+	n, err := goodConfig().Names()
+	if err != nil || n.Lock != "tabfence:rt-ws1:v1" || n.Database != n.Lock || n.Resource != n.Lock {
+		t.Fatalf("%+v %v", n, err)
+	}
+	c := goodConfig()
+	c.Protocol = 2
+	if n2, _ := c.Names(); n2.Lock != "tabfence:rt-ws1:v2" {
+		t.Fatalf("protocol 2: %+v", n2)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	c, _, err := goodConfig().normalized()
+	if err != nil || c.Protocol != 1 || c.SchemaVersion != 1 || c.HiddenNotify != DefaultHiddenNotify {
+		t.Fatalf("%+v %v", c, err)
+	}
+	bad := map[string]func(*Config){
+		"no scope":         func(c *Config) { c.Scope = "" },
+		"control in scope": func(c *Config) { c.Scope = "a\nb" },
+		"protocol":         func(c *Config) { c.Protocol = -1 },
+		"schema":           func(c *Config) { c.SchemaVersion = -2 },
+		"no url":           func(c *Config) { c.URL = nil },
+		"no stores":        func(c *Config) { c.Stores = nil },
+		"empty store":      func(c *Config) { c.Stores = []string{""} },
+		"reserved store":   func(c *Config) { c.Stores = []string{"tf_rt_meta"} },
+		"repeated store":   func(c *Config) { c.Stores = []string{"a", "a"} },
+		"stall too short":  func(c *Config) { c.StallAfter = time.Second },
+		"user too long":    func(c *Config) { c.User = strings.Repeat("u", rt.MaxUser+1) },
+	}
+	for name, mut := range bad {
+		c := goodConfig()
+		mut(&c)
+		if _, _, err := c.normalized(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Changes must name a replica store (never the runtime's own), a key, and
+// either a value or deleted:true.
+func TestCheckChangeRule(t *testing.T) {
+	stores := []string{"issues"}
+	if err := checkChange(stores, "issues", "k", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkChange(stores, "issues", "k", false, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		store, key    string
+		value, delete bool
+	}{
+		{"tf_rt_meta", "version", true, false},
+		{"other", "k", true, false},
+		{"issues", "", true, false},
+		{"issues", strings.Repeat("k", MaxKey+1), true, false},
+		{"issues", "k", false, false},
+		{"issues", "k", true, true},
+	} {
+		if err := checkChange(stores, c.store, c.key, c.value, c.delete); !errors.Is(err, ErrChanges) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// A mutation is checked with the wire's own rules before it is stored or
+// taken from another tab.
+func TestCheckMutationRule(t *testing.T) {
+	if err := checkMutation(rt.Mutation{ID: "m1", Op: "issue.put", Entity: "issue.put", Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []rt.Mutation{
+		{ID: "", Op: "a", Entity: "a"},
+		{ID: "has space", Op: "a", Entity: "a"},
+		{ID: "m", Op: "", Entity: "a"},
+		{ID: "m", Op: "a", Entity: "a b"},
+		{ID: "m", Op: "a", Entity: "a", Resource: "r", Token: 3},
+		{ID: "m", Op: "a", Entity: "a", Payload: make([]byte, rt.MaxMessage)},
+	} {
+		if checkMutation(m) == nil {
+			t.Errorf("accepted %+v", m.ID)
+		}
+	}
+}
+
+func TestStateOf(t *testing.T) {
+	for _, c := range []struct {
+		s       realtime.State
+		offline bool
+		want    State
+	}{
+		{realtime.Ready, false, StateReady},
+		{realtime.Ready, true, StateOffline},
+		{realtime.Unauthorized, false, StateUnauthorized},
+		{realtime.Connecting, false, StateConnecting},
+		{realtime.Offline, false, StateConnecting},
+	} {
+		if got := stateOf(c.s, c.offline); got != c.want {
+			t.Errorf("%v/%v: %v", c.s, c.offline, got)
+		}
+	}
+	if _, ok := parseState("bogus"); ok {
+		t.Fatal("parsed a bogus state")
+	}
+}
+
+// A visible tab tells its listeners at once; a hidden one folds changes
+// into one notification per period (a timer, not animation frames).
+func TestNotifierHidden(t *testing.T) {
+	var hidden atomic.Bool
+	var fired atomic.Int32
+	n := &notifier{every: 50 * time.Millisecond, hidden: hidden.Load, fire: func() { fired.Add(1) }}
+	n.kick()
+	if fired.Load() != 1 {
+		t.Fatal("a visible tab was not told at once")
+	}
+	hidden.Store(true)
+	for i := 0; i < 10; i++ {
+		n.kick()
+	}
+	if fired.Load() != 1 {
+		t.Fatal("a hidden tab was told at once")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for fired.Load() != 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if fired.Load() != 2 {
+		t.Fatalf("hidden tab told %d times, want 2", fired.Load())
+	}
+}
+
+func TestListeners(t *testing.T) {
+	var l listeners[int]
+	var got []int
+	un := l.add(func(v int) { got = append(got, v) })
+	l.add(func(v int) { got = append(got, -v) })
+	l.call(1)
+	un()
+	l.call(2)
+	if len(got) != 3 || got[0] != 1 || got[1] != -1 || got[2] != -2 {
+		t.Fatalf("%v", got)
+	}
+}
