@@ -6,6 +6,7 @@ import (
 	"context"
 	"strconv"
 	"syscall/js"
+	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
@@ -146,6 +147,23 @@ func payloadBytes(p js.Value) (b []byte, ok bool) {
 		return nil, false
 	}
 	return []byte(s.String()), true
+}
+
+// payloadValue is a stored payload as JavaScript sees it: parsed JSON, the
+// string when it is not JSON, a Uint8Array when it is not UTF-8 (so bytes
+// arrive intact).
+func payloadValue(p []byte) js.Value {
+	if !utf8.Valid(p) {
+		b := jsUint8Array.New(len(p))
+		js.CopyBytesToJS(b, p)
+		return b
+	}
+	s := string(p)
+	v, err := jsglue.Call(jsJSON, "parse", s)
+	if err != nil {
+		return js.ValueOf(s)
+	}
+	return v
 }
 
 // opArgSlow reads enqueue's operation field by field.
