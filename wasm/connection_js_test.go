@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/jsglue"
-	"github.com/tabfence/tabfence/realtime/browser"
 )
 
 // tf.connection refuses bad options with a TypeError rejection (the
@@ -46,11 +45,4 @@ func TestConnectionRejectsBadOptions(t *testing.T) {
 		wantName(t, err, "TypeError")
 		require.ErrorContains(t, err, c.want, c.opts)
 	}
-}
-
-// The connection's errors carry the names the d.ts lists.
-func TestConnectionErrorNames(t *testing.T) {
-	require.Equal(t, "MutationRejectedError", jsglue.NameOf(connErr(&browser.RejectError{ID: "m"})))
-	require.Equal(t, "TypeError", jsglue.NameOf(connErr(browser.ErrConfig)))
-	require.Equal(t, "InvalidStateError", jsglue.NameOf(connErr(browser.ErrClosed)))
 }

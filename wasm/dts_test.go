@@ -21,6 +21,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/outbox/queue"
+	"github.com/tabfence/tabfence/wasm/connection"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -103,10 +104,7 @@ func ownErrorNames() []string {
 	for _, m := range outboxErrorNames {
 		out = append(out, m.name)
 	}
-	for _, m := range connectionErrorNames {
-		out = append(out, m.name)
-	}
-	return out
+	return append(out, connection.ErrorNames()...)
 }
 
 // closedReasons are realtime/browser's Closed values but ClosedNot (""),

@@ -6,7 +6,6 @@ import (
 	"context"
 	"strconv"
 	"syscall/js"
-	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
@@ -20,8 +19,8 @@ import (
 // JavaScript engine (JSON.stringify), never by a Go encoder.
 
 var (
-	jsJSON       = js.Global().Get("JSON")
-	jsUint8Array = js.Global().Get("Uint8Array")
+	jsJSON       = jsapi.JSJSON
+	jsUint8Array = jsapi.JSUint8Array
 )
 
 // enqueue is outbox.enqueue(op). A plain append (see outbox.PlainAppend)
@@ -129,43 +128,6 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	return browser.DecodeOpFields(b)
 }
 
-// payloadBytes is p as a payload: a string or bytes as is, anything else
-// (but undefined) as JSON.stringify; ok false when it is none of these.
-func payloadBytes(p js.Value) (b []byte, ok bool) {
-	switch pt, _ := jsglue.TypeOf(p); {
-	case pt == js.TypeString:
-		return []byte(p.String()), true
-	case jsglue.InstanceOf(p, jsUint8Array):
-		b = make([]byte, p.Length())
-		js.CopyBytesToGo(b, p)
-		return b, true
-	case pt == js.TypeUndefined:
-		return nil, false
-	}
-	s, err := jsglue.Call(jsJSON, "stringify", p)
-	if err != nil || s.Type() != js.TypeString {
-		return nil, false
-	}
-	return []byte(s.String()), true
-}
-
-// payloadValue is a stored payload as JavaScript sees it: parsed JSON, the
-// string when it is not JSON, a Uint8Array when it is not UTF-8 (so bytes
-// arrive intact).
-func payloadValue(p []byte) js.Value {
-	if !utf8.Valid(p) {
-		b := jsUint8Array.New(len(p))
-		js.CopyBytesToJS(b, p)
-		return b
-	}
-	s := string(p)
-	v, err := jsglue.Call(jsJSON, "parse", s)
-	if err != nil {
-		return js.ValueOf(s)
-	}
-	return v
-}
-
 // opArgSlow reads enqueue's operation field by field.
 func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := jsglue.TypeOf(v); t != js.TypeObject {
@@ -201,7 +163,7 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		return op, jsapi.TypeErr("outbox.enqueue", "payload is required")
 	}
 	var ok bool
-	if op.Payload, ok = payloadBytes(p); !ok {
+	if op.Payload, ok = jsapi.PayloadBytes(p); !ok {
 		return op, jsapi.TypeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
 	}
 	if deps := jsapi.Field(v, "dependencyIds"); jsapi.IsType(deps, js.TypeObject) {

@@ -68,14 +68,14 @@ var (
 // the record stays as stored (queue.SchemaRefused).
 func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 	return func(p []byte) ([]byte, error) {
-		out, err := jsglue.Invoke(fn, payloadValue(p))
+		out, err := jsglue.Invoke(fn, jsapi.PayloadValue(p))
 		if err != nil {
 			return nil, err
 		}
 		if out.Type() == js.TypeObject && out.Get("then").Type() == js.TypeFunction {
 			return nil, errMigrationPromise
 		}
-		b, ok := payloadBytes(out)
+		b, ok := jsapi.PayloadBytes(out)
 		if !ok {
 			return nil, errMigrationResult
 		}

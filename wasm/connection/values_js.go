@@ -1,6 +1,6 @@
 //go:build js && wasm && !tabfence_core && !tabfence_noconnection
 
-package main
+package connection
 
 import (
 	"syscall/js"
@@ -48,8 +48,8 @@ func pendingJS(list []browser.PendingMutation) js.Value {
 		o.Set("id", p.ID)
 		o.Set("op", jsapi.Recurring.Get(p.Op))
 		o.Set("entity", p.Entity)
-		o.Set("payload", payloadValue(p.Payload))
-		o.Set("madeAt", ms(p.MadeAt))
+		o.Set("payload", jsapi.PayloadValue(p.Payload))
+		o.Set("madeAt", jsapi.Ms(p.MadeAt))
 		arr.SetIndex(i, o)
 	}
 	return arr
@@ -64,7 +64,7 @@ func ackJS(a rt.Ack) js.Value {
 	if len(a.Result) == 0 {
 		o.Set("result", js.Null())
 	} else {
-		o.Set("result", payloadValue(a.Result))
+		o.Set("result", jsapi.PayloadValue(a.Result))
 	}
 	return o
 }
@@ -84,7 +84,7 @@ func problemJS(p rt.Problem) js.Value {
 func deltaJS(d rt.Delta) js.Value {
 	o := jsapi.NewObject()
 	o.Set("version", float64(d.Version))
-	changes, err := jsglue.Call(jsJSON, "parse", string(d.Changes))
+	changes, err := jsglue.Call(jsapi.JSJSON, "parse", string(d.Changes))
 	if err != nil || !jsglue.IsArray(changes) {
 		changes = jsapi.JSArray.New()
 	}

@@ -1,6 +1,6 @@
 //go:build !tabfence_core && !tabfence_noconnection
 
-package main
+package connection
 
 import (
 	"errors"
@@ -9,7 +9,23 @@ import (
 )
 
 // The names of tf.connection's errors. Pure Go: the d.ts's list of error
-// names is checked against these natively (TestDTSMatchesGo).
+// names is checked against these natively (TestDTSMatchesGo, through
+// ErrorNames).
+
+// namedError gives an error the JavaScript name pages branch on.
+type namedError struct {
+	err  error
+	name string
+}
+
+func (e *namedError) Error() string  { return e.err.Error() }
+func (e *namedError) Unwrap() error  { return e.err }
+func (e *namedError) JSName() string { return e.name }
+
+type errorName struct {
+	target error
+	name   string
+}
 
 // nameMutationRejected is mutate()'s rejection when the server refused the
 // mutation (a *browser.RejectError); it carries the server's problem.
@@ -22,6 +38,15 @@ var connectionErrorNames = [...]errorName{
 	{browser.ErrConfig, "TypeError"},
 	{browser.ErrClosed, "InvalidStateError"},
 	{browser.ErrChanges, "DataError"},
+}
+
+// ErrorNames are the names connErr gives.
+func ErrorNames() []string {
+	out := make([]string, len(connectionErrorNames))
+	for i, m := range connectionErrorNames {
+		out[i] = m.name
+	}
+	return out
 }
 
 // connErr names an error of the connection API; an error that names

@@ -1,8 +1,9 @@
 //go:build js && wasm && !tabfence_core && !tabfence_noconnection
 
-package main
+package connection
 
 import (
+	"context"
 	"errors"
 	"syscall/js"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // The methods of the object tf.connection returns, each a thin call of
-// browser.Conn's; values cross as plain objects (connection_values_js.go).
+// browser.Conn's; values cross as plain objects (values_js.go).
 
 // connHandle is the Go state behind one connection object.
 type connHandle struct {
@@ -21,8 +22,11 @@ type connHandle struct {
 	conn *browser.Conn
 }
 
-// connections are the page's connection objects (see objects).
-var connections objects[*connHandle]
+// connections are the page's connection objects: package state, as the
+// objects are the page's, handed to its JavaScript by its one runtime.
+var connections jsapi.Objects[*connHandle]
+
+var bg = context.Background()
 
 // errConnClosed is what a method of a closed connection object fails with.
 var errConnClosed = &namedError{browser.ErrClosed, "InvalidStateError"}
@@ -54,7 +58,7 @@ func (c *connHandle) mutate(args []js.Value) (any, error) {
 	var payload []byte
 	if a.Mutation.Kind == jsapi.KindObject {
 		a.Op, a.Entity, a.ID = jsapi.ArgOf(jsapi.Field(v, "op")), jsapi.ArgOf(jsapi.Field(v, "entity")), jsapi.ArgOf(jsapi.Field(v, "id"))
-		payload, a.HasPayload = payloadBytes(jsapi.Field(v, "payload"))
+		payload, a.HasPayload = jsapi.PayloadBytes(jsapi.Field(v, "payload"))
 	}
 	m, err := jsapi.ValidateMutation(a)
 	if err != nil {
@@ -103,37 +107,37 @@ func (c *connHandle) read(args []js.Value) (any, error) {
 }
 
 func (c *connHandle) onDelta(args []js.Value) (any, error) {
-	fn, err := callbackArg("connection.onDelta", args)
+	fn, err := jsapi.CallbackArg("connection.onDelta", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(c.conn.OnDelta(func(d rt.Delta) { jsapi.CallLater(fn, deltaJS(d)) })), nil
+	return jsapi.Unsubscriber(c.conn.OnDelta(func(d rt.Delta) { jsapi.CallLater(fn, deltaJS(d)) })), nil
 }
 
 func (c *connHandle) onReload(args []js.Value) (any, error) {
-	fn, err := callbackArg("connection.onReload", args)
+	fn, err := jsapi.CallbackArg("connection.onReload", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(c.conn.OnReload(func(version uint64) { jsapi.CallLater(fn, float64(version)) })), nil
+	return jsapi.Unsubscriber(c.conn.OnReload(func(version uint64) { jsapi.CallLater(fn, float64(version)) })), nil
 }
 
 func (c *connHandle) onPending(args []js.Value) (any, error) {
-	fn, err := callbackArg("connection.onPending", args)
+	fn, err := jsapi.CallbackArg("connection.onPending", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(c.conn.OnPending(func(list []browser.PendingMutation) { jsapi.CallLater(fn, pendingJS(list)) })), nil
+	return jsapi.Unsubscriber(c.conn.OnPending(func(list []browser.PendingMutation) { jsapi.CallLater(fn, pendingJS(list)) })), nil
 }
 
 func (c *connHandle) status([]js.Value) (any, error) { return connStatusJS(c.conn.Status()), nil }
 
 func (c *connHandle) onStatus(args []js.Value) (any, error) {
-	fn, err := callbackArg("connection.onStatus", args)
+	fn, err := jsapi.CallbackArg("connection.onStatus", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(c.conn.OnStatus(func(st browser.Status) { jsapi.CallLater(fn, connStatusJS(st)) })), nil
+	return jsapi.Unsubscriber(c.conn.OnStatus(func(st browser.Status) { jsapi.CallLater(fn, connStatusJS(st)) })), nil
 }
 
 // retry asks the leader for its status (it never blocks: Conn.Retry posts).
