@@ -171,7 +171,8 @@ function renderStatus(s) {
     : "nothing";
   $("rt-version").textContent = String(s.version);
   if (!tracker.error) $("rt-error").textContent = s.lastError ?? "none";
-  $("rt-retry").hidden = s.state !== "unauthorized";
+  $("rt-retry").hidden = s.state !== "unauthorized" || !!s.closed;
+  $("rt-signout").textContent = s.closed ? "Sign in again" : "Sign out";
 }
 
 // ---- start ----
@@ -198,8 +199,18 @@ function wire(conn) {
     $("issue-title").value = "";
   });
   $("rt-offline").addEventListener("change", (ev) => conn.setOffline(ev.target.checked).catch(fail));
-  $("rt-retry").addEventListener("click", () => conn.retry().catch(fail));
+  // Signed out (the server refused the session): sign in again in this
+  // tab, then ask the leader, wherever it is, to connect again.
+  $("rt-retry").addEventListener("click", () => {
+    tracker.user = signIn();
+    $("rt-user").textContent = tracker.user;
+    conn.retry().catch(fail);
+  });
   $("rt-signout").addEventListener("click", async () => {
+    if (tracker.status?.closed) {
+      location.reload(); // signs in again on load
+      return;
+    }
     document.cookie = `${COOKIE}=; path=/; max-age=0`;
     await conn.signOut().catch(fail);
   });
