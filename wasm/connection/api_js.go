@@ -42,7 +42,7 @@ func init() {
 		m{Name: "onPending", Call: jsapi.Sync, Fn: (*connHandle).onPending},
 		m{Name: "status", Call: jsapi.Sync, Fn: (*connHandle).status},
 		m{Name: "onStatus", Call: jsapi.Sync, Fn: (*connHandle).onStatus},
-		m{Name: "retry", Call: jsapi.Promise, Fn: (*connHandle).retry},
+		m{Name: "retry", Call: jsapi.Async, Fn: (*connHandle).retry},
 		m{Name: "setOffline", Call: jsapi.Async, Fn: (*connHandle).setOffline},
 		m{Name: "signOut", Call: jsapi.Async, Fn: (*connHandle).signOut},
 		m{Name: "close", Call: jsapi.Async, Fn: (*connHandle).close, Idle: js.Undefined()},
@@ -140,7 +140,9 @@ func (c *connHandle) onStatus(args []js.Value) (any, error) {
 	return jsapi.Unsubscriber(c.conn.OnStatus(func(st browser.Status) { jsapi.CallLater(fn, connStatusJS(st)) })), nil
 }
 
-// retry asks the leader for its status (it never blocks: Conn.Retry posts).
+// retry asks the leader for its status. On its own goroutine (Async), as
+// Conn.Retry posts on the channel and may wait for a lock: a JavaScript
+// callback must never block.
 func (c *connHandle) retry([]js.Value) (any, error) {
 	c.conn.Retry()
 	return js.Undefined(), nil
