@@ -165,7 +165,7 @@ function renderStatus(s) {
       ? "This tab holds the connection"
       : "Another tab holds the connection";
   $("rt-state").textContent = stateWords[s.state] ?? s.state;
-  $("rt-token").textContent = s.token ? `${s.token} (rises each time another tab takes over)` : "—";
+  $("rt-token").textContent = s.token ? String(s.token) : "—";
   $("rt-pending").textContent = s.pending
     ? `${s.pending} edit${s.pending === 1 ? "" : "s"}, oldest ${age(s.oldestPendingAgeMs)}`
     : "nothing";
