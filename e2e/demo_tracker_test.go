@@ -20,7 +20,9 @@ import (
 // The demo's shared tracker, as a person uses it in two tabs: an issue
 // added in one shows in the other, ticked done there shows back here; the
 // side panel says which tab holds the connection; edits made while working
-// offline show as "saving…" in every tab and are sent once it is off.
+// offline show as "saving…" in every tab and are sent once it is off; when
+// the tab holding the connection closes, the other says it holds it now,
+// with a higher token, and its edits still go through.
 func TestDemoTracker(t *testing.T) {
 	e := setup(t, false)
 	s := scope(t)
@@ -62,6 +64,18 @@ func TestDemoTracker(t *testing.T) {
 		})
 	}
 	screenshot(t, follower)
+
+	token := eval[float64](t, follower, `tabfenceTracker.status.token`)
+	leader.Close()
+	waitRows(t, "the other tab takes the connection over", func() bool {
+		return text(t, follower, "rt-role") == "This tab holds the connection" &&
+			strings.HasPrefix(text(t, follower, "rt-state"), "Connected") &&
+			eval[float64](t, follower, `tabfenceTracker.status.token`) > token
+	})
+	addIssue(t, follower, "After the failover")
+	waitRows(t, "sent by the new holder", func() bool {
+		return slices.Equal(rows(t, follower), []string{"Fix login|done|", "Written offline|open|", "After the failover|open|"})
+	})
 }
 
 // trackerTab opens the demo as user and waits until its tracker is up.

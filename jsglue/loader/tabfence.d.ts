@@ -944,7 +944,11 @@ export interface ConnectionOptions {
   replica: { stores: string[]; version?: number };
   /** The user the replica belongs to; the server refuses another user's credentials. */
   user?: string;
-  /** Where the leader gets a server fencing token for its mutations (POST fencePath + resource). */
+  /**
+   * Reserved for a server fencing token on the leader's mutations (POST
+   * fencePath + resource): not used yet. Mutations are sent unfenced (the
+   * server applies each id once); the replica's writes are fenced in IndexedDB.
+   */
   fencePath?: string;
   /** Ping interval on a ready connection (default 30000). */
   pingEveryMs?: number;
