@@ -123,3 +123,21 @@ func waitRows(t *testing.T, what string, cond func() bool) {
 	err := harness.Poll(context.Background(), what, failoverTimeout, 20*time.Millisecond, func() (bool, error) { return cond(), nil })
 	require.NoError(t, err)
 }
+
+// A mutation the server refuses rejects the caller's promise with a
+// MutationRejectedError carrying the server's problem, and leaves nothing
+// pending.
+func TestDemoTrackerRefusedMutation(t *testing.T) {
+	e := setup(t, false)
+	s := scope(t)
+	tab := e.trackerTab(s, "tracker-"+s)
+	got := eval[map[string]any](t, tab, `tabfenceTracker.conn.mutate({op: "issue.fly", payload: {id: "x"}}).then(
+		(ack) => ({resolved: true, ack}),
+		(err) => ({name: err.name, isError: err instanceof Error, type: err.problem && err.problem.type, status: err.problem && err.problem.status}))`)
+	require.Equal(t, "MutationRejectedError", got["name"], "%v", got)
+	require.Equal(t, true, got["isError"])
+	typ, _ := got["type"].(string)
+	require.True(t, strings.HasSuffix(typ, "unknown-op"), "the server's problem type: %v", got)
+	require.Equal(t, 422.0, got["status"])
+	waitRows(t, "nothing pending", func() bool { return eval[float64](t, tab, `tabfenceTracker.conn.status().pending`) == 0 })
+}
