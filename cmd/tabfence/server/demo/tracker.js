@@ -142,6 +142,7 @@ const stateWords = {
   ready: "Connected: edits are sent at once",
   unauthorized: "Signed out: not connected (sign in, then Retry)",
   offline: "Offline: edits wait in this browser",
+  outdated: "This version of the app is out of date: reload the page",
   closed: "Closed",
 };
 const closedWords = {
