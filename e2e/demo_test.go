@@ -23,6 +23,8 @@ func TestDemoButtons(t *testing.T) {
 	b := e.demo(s, 1, "follower")
 	waitRole(t, a, "leader")
 	waitRole(t, b, "follower")
+	openHood(t, a) // the election's buttons are under "Under the hood"
+	openHood(t, b)
 	require.Equal(t, "tabfence:"+s+":v1", text(t, a, "lock"), "#lock shows")
 
 	click(t, b, "steal")
@@ -42,15 +44,30 @@ func TestDemoButtons(t *testing.T) {
 	require.Equal(t, "Join", got, "#leave says %q after leaving", got)
 	click(t, a, "leave")
 	waitRole(t, a, "follower")
+}
 
-	if path := os.Getenv("TABFENCE_SCREENSHOT"); path != "" {
-		png, err := chromedp.Run(b.Ctx(), chromedp.FullScreenshot(100))
-		if err == nil {
-			err = os.WriteFile(path, png, 0o644)
-		}
-		if err != nil {
-			t.Log("screenshot:", err)
-		}
+// openHood opens the page's "Under the hood" section, as a user clicks it.
+func openHood(t *testing.T, tab *harness.Tab) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("details.hood > summary")))
+	require.NoError(t, err, "open Under the hood")
+}
+
+// screenshot writes the README's picture of tab when TABFENCE_SCREENSHOT
+// names a file.
+func screenshot(t *testing.T, tab *harness.Tab) {
+	path := os.Getenv("TABFENCE_SCREENSHOT")
+	if path == "" {
+		return
+	}
+	png, err := chromedp.Run(tab.Ctx(), chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(path, png, 0o644)
+	}
+	if err != nil {
+		t.Log("screenshot:", err)
 	}
 }
 

@@ -20,7 +20,10 @@
 // guard), channel_js.go (chanState), storage_js.go (the page's IndexedDB
 // connections), and the outbox in outbox_api_js.go (outboxHandle),
 // outbox_open_js.go (its options), outbox_js.go (its enqueue path),
-// outbox_schema_js.go and outbox_status_js.go. export_js.go holds the wasm
+// outbox_schema_js.go and outbox_status_js.go; tf.connection is package
+// wasm/connection, registered by connection_js.go and left out (with
+// connection_none_js.go instead) by -tags tabfence_core or
+// tabfence_noconnection. export_js.go holds the wasm
 // export behind the post methods. The argument rules, pure Go and tested
 // natively, are in package jsapi; the API's error names and the d.ts check
 // (dts_test.go) in errors.go and outbox_errors.go.

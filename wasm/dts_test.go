@@ -21,6 +21,7 @@ import (
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/outbox/queue"
+	"github.com/tabfence/tabfence/wasm/connection"
 	"github.com/tabfence/tabfence/wasm/jsapi"
 )
 
@@ -57,11 +58,15 @@ func TestDTSMatchesGo(t *testing.T) {
 		{"export interface OutboxEvent {\n", goConsts(t, "../outbox", "EventKind"), " kind:"},
 		{"  enqueue(op: OutboxOp<Ops>)", goConsts(t, "../outbox/queue", "Action"), " action:"},
 		{"export type RecordStatus =", goConsts(t, "../outbox/queue", "Status"), ""},
+		{"export type ConnectionState =", goConsts(t, "../realtime/browser", "State"), ""},
+		{"export type ConnectionClosed =", closedReasons(t), ""},
 	} {
 		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
 	}
 
 	require.Contains(t, dts, "  status: RecordStatus;", "OutboxRecordInfo.status is the union of the statuses")
+	require.Contains(t, dts, "  state: ConnectionState;", "ConnectionStatus.state is the union of the states")
+	require.Contains(t, dts, "  closed: ConnectionClosed | null;", "ConnectionStatus.closed is the union, null while open")
 
 	// OutboxErrorCode is every code the outbox writes into an ErrorInfo;
 	// an HTTP status's code is the template http_<status>.
@@ -98,6 +103,18 @@ func ownErrorNames() []string {
 	}
 	for _, m := range outboxErrorNames {
 		out = append(out, m.name)
+	}
+	return append(out, connection.ErrorNames()...)
+}
+
+// closedReasons are realtime/browser's Closed values but ClosedNot (""),
+// which the d.ts spells null.
+func closedReasons(t *testing.T) []string {
+	var out []string
+	for _, c := range goConsts(t, "../realtime/browser", "Closed") {
+		if c != "" {
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -28,8 +28,9 @@ func main() {
 	select {}
 }
 
-// apiFuncs are the functions of the API object; the objects they return
-// have their own method tables (objects).
+// apiFuncs are the functions of the API object (with connectionFuncs,
+// which a build without the connection leaves empty); the objects they
+// return have their own method tables (objects).
 var apiFuncs = [...]jsapi.Func{
 	{Name: "elect", Call: jsapi.Sync, Fn: elect},
 	{Name: "lockName", Call: jsapi.Sync, Fn: lockName},
@@ -43,8 +44,10 @@ var apiFuncs = [...]jsapi.Func{
 func newAPI() js.Value {
 	api := jsapi.NewObject()
 	api.Set("version", apiVersion)
-	for _, f := range apiFuncs {
-		api.Set(f.Name, f.Call.Export(f.Fn).Value)
+	for _, fs := range [][]jsapi.Func{apiFuncs[:], connectionFuncs} {
+		for _, f := range fs {
+			api.Set(f.Name, f.Call.Export(f.Fn).Value)
+		}
 	}
 	return api
 }

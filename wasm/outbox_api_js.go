@@ -116,39 +116,19 @@ func (o *outboxHandle) status([]js.Value) (any, error) {
 }
 
 func (o *outboxHandle) onStatus(args []js.Value) (any, error) {
-	fn, err := callbackArg("outbox.onStatus", args)
+	fn, err := jsapi.CallbackArg("outbox.onStatus", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(o.rt.OnStatus(func(st browser.RuntimeStatus) { jsapi.CallLater(fn, statusJS(st)) })), nil
+	return jsapi.Unsubscriber(o.rt.OnStatus(func(st browser.RuntimeStatus) { jsapi.CallLater(fn, statusJS(st)) })), nil
 }
 
 func (o *outboxHandle) onEvent(args []js.Value) (any, error) {
-	fn, err := callbackArg("outbox.onEvent", args)
+	fn, err := jsapi.CallbackArg("outbox.onEvent", args)
 	if err != nil {
 		return nil, err
 	}
-	return unsubscriber(o.rt.OnEvent(func(e outbox.Event) { jsapi.CallLater(fn, eventJS(e)) })), nil
-}
-
-func callbackArg(where string, args []js.Value) (js.Value, error) {
-	fn := jsapi.At(args, 0)
-	if !jsapi.IsType(fn, js.TypeFunction) {
-		return fn, jsapi.TypeErr(where, "fn must be a function")
-	}
-	return fn, nil
-}
-
-// unsubscriber is the function onStatus and onEvent return; one callback
-// per subscription, released when called.
-func unsubscriber(unsub func()) js.Value {
-	var cb *jsglue.Callback
-	cb = jsglue.NewCallback(func(js.Value, []js.Value) any {
-		unsub()
-		cb.Release()
-		return nil
-	})
-	return cb.Value
+	return jsapi.Unsubscriber(o.rt.OnEvent(func(e outbox.Event) { jsapi.CallLater(fn, eventJS(e)) })), nil
 }
 
 func (o *outboxHandle) deadLetters([]js.Value) (any, error) {

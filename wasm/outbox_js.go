@@ -19,8 +19,8 @@ import (
 // JavaScript engine (JSON.stringify), never by a Go encoder.
 
 var (
-	jsJSON       = js.Global().Get("JSON")
-	jsUint8Array = js.Global().Get("Uint8Array")
+	jsJSON       = jsapi.JSJSON
+	jsUint8Array = jsapi.JSUint8Array
 )
 
 // enqueue is outbox.enqueue(op). A plain append (see outbox.PlainAppend)
@@ -128,26 +128,6 @@ func opFromBuf(n int) (op outbox.Op, ok bool) {
 	return browser.DecodeOpFields(b)
 }
 
-// payloadBytes is p as a payload: a string or bytes as is, anything else
-// (but undefined) as JSON.stringify; ok false when it is none of these.
-func payloadBytes(p js.Value) (b []byte, ok bool) {
-	switch pt, _ := jsglue.TypeOf(p); {
-	case pt == js.TypeString:
-		return []byte(p.String()), true
-	case jsglue.InstanceOf(p, jsUint8Array):
-		b = make([]byte, p.Length())
-		js.CopyBytesToGo(b, p)
-		return b, true
-	case pt == js.TypeUndefined:
-		return nil, false
-	}
-	s, err := jsglue.Call(jsJSON, "stringify", p)
-	if err != nil || s.Type() != js.TypeString {
-		return nil, false
-	}
-	return []byte(s.String()), true
-}
-
 // opArgSlow reads enqueue's operation field by field.
 func opArgSlow(v js.Value) (outbox.Op, error) {
 	if t, _ := jsglue.TypeOf(v); t != js.TypeObject {
@@ -183,7 +163,7 @@ func opArgSlow(v js.Value) (outbox.Op, error) {
 		return op, jsapi.TypeErr("outbox.enqueue", "payload is required")
 	}
 	var ok bool
-	if op.Payload, ok = payloadBytes(p); !ok {
+	if op.Payload, ok = jsapi.PayloadBytes(p); !ok {
 		return op, jsapi.TypeErr("outbox.enqueue", "payload must be a string, a Uint8Array or JSON-serializable")
 	}
 	if deps := jsapi.Field(v, "dependencyIds"); jsapi.IsType(deps, js.TypeObject) {

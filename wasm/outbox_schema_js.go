@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"syscall/js"
-	"unicode/utf8"
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox/browser"
@@ -69,25 +68,14 @@ var (
 // the record stays as stored (queue.SchemaRefused).
 func migrationFunc(fn js.Value) func([]byte) ([]byte, error) {
 	return func(p []byte) ([]byte, error) {
-		var in js.Value
-		if utf8.Valid(p) {
-			s := string(p)
-			var err error
-			if in, err = jsglue.Call(jsJSON, "parse", s); err != nil {
-				in = js.ValueOf(s)
-			}
-		} else {
-			in = jsUint8Array.New(len(p))
-			js.CopyBytesToJS(in, p)
-		}
-		out, err := jsglue.Invoke(fn, in)
+		out, err := jsglue.Invoke(fn, jsapi.PayloadValue(p))
 		if err != nil {
 			return nil, err
 		}
 		if out.Type() == js.TypeObject && out.Get("then").Type() == js.TypeFunction {
 			return nil, errMigrationPromise
 		}
-		b, ok := payloadBytes(out)
+		b, ok := jsapi.PayloadBytes(out)
 		if !ok {
 			return nil, errMigrationResult
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"syscall/js"
-	"time"
 
 	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/outbox/browser"
@@ -24,15 +23,8 @@ func setFailureJS(o js.Value, f outbox.SendFailure) {
 	} else {
 		o.Set("failure", js.Null())
 	}
-	o.Set("failingSince", ms(f.Since))
-	o.Set("nextAttemptAt", ms(f.NextAttemptAt))
-}
-
-func ms(t time.Time) any {
-	if t.IsZero() {
-		return js.Null()
-	}
-	return float64(t.UnixNano()) / 1e6
+	o.Set("failingSince", jsapi.Ms(f.Since))
+	o.Set("nextAttemptAt", jsapi.Ms(f.NextAttemptAt))
 }
 
 func errorInfoJS(e *queue.ErrorInfo) any {
@@ -43,7 +35,7 @@ func errorInfoJS(e *queue.ErrorInfo) any {
 	o.Set("code", e.Code)
 	o.Set("message", e.Message)
 	o.Set("status", e.Status)
-	o.Set("at", ms(e.At))
+	o.Set("at", jsapi.Ms(e.At))
 	return o
 }
 
@@ -58,7 +50,7 @@ func statusJS(st browser.RuntimeStatus) js.Value {
 	o.Set("acked", st.Acked)
 	o.Set("unsupported", st.Unsupported)
 	o.Set("oldestPendingAgeMs", float64(st.OldestPendingAge)/1e6)
-	o.Set("lastFlushAt", ms(st.LastFlushAt))
+	o.Set("lastFlushAt", jsapi.Ms(st.LastFlushAt))
 	o.Set("lastError", errorInfoJS(st.LastError))
 	setFailureJS(o, st.Failure)
 	o.Set("paused", st.Paused)
@@ -76,7 +68,7 @@ func eventJS(e outbox.Event) js.Value {
 	// Kinds, owners, reasons and error codes recur from event to event:
 	// their JavaScript strings come from the cache (see recurring).
 	o.Set("kind", jsapi.Recurring.Get(string(e.Kind)))
-	o.Set("at", ms(e.At))
+	o.Set("at", jsapi.Ms(e.At))
 	if e.RecordID != "" {
 		o.Set("recordId", e.RecordID)
 	}
@@ -114,8 +106,8 @@ func recordJS(r *queue.Record) js.Value {
 	o.Set("entityId", r.EntityID)
 	o.Set("attempts", r.Attempts)
 	o.Set("maxAttempts", r.MaxAttempts)
-	o.Set("createdAt", ms(r.CreatedAt))
-	o.Set("updatedAt", ms(r.UpdatedAt))
+	o.Set("createdAt", jsapi.Ms(r.CreatedAt))
+	o.Set("updatedAt", jsapi.Ms(r.UpdatedAt))
 	o.Set("user", r.UserID)
 	o.Set("schemaVersion", r.PayloadSchemaVersion)
 	o.Set("lastError", errorInfoJS(r.LastError))

@@ -326,6 +326,7 @@ export type TabfenceErrorName =
   | "SessionChangedError" // outbox: another tab logged in or out during the flush
   | "SessionMismatchError" // outbox: the receiver authenticated another user than the records'
   | "NetworkError" // outbox: offline, or no fencing token
+  | "MutationRejectedError" // connection: the server refused the mutation (see its problem)
   | "RuntimeExitedError" // the runtime stopped; reload the page
   // The browser's, passed through from the API underneath:
   | "NotAllowedError" // e.g. storage access denied
@@ -908,5 +909,155 @@ export interface Outbox<Ops extends OperationMap = OperationMap> {
    */
   logout(options?: { purge?: boolean }): Promise<number>;
   /** Stops this tab's triggers and releases the lock; the queue stays. */
+  close(): Promise<void>;
+}
+
+// ---- tf.connection: one realtime connection per browser ----
+
+export interface Tabfence {
+  /**
+   * Joins the realtime connection of `scope`: the tabs elect a leader on the
+   * Web Lock `"tabfence:rt-<scope>:v<protocol>"` (fenced); only the leader
+   * opens the WebSocket. It writes each server delta to the IndexedDB replica
+   * under its fencing token, then announces it on the channel of the same
+   * name; every tab's onDelta hears it once the replica holds it.
+   * Not in tabfence-core.wasm (nor in a build with `-tags tabfence_noconnection`).
+   * @throws TypeError (rejection) for bad options.
+   */
+  connection(options: ConnectionOptions): Promise<Connection>;
+}
+
+export interface ConnectionOptions {
+  /** What the tabs share (a workspace id): with the protocol it names the lock, channel and database. */
+  scope: string;
+  /** Separates builds that cannot share a replica, an integer >= 1 (default 1). */
+  protocol?: number;
+  /**
+   * The WebSocket URL (ws:, wss:, or a path resolved against the page), or a
+   * function returning it (or a promise of it) at each dial, e.g. to fetch a
+   * short-lived ticket; its throw or rejection fails that dial, which is
+   * retried with backoff. Browsers send cookies with the upgrade, never
+   * custom headers.
+   */
+  url: string | (() => string | Promise<string>);
+  /** The replica: its object stores (1 to 64 distinct names, string keys) and their schema version (default 1). */
+  replica: { stores: string[]; version?: number };
+  /** The user the replica belongs to; the server refuses another user's credentials. */
+  user?: string;
+  /**
+   * Reserved for a server fencing token on the leader's mutations (POST
+   * fencePath + resource): not used yet. Mutations are sent unfenced (the
+   * server applies each id once); the replica's writes are fenced in IndexedDB.
+   */
+  fencePath?: string;
+  /** Ping interval on a ready connection (default 30000). */
+  pingEveryMs?: number;
+  /** A ping (or hello) unanswered this long replaces the socket (default 10000). */
+  pongTimeoutMs?: number;
+  /** Reconnect backoff with full jitter (default base 1000, cap 300000). */
+  backoff?: { base?: number; cap?: number };
+  /** Watchdog: followers steal from a leader silent this long (0, or 3000 to 3600000; off by default). */
+  stallAfterMs?: number;
+  /** How often a hidden tab tells its listeners (default 1000; a visible tab tells them at once). */
+  hiddenNotifyMs?: number;
+}
+
+/** One change of a delta: a record written (value) or deleted. */
+export type Change = { store: string; key: string; value: unknown } | { store: string; key: string; deleted: true };
+
+export interface Delta {
+  version: number;
+  changes: Change[];
+}
+
+export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "closed";
+
+/** Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload), "closed" (close()). */
+export type ConnectionClosed = "deleted" | "upgraded" | "closed";
+
+export interface ConnectionStatus {
+  /** This tab holds the socket. */
+  leader: boolean;
+  /** The leader's connection: connecting / ready / unauthorized (signed out: waits until asked, see retry) / offline; closed once this tab's connection ended. */
+  state: ConnectionState;
+  /** The replica version this tab holds. */
+  version: number;
+  /** Mutations not yet acknowledged (of every tab), and the oldest one's age. */
+  pending: number;
+  oldestPendingAgeMs: number;
+  /** The leader's fencing token. */
+  token: number;
+  leaderId: string;
+  /** This tab's id. */
+  id: string;
+  /** The connection's last error in words, null once ready. */
+  lastError: string | null;
+  /** Why this tab's connection ended; null while open. */
+  closed: ConnectionClosed | null;
+}
+
+export interface MutationInput<P = unknown> {
+  op: string;
+  entity?: string;
+  /** A string, a Uint8Array, or JSON-serializable (sent as JSON.stringify(payload)). */
+  payload: P;
+  /** The idempotency key (default a random id), at most 200 bytes. */
+  id?: string;
+}
+
+export interface PendingMutation<P = unknown> extends Required<MutationInput<P>> {
+  /** When it was made (ms epoch). */
+  madeAt: number;
+}
+
+export interface MutationAck {
+  id: string;
+  status: number;
+  /** The server had applied it already (a resend after a failover). */
+  replayed: boolean;
+  /** The server's answer, JSON.parse'd when it is JSON (else its text; null when empty). */
+  result: unknown;
+}
+
+/** mutate()'s rejection when the server refused the mutation (name "MutationRejectedError"). */
+export interface MutationRejectedError extends TabfenceError {
+  problem: { type: string; title: string; detail: string; status: number };
+}
+
+/**
+ * One tab's handle on the connection. Promises reject with named Errors:
+ * TypeError (bad arguments), MutationRejectedError, InvalidStateError (the
+ * connection is closed), the browser's IndexedDB errors, RuntimeExitedError.
+ */
+export interface Connection {
+  readonly scope: string;
+  readonly protocol: number;
+  readonly lockName: string;
+  readonly database: string;
+  /**
+   * Stores the mutation in the pending store (every tab shows it at once,
+   * onPending), and resolves with its ack, sent by whichever tab leads now or
+   * after a failover (the server applies an id once). Rejects with a
+   * MutationRejectedError when the server refuses it.
+   */
+  mutate<P = unknown>(m: MutationInput<P>): Promise<MutationAck>;
+  /** The pending mutations, oldest first (payloads JSON.parse'd when they are JSON). */
+  pending(): Promise<PendingMutation[]>;
+  /** The records of one replica store. */
+  read<V = unknown>(store: string): Promise<Array<{ key: string; value: V }>>;
+  /** Every delta, in version order, once the replica holds it. Returns the unsubscribe function. */
+  onDelta(fn: (delta: Delta) => void): () => void;
+  /** This tab missed deltas (or the server reset the replica): read() again; it holds at least `version`. */
+  onReload(fn: (version: number) => void): () => void;
+  onPending(fn: (pending: PendingMutation[]) => void): () => void;
+  status(): ConnectionStatus;
+  onStatus(fn: (status: ConnectionStatus) => void): () => void;
+  /** Asks the leader for its status: an unauthorized leader then connects again (after a new sign-in). */
+  retry(): Promise<void>;
+  /** The "work offline" switch, for every tab: while on, the leader closes its socket and mutations wait (pending). */
+  setOffline(offline: boolean): Promise<void>;
+  /** Deletes the replica's database: every tab's connection closes ("deleted"), the leader releases its lock. */
+  signOut(): Promise<void>;
+  /** Leaves the connection; a leader releases its lock and the next tab connects. */
   close(): Promise<void>;
 }

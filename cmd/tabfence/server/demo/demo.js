@@ -1,9 +1,13 @@
-// The tabfence demo: one leader election per tab, shown as it happens.
+// The election part of the tabfence demo ("Under the hood"): one leader
+// election per tab, shown as it happens. (The tracker is tracker.js, the
+// notes outbox notes.js.)
 //
 // Tests and the benchmark read window.tabfenceDemo (events with page
 // timestamps, load timings) instead of scraping the page, so the markup can
 // change without breaking them. Element ids (#role, #lock, #token,
 // #generation, #owner, #resign, #steal, #leave, #log, #error) are stable too.
+// This module starts the runtime (load) first, so its load timings are the
+// page's.
 import { load } from "./dist/tabfence.js";
 
 const params = new URLSearchParams(location.search);

@@ -1,7 +1,7 @@
 // The shared notes list of the tabfence demo: edits go through the durable
 // outbox (tf.outbox) to POST /api/notes, the list comes from GET /api/notes.
-// Every tab shows who flushes, with which token, and the queue's counts; the
-// offline switch pauses sending (for every tab: the queue is shared).
+// Every tab shows which tab sends, with which token, and the queue's counts;
+// the pause switch stops sending (for every tab: the queue is shared).
 //
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
 // markup. Query parameters: user, outbox (queue name), protocol, maxAttempts,
@@ -37,9 +37,26 @@ function fail(err) {
   $("notes-error").textContent = `${err.name}: ${err.message}`;
 }
 
+// owner says which tab sends the notes: the flush lock is held only while
+// flushing, so "this tab" is the owner recorded in the shared lease row,
+// not whether this tab holds the lock at this instant.
+function owner(s) {
+  if (s.leader || s.flushing || (s.ownerId && s.ownerId === s.id)) return "this tab";
+  return s.ownerId ? `another tab (${s.ownerId.slice(0, 8)})` : "no tab yet";
+}
+
+let lastAcked = -1;
 function render(s) {
   notes.status = s;
-  $("ob-leader").textContent = s.leader ? "this tab" : s.ownerId ? `another tab (${s.ownerId.slice(0, 8)})` : "—";
+  $("ob-leader").textContent = owner(s);
+  const side = $("side-outbox");
+  if (side) side.textContent = owner(s);
+  // The status is every tab's: when the count of sent notes moves, every
+  // tab refreshes its list, not only the one that sent them.
+  if (s.acked !== lastAcked) {
+    lastAcked = s.acked;
+    refreshList();
+  }
   $("ob-token").textContent = s.leaseToken ? `${s.leaseToken}${s.fenceToken ? ` / server ${s.fenceToken}` : ""}` : "—";
   for (const k of ["pending", "sending", "failed", "deadLetter", "conflict", "acked"]) $(`ob-${k}`).textContent = String(s[k]);
   $("ob-offline").checked = s.paused;
@@ -103,10 +120,8 @@ try {
   notes.outbox.onEvent((e) => {
     notes.events.push(e);
     if (notes.events.length > 20000) notes.events.splice(0, 10000);
-    if (e.kind === "outbox.record.ack") refreshList();
   });
   render(await notes.outbox.status());
-  refreshList();
   $("notes-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const id = $("note-id").value.trim() || `note-${Date.now()}`;
