@@ -1,0 +1,156 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+	rtserver "github.com/tabfence/tabfence/receiver/realtime"
+)
+
+// Outages and sessions: the edit made while the network is down, and a
+// leader whose session ended.
+
+// The reference's ugly case. The network goes down (CDP network
+// emulation in every tab: measured here, the open WebSocket stays open
+// but goes silent, new dials fail with 1006, fetch fails, and the offline
+// event fires: what a real outage does, where conn.setOffline(true) would
+// be the app's own switch, closing the socket cleanly). A follower edits;
+// every tab shows it pending. The leader's tab closes before the edit
+// could reach the server. Another tab leads, cannot connect; the network
+// comes back; it connects and resends. The follower's promise resolves,
+// every tab shows the edit once (replica and onDelta), and the server
+// applied it once (one record, its version one above where it was).
+func TestConnectionOfflineEditLeaderClosesFollowerResends(t *testing.T) {
+	e := setupConn(t, false)
+	o := harness.ConnOptions{Scope: scope(t), PingEveryMs: 2000, PongTimeoutMs: 2000}
+	tabs := e.connTabs(3, o)
+	require.Equal(t, 0, waitReady(t, tabs), "the first tab leads")
+	a, b, c := tabs[0], tabs[1], tabs[2]
+	require.NoError(t, b.Mutate("before", "before the outage"))
+	waitAcked(t, b, "before", failoverTimeout)
+	waitDeltas(t, tabs, []string{"before"}, failoverTimeout)
+	v0 := e.snapshot().Version
+	oldLeader := connStatus(t, a).ID
+
+	for _, tab := range tabs {
+		offline(t, tab, true)
+	}
+	require.NoError(t, b.Mutate("ugly", "edited offline"))
+	waitConn(t, tabs, "every tab to show the edit pending", failoverTimeout, func(_ int, s harness.ConnStatus) bool { return s.Pending == 1 })
+	require.Equal(t, "pending", mustMutation(t, b, "ugly").State, "b's mutate settled while the network was down")
+	require.Equal(t, v0, e.snapshot().Version, "the server applied something while the browser was offline")
+
+	a.Close()
+	rest := []*harness.Tab{b, c}
+	ss := waitConn(t, rest, "one of the others to lead", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+		return s.LeaderID != "" && s.LeaderID != oldLeader
+	})
+	require.Len(t, leaderIndexes(ss), 1, "leaders: %s", statusLine(ss))
+	require.NotEqual(t, "ready", ss[leaderIndexes(ss)[0]].State, "the new leader is ready with the network down")
+	require.Equal(t, "pending", mustMutation(t, b, "ugly").State, "b's mutate settled with the network down")
+	require.Equal(t, v0, e.snapshot().Version, "the server applied something while the browser was offline")
+
+	for _, tab := range rest {
+		offline(t, tab, false)
+	}
+	r := waitAcked(t, b, "ugly", 2*failoverTimeout)
+	t.Logf("ack after the network came back: %+v (new leader: tab %d)", r.Ack, leaderIndexes(ss)[0]+1)
+	require.Equal(t, "m-ugly", r.Ack.ID, "ack id")
+	waitConn(t, rest, "both tabs ready with nothing pending at the new version", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+		return s.State == "ready" && s.Pending == 0 && s.Version == v0+1
+	})
+	snap := e.snapshot()
+	require.Equal(t, v0+1, snap.Version, "server version: the edit applied %v times", snap.Version-v0)
+	require.Equal(t, 1, snapshotKeys(snap)["ugly"], "server records of the edit")
+	for _, ch := range snap.Changes {
+		if ch.Key == "ugly" {
+			require.Equal(t, "edited offline", ch.Value.Title, "server's record")
+			require.Equal(t, connUser, ch.Value.By, "server's record is the signed-in user's")
+		}
+	}
+	waitIssues(t, rest, map[string]string{"before": "before the outage", "ugly": "edited offline"}, failoverTimeout)
+	for i, tab := range rest {
+		ds := connDeltas(t, tab)
+		requireInOrder(t, "tab "+string(rune('b'+i)), ds)
+		require.Equal(t, 1, deltaKeys(ds)["ugly"], "tab %c heard the edit %d times", 'b'+i, deltaKeys(ds)["ugly"])
+	}
+}
+
+func mustMutation(t *testing.T, tab *harness.Tab, key string) harness.MutationResult {
+	t.Helper()
+	r, err := tab.MutationOf(key)
+	require.NoError(t, err)
+	return r
+}
+
+// A signed-out leader. The session ends (the demo cookie cleared, which
+// every tab shares) and the server's side of the socket goes away (the
+// tap cuts it, as a server restart does): the leader's redial is refused,
+// every tab says "unauthorized", and the leader does not dial again on its
+// own (retrying on its own could join this replica to the next person's
+// session). Another person signs in in another tab and asks (retry): the
+// leader dials and the server refuses it for the replica's user, still
+// unauthorized. The replica's user signs in again and asks: every tab is
+// ready, and edits flow again.
+func TestConnectionSignedOutLeaderRetriesOnlyWhenAsked(t *testing.T) {
+	e := setupConn(t, false)
+	tabs := e.connTabs(3, harness.ConnOptions{Scope: scope(t), User: connUser})
+	require.Equal(t, 0, waitReady(t, tabs), "the first tab leads")
+	require.True(t, eval[bool](t, tabs[1], `RT.setUser(null)`))
+	require.Equal(t, 1, e.tap.Drop(), "sockets cut")
+	waitConn(t, tabs, "every tab unauthorized", failoverTimeout, func(_ int, s harness.ConnStatus) bool { return s.State == "unauthorized" })
+	dials := e.tap.Dials()
+	require.Contains(t, dials[1:], http.StatusUnauthorized, "dials %v: the redial was not refused", dials)
+	e.waitStats("no socket open", func(st rtserver.Stats) bool { return st.Open == 0 })
+
+	// 3 s is 30 times the backoff's base: a leader that retried would
+	// have dialed by now.
+	e.requireNoDial(tabs, len(dials), 3*time.Second)
+
+	require.True(t, eval[bool](t, tabs[2], `RT.setUser("bob")`))
+	eval[any](t, tabs[2], `RT.conn.retry().then(() => null)`)
+	require.NoError(t, harness.Poll(context.Background(), "the leader to dial when asked", failoverTimeout, 25*time.Millisecond, func() (bool, error) {
+		return len(e.tap.Dials()) > len(dials), nil
+	}))
+	waitConn(t, tabs, "every tab unauthorized: bob's session is not alice's replica's", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+		return s.State == "unauthorized"
+	})
+	e.waitStats("bob's socket closed", func(st rtserver.Stats) bool { return st.Open == 0 })
+	dials = e.tap.Dials()
+	e.requireNoDial(tabs, len(dials), 2*time.Second)
+
+	require.True(t, eval[bool](t, tabs[2], `RT.setUser("`+connUser+`")`))
+	eval[any](t, tabs[2], `RT.conn.retry().then(() => null)`)
+	ss := waitConn(t, tabs, "every tab ready again", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+		return s.State == "ready" && s.LastError == nil
+	})
+	require.Equal(t, []int{0}, leaderIndexes(ss), "the leader kept its lock throughout")
+	require.Equal(t, 1, e.tap.Open(), "sockets open")
+	require.NoError(t, tabs[1].Mutate("after", "signed in again"))
+	waitAcked(t, tabs[1], "after", failoverTimeout)
+	waitDeltas(t, tabs, []string{"after"}, failoverTimeout)
+	t.Logf("dials at /realtime: %v", e.tap.Dials())
+}
+
+// requireNoDial watches for d that no tab dials beyond the first n dials
+// and that every tab stays unauthorized.
+func (e *connEnv) requireNoDial(tabs []*harness.Tab, n int, d time.Duration) {
+	e.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if got := e.tap.Dials(); len(got) != n {
+			e.t.Fatalf("dials %v: the unauthorized leader dialed again on its own", got)
+		}
+		for i, tab := range tabs {
+			if s := connStatus(e.t, tab); s.State != "unauthorized" {
+				e.t.Fatalf("tab %d left unauthorized on its own: %+v", i, s)
+			}
+		}
+	}
+}
