@@ -17,16 +17,20 @@ import (
 // Outages and sessions: the edit made while the network is down, and a
 // leader whose session ended.
 
-// The reference's ugly case. The network goes down (CDP network
-// emulation in every tab: measured here, the open WebSocket stays open
-// but goes silent, new dials fail with 1006, fetch fails, and the offline
-// event fires: what a real outage does, where conn.setOffline(true) would
-// be the app's own switch, closing the socket cleanly). A follower edits;
-// every tab shows it pending. The leader's tab closes before the edit
-// could reach the server. Another tab leads, cannot connect; the network
-// comes back; it connects and resends. The follower's promise resolves,
-// every tab shows the edit once (replica and onDelta), and the server
-// applied it once (one record, its version one above where it was).
+// The reference's ugly case. The network goes down: CDP network
+// emulation in every tab (new dials fail with 1006, fetch fails,
+// navigator.onLine is false, the offline event fires) and the live socket
+// is cut (the tap). Both halves, because emulation alone only pauses an
+// open WebSocket: measured here, a frame sent while "offline" reached the
+// server when the tab closed, which no outage does. A real loss of the
+// network (Wi-Fi off) closes the browser's sockets the same way; the app's
+// own switch, conn.setOffline(true), would be a clean close, not an
+// outage. A follower edits; every tab shows it pending. The leader's tab
+// closes before the edit could reach the server. Another tab leads and
+// cannot connect; the network comes back; it connects and resends. The
+// follower's promise resolves, every tab shows the edit once (replica and
+// onDelta), and the server applied it once (one record, its version one
+// above where it was).
 func TestConnectionOfflineEditLeaderClosesFollowerResends(t *testing.T) {
 	e := setupConn(t, false)
 	o := harness.ConnOptions{Scope: scope(t), PingEveryMs: 2000, PongTimeoutMs: 2000}
@@ -42,6 +46,8 @@ func TestConnectionOfflineEditLeaderClosesFollowerResends(t *testing.T) {
 	for _, tab := range tabs {
 		offline(t, tab, true)
 	}
+	e.tap.Drop() // none left if the leader closed its own on the offline event
+	e.waitStats("the socket gone at the server", func(st rtserver.Stats) bool { return st.Open == 0 })
 	require.NoError(t, b.Mutate("ugly", "edited offline"))
 	waitConn(t, tabs, "every tab to show the edit pending", failoverTimeout, func(_ int, s harness.ConnStatus) bool { return s.Pending == 1 })
 	require.Equal(t, "pending", mustMutation(t, b, "ugly").State, "b's mutate settled while the network was down")

@@ -37,7 +37,8 @@ type connEnv struct {
 func setupConn(t *testing.T, throttle bool) *connEnv {
 	t.Helper()
 	tap := harness.NewRealtimeTap("/realtime")
-	srv, err := startServer(func(next http.Handler) http.Handler { return harness.ConnPage(tap.Middleware(next)) })
+	mw := func(next http.Handler) http.Handler { return harness.ConnPage(tap.Middleware(next)) }
+	srv, err := startServer(mw)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
