@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -112,25 +111,33 @@ func TestConnectionSignedOutLeaderRetriesOnlyWhenAsked(t *testing.T) {
 	require.True(t, eval[bool](t, tabs[1], `RT.setUser(null)`))
 	require.Equal(t, 1, e.tap.Drop(), "sockets cut")
 	waitConn(t, tabs, "every tab unauthorized", failoverTimeout, func(_ int, s harness.ConnStatus) bool { return s.State == "unauthorized" })
-	dials := e.tap.Dials()
-	require.Contains(t, dials[1:], http.StatusUnauthorized, "dials %v: the redial was not refused", dials)
+	// How the refusal reaches the page is the runtime's and the server's
+	// business (a browser's WebSocket shows a refused upgrade only as
+	// 1006): a 401 answer to the upgrade or to a probe, or an upgrade the
+	// server closes with 4401. Either way no socket stays open.
 	e.waitStats("no socket open", func(st rtserver.Stats) bool { return st.Open == 0 })
+	dials := e.tap.Dials()
+	t.Logf("dials at /realtime after the sign-out: %v", dials)
 
 	// 3 s is 30 times the backoff's base: a leader that retried would
 	// have dialed by now.
-	e.requireNoDial(tabs, len(dials), 3*time.Second)
+	e.requireNoDial(tabs, len(dials), 3*time.Second, true)
 
 	require.True(t, eval[bool](t, tabs[2], `RT.setUser("bob")`))
 	eval[any](t, tabs[2], `RT.conn.retry().then(() => null)`)
-	require.NoError(t, harness.Poll(context.Background(), "the leader to dial when asked", failoverTimeout, 25*time.Millisecond, func() (bool, error) {
-		return len(e.tap.Dials()) > len(dials), nil
+	require.NoError(t, harness.Poll(context.Background(), "the leader, asked, to dial and be refused", failoverTimeout, 25*time.Millisecond, func() (bool, error) {
+		d := e.tap.Dials()
+		return len(d) > len(dials) && d[len(d)-1] != 0 && e.tap.Open() == 0, nil
 	}))
-	waitConn(t, tabs, "every tab unauthorized: bob's session is not alice's replica's", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+	waitConn(t, tabs[:1], "the leader unauthorized: bob's session is not alice's replica's", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
 		return s.State == "unauthorized"
 	})
 	e.waitStats("bob's socket closed", func(st rtserver.Stats) bool { return st.Open == 0 })
 	dials = e.tap.Dials()
-	e.requireNoDial(tabs, len(dials), 2*time.Second)
+	e.requireNoDial(tabs, len(dials), 2*time.Second, false)
+	waitConn(t, tabs, "every tab unauthorized after bob's refusal", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
+		return s.State == "unauthorized"
+	})
 
 	require.True(t, eval[bool](t, tabs[2], `RT.setUser("`+connUser+`")`))
 	eval[any](t, tabs[2], `RT.conn.retry().then(() => null)`)
@@ -146,15 +153,18 @@ func TestConnectionSignedOutLeaderRetriesOnlyWhenAsked(t *testing.T) {
 }
 
 // requireNoDial watches for d that no tab dials beyond the first n dials
-// and that every tab stays unauthorized.
-func (e *connEnv) requireNoDial(tabs []*harness.Tab, n int, d time.Duration) {
+// and no tab is ready; strict: that every tab stays unauthorized (a
+// follower may lag the leader's last state by a message: only when the
+// leader's state has settled).
+func (e *connEnv) requireNoDial(tabs []*harness.Tab, n int, d time.Duration, strict bool) {
 	e.t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if got := e.tap.Dials(); len(got) != n {
 			e.t.Fatalf("dials %v: the unauthorized leader dialed again on its own", got)
 		}
 		for i, tab := range tabs {
-			if s := connStatus(e.t, tab); s.State != "unauthorized" {
+			s := connStatus(e.t, tab)
+			if s.State == "ready" || strict && s.State != "unauthorized" {
 				e.t.Fatalf("tab %d left unauthorized on its own: %+v", i, s)
 			}
 		}
