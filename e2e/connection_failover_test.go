@@ -19,12 +19,11 @@ import (
 // socket stays open at the server, and Chromium closes it, 1006, when the
 // page resumes: measured here). A visible follower's watchdog steals
 // (stallAfterMs), the new leader connects and the data keeps flowing.
-// Meanwhile the frozen page is asked to edit (Runtime.evaluate still runs
-// in a frozen page). Resumed, the old leader's writes under its old token
-// (IndexedDB, and the server's fence for a redial's sends) are stale: it
-// steps down (no second writer: every tab hears each version once, in
-// order), keeps no socket, and its edits are sent by the new leader and
-// applied once each.
+// Resumed, the old tab is edited at once, before it can have heard that
+// it lost: its writes under its old token (IndexedDB, and the server's
+// fence for a redial's sends) are stale. It steps down (no second writer:
+// every tab hears each version once, in order), keeps no socket, and its
+// edits are sent by the new leader and applied once each.
 func TestConnectionFrozenLeaderSupersededAndStale(t *testing.T) {
 	e := setupConn(t, false) // every tab its own window: all visible
 	o := harness.ConnOptions{Scope: scope(t), StallAfterMs: 3000, FencePath: "/fence/"}
@@ -44,7 +43,6 @@ func TestConnectionFrozenLeaderSupersededAndStale(t *testing.T) {
 	require.Len(t, l, 1, "leaders among the followers: %s", statusLine(ss))
 	thief := rest[l[0]]
 	e.waitStats("the new leader's socket", func(st rtserver.Stats) bool { return st.Accepted == 2 })
-	require.NoError(t, a.Mutate("frozen-edit", "made in the frozen tab"))
 	for _, k := range []string{"f1", "f2"} {
 		require.NoError(t, tabs[2].Mutate(k, "while frozen"))
 		waitAcked(t, tabs[2], k, failoverTimeout)
@@ -53,6 +51,7 @@ func TestConnectionFrozenLeaderSupersededAndStale(t *testing.T) {
 	t.Logf("while frozen: sockets open %d (tap), server %+v", e.tap.Open(), e.stats())
 
 	require.NoError(t, a.SetFrozen(false))
+	require.NoError(t, a.Mutate("resumed-edit", "made as the tab resumed"))
 	newID := connStatus(t, thief).ID
 	waitConn(t, []*harness.Tab{a}, "the resumed tab to step down", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
 		return !s.Leader && s.LeaderID == newID
@@ -61,12 +60,12 @@ func TestConnectionFrozenLeaderSupersededAndStale(t *testing.T) {
 	require.NoError(t, harness.Poll(context.Background(), "one socket at the tap", failoverTimeout, 25*time.Millisecond, func() (bool, error) {
 		return e.tap.Open() == 1, nil
 	}))
-	r := waitAcked(t, a, "frozen-edit", 2*failoverTimeout)
-	t.Logf("the frozen tab's edit: %+v", r.Ack)
+	r := waitAcked(t, a, "resumed-edit", 2*failoverTimeout)
+	t.Logf("the resumed tab's edit: %+v", r.Ack)
 	require.NoError(t, a.Mutate("after", "after the resume"))
 	waitAcked(t, a, "after", failoverTimeout)
 
-	keys := []string{"s1", "frozen-edit", "f1", "f2", "after"}
+	keys := []string{"s1", "f1", "f2", "resumed-edit", "after"}
 	waitDeltas(t, rest, keys, failoverTimeout)
 	snap := e.snapshot()
 	require.Equal(t, v0+4, snap.Version, "server version %v after 4 edits from %v: an edit applied twice or lost", snap.Version, v0)

@@ -139,17 +139,45 @@ func TestConnectionSignedOutLeaderRetriesOnlyWhenAsked(t *testing.T) {
 		return s.State == "unauthorized"
 	})
 
-	require.True(t, eval[bool](t, tabs[2], `RT.setUser("`+connUser+`")`))
-	eval[any](t, tabs[2], `RT.conn.retry().then(() => null)`)
+	e.signInAgain(tabs, 2, 0)
+}
+
+// The demo's sign-out (POST /api/signout from a follower: the server
+// ends the user's realtime session, closing the leader's socket with
+// 4401, and clears the cookie every tab shares): every tab says
+// "unauthorized" without a dial, and nobody dials on its own. Signing in
+// again in another tab and asking (retry) connects the same leader again.
+func TestConnectionSessionEndedLeaderWaitsForRetry(t *testing.T) {
+	e := setupConn(t, false)
+	tabs := e.connTabs(3, harness.ConnOptions{Scope: scope(t), User: connUser})
+	require.Equal(t, 0, waitReady(t, tabs), "the first tab leads")
+	closed := eval[map[string]float64](t, tabs[1], `fetch("/api/signout", { method: "POST" }).then((r) => r.json())`)
+	require.Equal(t, float64(1), closed["closed"], "sockets the server closed at the sign-out: %v", closed)
+	waitConn(t, tabs, "every tab unauthorized", failoverTimeout, func(_ int, s harness.ConnStatus) bool { return s.State == "unauthorized" })
+	e.waitStats("no socket open", func(st rtserver.Stats) bool { return st.Open == 0 })
+	dials := e.tap.Dials()
+	e.requireNoDial(tabs, len(dials), 3*time.Second, true)
+	e.signInAgain(tabs, 1, 0)
+	t.Logf("dials at /realtime: %v", dials)
+}
+
+// signInAgain signs connUser in in tabs[from] and asks (retry): every tab
+// is ready again under the same leader, with one socket, and an edit
+// reaches every tab.
+func (e *connEnv) signInAgain(tabs []*harness.Tab, from, leader int) {
+	e.t.Helper()
+	t := e.t
+	require.True(t, eval[bool](t, tabs[from], `RT.setUser("`+connUser+`")`))
+	eval[any](t, tabs[from], `RT.conn.retry().then(() => null)`)
 	ss := waitConn(t, tabs, "every tab ready again", failoverTimeout, func(_ int, s harness.ConnStatus) bool {
 		return s.State == "ready" && s.LastError == nil
 	})
-	require.Equal(t, []int{0}, leaderIndexes(ss), "the leader kept its lock throughout")
-	require.Equal(t, 1, e.tap.Open(), "sockets open")
-	require.NoError(t, tabs[1].Mutate("after", "signed in again"))
-	waitAcked(t, tabs[1], "after", failoverTimeout)
+	require.Equal(t, []int{leader}, leaderIndexes(ss), "the leader kept its lock throughout")
+	e.waitStats("one socket", func(st rtserver.Stats) bool { return st.Open == 1 })
+	require.Equal(t, 1, e.tap.Open(), "sockets open, seen by the tap")
+	require.NoError(t, tabs[from].Mutate("after", "signed in again"))
+	waitAcked(t, tabs[from], "after", failoverTimeout)
 	waitDeltas(t, tabs, []string{"after"}, failoverTimeout)
-	t.Logf("dials at /realtime: %v", e.tap.Dials())
 }
 
 // requireNoDial watches for d that no tab dials beyond the first n dials
