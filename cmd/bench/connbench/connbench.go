@@ -93,7 +93,7 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")
 	for i, k := range ConnTabs {
 		tf, raw := r.tfConns[i], r.rawConns[i]
-		fmt.Fprintf(tw, "server connections, %d tabs\t%s\t%s\t%d\t%s\t\n", k, tf.cell(), raw.cell(), targetConnections,
+		fmt.Fprintf(tw, "server connections, %d tab(s) open\t%s\t%s\t%d\t%s\t\n", k, tf.cell(), raw.cell(), targetConnections,
 			connMet(tf))
 	}
 	r.printTimes(tw)
@@ -154,8 +154,8 @@ func (r *results) printSizes(tw io.Writer) {
 	default:
 		fmt.Fprintf(tw, "tabfence.wasm brotli (KB)\t%.1f\t\t<= %d\t%s\t\n", kb(r.full.brotli), targetBrotliKB, yes(kb(r.full.brotli) <= targetBrotliKB))
 		fmt.Fprintf(tw, "  without the connection (-tags tabfence_noconnection) brotli (KB)\t%.1f\t\t\t\t\n", kb(r.without.brotli))
-		fmt.Fprintf(tw, "  the connection's added bytes, brotli (KB)\t%.1f\t\t\t\t\n", kb(r.full.brotli-r.without.brotli))
-		fmt.Fprintf(tw, "  the connection's added bytes, raw (KB)\t%.1f\t\t\t\t\n", kb(r.full.raw-r.without.raw))
+		fmt.Fprintf(tw, "  the connection's added bytes, brotli\t%d\t\t\t\t\n", r.full.brotli-r.without.brotli)
+		fmt.Fprintf(tw, "  the connection's added bytes, uncompressed\t%d\t\t\t\t\n", r.full.raw-r.without.raw)
 	}
 }
 

@@ -76,7 +76,7 @@ func countGroup(ctx context.Context, g *group, k int, c counter) connCount {
 	}
 	_, before := c.read()
 	if err := g.openN(ctx, k); err != nil {
-		return connCount{err: fmt.Errorf("%d tabs: %w", k, err)}
+		return connCount{err: fmt.Errorf("%d tab(s): %w", k, err)}
 	}
 	open, accepted := c.read()
 	return connCount{open: open, accepted: accepted - before}
