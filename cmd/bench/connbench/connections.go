@@ -47,7 +47,8 @@ type connCount struct {
 
 // connections opens k tabs of one scope for each k of ConnTabs, tabfence
 // (one socket per browser) beside the raw baseline with a socket per tab,
-// and counts the server's connections once every tab is ready.
+// and counts the server's connections once every tab is ready: a mutation
+// from the last tab came back to every tab as a delta.
 func connections(ctx context.Context, b *harness.Browser, base string, tfc, rawc counter) (tf, raw []connCount) {
 	var tfErr error
 	for _, k := range ConnTabs {
@@ -76,6 +77,9 @@ func countGroup(ctx context.Context, g *group, k int, c counter) connCount {
 	}
 	_, before := c.read()
 	if err := g.openN(ctx, k); err != nil {
+		return connCount{err: fmt.Errorf("%d tab(s): %w", k, err)}
+	}
+	if err := g.probe(ctx); err != nil {
 		return connCount{err: fmt.Errorf("%d tab(s): %w", k, err)}
 	}
 	open, accepted := c.read()

@@ -18,7 +18,10 @@
   // The demo server authenticates /realtime by this cookie (demo only).
   document.cookie = "tabfence_demo_user=bench; path=/; SameSite=Strict";
 
-  function applied(version, asLeader) {
+  const keys = new Set(); // the record keys of every change applied here
+  rtb.hasKey = (key) => keys.has(key);
+  function applied(version, asLeader, changes) {
+    for (const c of changes) keys.add(c.key);
     if (rtb.applied[version] === undefined) rtb.applied[version] = { at: now(), leader: asLeader };
     if (version > rtb.version) rtb.version = version;
     for (const f of waiters.get(version) || []) f();
@@ -49,7 +52,7 @@
     };
     conn.onStatus(status);
     status();
-    conn.onDelta((d) => applied(d.version, conn.status().leader));
+    conn.onDelta((d) => applied(d.version, conn.status().leader, d.changes));
     rtb.setOffline = (off) => conn.setOffline(off);
     rtb.pendingCount = async () => (await conn.pending()).length;
     rtb.mutateAll = (n, prefix) => {
@@ -67,8 +70,7 @@
     let ws = null;
     bc.onmessage = (e) => {
       if (rtb.leader) return;
-      JSON.parse(e.data.changes);
-      applied(e.data.version, false);
+      applied(e.data.version, false, JSON.parse(e.data.changes));
     };
     const send = () => { for (const m of pending) ws.send(m.bytes); };
     function lead() {
@@ -81,8 +83,7 @@
         const m = rtCodec.decode(new Uint8Array(e.data));
         if (m.type === "ready") { rtb.ready = true; rtb.state = "ready"; send(); }
         if (m.type === "delta") {
-          JSON.parse(m.changes);
-          applied(m.version, true);
+          applied(m.version, true, JSON.parse(m.changes));
           bc.postMessage({ version: m.version, prev: m.prev, changes: m.changes });
         }
         if (m.type === "ack") {

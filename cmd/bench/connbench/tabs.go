@@ -85,10 +85,11 @@ func (g *group) pageURL() string {
 	return g.base + prefix + "page.html?" + q.Encode()
 }
 
-// open adds a tab and waits until it has joined: a tf tab sees the
-// leader's connection ready; a raw tab got the server's ready when it is
-// the group's first (or every tab has a socket), else queued for the lock. It returns errUnavailable when the runtime has
-// no tf.connection.
+// open adds a tab and waits until it has joined: the group's first tab
+// (and, with role each, every raw tab) until its socket got the server's
+// ready, a later one until it queued for the lock (tf: connection()
+// resolved). It returns errUnavailable when the runtime has no
+// tf.connection.
 func (g *group) open(ctx context.Context) (*harness.Tab, error) {
 	t, err := g.b.Open(g.pageURL())
 	if err != nil {
@@ -96,9 +97,9 @@ func (g *group) open(ctx context.Context) (*harness.Tab, error) {
 	}
 	first := len(g.tabs) == 0
 	g.tabs = append(g.tabs, t)
+	var st pageState
 	err = waitFor(ctx, g.side+" tab ready", readyTimeout, func() (bool, error) {
-		st, err := state(t)
-		if err != nil {
+		if st, err = state(t); err != nil {
 			return false, err
 		}
 		switch {
@@ -107,11 +108,14 @@ func (g *group) open(ctx context.Context) (*harness.Tab, error) {
 		case st.Error != "":
 			return false, errors.New("page: " + st.Error)
 		}
-		if g.side == sideRaw && !first && !st.Leader {
+		if !first && !st.Leader {
 			return st.Joined, nil // queued for the lock
 		}
 		return st.Ready, nil
 	})
+	if err != nil && !errors.Is(err, errUnavailable) {
+		err = fmt.Errorf("tab %d of %s: %w (its state: %s, leader %v, version %v)", len(g.tabs), g.scope, err, st.State, st.Leader, st.Version)
+	}
 	return t, err
 }
 
@@ -193,4 +197,23 @@ func (g *group) closeAll() {
 func (g *group) drop(i int) {
 	g.tabs[i].Close()
 	g.tabs = append(g.tabs[:i], g.tabs[i+1:]...)
+}
+
+// probe makes one mutation from the group's last tab and waits until every
+// tab applied its delta: the connection works for all of them, through the
+// server.
+func (g *group) probe(ctx context.Context) error {
+	id := "probe-" + g.scope
+	last := g.tabs[len(g.tabs)-1]
+	if _, err := harness.Eval[any](last, `window.__rtb.mutateAll(1, "`+id+`"), null`); err != nil {
+		return err
+	}
+	for i, t := range g.tabs {
+		if err := waitFor(ctx, "the probe's delta in tab "+strconv.Itoa(i), deltaTimeout, func() (bool, error) {
+			return harness.Eval[bool](t, `window.__rtb.hasKey("`+id+`-0")`)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
