@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tabfence/tabfence/cmd/bench/figures"
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
@@ -86,11 +87,11 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "failover: %d runs per side, interleaved; close the leader tab -> a delta published at once -> applied in the new leader (close call to page clock)\n", FailoverRuns)
 	fmt.Fprintf(w, "pending: %d runs per side; %d mutations made offline in a follower, the leader closes -> every promise resolved (close call to page clock)\n", PendingRuns, PendingMutations)
 	fmt.Fprintf(w, "  raw JS: the follower keeps them in memory and sends them once it leads (no durability)\n")
-	for _, row := range r.unavailable() {
-		fmt.Fprintln(w, "  tabfence side not measured: "+row)
-	}
 	tw := figures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\ttarget\tmet\t")
+	for _, why := range r.unavailable() {
+		fmt.Fprintf(tw, "(the tabfence side)\tnot measured: %s\t\t\t\t\n", why)
+	}
 	for i, k := range ConnTabs {
 		tf, raw := r.tfConns[i], r.rawConns[i]
 		fmt.Fprintf(tw, "server connections, %d tab(s) open\t%s\t%s\t%d\t%s\t\n", k, tf.cell(), raw.cell(), targetConnections,
@@ -163,7 +164,8 @@ func (r *results) printSizes(tw io.Writer) {
 func (r *results) unavailable() []string {
 	for _, err := range []error{firstErr(r.tfConns), r.tfFan.err, r.tfFail.err, r.tfPend.err} {
 		if err != nil && errors.Is(err, errUnavailable) {
-			return []string{err.Error()}
+			_, why, _ := strings.Cut(err.Error(), errUnavailable.Error()+": ")
+			return []string{why}
 		}
 	}
 	return nil
