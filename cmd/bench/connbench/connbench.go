@@ -59,7 +59,7 @@ func Run(ctx context.Context, w io.Writer, distDir string, gcflags []string) err
 	tfc, rawc := tfCounter(srv, ep), benchCounter(ep)
 	r.where = tfc.where
 	r.tfConns, r.rawConns = connections(ctx, b, srv.URL, tfc, rawc)
-	r.tfFan, r.rawFan = fanout(ctx, b, srv.URL, ep)
+	r.tfFan, r.rawFan, r.tfLead, r.rawLead = fanout(ctx, b, srv.URL, ep)
 	r.tfFail, r.rawFail = failover(ctx, b, srv.URL, ep)
 	r.tfPend, r.rawPend, r.tfApplied, r.rawApplied = pendingResend(ctx, b, srv.URL, ep)
 	r.full, r.without, r.sizeErr = full, without, sizeErr
@@ -72,6 +72,7 @@ type results struct {
 	where                 string
 	tfConns, rawConns     []connCount
 	tfFan, rawFan         outcome
+	tfLead, rawLead       outcome
 	tfFail, rawFail       outcome
 	tfPend, rawPend       outcome
 	tfApplied, rawApplied applyCount
@@ -123,6 +124,8 @@ func (r *results) printTimes(tw io.Writer) {
 	fmt.Fprintf(tw, "fan-out to every follower p50 (ms)\t%s\t%s\t\t\t\n", r.tfFan.cell("%.1f", 50), r.rawFan.cell("%.1f", 50))
 	fmt.Fprintf(tw, "fan-out to every follower p95 (ms)\t%s\t%s\t<= raw+%d\t%s\t\n", r.tfFan.cell("%.1f", 95), r.rawFan.cell("%.1f", 95),
 		targetFanoutOverRawMs, met(r.tfFan, r.rawFan, func(tf, raw outcome) bool { return tf.pct(95) <= raw.pct(95)+targetFanoutOverRawMs }))
+	fmt.Fprintf(tw, "  server -> the leader's own onDelta p50 (ms)\t%s\t%s\t\t\t\n", r.tfLead.cell("%.1f", 50), r.rawLead.cell("%.1f", 50))
+	fmt.Fprintf(tw, "  server -> the leader's own onDelta p95 (ms)\t%s\t%s\t\t\t\n", r.tfLead.cell("%.1f", 95), r.rawLead.cell("%.1f", 95))
 	fmt.Fprintf(tw, "failover -> first delta in the new leader p50 (ms)\t%s\t%s\t\t\t\n", r.tfFail.cell("%.0f", 50), r.rawFail.cell("%.0f", 50))
 	fmt.Fprintf(tw, "failover -> first delta in the new leader p95 (ms)\t%s\t%s\t\t\t\n", r.tfFail.cell("%.0f", 95), r.rawFail.cell("%.0f", 95))
 	fmt.Fprintf(tw, "%d pending resent after failover p50 (ms)\t%s\t%s\t\t\t\n", PendingMutations, r.tfPend.cell("%.0f", 50), r.rawPend.cell("%.0f", 50))
