@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/cmd/bench/browserbench"
+	"github.com/tabfence/tabfence/cmd/bench/connbench"
 	"github.com/tabfence/tabfence/cmd/bench/figures"
 	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
 	"github.com/tabfence/tabfence/cmd/bench/serverbench"
@@ -44,6 +45,13 @@ func parts(dist string) []part {
 		{"watchdog", "election watchdog (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunWatchdog(ctx, w, dist) }},
 		{"memory", "memory per tab (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunMemory(ctx, w, dist) }},
 		{"outbox", "outbox (headless Chromium, in-process receiver on loopback)", func(ctx context.Context, w io.Writer) error { return outboxbench.Run(ctx, w, dist) }},
+		{"connection", "realtime connection: one socket per browser (headless Chromium, receiver/realtime endpoint in-process)", func(ctx context.Context, w io.Writer) error {
+			gcflags, err := makefileGCFlags("Makefile")
+			if err != nil {
+				return err
+			}
+			return connbench.Run(ctx, w, dist, gcflags)
+		}},
 		{"size", "tabfence.wasm code by package (unstripped build; the download is stripped and compressed)", func(ctx context.Context, w io.Writer) error { return sizeReport(ctx, w) }},
 		{"server", "server receiver", func(ctx context.Context, w io.Writer) error {
 			return serverbench.Run(ctx, w, os.Getenv("TABFENCE_PG_URL"))
@@ -53,7 +61,7 @@ func parts(dist string) []part {
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, server or size")
+	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, connection, size or server")
 	out := flag.String("figures", "docs/figures.md", "the file the figures are written to (the sections run replace theirs); empty: print only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
