@@ -154,6 +154,7 @@ var given = map[string]string{
 	"createNote":      "var createNote receiver.Handler",
 	"rc":              "var rc *receiver.Receiver",
 	"store":           "var store receiver.Store",
+	"body":            "body := []byte(`{\"id\":\"i1\",\"title\":\"Ship it\"}`)",
 }
 
 // The packages a snippet may name, by the name it uses.
@@ -161,11 +162,11 @@ var known = map[string]string{
 	"context": "context", "http": "net/http", "js": "syscall/js",
 	"idb": "/idb", "locks": "/locks", "channel": "/channel", "outbox": "/outbox", "wire": "/wire",
 	"receiver": "/receiver", "sqlitestore": "/receiver/sqlitestore", "pgstore": "/receiver/pgstore",
-	"realtime": "/receiver/realtime",
+	"realtime": "/receiver/realtime", "browser": "/realtime/browser",
 }
 
 // browser are the packages that make a snippet a js/wasm program.
-var browser = map[string]bool{"js": true, "idb": true, "locks": true, "channel": true}
+var browser = map[string]bool{"js": true, "idb": true, "locks": true, "channel": true, "browser": true}
 
 // writeSnippets makes each ```go block of the READMEs a program in
 // readme/<n>: main declares the names in given that the snippet uses, runs
