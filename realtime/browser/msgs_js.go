@@ -236,8 +236,7 @@ func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socke
 		return nil, err
 	}
 	s, err := websocket.Dial(ctx, u, nil)
-	var de *websocket.DialError
-	if errors.As(err, &de) && de.Status == 401 {
+	if de, ok := errors.AsType[*websocket.DialError](err); ok && de.Status == 401 {
 		return nil, errors.Join(realtime.ErrUnauthorized, err)
 	}
 	if err != nil {
