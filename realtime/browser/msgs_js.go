@@ -237,7 +237,7 @@ func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socke
 	}
 	s, err := websocket.Dial(ctx, u, nil)
 	if de, ok := errors.AsType[*websocket.DialError](err); ok && de.Status == 401 {
-		return nil, errors.Join(realtime.ErrUnauthorized, err)
+		return nil, join(realtime.ErrUnauthorized, err)
 	}
 	if err != nil {
 		return nil, err
@@ -267,7 +267,7 @@ func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, 
 	}
 	body, err := jsglue.Await(ctx, jp)
 	if err != nil {
-		return nil, errors.Join(ErrChanges, err)
+		return nil, join(ErrChanges, err)
 	}
 	if body.Type() != js.TypeObject {
 		return nil, ErrChanges
