@@ -124,9 +124,10 @@ func valid(m Message) bool {
 
 func validProblem(p Problem) bool { return p.Type != "" && p.Status >= 400 && p.Status <= 599 }
 
-// The put functions, reader.string and reader.bool are not inlined: the encoder and
-// decoder call them at dozens of sites, and a copy of a loop and an append
-// at each made Append and decodeBody several times larger in wasm.
+// The put functions, reader.string and reader.bool are not inlined: the
+// encoder and decoder call them at dozens of sites, and a copy of a loop
+// and an append at each made Append and decodeBody several times larger
+// in wasm.
 //
 //go:noinline
 func putUint(b []byte, v uint64) []byte {
