@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/deadline"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -118,7 +119,7 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 			go d.dialSocket(ctx, v.Gen)
 		case Send:
 			if d.socket != nil && v.Gen == d.gen {
-				sctx, cancel := context.WithTimeout(ctx, d.leader.cfg.PongTimeout)
+				sctx, cancel := deadline.WithTimeout(ctx, d.leader.cfg.PongTimeout)
 				err := d.socket.Send(sctx, rt.Encode(v.Msg))
 				cancel()
 				if err != nil {
@@ -137,7 +138,7 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 }
 
 func (d *Driver) dialSocket(ctx context.Context, gen uint64) {
-	dctx, cancel := context.WithTimeout(ctx, d.leader.cfg.PongTimeout)
+	dctx, cancel := deadline.WithTimeout(ctx, d.leader.cfg.PongTimeout)
 	s, err := d.dial(dctx)
 	cancel()
 	d.post(ctx, func(now time.Time) []Action {

@@ -277,8 +277,8 @@ func (c *Conn) Close(reason string) {
 
 // CloseCode is the close event's code carried by err (from Recv), or -1.
 func CloseCode(err error) int {
-	var ce *CloseError
-	if errors.As(err, &ce) {
+	// errors.AsType, not errors.As: As links reflection into the download.
+	if ce, ok := errors.AsType[*CloseError](err); ok {
 		return ce.Code
 	}
 	return -1

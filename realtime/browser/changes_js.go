@@ -3,7 +3,6 @@
 package browser
 
 import (
-	"errors"
 	"syscall/js"
 
 	"github.com/tabfence/tabfence/jsglue"
@@ -23,32 +22,32 @@ var jsonParse = js.Global().Get("JSON").Get("parse")
 func parseChanges(b []byte, stores []string) ([]change, error) {
 	v, err := jsglue.Invoke(jsonParse, string(b))
 	if err != nil {
-		return nil, errors.Join(ErrChanges, err)
+		return nil, join(ErrChanges, err)
 	}
 	return checkChanges(v, stores)
 }
 
 func checkChanges(v js.Value, stores []string) ([]change, error) {
 	if !jsglue.IsArray(v) {
-		return nil, errors.Join(ErrChanges, errors.New("realtime/browser: changes are not an array"))
+		return nil, joinWhy(ErrChanges, "changes are not an array")
 	}
 	n := jsglue.Len(v)
 	if n > MaxChanges {
-		return nil, errors.Join(ErrChanges, errors.New("realtime/browser: too many changes"))
+		return nil, joinWhy(ErrChanges, "too many changes")
 	}
 	out := make([]change, 0, n)
 	for i := 0; i < n; i++ {
 		e := v.Index(i)
 		if e.Type() != js.TypeObject {
-			return nil, errors.Join(ErrChanges, errors.New("realtime/browser: a change is not an object"))
+			return nil, joinWhy(ErrChanges, "a change is not an object")
 		}
 		st, k, del, val := e.Get("store"), e.Get("key"), e.Get("deleted"), e.Get("value")
 		if st.Type() != js.TypeString || k.Type() != js.TypeString {
-			return nil, errors.Join(ErrChanges, errors.New("realtime/browser: a change's store and key are strings"))
+			return nil, joinWhy(ErrChanges, "a change's store and key are strings")
 		}
 		deleted := del.Type() == js.TypeBoolean && del.Bool()
 		if !del.IsUndefined() && !deleted {
-			return nil, errors.Join(ErrChanges, errors.New("realtime/browser: deleted is true or absent"))
+			return nil, joinWhy(ErrChanges, "deleted is true or absent")
 		}
 		c := change{store: st.String(), key: k.String(), deleted: deleted, value: val}
 		if err := checkChange(stores, c.store, c.key, !val.IsUndefined(), deleted); err != nil {

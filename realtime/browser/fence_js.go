@@ -26,26 +26,26 @@ func serverToken(ctx context.Context, fencePath, resource string) (uint64, error
 	opts.Set("credentials", "include")
 	p, err := jsglue.Call(js.Global(), "fetch", fencePath+resource, opts)
 	if err != nil {
-		return 0, errors.Join(ErrFence, err)
+		return 0, join(ErrFence, err)
 	}
 	resp, err := jsglue.Await(ctx, p)
 	if err != nil {
-		return 0, errors.Join(ErrFence, err)
+		return 0, join(ErrFence, err)
 	}
 	if st := resp.Get("status").Int(); st != 200 {
-		return 0, errors.Join(ErrFence, errors.New("realtime/browser: fence answered HTTP "+strconv.Itoa(st)))
+		return 0, joinWhy(ErrFence, "fence answered HTTP "+strconv.Itoa(st))
 	}
 	jp, err := jsglue.Call(resp, "json")
 	if err != nil {
-		return 0, errors.Join(ErrFence, err)
+		return 0, join(ErrFence, err)
 	}
 	body, err := jsglue.Await(ctx, jp)
 	if err != nil || body.Type() != js.TypeObject {
-		return 0, errors.Join(ErrFence, errors.New("realtime/browser: fence answer is not an object"))
+		return 0, joinWhy(ErrFence, "fence answer is not an object")
 	}
 	tok, ok := number(body, "token")
 	if !ok || tok == 0 {
-		return 0, errors.Join(ErrFence, errors.New("realtime/browser: fence answer without a token"))
+		return 0, joinWhy(ErrFence, "fence answer without a token")
 	}
 	return tok, nil
 }

@@ -236,9 +236,8 @@ func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socke
 		return nil, err
 	}
 	s, err := websocket.Dial(ctx, u, nil)
-	var de *websocket.DialError
-	if errors.As(err, &de) && de.Status == 401 {
-		return nil, errors.Join(realtime.ErrUnauthorized, err)
+	if de, ok := errors.AsType[*websocket.DialError](err); ok && de.Status == 401 {
+		return nil, join(realtime.ErrUnauthorized, err)
 	}
 	if err != nil {
 		return nil, err
@@ -268,7 +267,7 @@ func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, 
 	}
 	body, err := jsglue.Await(ctx, jp)
 	if err != nil {
-		return nil, errors.Join(ErrChanges, err)
+		return nil, join(ErrChanges, err)
 	}
 	if body.Type() != js.TypeObject {
 		return nil, ErrChanges

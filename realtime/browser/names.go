@@ -3,9 +3,9 @@ package browser
 import (
 	"errors"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/quote"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/realtime"
 	rt "github.com/tabfence/tabfence/wire/realtime"
@@ -33,7 +33,7 @@ const DefaultHiddenNotify = time.Second
 // protocols never share any of them.
 func (c Config) Names() (Names, error) {
 	if c.Scope == "" {
-		return Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: empty scope"))
+		return Names{}, joinWhy(ErrConfig, "empty scope")
 	}
 	p := c.Protocol
 	if p == 0 {
@@ -41,7 +41,7 @@ func (c Config) Names() (Names, error) {
 	}
 	n, err := locks.Name("rt-"+c.Scope, p)
 	if err != nil {
-		return Names{}, errors.Join(ErrConfig, err)
+		return Names{}, join(ErrConfig, err)
 	}
 	return Names{Lock: n, Database: n, Resource: n}, nil
 }
@@ -58,37 +58,67 @@ func (c Config) normalized() (Config, Names, error) {
 		c.HiddenNotify = DefaultHiddenNotify
 	}
 	names, err := c.Names()
+	if err == nil {
+		err = c.check()
+	}
 	if err != nil {
 		return c, Names{}, err
 	}
-	bad := func(why string) (Config, Names, error) {
-		return c, Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: "+why))
-	}
+	return c, names, nil
+}
+
+// check is normalized's rule for a config with its defaults filled. (By
+// pointer and apart from normalized: every return of a Config by value
+// copies the whole struct.)
+func (c *Config) check() error {
+	var why string
 	switch {
 	case c.Protocol < 1:
-		return bad("protocol must be >= 1")
+		why = "protocol must be >= 1"
 	case c.SchemaVersion < 1:
-		return bad("schema version must be >= 1")
+		why = "schema version must be >= 1"
 	case c.URL == nil:
-		return bad("no URL")
+		why = "no URL"
 	case len(c.Stores) == 0:
-		return bad("no replica stores")
+		why = "no replica stores"
 	case len(c.User) > rt.MaxUser:
-		return bad("user too long")
+		why = "user too long"
+	default:
+		why = badStore(c.Stores)
 	}
-	seen := map[string]bool{}
-	for _, s := range c.Stores {
-		if s == "" || (len(s) >= 3 && s[:3] == "tf_") || seen[s] {
-			return bad("store name " + strconv.Quote(s) + " is empty, reserved (tf_) or repeated")
-		}
-		seen[s] = true
+	if why != "" {
+		return joinWhy(ErrConfig, why)
 	}
 	if c.StallAfter != 0 {
 		if err := locks.ValidStallAfter(c.StallAfter, true); err != nil {
-			return c, Names{}, errors.Join(ErrConfig, err)
+			return join(ErrConfig, err)
 		}
 	}
-	return c, names, nil
+	return nil
+}
+
+// badStore says why a replica store name is not allowed, or "".
+func badStore(stores []string) string {
+	seen := map[string]bool{}
+	for _, s := range stores {
+		if s == "" || (len(s) >= 3 && s[:3] == "tf_") || seen[s] {
+			return "store name " + quote.Quote(s) + " is empty, reserved (tf_) or repeated"
+		}
+		seen[s] = true
+	}
+	return ""
+}
+
+// join is errors.Join(kind, err), and joinWhy the same with a new error
+// "realtime/browser: why": one call site of the variadic errors.Join for
+// the package, since in wasm each call site costs about a kilobyte.
+//
+//go:noinline
+func join(kind, err error) error { return errors.Join(kind, err) }
+
+//go:noinline
+func joinWhy(kind error, why string) error {
+	return join(kind, errors.New("realtime/browser: "+why))
 }
 
 // checkMutation validates a mutation made here or received from another
@@ -116,11 +146,11 @@ func checkChange(stores []string, store, key string, hasValue, deleted bool) err
 	}
 	switch {
 	case !ok:
-		return errors.Join(ErrChanges, errors.New("realtime/browser: not a replica store: "+strconv.Quote(store)))
+		return joinWhy(ErrChanges, "not a replica store: "+quote.Quote(store))
 	case key == "" || len(key) > MaxKey:
-		return errors.Join(ErrChanges, errors.New("realtime/browser: bad key"))
+		return joinWhy(ErrChanges, "bad key")
 	case deleted == hasValue:
-		return errors.Join(ErrChanges, errors.New("realtime/browser: a change has a value or deleted:true"))
+		return joinWhy(ErrChanges, "a change has a value or deleted:true")
 	}
 	return nil
 }

@@ -175,10 +175,10 @@ func opVersion(v uint64) string { return "v" + strconv.FormatUint(v, 10) }
 // Read returns the records of one replica store.
 func (c *Conn) Read(ctx context.Context, store string) ([]Record, error) {
 	if !c.isStore(store) {
-		return nil, errors.Join(ErrConfig, errors.New("realtime/browser: not a replica store: "+store))
+		return nil, joinWhy(ErrConfig, "not a replica store: "+store)
 	}
 	if err := c.db.Err(); err != nil {
-		return nil, errors.Join(ErrClosed, err)
+		return nil, join(ErrClosed, err)
 	}
 	tx, err := raw.Begin(c.db.JS(), []string{store}, raw.ReadOnly)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/quote"
 	"github.com/tabfence/tabfence/locks"
 )
 
@@ -171,32 +172,8 @@ func ValidateElect(a ElectArgs) (ElectOptions, error) {
 	return o, nil
 }
 
-// Quote renders s for an error message: in double quotes, with quotes,
-// backslashes and control characters escaped, so a hostile or mistaken
-// argument cannot garble the message. (strconv.Quote would link strconv's
-// Unicode tables into the download for two error messages.)
-func Quote(s string) string {
-	const hex = "0123456789abcdef"
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c < 0x20 || c == 0x7f:
-			b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(append(b, '"'))
-}
+// Quote renders s for an error message (see internal/quote).
+func Quote(s string) string { return quote.Quote(s) }
 
 // StallAfterArg reads elect()'s stallAfter, the watchdog: absent, null or
 // false (none), true (locks.DefaultStallAfter), or a whole number of

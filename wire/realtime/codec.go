@@ -124,6 +124,12 @@ func valid(m Message) bool {
 
 func validProblem(p Problem) bool { return p.Type != "" && p.Status >= 400 && p.Status <= 599 }
 
+// The put functions, reader.string and reader.bool are not inlined: the
+// encoder and decoder call them at dozens of sites, and a copy of a loop
+// and an append at each made Append and decodeBody several times larger
+// in wasm.
+//
+//go:noinline
 func putUint(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)
@@ -132,7 +138,10 @@ func putUint(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
-func putBytes(b, v []byte) []byte         { return append(putUint(b, uint64(len(v))), v...) }
+//go:noinline
+func putBytes(b, v []byte) []byte { return append(putUint(b, uint64(len(v))), v...) }
+
+//go:noinline
 func putString(b []byte, v string) []byte { return append(putUint(b, uint64(len(v))), v...) }
 
 func putBool(b []byte, v bool) []byte {
@@ -197,8 +206,10 @@ func (r *reader) bytes() []byte {
 	return v
 }
 
+//go:noinline
 func (r *reader) string() string { return string(r.bytes()) }
 
+//go:noinline
 func (r *reader) bool() bool {
 	if len(r.b) == 0 {
 		r.fail(ErrTruncated)
