@@ -315,7 +315,7 @@ func (lr *leaderRun) replicaStores() []string {
 func (lr *leaderRun) settled(ctx context.Context, id string, o realtime.Outcome) error {
 	c := lr.c
 	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, "s"+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
+		return lr.fenced(ctx, settleOp+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
 			return tx.Delete(StorePending, js.ValueOf(id))
 		})
 	}, "rt.settled", encodeOutcome(id, o))

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/realtime"
 	rt "github.com/tabfence/tabfence/wire/realtime"
@@ -91,12 +92,24 @@ func (c Config) normalized() (Config, Names, error) {
 	return c, names, nil
 }
 
+// settleOp is the prefix of the fenced operation id under which the leader
+// removes a settled mutation from the pending store.
+const settleOp = "s"
+
+// MaxMutationID is the longest mutation id: every operation id derived from
+// it (settleOp+id) must still be a valid fenced operation id, or the
+// mutation could be sent but never settled.
+const MaxMutationID = idb.MaxOperationIDLen - len(settleOp)
+
 // checkMutation validates a mutation made here or received from another
 // tab (messages on the channel are untrusted) with the wire's own rules:
 // what the server would refuse is refused before it is stored.
 func checkMutation(m rt.Mutation) error {
 	if m.Resource != "" || m.Token != 0 {
 		return errors.New("realtime/browser: a mutation carries no fencing token of its own")
+	}
+	if len(m.ID) > MaxMutationID {
+		return errors.New("realtime/browser: mutation id longer than " + strconv.Itoa(MaxMutationID) + " bytes")
 	}
 	if len(m.Payload) > rt.MaxMessage/2 {
 		return errors.New("realtime/browser: payload too large")
