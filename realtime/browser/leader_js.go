@@ -87,7 +87,12 @@ func (lr *leaderRun) startDriver() {
 		return
 	}
 	ctx, cancel := context.WithCancel(lr.l.Ctx)
-	d := realtime.NewDriver(lr.machine, lr.dial, nil, lr.app)
+	var d *realtime.Driver
+	d = realtime.NewDriver(lr.machine, lr.dial, nil, func(a realtime.Action) {
+		if lr.app(a) {
+			d.AppFailed() // the machine redials from the stored version
+		}
+	})
 	done := make(chan struct{})
 	lr.drv, lr.drvCtx, lr.drvStop, lr.drvDone = d, ctx, cancel, done
 	go func() {
@@ -241,15 +246,19 @@ func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 }
 
 // app performs the machine's actions that concern the replica and the
-// tabs, on the driver's goroutine.
-func (lr *leaderRun) app(a realtime.Action) {
+// tabs, on the driver's goroutine. It reports whether a replica write
+// failed (not a delta the replica stored without its bad changes, nor a
+// stale leader, which steps down).
+func (lr *leaderRun) app(a realtime.Action) (failed bool) {
 	ctx := lr.l.Ctx
 	var err error
 	switch v := a.(type) {
 	case realtime.Deliver:
 		err = lr.deliver(ctx, v.Delta)
+		failed = err != nil && !errors.Is(err, ErrChanges)
 	case realtime.ResetReplica:
 		err = lr.reset(ctx, v.Version)
+		failed = err != nil
 	case realtime.Settled:
 		err = lr.settled(ctx, v.ID, v.Outcome)
 	case realtime.StateChanged:
@@ -263,11 +272,13 @@ func (lr *leaderRun) app(a realtime.Action) {
 	}
 	if errors.Is(err, errStale) {
 		lr.l.StepDown(errStale)
+		return false
 	} else if err != nil {
 		lr.mu.Lock()
 		lr.lastErr = err.Error()
 		lr.mu.Unlock()
 	}
+	return failed
 }
 
 // deliver writes a delta to the replica with the version row in one
