@@ -63,7 +63,7 @@ func (c *Conn) runLeader(l *locks.Leadership) {
 	lr := &leaderRun{c: c, l: l, seq: channel.NewSequencer(l.Resource, l.OwnerID, l.Token),
 		machine: realtime.NewLeader(lc, ld.version, pending), offline: ld.offline}
 	c.mu.Lock()
-	c.fol.Loaded(max(c.fol.Version(), ld.version))
+	c.fol.Loaded(ld.version) // the stored version is the rule: a reset may have lowered it
 	c.lead, c.offline = lr, ld.offline
 	early := c.early
 	c.early = nil
@@ -299,11 +299,8 @@ func (lr *leaderRun) deliver(ctx context.Context, d rt.Delta) error {
 	p.Set("prev", float64(d.Prev))
 	p.Set("changes", string(d.Changes))
 	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, opVersion(d.Version), d.Version, lr.replicaStores(), func(tx *idb.WriteTx) error {
-			if err := writeChanges(tx, changes); err != nil {
-				return err
-			}
-			return putVersion(tx, d.Version)
+		return lr.fenced(ctx, deliverOp(d.Version), 0, lr.replicaStores(), func(tx *idb.WriteTx) error {
+			return writeDelta(tx, changes, d.Version)
 		})
 	}, "rt.delta", p)
 	if err != nil {

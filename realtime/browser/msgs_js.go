@@ -115,7 +115,7 @@ func (c *Conn) reload() {
 	c.mu.Lock()
 	v := c.fol.Version()
 	if err == nil {
-		v = max(v, l.version)
+		v = l.version // as stored: after a server reset it is lower
 	}
 	apply, _ := c.fol.Loaded(v)
 	v = c.fol.Version()
