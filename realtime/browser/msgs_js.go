@@ -108,18 +108,10 @@ func (c *Conn) onDelta(p js.Value) bool {
 
 // reload rereads the replica's version from IndexedDB and tells the app.
 func (c *Conn) reload() {
-	c.mu.Lock()
-	c.fol.BeginLoad()
-	c.mu.Unlock()
-	l, err := c.load(c.ctx)
-	c.mu.Lock()
-	v := c.fol.Version()
-	if err == nil {
-		v = l.version // as stored: after a server reset it is lower
-	}
-	apply, _ := c.fol.Loaded(v)
-	v = c.fol.Version()
-	c.mu.Unlock()
+	v, apply := reloadFollower(&c.mu, &c.fol, func() (uint64, error) {
+		l, err := c.load(c.ctx)
+		return l.version, err
+	})
 	c.reloads.call(v)
 	for _, d := range apply {
 		c.deltas.call(d)
