@@ -74,6 +74,7 @@ func (c *Conn) runLeader(l *locks.Leadership) {
 	for _, m := range early {
 		lr.mutate(m)
 	}
+	lr.takeOwn()
 	lr.announceStatus()
 	<-l.Ctx.Done()
 	lr.stopDriver()
@@ -323,9 +324,13 @@ func (lr *leaderRun) replicaStores() []string {
 func (lr *leaderRun) settled(ctx context.Context, id string, o realtime.Outcome) error {
 	c := lr.c
 	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, settleOp+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
+		err := lr.fenced(ctx, settleOp+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
 			return tx.Delete(StorePending, js.ValueOf(id))
 		})
+		if err != nil {
+			return err
+		}
+		return c.settleHook(id)
 	}, "rt.settled", encodeOutcome(id, o))
 	if err != nil {
 		return err

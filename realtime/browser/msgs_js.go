@@ -193,8 +193,12 @@ func (c *Conn) onStatus(m channel.Message) bool {
 		return false
 	}
 	c.mu.Lock()
+	newLeader := m.Token > c.remote.token
 	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
 	c.mu.Unlock()
+	if newLeader {
+		c.repostOwn() // a settled announcement may have been lost
+	}
 	c.notify.kick()
 	return true
 }
