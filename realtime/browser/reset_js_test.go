@@ -16,10 +16,11 @@ import (
 // openSwitchable opens n tabs whose URL names the fixture's user at dial
 // time, so a test can point the browser at a server stream that is behind
 // its replica (as after a server restart or a restored database).
-func (f *fixture) openSwitchable(n int) ([]*browser.Conn, func(user string)) {
+func (f *fixture) openSwitchable(n int, snapshot string) ([]*browser.Conn, func(user string)) {
 	var mu sync.Mutex
 	user := f.user
 	cfg := f.config()
+	cfg.Snapshot = snapshot
 	cfg.URL = func() (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -61,7 +62,7 @@ func keys(t *testing.T, c *browser.Conn) []string {
 // written and applied everywhere, not skipped as already seen.
 func TestConnResetToLowerVersion(t *testing.T) {
 	f := newFixture(t)
-	conns, switchUser := f.openSwitchable(3)
+	conns, switchUser := f.openSwitchable(3, "")
 	waitFor(t, "ready", func() bool { return allReady(conns) })
 	for i := 1; i <= 3; i++ {
 		f.ctl("POST", "/ctl/publish", item("o"+strconv.Itoa(i)))
@@ -105,6 +106,42 @@ func TestConnResetToLowerVersion(t *testing.T) {
 		}
 		if k := strings.Join(keys(t, c), ","); k != "n1,n2,n3" {
 			t.Errorf("replica holds %q, want n1,n2,n3", k)
+		}
+	}
+}
+
+// A reset whose snapshot cannot be fetched (here a 507) leaves the replica
+// as it was, in every tab: the leader does not count itself at the
+// server's version, announces nothing, and asks again after a backoff.
+func TestConnFailedSnapshotKeepsReplica(t *testing.T) {
+	f := newFixture(t)
+	conns, switchUser := f.openSwitchable(3, f.base+"/ctl/badsnapshot")
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	for i := 1; i <= 3; i++ {
+		f.ctl("POST", "/ctl/publish", item("o"+strconv.Itoa(i)))
+	}
+	waitFor(t, "every tab at v3", func() bool {
+		for _, c := range conns {
+			if c.Status().Version != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	switchUser(f.user + "z") // a stream at version 0: the server says reset
+	old, rest := leaderOf(conns)
+	_ = old.Close(context.Background())
+	waitFor(t, "the new leader asking again after the failed reset", func() bool {
+		_, upgrades, _ := f.counts()
+		return upgrades >= 3
+	})
+	for _, c := range rest {
+		st := c.Status()
+		if st.Version != 3 || st.State == browser.StateReady {
+			t.Errorf("tab (leader %v) at v%d, %s: want v3, not ready", st.Leader, st.Version, st.State)
+		}
+		if k := strings.Join(keys(t, c), ","); k != "o1,o2,o3" {
+			t.Errorf("replica holds %q, want o1,o2,o3", k)
 		}
 	}
 }
