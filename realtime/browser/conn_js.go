@@ -305,8 +305,8 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	if err := c.putPending(ctx, wm, now); err != nil {
 		return rt.Ack{}, err
 	}
+	c.markOwn(wm.ID) // before it is listed: a settle may follow at once
 	done := c.addPending(wm, now)
-	c.markOwn(wm.ID)
 	c.post("rt.mutation", encodePending(wm, now))
 	c.mu.Lock()
 	lr, leading := c.lead, c.leading
