@@ -50,7 +50,7 @@ func (l *Leader) ready(now time.Time, r rt.Ready) []Action {
 	l.pingAt = now.Add(l.cfg.PingEvery)
 	var acts []Action
 	if r.Reset {
-		l.version = r.Version
+		l.rewind, l.version = l.version, r.Version
 		acts = append(acts, ResetReplica{Version: r.Version})
 	}
 	for _, m := range l.pending.List() {
@@ -75,7 +75,10 @@ func (l *Leader) delta(now time.Time, d rt.Delta) []Action {
 		l.nextDial = now
 		return acts
 	}
-	l.version = d.Version
+	if l.version >= l.failAt {
+		l.failed = 0 // the write that failed last is stored now
+	}
+	l.rewind, l.version = l.version, d.Version
 	return []Action{Deliver{Delta: d}}
 }
 

@@ -131,6 +131,9 @@ type Leader struct {
 	gen     uint64 // the current socket; 0 before the first dial
 	attempt int    // consecutive failures, for the backoff
 	version uint64 // the replica version the server's deltas have reached
+	rewind  uint64 // the version before the last replica action (Failed goes back to it)
+	failed  int    // consecutive failed replica actions, for the backoff
+	failAt  uint64 // the version whose replica action failed last
 	pending *Pending
 
 	nextDial time.Time // Offline: when to dial

@@ -47,6 +47,7 @@ type Driver struct {
 	events chan func(now time.Time) []Action
 	socket Socket
 	gen    uint64
+	failed bool // set by AppFailed during the app's callback
 }
 
 // NewDriver returns a driver; Run starts it.
@@ -110,6 +111,12 @@ func (d *Driver) Online(ctx context.Context)  { d.post(ctx, d.leader.Online) }
 func (d *Driver) Visible(ctx context.Context) { d.post(ctx, d.leader.Visible) }
 func (d *Driver) Retry(ctx context.Context)   { d.post(ctx, d.leader.Retry) }
 
+// AppFailed is called by the app's callback, on the driver's goroutine,
+// when it could not perform the Deliver or ResetReplica it was handed: the
+// leader then drops the socket and redials from the version the replica
+// holds (see Leader.Failed).
+func (d *Driver) AppFailed() { d.failed = true }
+
 func (d *Driver) perform(ctx context.Context, acts []Action) {
 	for len(acts) > 0 {
 		a := acts[0]
@@ -132,7 +139,13 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 				d.socket = nil
 			}
 		default:
+			d.failed = false
 			d.app(a)
+			if d.failed {
+				// Nothing after a failed replica action may run: it
+				// would build on a version the replica lacks.
+				acts = d.leader.Failed(d.clock.Now(), d.leader.gen)
+			}
 		}
 	}
 }

@@ -34,12 +34,15 @@ type Conn struct {
 	fol     realtime.Follower
 	pend    *realtime.Pending
 	madeAt  map[string]time.Time
-	leading bool          // this tab won the lock (lead is set once it is ready)
-	lead    *leaderRun    // this tab's leader, while it leads
-	early   []rt.Mutation // mutations heard while the leader starts
-	remote  leaderView    // the leader's status as announced
-	offline bool
-	closed  Closed
+	leading bool            // this tab won the lock (lead is set once it is ready)
+	lead    *leaderRun      // this tab's leader, while it leads
+	early   []rt.Mutation   // mutations heard while the leader starts
+	remote  leaderView      // the leader's status as announced
+	own     map[string]bool // ids of the unsettled mutations this tab made
+
+	testSettled func(id string) bool // tests: stop a settled announcement
+	offline     bool
+	closed      Closed
 
 	status  listeners[Status]
 	deltas  listeners[rt.Delta]
@@ -269,6 +272,7 @@ func (c *Conn) settle(id string, o realtime.Outcome) {
 	c.mu.Lock()
 	ok := c.pend.Settle(id, o)
 	delete(c.madeAt, id)
+	delete(c.own, id)
 	c.mu.Unlock()
 	if ok {
 		c.changedPending()
@@ -301,6 +305,7 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	if err := c.putPending(ctx, wm, now); err != nil {
 		return rt.Ack{}, err
 	}
+	c.markOwn(wm.ID) // before it is listed: a settle may follow at once
 	done := c.addPending(wm, now)
 	c.post("rt.mutation", encodePending(wm, now))
 	c.mu.Lock()

@@ -126,6 +126,9 @@ func itemsServer(t *testing.T) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"version":0,"changes":[{"store":"items","key":"snap","value":{"id":"snap"}}]}`))
 	})
+	mux.HandleFunc("/ctl/badsnapshot", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "insufficient storage", http.StatusInsufficientStorage)
+	})
 	mux.HandleFunc("/ctl/publish", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d, err := srv.Publish(r.Context(), r.URL.Query().Get("user"), body)

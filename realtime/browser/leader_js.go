@@ -63,7 +63,7 @@ func (c *Conn) runLeader(l *locks.Leadership) {
 	lr := &leaderRun{c: c, l: l, seq: channel.NewSequencer(l.Resource, l.OwnerID, l.Token),
 		machine: realtime.NewLeader(lc, ld.version, pending), offline: ld.offline}
 	c.mu.Lock()
-	c.fol.Loaded(max(c.fol.Version(), ld.version))
+	c.fol.Loaded(ld.version) // the stored version is the rule: a reset may have lowered it
 	c.lead, c.offline = lr, ld.offline
 	early := c.early
 	c.early = nil
@@ -74,6 +74,7 @@ func (c *Conn) runLeader(l *locks.Leadership) {
 	for _, m := range early {
 		lr.mutate(m)
 	}
+	lr.takeOwn()
 	lr.announceStatus()
 	<-l.Ctx.Done()
 	lr.stopDriver()
@@ -87,7 +88,12 @@ func (lr *leaderRun) startDriver() {
 		return
 	}
 	ctx, cancel := context.WithCancel(lr.l.Ctx)
-	d := realtime.NewDriver(lr.machine, lr.dial, nil, lr.app)
+	var d *realtime.Driver
+	d = realtime.NewDriver(lr.machine, lr.dial, nil, func(a realtime.Action) {
+		if lr.app(a) {
+			d.AppFailed() // the machine redials from the stored version
+		}
+	})
 	done := make(chan struct{})
 	lr.drv, lr.drvCtx, lr.drvStop, lr.drvDone = d, ctx, cancel, done
 	go func() {
@@ -241,15 +247,19 @@ func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 }
 
 // app performs the machine's actions that concern the replica and the
-// tabs, on the driver's goroutine.
-func (lr *leaderRun) app(a realtime.Action) {
+// tabs, on the driver's goroutine. It reports whether a replica write
+// failed (not a delta the replica stored without its bad changes, nor a
+// stale leader, which steps down).
+func (lr *leaderRun) app(a realtime.Action) (failed bool) {
 	ctx := lr.l.Ctx
 	var err error
 	switch v := a.(type) {
 	case realtime.Deliver:
 		err = lr.deliver(ctx, v.Delta)
+		failed = err != nil && !errors.Is(err, ErrChanges)
 	case realtime.ResetReplica:
 		err = lr.reset(ctx, v.Version)
+		failed = err != nil
 	case realtime.Settled:
 		err = lr.settled(ctx, v.ID, v.Outcome)
 	case realtime.StateChanged:
@@ -263,11 +273,13 @@ func (lr *leaderRun) app(a realtime.Action) {
 	}
 	if errors.Is(err, errStale) {
 		lr.l.StepDown(errStale)
+		return false
 	} else if err != nil {
 		lr.mu.Lock()
 		lr.lastErr = err.Error()
 		lr.mu.Unlock()
 	}
+	return failed
 }
 
 // deliver writes a delta to the replica with the version row in one
@@ -288,11 +300,8 @@ func (lr *leaderRun) deliver(ctx context.Context, d rt.Delta) error {
 	p.Set("prev", float64(d.Prev))
 	p.Set("changes", string(d.Changes))
 	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, opVersion(d.Version), d.Version, lr.replicaStores(), func(tx *idb.WriteTx) error {
-			if err := writeChanges(tx, changes); err != nil {
-				return err
-			}
-			return putVersion(tx, d.Version)
+		return lr.fenced(ctx, deliverOp(d.Version), 0, lr.replicaStores(), func(tx *idb.WriteTx) error {
+			return writeDelta(tx, changes, d.Version)
 		})
 	}, "rt.delta", p)
 	if err != nil {
@@ -315,9 +324,13 @@ func (lr *leaderRun) replicaStores() []string {
 func (lr *leaderRun) settled(ctx context.Context, id string, o realtime.Outcome) error {
 	c := lr.c
 	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, "s"+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
+		err := lr.fenced(ctx, settleOp+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
 			return tx.Delete(StorePending, js.ValueOf(id))
 		})
+		if err != nil {
+			return err
+		}
+		return c.settleHook(id)
 	}, "rt.settled", encodeOutcome(id, o))
 	if err != nil {
 		return err

@@ -108,18 +108,10 @@ func (c *Conn) onDelta(p js.Value) bool {
 
 // reload rereads the replica's version from IndexedDB and tells the app.
 func (c *Conn) reload() {
-	c.mu.Lock()
-	c.fol.BeginLoad()
-	c.mu.Unlock()
-	l, err := c.load(c.ctx)
-	c.mu.Lock()
-	v := c.fol.Version()
-	if err == nil {
-		v = max(v, l.version)
-	}
-	apply, _ := c.fol.Loaded(v)
-	v = c.fol.Version()
-	c.mu.Unlock()
+	v, apply := reloadFollower(&c.mu, &c.fol, func() (uint64, error) {
+		l, err := c.load(c.ctx)
+		return l.version, err
+	})
 	c.reloads.call(v)
 	for _, d := range apply {
 		c.deltas.call(d)
@@ -201,8 +193,12 @@ func (c *Conn) onStatus(m channel.Message) bool {
 		return false
 	}
 	c.mu.Lock()
+	newLeader := m.Token > c.remote.token
 	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
 	c.mu.Unlock()
+	if newLeader {
+		c.repostOwn() // a settled announcement may have been lost
+	}
 	c.notify.kick()
 	return true
 }

@@ -3,8 +3,10 @@ package browser
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/quote"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/realtime"
@@ -121,12 +123,24 @@ func joinWhy(kind error, why string) error {
 	return join(kind, errors.New("realtime/browser: "+why))
 }
 
+// settleOp is the prefix of the fenced operation id under which the leader
+// removes a settled mutation from the pending store.
+const settleOp = "s"
+
+// MaxMutationID is the longest mutation id: every operation id derived from
+// it (settleOp+id) must still be a valid fenced operation id, or the
+// mutation could be sent but never settled.
+const MaxMutationID = idb.MaxOperationIDLen - len(settleOp)
+
 // checkMutation validates a mutation made here or received from another
 // tab (messages on the channel are untrusted) with the wire's own rules:
 // what the server would refuse is refused before it is stored.
 func checkMutation(m rt.Mutation) error {
 	if m.Resource != "" || m.Token != 0 {
 		return errors.New("realtime/browser: a mutation carries no fencing token of its own")
+	}
+	if len(m.ID) > MaxMutationID {
+		return errors.New("realtime/browser: mutation id longer than " + strconv.Itoa(MaxMutationID) + " bytes")
 	}
 	if len(m.Payload) > rt.MaxMessage/2 {
 		return errors.New("realtime/browser: payload too large")

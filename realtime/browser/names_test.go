@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/realtime"
+	"github.com/tabfence/tabfence/wire"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -96,10 +98,32 @@ func TestCheckMutationRule(t *testing.T) {
 		{ID: "m", Op: "a", Entity: "a b"},
 		{ID: "m", Op: "a", Entity: "a", Resource: "r", Token: 3},
 		{ID: "m", Op: "a", Entity: "a", Payload: make([]byte, rt.MaxMessage)},
+		{ID: strings.Repeat("m", MaxMutationID+1), Op: "a", Entity: "a"},
 	} {
 		if checkMutation(m) == nil {
 			t.Errorf("accepted %+v", m.ID)
 		}
+	}
+}
+
+// The longest mutation id accepted still makes a valid settle operation
+// id: otherwise the leader sends it, and its fenced delete of the pending
+// row is refused for good (the mutation never settles).
+func TestCheckMutationIDSettles(t *testing.T) {
+	accepted := 0
+	for n := 1; n <= wire.MaxKeyLen+1; n++ {
+		m := rt.Mutation{ID: strings.Repeat("m", n), Op: "a", Entity: "a"}
+		if checkMutation(m) != nil {
+			continue
+		}
+		accepted = n
+		op := idb.Op{Resource: "r", Token: 1, OperationID: settleOp + m.ID}
+		if err := op.Validate(); err != nil {
+			t.Fatalf("a %d-byte mutation id is accepted but its settle op id is invalid: %v", n, err)
+		}
+	}
+	if accepted != MaxMutationID {
+		t.Fatalf("longest id accepted: %d bytes, want %d", accepted, MaxMutationID)
 	}
 }
 

@@ -167,6 +167,9 @@ func (cn *conn) apply(m rt.Mutation) rt.Message {
 	txFeed, inTx := cn.s.feed.(TxFeed)
 	h := func(ctx context.Context, tx receiver.Tx, _ *receiver.Request) (receiver.Response, error) {
 		res, err := cn.s.h(ctx, tx, req)
+		if err == nil && res.Response.Status < 300 && checkResult(m.ID, res) != nil {
+			return tooLarge(), nil
+		}
 		if err == nil && inTx && res.Changes != nil && res.Response.Status < 300 {
 			err = txFeed.PublishTx(ctx, tx, cn.scope, res.Changes)
 			changes = res.Changes

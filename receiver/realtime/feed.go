@@ -134,6 +134,9 @@ func (f *MemFeed) Subscribe(_ context.Context, scope string, from uint64, buffer
 // is full is dropped (its Lost closed), so one slow connection cannot hold
 // back the others or make the server buffer without limit.
 func (f *MemFeed) Publish(_ context.Context, scope string, changes []byte) (rt.Delta, error) {
+	if err := checkChanges(changes); err != nil {
+		return rt.Delta{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.log(scope)

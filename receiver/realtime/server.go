@@ -150,7 +150,11 @@ func (s *Server) Stats() Stats {
 
 // Publish appends changes made outside a realtime mutation (an HTTP
 // handler, a job) to scope's feed, after their transaction committed.
+// Changes that would not fit in one message are refused with ErrTooLarge.
 func (s *Server) Publish(ctx context.Context, scope string, changes []byte) (rt.Delta, error) {
+	if err := checkChanges(changes); err != nil {
+		return rt.Delta{}, err
+	}
 	return s.feed.Publish(ctx, scope, changes)
 }
 

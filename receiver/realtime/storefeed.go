@@ -201,6 +201,9 @@ func (f *StoreFeed) PublishTx(ctx context.Context, tx receiver.Tx, scope string,
 }
 
 func (f *StoreFeed) publishTx(ctx context.Context, tx receiver.Tx, scope string, changes []byte) (uint64, error) {
+	if err := checkChanges(changes); err != nil {
+		return 0, err // the caller's transaction rolls back
+	}
 	var v int64
 	err := tx.QueryRow(ctx, `INSERT INTO tabfence_change_heads (scope, version) VALUES ($1, 1)
 		ON CONFLICT (scope) DO UPDATE SET version = tabfence_change_heads.version + 1 RETURNING version`, scope).Scan(&v)
