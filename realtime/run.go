@@ -42,14 +42,33 @@ type Driver struct {
 	leader *Leader
 	dial   Dialer
 	clock  Clock
-	app    func(Action)
+	app    func([]Action)
 	events chan func(now time.Time) []Action
 	socket Socket
 	gen    uint64
+	batch  []Action // app actions not handed over yet
 }
 
-// NewDriver returns a driver; Run starts it.
+// maxDrain bounds the events one batch gathers, so timers still run.
+const maxDrain = 64
+
+// NewDriver returns a driver that hands the app one action at a time;
+// Run starts it.
 func NewDriver(l *Leader, dial Dialer, clock Clock, app func(Action)) *Driver {
+	return NewBatchDriver(l, dial, clock, func(acts []Action) {
+		for _, a := range acts {
+			app(a)
+		}
+	})
+}
+
+// NewBatchDriver returns a driver that hands the app its actions in
+// batches: the app actions of every event already queued when the driver
+// gets to them (messages that arrived while the app was busy), in order,
+// up to the next socket action. An app that writes a batch in one
+// transaction pays one commit for many deltas or acks; a lone event is
+// handed over at once, with no wait for company.
+func NewBatchDriver(l *Leader, dial Dialer, clock Clock, app func([]Action)) *Driver {
 	if clock == nil {
 		clock = WallClock
 	}
@@ -65,6 +84,7 @@ func (d *Driver) Run(ctx context.Context) {
 	}()
 	d.perform(ctx, d.leader.Start(d.clock.Now()))
 	for {
+		d.flush()
 		var timer <-chan time.Time
 		if dl := d.leader.Deadline(); !dl.IsZero() {
 			timer = d.clock.After(max(dl.Sub(d.clock.Now()), 0))
@@ -76,8 +96,31 @@ func (d *Driver) Run(ctx context.Context) {
 			d.perform(ctx, d.leader.Tick(d.clock.Now()))
 		case ev := <-d.events:
 			d.perform(ctx, ev(d.clock.Now()))
+			d.drain(ctx)
 		}
 	}
+}
+
+// drain performs the events already queued, without waiting for more.
+func (d *Driver) drain(ctx context.Context) {
+	for range maxDrain {
+		select {
+		case ev := <-d.events:
+			d.perform(ctx, ev(d.clock.Now()))
+		default:
+			return
+		}
+	}
+}
+
+// flush hands the app the actions gathered so far.
+func (d *Driver) flush() {
+	if len(d.batch) == 0 {
+		return
+	}
+	b := d.batch
+	d.batch = nil
+	d.app(b)
 }
 
 // post runs f on the driver's goroutine; it waits while the driver is busy.
@@ -113,6 +156,10 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 	for len(acts) > 0 {
 		a := acts[0]
 		acts = acts[1:]
+		switch a.(type) {
+		case Dial, Send, CloseSocket:
+			d.flush() // in order: what the app was handed before happens first
+		}
 		switch v := a.(type) {
 		case Dial:
 			go d.dialSocket(ctx, v.Gen)
@@ -131,7 +178,7 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 				d.socket = nil
 			}
 		default:
-			d.app(a)
+			d.batch = append(d.batch, a)
 		}
 	}
 }
