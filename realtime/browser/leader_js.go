@@ -4,7 +4,6 @@ package browser
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"syscall/js"
 
@@ -87,7 +86,7 @@ func (lr *leaderRun) startDriver() {
 		return
 	}
 	ctx, cancel := context.WithCancel(lr.l.Ctx)
-	d := realtime.NewDriver(lr.machine, lr.dial, nil, lr.app)
+	d := realtime.NewBatchDriver(lr.machine, lr.dial, nil, lr.appBatch)
 	done := make(chan struct{})
 	lr.drv, lr.drvCtx, lr.drvStop, lr.drvDone = d, ctx, cancel, done
 	go func() {
@@ -240,18 +239,12 @@ func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 	return fencedSocket{Socket: s, resource: lr.l.Resource, token: tok}, nil
 }
 
-// app performs the machine's actions that concern the replica and the
-// tabs, on the driver's goroutine.
+// app performs a reset or a state change, on the driver's goroutine
+// (appBatch writes deltas and outcomes).
 func (lr *leaderRun) app(a realtime.Action) {
-	ctx := lr.l.Ctx
-	var err error
 	switch v := a.(type) {
-	case realtime.Deliver:
-		err = lr.deliver(ctx, v.Delta)
 	case realtime.ResetReplica:
-		err = lr.reset(ctx, v.Version)
-	case realtime.Settled:
-		err = lr.settled(ctx, v.ID, v.Outcome)
+		lr.failed(lr.reset(lr.l.Ctx, v.Version))
 	case realtime.StateChanged:
 		lr.mu.Lock()
 		lr.state = v.State
@@ -261,69 +254,10 @@ func (lr *leaderRun) app(a realtime.Action) {
 		lr.mu.Unlock()
 		lr.announceStatus()
 	}
-	if errors.Is(err, errStale) {
-		lr.l.StepDown(errStale)
-	} else if err != nil {
-		lr.mu.Lock()
-		lr.lastErr = err.Error()
-		lr.mu.Unlock()
-	}
-}
-
-// deliver writes a delta to the replica with the version row in one
-// fenced transaction, then announces it (write, then announce), then tells
-// this tab's own listeners (a BroadcastChannel does not deliver to its
-// sender).
-func (lr *leaderRun) deliver(ctx context.Context, d rt.Delta) error {
-	c := lr.c
-	changes, perr := parseChanges(d.Changes, c.cfg.Stores)
-	if perr != nil {
-		// The server's stream moved on past it; nobody can apply it. Keep
-		// the version (followers see no gap) and say so.
-		c.badChanges.Add(1)
-		changes, d.Changes = nil, []byte("[]")
-	}
-	p := js.Global().Get("Object").New()
-	p.Set("version", float64(d.Version))
-	p.Set("prev", float64(d.Prev))
-	p.Set("changes", string(d.Changes))
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, opVersion(d.Version), d.Version, lr.replicaStores(), func(tx *idb.WriteTx) error {
-			if err := writeChanges(tx, changes); err != nil {
-				return err
-			}
-			return putVersion(tx, d.Version)
-		})
-	}, "rt.delta", p)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.fol.Loaded(d.Version)
-	c.mu.Unlock()
-	c.deltas.call(d)
-	c.notify.kick()
-	return perr
 }
 
 func (lr *leaderRun) replicaStores() []string {
 	return append(append([]string{}, lr.c.cfg.Stores...), StoreMeta)
-}
-
-// settled removes a mutation from the pending store (fenced), announces
-// its outcome to every tab, and settles it here.
-func (lr *leaderRun) settled(ctx context.Context, id string, o realtime.Outcome) error {
-	c := lr.c
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, "s"+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
-			return tx.Delete(StorePending, js.ValueOf(id))
-		})
-	}, "rt.settled", encodeOutcome(id, o))
-	if err != nil {
-		return err
-	}
-	c.settle(id, o)
-	return nil
 }
 
 // reset replaces the replica with the server's snapshot (or empties it
