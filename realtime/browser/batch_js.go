@@ -11,45 +11,37 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/realtime"
-	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
-// appBatch performs a batch of the driver's app actions in order: a run
-// of deltas is written in one fenced transaction and a run of outcomes
-// removed in another, each then announced message by message (write,
-// then announce), so messages that queued while a transaction ran cost
-// one commit, not one each.
+// appBatch performs a batch of the driver's app actions in order. A run
+// of deltas and outcomes (acks, rejects) is written in one fenced
+// transaction and then announced message by message, in order (write,
+// then announce), so the messages that queued while a transaction ran
+// cost one commit, not one each: a resend's acks arrive interleaved with
+// the deltas the mutations made.
 func (lr *leaderRun) appBatch(acts []realtime.Action) {
 	for len(acts) > 0 {
-		n := 1
-		switch acts[0].(type) {
-		case realtime.Deliver:
-			for n < len(acts) && isDeliver(acts[n]) {
-				n++
-			}
-			ds := make([]rt.Delta, n)
-			for i := range ds {
-				ds[i] = acts[i].(realtime.Deliver).Delta
-			}
-			lr.failed(lr.deliver(lr.l.Ctx, ds))
-		case realtime.Settled:
-			for n < len(acts) && isSettled(acts[n]) {
-				n++
-			}
-			ss := make([]realtime.Settled, n)
-			for i := range ss {
-				ss[i] = acts[i].(realtime.Settled)
-			}
-			lr.failed(lr.settled(lr.l.Ctx, ss))
-		default:
+		n := 0
+		for n < len(acts) && isWrite(acts[n]) {
+			n++
+		}
+		if n == 0 {
 			lr.app(acts[0])
+			n = 1
+		} else {
+			lr.failed(lr.write(lr.l.Ctx, acts[:n]))
 		}
 		acts = acts[n:]
 	}
 }
 
-func isDeliver(a realtime.Action) bool { _, ok := a.(realtime.Deliver); return ok }
-func isSettled(a realtime.Action) bool { _, ok := a.(realtime.Settled); return ok }
+func isWrite(a realtime.Action) bool {
+	switch a.(type) {
+	case realtime.Deliver, realtime.Settled:
+		return true
+	}
+	return false
+}
 
 // failed handles an app action's error: a stale leader steps down; any
 // other error is the status's last error.
@@ -63,85 +55,115 @@ func (lr *leaderRun) failed(err error) {
 	}
 }
 
-// deliver writes deltas (consecutive, in version order) to the replica
-// with the version row in one fenced transaction, then announces each,
-// then tells this tab's own listeners (a BroadcastChannel does not
-// deliver to its sender). The fence's operation is the last version.
-func (lr *leaderRun) deliver(ctx context.Context, ds []rt.Delta) error {
+// write stores a run of deltas (consecutive, in version order) and
+// outcomes in one fenced transaction: the deltas' changes and the version
+// row, the outcomes' removal from the pending store. Then it announces
+// each, in order, and tells this tab's own listeners and waiters (a
+// BroadcastChannel does not deliver to its sender). The fence's operation
+// is the last version, or for outcomes alone the one id ("s"+id) or a
+// fresh one.
+func (lr *leaderRun) write(ctx context.Context, acts []realtime.Action) error {
 	c := lr.c
-	var changes []change
-	var perr error
-	ps := make([]js.Value, len(ds))
-	for i := range ds {
-		ch, err := parseChanges(ds[i].Changes, c.cfg.Stores)
-		if err != nil {
-			// The server's stream moved on past it; nobody can apply it.
-			// Keep the version (followers see no gap) and say so.
-			c.badChanges.Add(1)
-			ch, ds[i].Changes, perr = nil, []byte("[]"), err
-		}
-		changes = append(changes, ch...)
-		p := js.Global().Get("Object").New()
-		p.Set("version", float64(ds[i].Version))
-		p.Set("prev", float64(ds[i].Prev))
-		p.Set("changes", string(ds[i].Changes))
-		ps[i] = p
+	w := runOf(c, acts)
+	op, seq := w.op()
+	var stores []string
+	if w.last != 0 {
+		stores = lr.replicaStores()
 	}
-	last := ds[len(ds)-1].Version
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, opVersion(last), last, lr.replicaStores(), func(tx *idb.WriteTx) error {
-			if err := writeChanges(tx, changes); err != nil {
-				return err
-			}
-			return putVersion(tx, last)
-		})
-	}, "rt.delta", ps[0])
-	for _, p := range ps[1:] {
-		if err == nil {
-			_, err = c.ch.Send(lr.seq, "rt.delta", p)
+	if len(w.settled) > 0 {
+		stores = append(stores, StorePending)
+	}
+	commit := func(ctx context.Context) error {
+		return lr.fenced(ctx, op, seq, stores, w.writes)
+	}
+	var err error
+	for i := range w.kinds {
+		if i == 0 {
+			_, err = c.ch.Announce(ctx, lr.seq, commit, w.kinds[0], w.payloads[0])
+		} else if err == nil {
+			_, err = c.ch.Send(lr.seq, w.kinds[i], w.payloads[i])
 		}
 	}
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.fol.Loaded(last)
-	c.mu.Unlock()
-	for _, d := range ds {
-		c.deltas.call(d)
+	if w.last != 0 {
+		c.mu.Lock()
+		c.fol.Loaded(w.last)
+		c.mu.Unlock()
+	}
+	for _, a := range acts {
+		switch v := a.(type) {
+		case realtime.Deliver:
+			c.deltas.call(v.Delta)
+		case realtime.Settled:
+			c.settle(v.ID, v.Outcome)
+		}
 	}
 	c.notify.kick()
-	return perr
+	return w.perr
 }
 
-// settled removes mutations from the pending store in one fenced
-// transaction, announces each outcome to every tab, and settles them here.
-func (lr *leaderRun) settled(ctx context.Context, ss []realtime.Settled) error {
-	c := lr.c
-	op := "s" + ss[0].ID
-	if len(ss) > 1 {
-		op = "s" + strconv.Itoa(len(ss)) + "-" + channel.NewID()
-	}
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, op, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
-			for _, s := range ss {
-				if err := tx.Delete(StorePending, js.ValueOf(s.ID)); err != nil {
-					return err
-				}
+// run is a batch's transaction and announcements.
+type run struct {
+	changes  []change
+	settled  []string
+	last     uint64 // the last delta's version; 0: outcomes only
+	kinds    []string
+	payloads []js.Value
+	perr     error // a delta whose changes nobody can apply
+}
+
+func runOf(c *Conn, acts []realtime.Action) *run {
+	w := &run{}
+	for i, a := range acts {
+		switch v := a.(type) {
+		case realtime.Deliver:
+			d := v.Delta
+			ch, err := parseChanges(d.Changes, c.cfg.Stores)
+			if err != nil {
+				// The server's stream moved on past it; nobody can apply
+				// it. Keep the version (followers see no gap) and say so.
+				c.badChanges.Add(1)
+				ch, d.Changes, w.perr = nil, []byte("[]"), err
+				acts[i] = realtime.Deliver{Delta: d}
 			}
-			return nil
-		})
-	}, "rt.settled", encodeOutcome(ss[0].ID, ss[0].Outcome))
-	for _, s := range ss[1:] {
-		if err == nil {
-			_, err = c.ch.Send(lr.seq, "rt.settled", encodeOutcome(s.ID, s.Outcome))
+			w.changes = append(w.changes, ch...)
+			w.last = d.Version
+			p := js.Global().Get("Object").New()
+			p.Set("version", float64(d.Version))
+			p.Set("prev", float64(d.Prev))
+			p.Set("changes", string(d.Changes))
+			w.kinds, w.payloads = append(w.kinds, "rt.delta"), append(w.payloads, p)
+		case realtime.Settled:
+			w.settled = append(w.settled, v.ID)
+			w.kinds, w.payloads = append(w.kinds, "rt.settled"), append(w.payloads, encodeOutcome(v.ID, v.Outcome))
 		}
 	}
-	if err != nil {
+	return w
+}
+
+func (w *run) op() (string, uint64) {
+	switch {
+	case w.last != 0:
+		return opVersion(w.last), w.last
+	case len(w.settled) == 1:
+		return "s" + w.settled[0], 0
+	}
+	return "s" + strconv.Itoa(len(w.settled)) + "-" + channel.NewID(), 0
+}
+
+func (w *run) writes(tx *idb.WriteTx) error {
+	if err := writeChanges(tx, w.changes); err != nil {
 		return err
 	}
-	for _, s := range ss {
-		c.settle(s.ID, s.Outcome)
+	for _, id := range w.settled {
+		if err := tx.Delete(StorePending, js.ValueOf(id)); err != nil {
+			return err
+		}
+	}
+	if w.last != 0 {
+		return putVersion(tx, w.last)
 	}
 	return nil
 }

@@ -103,3 +103,56 @@ func TestConnBurstOfDeltasBatched(t *testing.T) {
 	}
 	t.Logf("%d deltas in %d replica transactions", n, commits())
 }
+
+// Mutations made while the connection was off are resent on ready; their
+// acks (interleaved with the deltas they made) settle every promise, empty
+// the pending store in every tab, and are written in fewer transactions
+// than acks; the server applied each once.
+func TestConnBurstOfAcksBatched(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(2)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	l, fs := leaderOf(conns)
+	ctx := context.Background()
+	if err := l.SetOffline(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "offline", func() bool { return fs[0].Status().State == browser.StateOffline })
+	const n = 30
+	errs := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		id := "a" + strconv.Itoa(i)
+		go func() {
+			_, err := fs[0].Mutate(ctx, browser.Mutation{ID: id, Op: "put", Payload: []byte(`{"id":"` + id + `"}`)})
+			errs <- err
+		}()
+	}
+	waitFor(t, "the leader lists every mutation", func() bool { return l.Status().Pending == n })
+	commits, stop := countReplicaCommits("tf_rt_pending")
+	defer stop()
+	if err := l.SetOffline(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "nothing pending in any tab", func() bool {
+		for _, c := range conns {
+			if p, err := c.Pending(ctx); err != nil || len(p) != 0 || c.Status().Pending != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	if applied, _, _ := f.counts(); applied != n {
+		t.Fatalf("server applied %d of %d", applied, n)
+	}
+	waitFor(t, "every delta in the follower", func() bool { return fs[0].Status().Version == n })
+	if c := commits(); c >= n || c == 0 {
+		t.Fatalf("%d pending-store transactions for %d acks", c, n)
+	}
+	t.Logf("%d acks in %d pending-store transactions", n, commits())
+}
