@@ -43,19 +43,39 @@ type Driver struct {
 	leader *Leader
 	dial   Dialer
 	clock  Clock
-	app    func(Action)
+	app    func([]Action)
 	events chan func(now time.Time) []Action
 	socket Socket
 	gen    uint64
-	failed bool // set by AppFailed during the app's callback
+	batch  []Action // app actions not handed over yet
+	failed bool     // set by AppFailed during the app's callback
+	held   uint64   // the replica's version once the app performed every batch so far
 }
 
-// NewDriver returns a driver; Run starts it.
+// maxDrain bounds the events one batch gathers, so timers still run.
+const maxDrain = 64
+
+// NewDriver returns a driver that hands the app one action at a time;
+// Run starts it.
 func NewDriver(l *Leader, dial Dialer, clock Clock, app func(Action)) *Driver {
+	return NewBatchDriver(l, dial, clock, func(acts []Action) {
+		for _, a := range acts {
+			app(a)
+		}
+	})
+}
+
+// NewBatchDriver returns a driver that hands the app its actions in
+// batches: the app actions of every event already queued when the driver
+// gets to them (messages that arrived while the app was busy), in order,
+// up to the next socket action. An app that writes a batch in one
+// transaction pays one commit for many deltas or acks; a lone event is
+// handed over at once, with no wait for company.
+func NewBatchDriver(l *Leader, dial Dialer, clock Clock, app func([]Action)) *Driver {
 	if clock == nil {
 		clock = WallClock
 	}
-	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64)}
+	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64), held: l.version}
 }
 
 // Run drives the leader until ctx ends, then closes the socket.
@@ -67,6 +87,9 @@ func (d *Driver) Run(ctx context.Context) {
 	}()
 	d.perform(ctx, d.leader.Start(d.clock.Now()))
 	for {
+		for f := d.flush(); len(f) > 0; f = d.flush() {
+			d.perform(ctx, f)
+		}
 		var timer <-chan time.Time
 		if dl := d.leader.Deadline(); !dl.IsZero() {
 			timer = d.clock.After(max(dl.Sub(d.clock.Now()), 0))
@@ -78,8 +101,42 @@ func (d *Driver) Run(ctx context.Context) {
 			d.perform(ctx, d.leader.Tick(d.clock.Now()))
 		case ev := <-d.events:
 			d.perform(ctx, ev(d.clock.Now()))
+			d.drain(ctx)
 		}
 	}
+}
+
+// drain performs the events already queued, without waiting for more.
+func (d *Driver) drain(ctx context.Context) {
+	for range maxDrain {
+		select {
+		case ev := <-d.events:
+			d.perform(ctx, ev(d.clock.Now()))
+		default:
+			return
+		}
+	}
+}
+
+// flush hands the app the actions gathered so far. When the app could
+// not perform them (AppFailed), the leader goes back to the version the
+// replica held before the batch (a batch may hold several deltas) and
+// flush returns what it does then: nothing else of the batch's events may
+// run, it would build on a version the replica lacks.
+func (d *Driver) flush() []Action {
+	if len(d.batch) == 0 {
+		return nil
+	}
+	b := d.batch
+	d.batch = nil
+	d.failed = false
+	d.app(b)
+	if !d.failed {
+		d.held = d.leader.version
+		return nil
+	}
+	d.leader.rewind = d.held
+	return d.leader.Failed(d.clock.Now(), d.leader.gen)
 }
 
 // post runs f on the driver's goroutine; it waits while the driver is busy.
@@ -121,6 +178,14 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 	for len(acts) > 0 {
 		a := acts[0]
 		acts = acts[1:]
+		switch a.(type) {
+		case Dial, Send, CloseSocket:
+			// In order: what the app was handed before happens first.
+			if f := d.flush(); f != nil {
+				acts = f
+				continue
+			}
+		}
 		switch v := a.(type) {
 		case Dial:
 			go d.dialSocket(ctx, v.Gen)
@@ -139,13 +204,7 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 				d.socket = nil
 			}
 		default:
-			d.failed = false
-			d.app(a)
-			if d.failed {
-				// Nothing after a failed replica action may run: it
-				// would build on a version the replica lacks.
-				acts = d.leader.Failed(d.clock.Now(), d.leader.gen)
-			}
+			d.batch = append(d.batch, a)
 		}
 	}
 }

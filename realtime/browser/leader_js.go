@@ -4,7 +4,6 @@ package browser
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"syscall/js"
 
@@ -89,8 +88,8 @@ func (lr *leaderRun) startDriver() {
 	}
 	ctx, cancel := context.WithCancel(lr.l.Ctx)
 	var d *realtime.Driver
-	d = realtime.NewDriver(lr.machine, lr.dial, nil, func(a realtime.Action) {
-		if lr.app(a) {
+	d = realtime.NewBatchDriver(lr.machine, lr.dial, nil, func(acts []realtime.Action) {
+		if lr.appBatch(acts) {
 			d.AppFailed() // the machine redials from the stored version
 		}
 	})
@@ -246,22 +245,12 @@ func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 	return fencedSocket{Socket: s, resource: lr.l.Resource, token: tok}, nil
 }
 
-// app performs the machine's actions that concern the replica and the
-// tabs, on the driver's goroutine. It reports whether a replica write
-// failed (not a delta the replica stored without its bad changes, nor a
-// stale leader, which steps down).
+// app performs a reset or a state change, on the driver's goroutine
+// (appBatch writes deltas and outcomes); it reports whether a reset failed.
 func (lr *leaderRun) app(a realtime.Action) (failed bool) {
-	ctx := lr.l.Ctx
-	var err error
 	switch v := a.(type) {
-	case realtime.Deliver:
-		err = lr.deliver(ctx, v.Delta)
-		failed = err != nil && !errors.Is(err, ErrChanges)
 	case realtime.ResetReplica:
-		err = lr.reset(ctx, v.Version)
-		failed = err != nil
-	case realtime.Settled:
-		err = lr.settled(ctx, v.ID, v.Outcome)
+		return lr.failed(lr.reset(lr.l.Ctx, v.Version))
 	case realtime.StateChanged:
 		lr.mu.Lock()
 		lr.state = v.State
@@ -271,72 +260,11 @@ func (lr *leaderRun) app(a realtime.Action) (failed bool) {
 		lr.mu.Unlock()
 		lr.announceStatus()
 	}
-	if errors.Is(err, errStale) {
-		lr.l.StepDown(errStale)
-		return false
-	} else if err != nil {
-		lr.mu.Lock()
-		lr.lastErr = err.Error()
-		lr.mu.Unlock()
-	}
-	return failed
-}
-
-// deliver writes a delta to the replica with the version row in one
-// fenced transaction, then announces it (write, then announce), then tells
-// this tab's own listeners (a BroadcastChannel does not deliver to its
-// sender).
-func (lr *leaderRun) deliver(ctx context.Context, d rt.Delta) error {
-	c := lr.c
-	changes, perr := parseChanges(d.Changes, c.cfg.Stores)
-	if perr != nil {
-		// The server's stream moved on past it; nobody can apply it. Keep
-		// the version (followers see no gap) and say so.
-		c.badChanges.Add(1)
-		changes, d.Changes = nil, []byte("[]")
-	}
-	p := js.Global().Get("Object").New()
-	p.Set("version", float64(d.Version))
-	p.Set("prev", float64(d.Prev))
-	p.Set("changes", string(d.Changes))
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		return lr.fenced(ctx, deliverOp(d.Version), 0, lr.replicaStores(), func(tx *idb.WriteTx) error {
-			return writeDelta(tx, changes, d.Version)
-		})
-	}, "rt.delta", p)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.fol.Loaded(d.Version)
-	c.mu.Unlock()
-	c.deltas.call(d)
-	c.notify.kick()
-	return perr
+	return false
 }
 
 func (lr *leaderRun) replicaStores() []string {
 	return append(append([]string{}, lr.c.cfg.Stores...), StoreMeta)
-}
-
-// settled removes a mutation from the pending store (fenced), announces
-// its outcome to every tab, and settles it here.
-func (lr *leaderRun) settled(ctx context.Context, id string, o realtime.Outcome) error {
-	c := lr.c
-	_, err := c.ch.Announce(ctx, lr.seq, func(ctx context.Context) error {
-		err := lr.fenced(ctx, settleOp+id, 0, []string{StorePending}, func(tx *idb.WriteTx) error {
-			return tx.Delete(StorePending, js.ValueOf(id))
-		})
-		if err != nil {
-			return err
-		}
-		return c.settleHook(id)
-	}, "rt.settled", encodeOutcome(id, o))
-	if err != nil {
-		return err
-	}
-	c.settle(id, o)
-	return nil
 }
 
 // reset replaces the replica with the server's snapshot (or empties it
