@@ -970,7 +970,7 @@ export interface Delta {
   changes: Change[];
 }
 
-export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "closed";
+export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "outdated" | "closed";
 
 /** Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload), "closed" (close()). */
 export type ConnectionClosed = "deleted" | "upgraded" | "closed";
@@ -978,7 +978,11 @@ export type ConnectionClosed = "deleted" | "upgraded" | "closed";
 export interface ConnectionStatus {
   /** This tab holds the socket. */
   leader: boolean;
-  /** The leader's connection: connecting / ready / unauthorized (signed out: waits until asked, see retry) / offline; closed once this tab's connection ended. */
+  /**
+   * The leader's connection: connecting / ready / unauthorized (signed out: waits until asked, see retry) /
+   * offline / outdated (the server does not speak this build's protocol: it waits until asked; reload a newer
+   * build); closed once this tab's connection ended.
+   */
   state: ConnectionState;
   /** The replica version this tab holds. */
   version: number;

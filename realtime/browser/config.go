@@ -68,6 +68,7 @@ const (
 	StateReady        State = "ready"
 	StateUnauthorized State = "unauthorized"
 	StateOffline      State = "offline"
+	StateOutdated     State = "outdated" // the server does not speak this build's protocol: reload a newer one
 	StateClosed       State = "closed"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/realtime/browser"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
@@ -421,4 +422,49 @@ func TestConnBadInputCounted(t *testing.T) {
 	if s := fs[0].Status(); s.Version != 2 || s.Pending != 0 || s.State != browser.StateReady {
 		t.Fatalf("hostile messages changed the status: %+v", s)
 	}
+}
+
+// A server of another protocol closes with 4426: every tab shows
+// "outdated", and the leader does not redial by itself (a retry cannot
+// change the server's protocol), even with a backoff of a few ms.
+func TestConnOutdated(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	ws := "ws" + strings.TrimPrefix(f.base, "http") + "/rt-old?user=" + f.user
+	cfg.URL = func() (string, error) { return ws, nil }
+	cfg.Leader.Backoff = &outbox.Backoff{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond}
+	var conns []*browser.Conn
+	for i := 0; i < 2; i++ {
+		c, err := browser.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		conns = append(conns, c)
+	}
+	waitFor(t, "outdated in every tab", func() bool {
+		for _, c := range conns {
+			if c.Status().State != browser.StateOutdated {
+				return false
+			}
+		}
+		return true
+	})
+	// A redialing leader would have dialed ~100 times in this window.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if n := f.oldUpgrades(); n != 1 {
+			t.Fatalf("%d upgrades at the outdated server, want 1 (no redial)", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// oldUpgrades counts this user's dials at the server of another protocol.
+func (f *fixture) oldUpgrades() int {
+	user := f.user
+	f.user = "old-" + user
+	defer func() { f.user = user }()
+	_, up, _ := f.counts()
+	return up
 }

@@ -141,6 +141,8 @@ func stateOf(s realtime.State, offline bool) State {
 		return StateReady
 	case s == realtime.Unauthorized:
 		return StateUnauthorized
+	case s == realtime.Outdated:
+		return StateOutdated
 	case s == realtime.Offline:
 		return StateConnecting // waiting to redial: still trying
 	}
@@ -151,7 +153,7 @@ func stateOf(s realtime.State, offline bool) State {
 // else (the channel is untrusted).
 func parseState(s string) (State, bool) {
 	switch State(s) {
-	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateClosed:
+	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateOutdated, StateClosed:
 		return State(s), true
 	}
 	return "", false

@@ -114,10 +114,14 @@ func TestStateOf(t *testing.T) {
 		{realtime.Unauthorized, false, StateUnauthorized},
 		{realtime.Connecting, false, StateConnecting},
 		{realtime.Offline, false, StateConnecting},
+		{realtime.Outdated, false, StateOutdated},
 	} {
 		if got := stateOf(c.s, c.offline); got != c.want {
 			t.Errorf("%v/%v: %v", c.s, c.offline, got)
 		}
+	}
+	if st, ok := parseState("outdated"); !ok || st != StateOutdated {
+		t.Fatal("a leader's outdated state is not parsed")
 	}
 	if _, ok := parseState("bogus"); ok {
 		t.Fatal("parsed a bogus state")
