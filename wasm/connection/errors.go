@@ -36,6 +36,7 @@ const nameMutationRejected = "MutationRejectedError"
 var connectionErrorNames = [...]errorName{
 	{browser.ErrRejected, nameMutationRejected},
 	{browser.ErrConfig, "TypeError"},
+	{browser.ErrInvalid, "TypeError"}, // a mutation the wire cannot carry (payload too large)
 	{browser.ErrClosed, "InvalidStateError"},
 	{browser.ErrChanges, "DataError"},
 }
