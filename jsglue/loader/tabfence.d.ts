@@ -972,8 +972,11 @@ export interface Delta {
 
 export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "outdated" | "closed";
 
-/** Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload), "closed" (close()). */
-export type ConnectionClosed = "deleted" | "upgraded" | "closed";
+/**
+ * Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload),
+ * "storage-closed" (the browser closed the database: site data cleared, a disk error), "closed" (close()).
+ */
+export type ConnectionClosed = "deleted" | "upgraded" | "storage-closed" | "closed";
 
 export interface ConnectionStatus {
   /** This tab holds the socket. */

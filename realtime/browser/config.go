@@ -80,6 +80,9 @@ const (
 	ClosedByApp    Closed = "closed"   // Close was called
 	ClosedDeleted  Closed = "deleted"  // another tab deleted the database (a sign-out)
 	ClosedUpgraded Closed = "upgraded" // a newer build upgraded the database: reload
+	// ClosedStorage: the browser closed the database (site data cleared,
+	// a disk error); no tab signed out. Reopening may work.
+	ClosedStorage Closed = "storage-closed"
 )
 
 // Status is what every tab renders. The leader's fields (State, Token,

@@ -136,8 +136,9 @@ func (c *Conn) join() error {
 	return el.Start()
 }
 
-// dbEvent hears another tab delete the database (a sign-out) or a newer
-// build upgrade it: this tab's connection ends, and a leader lets go.
+// dbEvent hears another tab delete the database (a sign-out), a newer
+// build upgrade it, or the browser close it: this tab's connection ends,
+// and a leader lets go.
 func (c *Conn) dbEvent(e idb.Event) {
 	switch e.Kind {
 	case idb.Deleted:
@@ -145,7 +146,7 @@ func (c *Conn) dbEvent(e idb.Event) {
 	case idb.Upgraded:
 		c.end(ClosedUpgraded)
 	case idb.ClosedByBrowser:
-		c.end(ClosedDeleted)
+		c.end(ClosedStorage)
 	}
 }
 
