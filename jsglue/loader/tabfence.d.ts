@@ -928,7 +928,10 @@ export interface Tabfence {
 }
 
 export interface ConnectionOptions {
-  /** What the tabs share (a workspace id): with the protocol it names the lock, channel and database. */
+  /**
+   * What the tabs share (a workspace id): with the protocol it names the lock, channel and database.
+   * At most 148 bytes with protocol 1 (a tab's channel name adds its id); longer is a TypeError.
+   */
   scope: string;
   /** Separates builds that cannot share a replica, an integer >= 1 (default 1). */
   protocol?: number;

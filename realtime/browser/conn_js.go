@@ -85,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{cfg: cfg, names: names, id: channel.NewID(), pend: realtime.NewPending(), madeAt: map[string]time.Time{}}
-	c.fseq = channel.NewSequencer(names.Lock+"/tab/"+c.id, c.id, 1)
+	c.fseq = channel.NewSequencer(tabResource(names.Lock, c.id), c.id, 1)
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.remote.state = StateConnecting
 	c.notify = &notifier{every: cfg.HiddenNotify, hidden: pageHidden, fire: func() { c.status.call(c.Status()) }}

@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/realtime"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
@@ -43,7 +46,31 @@ func (c Config) Names() (Names, error) {
 	if err != nil {
 		return Names{}, errors.Join(ErrConfig, err)
 	}
+	if l := len(tabResource(n, "")) + tabIDLen; l > maxResourceLen() {
+		return Names{}, errors.Join(ErrConfig, errors.New("realtime/browser: scope too long: a tab's channel resource would be "+
+			strconv.Itoa(l)+" bytes, over "+strconv.Itoa(maxResourceLen())+" (at most "+strconv.Itoa(MaxScope(p))+" bytes of scope)"))
+	}
 	return Names{Lock: n, Database: n, Resource: n}, nil
+}
+
+// tabResource is the channel resource a tab's own requests (mutations,
+// status?, offline) are posted under: the lock name and the tab's id.
+func tabResource(lock, id string) string { return lock + "/tab/" + id }
+
+// tabIDLen is the length of a tab's id (channel.NewID: 128 bits, hex).
+const tabIDLen = 32
+
+// maxResourceLen is the longest resource every layer a derived name
+// reaches takes: the channel (UTF-16 units, at most the bytes), the
+// fenced IndexedDB resource and the server's fencing resource.
+func maxResourceLen() int {
+	return min(channel.DefaultLimits.MaxResource, idb.MaxResourceLen, wire.MaxResourceLen)
+}
+
+// MaxScope is the longest scope (bytes) Names accepts for protocol p.
+func MaxScope(p int) int {
+	lock, _ := locks.Name("rt-x", p)
+	return maxResourceLen() - (len(tabResource(lock, "")) - 1) - tabIDLen
 }
 
 // normalized validates c and fills its defaults.
