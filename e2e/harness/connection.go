@@ -99,6 +99,7 @@ type ConnOptions struct {
 	Protocol       int    `json:"protocol,omitempty"`
 	User           string `json:"user,omitempty"`
 	FencePath      string `json:"fencePath,omitempty"`
+	Snapshot       string `json:"snapshot,omitempty"`
 	PingEveryMs    int    `json:"pingEveryMs,omitempty"`
 	PongTimeoutMs  int    `json:"pongTimeoutMs,omitempty"`
 	StallAfterMs   int    `json:"stallAfterMs,omitempty"`

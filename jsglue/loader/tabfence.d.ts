@@ -953,6 +953,13 @@ export interface ConnectionOptions {
    * server applies each id once); the replica's writes are fenced in IndexedDB.
    */
   fencePath?: string;
+  /**
+   * Where the leader reloads the whole replica when the server resets it (it no longer holds the
+   * deltas after this browser's version): GET with the page's cookies, answered
+   * `{"version": N, "changes": Change[]}`. Without it a reset empties the replica stores and only
+   * the next deltas refill what they touch.
+   */
+  snapshot?: string;
   /** Ping interval on a ready connection (default 30000). */
   pingEveryMs?: number;
   /** A ping (or hello) unanswered this long replaces the socket (default 10000). */

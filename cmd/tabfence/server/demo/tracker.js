@@ -228,6 +228,7 @@ if (params.get("tracker") !== "0") {
       url: "/realtime",
       replica: { stores: ["issues"] },
       user: tracker.user,
+      snapshot: "/realtime/snapshot", // a reset (the server forgot this browser's version) reloads every issue
     });
     // Subscribe, then read: a delta that lands meanwhile is in the replica
     // already (written before it is announced), so nothing falls between.
