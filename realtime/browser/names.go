@@ -9,8 +9,8 @@ import (
 	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/locks"
-	"github.com/tabfence/tabfence/wire"
 	"github.com/tabfence/tabfence/realtime"
+	"github.com/tabfence/tabfence/wire"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
