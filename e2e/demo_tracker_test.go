@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,7 @@ func TestDemoTracker(t *testing.T) {
 
 	clickCSS(t, leader, "#rt-offline")
 	waitRows(t, "offline", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Offline") })
+	waitRows(t, "the switch shown on in the other tab", func() bool { return checked(t, follower, "rt-offline") })
 	addIssue(t, follower, "Written offline")
 	for _, tab := range []*harness.Tab{a, b} {
 		waitRows(t, "the offline edit waits, shown in every tab", func() bool {
@@ -58,6 +60,7 @@ func TestDemoTracker(t *testing.T) {
 		})
 	}
 	clickCSS(t, leader, "#rt-offline")
+	waitRows(t, "the switch shown off in the other tab", func() bool { return !checked(t, follower, "rt-offline") })
 	for _, tab := range []*harness.Tab{a, b} {
 		waitRows(t, "sent once the switch is off", func() bool {
 			return slices.Equal(rows(t, tab), []string{"Fix login|done|", "Written offline|open|"}) && text(t, tab, "rt-pending") == "nothing"
@@ -108,6 +111,12 @@ func addIssue(t *testing.T, tab *harness.Tab, title string) {
 	q, err := json.Marshal(title)
 	require.NoError(t, err)
 	eval[any](t, tab, `document.getElementById("issue-title").value = `+string(q)+`; document.getElementById("issue-form").requestSubmit(); null`)
+}
+
+// checked is whether the checkbox id is ticked.
+func checked(t *testing.T, tab *harness.Tab, id string) bool {
+	t.Helper()
+	return eval[bool](t, tab, `document.getElementById(`+strconv.Quote(id)+`).checked`)
 }
 
 func clickCSS(t *testing.T, tab *harness.Tab, sel string) {

@@ -146,6 +146,7 @@ type ConnStatus struct {
 	ID                 string  `json:"id"`
 	LastError          *string `json:"lastError"`
 	Closed             *string `json:"closed"`
+	Offline            bool    `json:"offline"`
 	At                 float64 `json:"at,omitempty"` // page time, in RT.statuses
 }
 

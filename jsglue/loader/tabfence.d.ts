@@ -1011,6 +1011,8 @@ export interface ConnectionStatus {
   lastError: string | null;
   /** Why this tab's connection ended; null while open. */
   closed: ConnectionClosed | null;
+  /** The "work offline" switch (setOffline, from any tab of this browser) is on. */
+  offline: boolean;
 }
 
 export interface MutationInput<P = unknown> {

@@ -97,6 +97,7 @@ type Status struct {
 	LeaderID      string
 	ID            string // this tab's id
 	LastError     string // the connection's last error, in words; "" once ready
+	Offline       bool   // the browser-wide "work offline" switch (SetOffline, in any tab)
 	Closed        Closed
 }
 

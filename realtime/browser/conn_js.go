@@ -200,7 +200,7 @@ func (c *Conn) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{ID: c.id, Version: c.fol.Version(), Pending: c.pend.Len(),
-		OldestPending: c.pend.OldestAge(time.Now()), Closed: c.closed}
+		OldestPending: c.pend.OldestAge(time.Now()), Closed: c.closed, Offline: c.offline}
 	if c.lead != nil {
 		v := c.lead.view()
 		s.Leader, s.State, s.Token, s.LeaderID, s.LastError = true, v.state, v.token, v.id, v.lastErr

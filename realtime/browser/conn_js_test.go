@@ -468,3 +468,27 @@ func (f *fixture) oldUpgrades() int {
 	_, up, _ := f.counts()
 	return up
 }
+
+// The offline switch is the browser's: flipped in one tab, every tab's
+// status says so (a UI's checkbox follows it), and a tab opened while it
+// is on reads it from the database.
+func TestConnOfflineShownEverywhere(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(2)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	_, fs := leaderOf(conns)
+	if err := fs[0].SetOffline(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the switch on in every tab", func() bool { return conns[0].Status().Offline && conns[1].Status().Offline })
+	late := f.open(1)[0]
+	if !late.Status().Offline {
+		t.Fatalf("a tab opened while offline: %+v", late.Status())
+	}
+	if err := late.SetOffline(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the switch off in every tab", func() bool {
+		return !conns[0].Status().Offline && !conns[1].Status().Offline && !late.Status().Offline
+	})
+}

@@ -171,6 +171,7 @@ function renderStatus(s) {
     ? `${s.pending} edit${s.pending === 1 ? "" : "s"}, oldest ${age(s.oldestPendingAgeMs)}`
     : "nothing";
   $("rt-version").textContent = String(s.version);
+  $("rt-offline").checked = s.offline; // the switch is the browser's: any tab may have flipped it
   if (!tracker.error) $("rt-error").textContent = s.lastError ?? "none";
   $("rt-retry").hidden = s.state !== "unauthorized" || !!s.closed;
   $("rt-signout").textContent = s.closed ? "Sign in again" : "Sign out";
