@@ -118,6 +118,9 @@ var (
 	ErrRejected = errors.New("realtime/browser: mutation rejected")
 	ErrChanges  = errors.New("realtime/browser: malformed changes")
 	ErrInvalid  = errors.New("realtime/browser: invalid mutation")
+	// ErrOutcomeMissed: the mutation was settled (no longer pending), but
+	// this tab missed the leader's answer; the replica shows its effect.
+	ErrOutcomeMissed = errors.New("realtime/browser: mutation settled, its answer missed")
 )
 
 // PendingMutation is a mutation not yet settled, as every tab lists it.

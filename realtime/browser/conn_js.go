@@ -315,6 +315,9 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	}
 	select {
 	case o := <-done:
+		if o.Missed() {
+			return rt.Ack{}, ErrOutcomeMissed
+		}
 		if o.Reject != nil {
 			return rt.Ack{}, &RejectError{ID: m.ID, Problem: o.Reject.Problem}
 		}

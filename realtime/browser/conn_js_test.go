@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/outbox"
@@ -491,4 +492,72 @@ func TestConnOfflineShownEverywhere(t *testing.T) {
 	waitFor(t, "the switch off in every tab", func() bool {
 		return !conns[0].Status().Offline && !conns[1].Status().Offline && !late.Status().Offline
 	})
+}
+
+// A follower that missed a leader's rt.settled (here: the pending record
+// is deleted as the leader's fenced settle does, and nothing is
+// announced) drops the entry at its next reload (a version gap), and its
+// waiting Mutate ends with ErrOutcomeMissed instead of waiting forever.
+func TestConnMissedSettledReloads(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(2)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	l, fs := leaderOf(conns)
+	if err := l.SetOffline(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "offline in every tab", func() bool { return fs[0].Status().State == browser.StateOffline })
+	done := make(chan error, 1)
+	go func() {
+		_, err := fs[0].Mutate(context.Background(), browser.Mutation{ID: "lost-1", Op: "put", Payload: []byte(`{"id":"l1"}`)})
+		done <- err
+	}()
+	waitFor(t, "listed in every tab", func() bool { return l.Status().Pending == 1 && fs[0].Status().Pending == 1 })
+	deletePending(t, l.Names().Database, "lost-1")
+
+	ch, err := channel.Open(l.Names().Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	seq := channel.NewSequencer(l.Names().Resource, "other", l.Status().Token+1)
+	p := js.Global().Get("Object").New()
+	p.Set("version", 3)
+	p.Set("prev", 2)
+	p.Set("changes", "[]")
+	if _, err := ch.Send(seq, "rt.delta", p); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follower drops what the store no longer holds", func() bool { return fs[0].Status().Pending == 0 })
+	select {
+	case err := <-done:
+		if !errors.Is(err, browser.ErrOutcomeMissed) {
+			t.Fatalf("mutate: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the mutation's caller still waits")
+	}
+}
+
+// deletePending deletes id from the connection's pending store with a
+// connection of its own, as a leader's settle does.
+func deletePending(t *testing.T, database, id string) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := raw.OpenDatabase(ctx, database, 0, raw.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Call("close")
+	tx, err := raw.Begin(db, []string{browser.StorePending}, raw.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Store(browser.StorePending).Delete(js.ValueOf(id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Commit()
+	if err := tx.Await(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -106,12 +106,17 @@ func (c *Conn) onDelta(p js.Value) bool {
 	return true
 }
 
-// reload rereads the replica's version from IndexedDB and tells the app.
+// reload rereads the replica's version and the pending store from
+// IndexedDB and tells the app.
 func (c *Conn) reload() {
 	c.mu.Lock()
 	c.fol.BeginLoad()
+	before := c.pend.List()
 	c.mu.Unlock()
 	l, err := c.load(c.ctx)
+	if err == nil {
+		c.syncPending(before, l.pending)
+	}
 	c.mu.Lock()
 	v := c.fol.Version()
 	if err == nil {
@@ -125,6 +130,34 @@ func (c *Conn) reload() {
 		c.deltas.call(d)
 	}
 	c.notify.kick()
+}
+
+// rereadPending reloads the pending store alone (a leader's status says
+// it holds another count than this tab lists).
+func (c *Conn) rereadPending() {
+	c.mu.Lock()
+	before := c.pend.List()
+	c.mu.Unlock()
+	if l, err := c.load(c.ctx); err == nil {
+		c.syncPending(before, l.pending)
+	}
+}
+
+// syncPending makes this tab's list agree with the pending store: what
+// was listed before the read (so stored before it began) and is gone was
+// settled by a leader whose rt.settled this tab missed; what is stored but
+// not listed was announced while it could not hear.
+func (c *Conn) syncPending(before []rt.Mutation, stored []PendingMutation) {
+	in := make(map[string]bool, len(stored))
+	for _, pm := range stored {
+		in[pm.ID] = true
+		c.addPending(pm.Mutation.wire(), pm.MadeAt)
+	}
+	for _, m := range before {
+		if !in[m.ID] {
+			c.settle(m.ID, realtime.Outcome{})
+		}
+	}
 }
 
 func encodeOutcome(id string, o realtime.Outcome) js.Value {
@@ -200,9 +233,14 @@ func (c *Conn) onStatus(m channel.Message) bool {
 	if !ok1 || !ok2 || !ok3 {
 		return false
 	}
+	n, hasCount := number(p, "pending")
 	c.mu.Lock()
 	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
+	disagree := hasCount && n != uint64(c.pend.Len()) && !c.leading
 	c.mu.Unlock()
+	if disagree {
+		go c.rereadPending()
+	}
 	c.notify.kick()
 	return true
 }
