@@ -327,6 +327,7 @@ export type TabfenceErrorName =
   | "SessionMismatchError" // outbox: the receiver authenticated another user than the records'
   | "NetworkError" // outbox: offline, or no fencing token
   | "MutationRejectedError" // connection: the server refused the mutation (see its problem)
+  | "MutationNotStoredError" // connection: mutate() could not store the mutation (a frozen page, storage closed): nothing was saved or sent
   | "RuntimeExitedError" // the runtime stopped; reload the page
   // The browser's, passed through from the API underneath:
   | "NotAllowedError" // e.g. storage access denied
@@ -1057,7 +1058,9 @@ export interface Connection {
    * Stores the mutation in the pending store (every tab shows it at once,
    * onPending), and resolves with its ack, sent by whichever tab leads now or
    * after a failover (the server applies an id once). Rejects with a
-   * MutationRejectedError when the server refuses it.
+   * MutationRejectedError when the server refuses it, with a
+   * MutationNotStoredError when it could not be stored (tried again once the
+   * page resumes from a freeze): then nothing was saved or sent.
    */
   mutate<P = unknown>(m: MutationInput<P>): Promise<MutationAck>;
   /** The pending mutations, oldest first (payloads JSON.parse'd when they are JSON). */

@@ -121,6 +121,10 @@ var (
 	// ErrOutcomeMissed: the mutation was settled (no longer pending), but
 	// this tab missed the leader's answer; the replica shows its effect.
 	ErrOutcomeMissed = errors.New("realtime/browser: mutation settled, its answer missed")
+	// ErrNotStored: the pending store's write failed (twice: the page froze
+	// mid-transaction and stayed frozen, storage closed): nothing was
+	// stored, listed or sent; the mutation may be made again.
+	ErrNotStored = errors.New("realtime/browser: mutation not stored, nothing was saved")
 )
 
 // PendingMutation is a mutation not yet settled, as every tab lists it.

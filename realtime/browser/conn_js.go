@@ -299,7 +299,7 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 		return rt.Ack{}, errors.Join(ErrInvalid, err)
 	}
 	now := time.Now()
-	if err := c.putPending(ctx, wm, now); err != nil {
+	if err := c.storePending(ctx, wm, now); err != nil {
 		return rt.Ack{}, err
 	}
 	done := c.addPending(wm, now)

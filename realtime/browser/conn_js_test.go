@@ -561,3 +561,46 @@ func deletePending(t *testing.T, database, id string) {
 		t.Fatal(err)
 	}
 }
+
+// A page frozen mid-mutate: the pending store's transaction is aborted
+// (the freeze tracker aborts every transaction opened while frozen). The
+// write is tried again once the page resumes, and the mutation goes
+// through; a caller that gives up before the resume gets ErrNotStored and
+// nothing is pending.
+func TestConnFrozenMutate(t *testing.T) {
+	f := newFixture(t)
+	conns := f.open(1)
+	waitFor(t, "ready", func() bool { return allReady(conns) })
+	c := conns[0]
+	lifecycle := func(kind string) {
+		js.Global().Get("document").Call("dispatchEvent", js.Global().Get("Event").New(kind))
+	}
+	t.Cleanup(func() { lifecycle("resume") })
+	lifecycle("freeze")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Mutate(ctx, browser.Mutation{ID: "frozen-1", Op: "put", Payload: []byte(`{"id":"z1"}`)})
+	if !errors.Is(err, browser.ErrNotStored) {
+		t.Fatalf("mutate while frozen: %v", err)
+	}
+	if p, _ := c.Pending(context.Background()); len(p) != 0 {
+		t.Fatalf("a mutation not stored is listed: %v", p)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Mutate(context.Background(), browser.Mutation{ID: "frozen-2", Op: "put", Payload: []byte(`{"id":"z2"}`)})
+		done <- err
+	}()
+	lifecycle("resume")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("mutate across the resume: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the mutation made while frozen never settled")
+	}
+	if n, _, _ := f.counts(); n != 1 {
+		t.Fatalf("server applied %d, want 1 (frozen-2)", n)
+	}
+}

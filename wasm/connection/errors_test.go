@@ -25,5 +25,7 @@ func TestConnectionErrorNames(t *testing.T) {
 	require.ErrorIs(t, invalid, browser.ErrInvalid)
 	named := &namedError{errors.New("x"), "QuotaExceededError"}
 	require.Same(t, named, connErr(named), "an error that names itself keeps its name")
-	require.ElementsMatch(t, []string{"MutationRejectedError", "TypeError", "TypeError", "InvalidStateError", "DataError"}, ErrorNames())
+	notStored := connErr(errors.Join(browser.ErrNotStored, named))
+	require.Equal(t, "MutationNotStoredError", jsglue.NameOf(notStored), "not stored wins over the IndexedDB error's name")
+	require.ElementsMatch(t, []string{"MutationRejectedError", "MutationNotStoredError", "TypeError", "TypeError", "InvalidStateError", "DataError"}, ErrorNames())
 }
