@@ -27,7 +27,7 @@ import (
 func TestDemoTracker(t *testing.T) {
 	e := setup(t, false)
 	s := scope(t)
-	user := "tracker-" + strings.ReplaceAll(s, "/", "-")
+	user := "ada" // its own server and browser: the screenshot shows a person's name
 	a := e.trackerTab(s, user)
 	b := e.trackerTab(s, user)
 	waitRows(t, "one tab holds the connection", func() bool {
@@ -59,6 +59,7 @@ func TestDemoTracker(t *testing.T) {
 			return slices.Contains(rows(t, tab), "Written offline|open|saving…") && strings.HasPrefix(text(t, tab, "rt-pending"), "1 edit")
 		})
 	}
+	screenshot(t, follower) // the README's: the list, an edit waiting, the panel
 	clickCSS(t, leader, "#rt-offline")
 	waitRows(t, "the switch shown off in the other tab", func() bool { return !checked(t, follower, "rt-offline") })
 	for _, tab := range []*harness.Tab{a, b} {
@@ -66,7 +67,6 @@ func TestDemoTracker(t *testing.T) {
 			return slices.Equal(rows(t, tab), []string{"Fix login|done|", "Written offline|open|"}) && text(t, tab, "rt-pending") == "nothing"
 		})
 	}
-	screenshot(t, follower)
 
 	token := eval[float64](t, follower, `tabfenceTracker.status.token`)
 	leader.Close()
