@@ -143,19 +143,45 @@ func (c *Conn) rereadPending() {
 	}
 }
 
-// syncPending makes this tab's list agree with the pending store: what
+// syncPending makes this tab's list agree with the pending store: what is
+// stored but not listed was announced while this tab could not hear; what
 // was listed before the read (so stored before it began) and is gone was
-// settled by a leader whose rt.settled this tab missed; what is stored but
-// not listed was announced while it could not hear.
+// settled by a leader. Its rt.settled may be on its way (a leader deletes,
+// then announces): only what is still listed, and still not stored, after
+// missedGrace counts as missed.
 func (c *Conn) syncPending(before []rt.Mutation, stored []PendingMutation) {
 	in := make(map[string]bool, len(stored))
 	for _, pm := range stored {
 		in[pm.ID] = true
 		c.addPending(pm.Mutation.wire(), pm.MadeAt)
 	}
+	var gone []string
 	for _, m := range before {
 		if !in[m.ID] {
-			c.settle(m.ID, realtime.Outcome{})
+			gone = append(gone, m.ID)
+		}
+	}
+	if len(gone) > 0 {
+		time.AfterFunc(missedGrace, func() { c.settleMissed(gone) })
+	}
+}
+
+// missedGrace is how long an rt.settled may trail its leader's delete.
+const missedGrace = time.Second
+
+// settleMissed ends the ids of gone still listed and still not stored.
+func (c *Conn) settleMissed(gone []string) {
+	l, err := c.load(c.ctx)
+	if err != nil {
+		return
+	}
+	in := make(map[string]bool, len(l.pending))
+	for _, pm := range l.pending {
+		in[pm.ID] = true
+	}
+	for _, id := range gone {
+		if !in[id] {
+			c.settle(id, realtime.Outcome{}) // false (a no-op) when its answer came meanwhile
 		}
 	}
 }
