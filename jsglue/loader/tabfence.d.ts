@@ -1060,7 +1060,9 @@ export interface Connection {
    * after a failover (the server applies an id once). Rejects with a
    * MutationRejectedError when the server refuses it, with a
    * MutationNotStoredError when it could not be stored (tried again once the
-   * page resumes from a freeze): then nothing was saved or sent.
+   * page resumes from a freeze): then nothing was saved or sent. Rejects with
+   * a plain Error when a leader settled it but this tab missed the answer
+   * (the replica shows its effect).
    */
   mutate<P = unknown>(m: MutationInput<P>): Promise<MutationAck>;
   /** The pending mutations, oldest first (payloads JSON.parse'd when they are JSON). */
