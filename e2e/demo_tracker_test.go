@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ import (
 func TestDemoTracker(t *testing.T) {
 	e := setup(t, false)
 	s := scope(t)
-	user := "tracker-" + strings.ReplaceAll(s, "/", "-")
+	user := "ada" // its own server and browser: the screenshot shows a person's name
 	a := e.trackerTab(s, user)
 	b := e.trackerTab(s, user)
 	waitRows(t, "one tab holds the connection", func() bool {
@@ -51,19 +52,21 @@ func TestDemoTracker(t *testing.T) {
 
 	clickCSS(t, leader, "#rt-offline")
 	waitRows(t, "offline", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Offline") })
+	waitRows(t, "the switch shown on in the other tab", func() bool { return checked(t, follower, "rt-offline") })
 	addIssue(t, follower, "Written offline")
 	for _, tab := range []*harness.Tab{a, b} {
 		waitRows(t, "the offline edit waits, shown in every tab", func() bool {
 			return slices.Contains(rows(t, tab), "Written offline|open|saving…") && strings.HasPrefix(text(t, tab, "rt-pending"), "1 edit")
 		})
 	}
+	screenshot(t, follower) // the README's: the list, an edit waiting, the panel
 	clickCSS(t, leader, "#rt-offline")
+	waitRows(t, "the switch shown off in the other tab", func() bool { return !checked(t, follower, "rt-offline") })
 	for _, tab := range []*harness.Tab{a, b} {
 		waitRows(t, "sent once the switch is off", func() bool {
 			return slices.Equal(rows(t, tab), []string{"Fix login|done|", "Written offline|open|"}) && text(t, tab, "rt-pending") == "nothing"
 		})
 	}
-	screenshot(t, follower)
 
 	token := eval[float64](t, follower, `tabfenceTracker.status.token`)
 	leader.Close()
@@ -108,6 +111,12 @@ func addIssue(t *testing.T, tab *harness.Tab, title string) {
 	q, err := json.Marshal(title)
 	require.NoError(t, err)
 	eval[any](t, tab, `document.getElementById("issue-title").value = `+string(q)+`; document.getElementById("issue-form").requestSubmit(); null`)
+}
+
+// checked is whether the checkbox id is ticked.
+func checked(t *testing.T, tab *harness.Tab, id string) bool {
+	t.Helper()
+	return eval[bool](t, tab, `document.getElementById(`+strconv.Quote(id)+`).checked`)
 }
 
 func clickCSS(t *testing.T, tab *harness.Tab, sel string) {

@@ -6,11 +6,16 @@ import (
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
-// Outcome settles one mutation: exactly one of Ack and Reject is set.
+// Outcome settles one mutation: exactly one of Ack and Reject is set, or
+// neither (Missed) when a tab learns only that some leader settled it: its
+// answer was announced while the tab could not hear it.
 type Outcome struct {
 	Ack    *rt.Ack
 	Reject *rt.Reject
 }
+
+// Missed reports an outcome whose answer was not heard.
+func (o Outcome) Missed() bool { return o.Ack == nil && o.Reject == nil }
 
 // Pending is a tab's list of mutations not yet settled, in the order they
 // were made. Every tab keeps one (the leader sends from its own; a

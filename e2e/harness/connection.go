@@ -99,6 +99,7 @@ type ConnOptions struct {
 	Protocol       int    `json:"protocol,omitempty"`
 	User           string `json:"user,omitempty"`
 	FencePath      string `json:"fencePath,omitempty"`
+	Snapshot       string `json:"snapshot,omitempty"`
 	PingEveryMs    int    `json:"pingEveryMs,omitempty"`
 	PongTimeoutMs  int    `json:"pongTimeoutMs,omitempty"`
 	StallAfterMs   int    `json:"stallAfterMs,omitempty"`
@@ -145,6 +146,7 @@ type ConnStatus struct {
 	ID                 string  `json:"id"`
 	LastError          *string `json:"lastError"`
 	Closed             *string `json:"closed"`
+	Offline            bool    `json:"offline"`
 	At                 float64 `json:"at,omitempty"` // page time, in RT.statuses
 }
 

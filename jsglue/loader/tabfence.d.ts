@@ -327,6 +327,7 @@ export type TabfenceErrorName =
   | "SessionMismatchError" // outbox: the receiver authenticated another user than the records'
   | "NetworkError" // outbox: offline, or no fencing token
   | "MutationRejectedError" // connection: the server refused the mutation (see its problem)
+  | "MutationNotStoredError" // connection: mutate() could not store the mutation (a frozen page, storage closed): nothing was saved or sent
   | "RuntimeExitedError" // the runtime stopped; reload the page
   // The browser's, passed through from the API underneath:
   | "NotAllowedError" // e.g. storage access denied
@@ -928,7 +929,10 @@ export interface Tabfence {
 }
 
 export interface ConnectionOptions {
-  /** What the tabs share (a workspace id): with the protocol it names the lock, channel and database. */
+  /**
+   * What the tabs share (a workspace id): with the protocol it names the lock, channel and database.
+   * At most 148 bytes with protocol 1 (a tab's channel name adds its id); longer is a TypeError.
+   */
   scope: string;
   /** Separates builds that cannot share a replica, an integer >= 1 (default 1). */
   protocol?: number;
@@ -950,6 +954,13 @@ export interface ConnectionOptions {
    * server applies each id once); the replica's writes are fenced in IndexedDB.
    */
   fencePath?: string;
+  /**
+   * Where the leader reloads the whole replica when the server resets it (it no longer holds the
+   * deltas after this browser's version): GET with the page's cookies, answered
+   * `{"version": N, "changes": Change[]}`. Without it a reset empties the replica stores and only
+   * the next deltas refill what they touch.
+   */
+  snapshot?: string;
   /** Ping interval on a ready connection (default 30000). */
   pingEveryMs?: number;
   /** A ping (or hello) unanswered this long replaces the socket (default 10000). */
@@ -970,15 +981,22 @@ export interface Delta {
   changes: Change[];
 }
 
-export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "closed";
+export type ConnectionState = "connecting" | "ready" | "unauthorized" | "offline" | "outdated" | "closed";
 
-/** Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload), "closed" (close()). */
-export type ConnectionClosed = "deleted" | "upgraded" | "closed";
+/**
+ * Why a tab's connection ended: "deleted" (another tab signed out), "upgraded" (a newer build: reload),
+ * "storage-closed" (the browser closed the database: site data cleared, a disk error), "closed" (close()).
+ */
+export type ConnectionClosed = "deleted" | "upgraded" | "storage-closed" | "closed";
 
 export interface ConnectionStatus {
   /** This tab holds the socket. */
   leader: boolean;
-  /** The leader's connection: connecting / ready / unauthorized (signed out: waits until asked, see retry) / offline; closed once this tab's connection ended. */
+  /**
+   * The leader's connection: connecting / ready / unauthorized (signed out: waits until asked, see retry) /
+   * offline / outdated (the server does not speak this build's protocol: it waits until asked; reload a newer
+   * build); closed once this tab's connection ended.
+   */
   state: ConnectionState;
   /** The replica version this tab holds. */
   version: number;
@@ -994,6 +1012,8 @@ export interface ConnectionStatus {
   lastError: string | null;
   /** Why this tab's connection ended; null while open. */
   closed: ConnectionClosed | null;
+  /** The "work offline" switch (setOffline, from any tab of this browser) is on. */
+  offline: boolean;
 }
 
 export interface MutationInput<P = unknown> {
@@ -1038,7 +1058,11 @@ export interface Connection {
    * Stores the mutation in the pending store (every tab shows it at once,
    * onPending), and resolves with its ack, sent by whichever tab leads now or
    * after a failover (the server applies an id once). Rejects with a
-   * MutationRejectedError when the server refuses it.
+   * MutationRejectedError when the server refuses it, with a
+   * MutationNotStoredError when it could not be stored (tried again once the
+   * page resumes from a freeze): then nothing was saved or sent. Rejects with
+   * a plain Error when a leader settled it but this tab missed the answer
+   * (the replica shows its effect).
    */
   mutate<P = unknown>(m: MutationInput<P>): Promise<MutationAck>;
   /** The pending mutations, oldest first (payloads JSON.parse'd when they are JSON). */

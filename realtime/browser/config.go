@@ -68,6 +68,7 @@ const (
 	StateReady        State = "ready"
 	StateUnauthorized State = "unauthorized"
 	StateOffline      State = "offline"
+	StateOutdated     State = "outdated" // the server does not speak this build's protocol: reload a newer one
 	StateClosed       State = "closed"
 )
 
@@ -79,6 +80,9 @@ const (
 	ClosedByApp    Closed = "closed"   // Close was called
 	ClosedDeleted  Closed = "deleted"  // another tab deleted the database (a sign-out)
 	ClosedUpgraded Closed = "upgraded" // a newer build upgraded the database: reload
+	// ClosedStorage: the browser closed the database (site data cleared,
+	// a disk error); no tab signed out. Reopening may work.
+	ClosedStorage Closed = "storage-closed"
 )
 
 // Status is what every tab renders. The leader's fields (State, Token,
@@ -93,6 +97,7 @@ type Status struct {
 	LeaderID      string
 	ID            string // this tab's id
 	LastError     string // the connection's last error, in words; "" once ready
+	Offline       bool   // the browser-wide "work offline" switch (SetOffline, in any tab)
 	Closed        Closed
 }
 
@@ -113,6 +118,13 @@ var (
 	ErrRejected = errors.New("realtime/browser: mutation rejected")
 	ErrChanges  = errors.New("realtime/browser: malformed changes")
 	ErrInvalid  = errors.New("realtime/browser: invalid mutation")
+	// ErrOutcomeMissed: the mutation was settled (no longer pending), but
+	// this tab missed the leader's answer; the replica shows its effect.
+	ErrOutcomeMissed = errors.New("realtime/browser: mutation settled, its answer missed")
+	// ErrNotStored: the pending store's write failed (twice: the page froze
+	// mid-transaction and stayed frozen, storage closed): nothing was
+	// stored, listed or sent; the mutation may be made again.
+	ErrNotStored = errors.New("realtime/browser: mutation not stored, nothing was saved")
 )
 
 // PendingMutation is a mutation not yet settled, as every tab lists it.

@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{cfg: cfg, names: names, id: channel.NewID(), pend: realtime.NewPending(), madeAt: map[string]time.Time{}}
-	c.fseq = channel.NewSequencer(names.Lock+"/tab/"+c.id, c.id, 1)
+	c.fseq = channel.NewSequencer(tabResource(names.Lock, c.id), c.id, 1)
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.remote.state = StateConnecting
 	c.notify = &notifier{every: cfg.HiddenNotify, hidden: pageHidden, fire: func() { c.status.call(c.Status()) }}
@@ -139,8 +139,9 @@ func (c *Conn) join() error {
 	return el.Start()
 }
 
-// dbEvent hears another tab delete the database (a sign-out) or a newer
-// build upgrade it: this tab's connection ends, and a leader lets go.
+// dbEvent hears another tab delete the database (a sign-out), a newer
+// build upgrade it, or the browser close it: this tab's connection ends,
+// and a leader lets go.
 func (c *Conn) dbEvent(e idb.Event) {
 	switch e.Kind {
 	case idb.Deleted:
@@ -148,7 +149,7 @@ func (c *Conn) dbEvent(e idb.Event) {
 	case idb.Upgraded:
 		c.end(ClosedUpgraded)
 	case idb.ClosedByBrowser:
-		c.end(ClosedDeleted)
+		c.end(ClosedStorage)
 	}
 }
 
@@ -202,7 +203,7 @@ func (c *Conn) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Status{ID: c.id, Version: c.fol.Version(), Pending: c.pend.Len(),
-		OldestPending: c.pend.OldestAge(time.Now()), Closed: c.closed}
+		OldestPending: c.pend.OldestAge(time.Now()), Closed: c.closed, Offline: c.offline}
 	if c.lead != nil {
 		v := c.lead.view()
 		s.Leader, s.State, s.Token, s.LeaderID, s.LastError = true, v.state, v.token, v.id, v.lastErr
@@ -302,7 +303,7 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 		return rt.Ack{}, errors.Join(ErrInvalid, err)
 	}
 	now := time.Now()
-	if err := c.putPending(ctx, wm, now); err != nil {
+	if err := c.storePending(ctx, wm, now); err != nil {
 		return rt.Ack{}, err
 	}
 	c.markOwn(wm.ID) // before it is listed: a settle may follow at once
@@ -319,6 +320,9 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	}
 	select {
 	case o := <-done:
+		if o.Missed() {
+			return rt.Ack{}, ErrOutcomeMissed
+		}
 		if o.Reject != nil {
 			return rt.Ack{}, &RejectError{ID: m.ID, Problem: o.Reject.Problem}
 		}

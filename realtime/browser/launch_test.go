@@ -104,6 +104,18 @@ func itemsServer(t *testing.T) http.Handler {
 		}
 		srv.ServeHTTP(w, r)
 	})
+	// A server of another protocol: it closes every socket with 4426
+	// (counted as upgrades of the user "old-<user>").
+	mux.HandleFunc("/rt-old", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upgrades["old-"+r.URL.Query().Get("user")]++
+		mu.Unlock()
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: []string{"127.0.0.1:*"}})
+		if err != nil {
+			return
+		}
+		_ = c.Close(4426, "protocol not spoken here")
+	})
 	// The receiver's fencing tokens, the user in the path (FencePath is a
 	// prefix: the resource follows it).
 	fence := rc.FenceHandler()

@@ -204,6 +204,9 @@ func (lr *leaderRun) announceStatus() {
 	p := js.Global().Get("Object").New()
 	p.Set("state", string(v.state))
 	p.Set("lastError", v.lastErr)
+	lr.c.mu.Lock()
+	p.Set("pending", lr.c.pend.Len()) // a follower that lists another count rereads the store
+	lr.c.mu.Unlock()
 	_, _ = lr.c.ch.Send(lr.seq, "rt.status", p)
 	lr.c.notify.kick()
 }

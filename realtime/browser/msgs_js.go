@@ -106,17 +106,83 @@ func (c *Conn) onDelta(p js.Value) bool {
 	return true
 }
 
-// reload rereads the replica's version from IndexedDB and tells the app.
+// reload rereads the replica's version and the pending store from
+// IndexedDB and tells the app.
 func (c *Conn) reload() {
+	c.mu.Lock()
+	before := c.pend.List()
+	c.mu.Unlock()
+	var stored []PendingMutation
+	read := false
 	v, apply := reloadFollower(&c.mu, &c.fol, func() (uint64, error) {
 		l, err := c.load(c.ctx)
+		if err == nil {
+			stored, read = l.pending, true
+		}
 		return l.version, err
 	})
+	if read {
+		c.syncPending(before, stored)
+	}
 	c.reloads.call(v)
 	for _, d := range apply {
 		c.deltas.call(d)
 	}
 	c.notify.kick()
+}
+
+// rereadPending reloads the pending store alone (a leader's status says
+// it holds another count than this tab lists).
+func (c *Conn) rereadPending() {
+	c.mu.Lock()
+	before := c.pend.List()
+	c.mu.Unlock()
+	if l, err := c.load(c.ctx); err == nil {
+		c.syncPending(before, l.pending)
+	}
+}
+
+// syncPending makes this tab's list agree with the pending store: what is
+// stored but not listed was announced while this tab could not hear; what
+// was listed before the read (so stored before it began) and is gone was
+// settled by a leader. Its rt.settled may be on its way (a leader deletes,
+// then announces): only what is still listed, and still not stored, after
+// missedGrace counts as missed.
+func (c *Conn) syncPending(before []rt.Mutation, stored []PendingMutation) {
+	in := make(map[string]bool, len(stored))
+	for _, pm := range stored {
+		in[pm.ID] = true
+		c.addPending(pm.Mutation.wire(), pm.MadeAt)
+	}
+	var gone []string
+	for _, m := range before {
+		if !in[m.ID] {
+			gone = append(gone, m.ID)
+		}
+	}
+	if len(gone) > 0 {
+		time.AfterFunc(missedGrace, func() { c.settleMissed(gone) })
+	}
+}
+
+// missedGrace is how long an rt.settled may trail its leader's delete.
+const missedGrace = time.Second
+
+// settleMissed ends the ids of gone still listed and still not stored.
+func (c *Conn) settleMissed(gone []string) {
+	l, err := c.load(c.ctx)
+	if err != nil {
+		return
+	}
+	in := make(map[string]bool, len(l.pending))
+	for _, pm := range l.pending {
+		in[pm.ID] = true
+	}
+	for _, id := range gone {
+		if !in[id] {
+			c.settle(id, realtime.Outcome{}) // false (a no-op) when its answer came meanwhile
+		}
+	}
 }
 
 func encodeOutcome(id string, o realtime.Outcome) js.Value {
@@ -192,12 +258,17 @@ func (c *Conn) onStatus(m channel.Message) bool {
 	if !ok1 || !ok2 || !ok3 {
 		return false
 	}
+	n, hasCount := number(p, "pending")
 	c.mu.Lock()
 	newLeader := m.Token > c.remote.token
 	c.remote = leaderView{state: st, token: m.Token, id: m.Owner, lastErr: lastErr}
+	disagree := hasCount && n != uint64(c.pend.Len()) && !c.leading
 	c.mu.Unlock()
 	if newLeader {
 		c.repostOwn() // a settled announcement may have been lost
+	}
+	if disagree {
+		go c.rereadPending()
 	}
 	c.notify.kick()
 	return true

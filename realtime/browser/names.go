@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/internal/quote"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/realtime"
+	"github.com/tabfence/tabfence/wire"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -45,7 +47,31 @@ func (c Config) Names() (Names, error) {
 	if err != nil {
 		return Names{}, join(ErrConfig, err)
 	}
+	if l := len(tabResource(n, "")) + tabIDLen; l > maxResourceLen() {
+		return Names{}, joinWhy(ErrConfig, "scope too long: a tab's channel resource would be "+
+			strconv.Itoa(l)+" bytes, over "+strconv.Itoa(maxResourceLen())+" (at most "+strconv.Itoa(MaxScope(p))+" bytes of scope)")
+	}
 	return Names{Lock: n, Database: n, Resource: n}, nil
+}
+
+// tabResource is the channel resource a tab's own requests (mutations,
+// status?, offline) are posted under: the lock name and the tab's id.
+func tabResource(lock, id string) string { return lock + "/tab/" + id }
+
+// tabIDLen is the length of a tab's id (channel.NewID: 128 bits, hex).
+const tabIDLen = 32
+
+// maxResourceLen is the longest resource every layer a derived name
+// reaches takes: the channel (UTF-16 units, at most the bytes), the
+// fenced IndexedDB resource and the server's fencing resource.
+func maxResourceLen() int {
+	return min(channel.DefaultLimits.MaxResource, idb.MaxResourceLen, wire.MaxResourceLen)
+}
+
+// MaxScope is the longest scope (bytes) Names accepts for protocol p.
+func MaxScope(p int) int {
+	lock, _ := locks.Name("rt-x", p)
+	return maxResourceLen() - (len(tabResource(lock, "")) - 1) - tabIDLen
 }
 
 // normalized validates c and fills its defaults.
@@ -185,6 +211,8 @@ func stateOf(s realtime.State, offline bool) State {
 		return StateReady
 	case s == realtime.Unauthorized:
 		return StateUnauthorized
+	case s == realtime.Outdated:
+		return StateOutdated
 	case s == realtime.Offline:
 		return StateConnecting // waiting to redial: still trying
 	}
@@ -195,7 +223,7 @@ func stateOf(s realtime.State, offline bool) State {
 // else (the channel is untrusted).
 func parseState(s string) (State, bool) {
 	switch State(s) {
-	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateClosed:
+	case StateConnecting, StateReady, StateUnauthorized, StateOffline, StateOutdated, StateClosed:
 		return State(s), true
 	}
 	return "", false

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/realtime"
 	"github.com/tabfence/tabfence/wire"
@@ -138,10 +139,14 @@ func TestStateOf(t *testing.T) {
 		{realtime.Unauthorized, false, StateUnauthorized},
 		{realtime.Connecting, false, StateConnecting},
 		{realtime.Offline, false, StateConnecting},
+		{realtime.Outdated, false, StateOutdated},
 	} {
 		if got := stateOf(c.s, c.offline); got != c.want {
 			t.Errorf("%v/%v: %v", c.s, c.offline, got)
 		}
+	}
+	if st, ok := parseState("outdated"); !ok || st != StateOutdated {
+		t.Fatal("a leader's outdated state is not parsed")
 	}
 	if _, ok := parseState("bogus"); ok {
 		t.Fatal("parsed a bogus state")
@@ -184,5 +189,37 @@ func TestListeners(t *testing.T) {
 	l.call(2)
 	if len(got) != 3 || got[0] != 1 || got[1] != -1 || got[2] != -2 {
 		t.Fatalf("%v", got)
+	}
+}
+
+// A scope long enough that a tab's channel resource (lock name, "/tab/",
+// the tab's id) would pass the channel's limit is refused at Open (a
+// channel drops such posts silently); the longest accepted scope's names
+// fit the channel, the fenced database and the server's fencing resource.
+func TestLongScope(t *testing.T) {
+	for _, p := range []int{1, 12345} {
+		max := MaxScope(p)
+		c := goodConfig()
+		c.Protocol = p
+		c.Scope = strings.Repeat("s", max)
+		n, err := c.Names()
+		if err != nil {
+			t.Fatalf("protocol %d: scope of %d bytes refused: %v", p, max, err)
+		}
+		id := channel.NewID()
+		if len(id) != tabIDLen {
+			t.Fatalf("a tab id has %d bytes, tabIDLen says %d", len(id), tabIDLen)
+		}
+		res := tabResource(n.Lock, id)
+		if len(res) > channel.DefaultLimits.MaxResource || len(res) > idb.MaxResourceLen || len(res) > wire.MaxResourceLen {
+			t.Fatalf("protocol %d: tab resource of %d bytes", p, len(res))
+		}
+		c.Scope += "s"
+		if _, _, err := c.normalized(); !errors.Is(err, ErrConfig) {
+			t.Fatalf("protocol %d: scope of %d bytes accepted: %v", p, max+1, err)
+		}
+	}
+	if MaxScope(1) < 100 {
+		t.Fatalf("MaxScope(1) = %d: scopes of a UUID or two must fit", MaxScope(1))
 	}
 }

@@ -114,6 +114,23 @@ func (c *Conn) putPending(ctx context.Context, m rt.Mutation, madeAt time.Time) 
 	})
 }
 
+// storePending is putPending, once more after the page resumes when it
+// fails (a freeze aborts the transactions open and opened while frozen): a
+// put of one id twice is harmless. A second failure is ErrNotStored.
+func (c *Conn) storePending(ctx context.Context, m rt.Mutation, madeAt time.Time) error {
+	err := c.putPending(ctx, m, madeAt)
+	if err == nil {
+		return nil
+	}
+	if terr := raw.Thawed(ctx); terr != nil {
+		return errors.Join(ErrNotStored, err, terr)
+	}
+	if err2 := c.putPending(ctx, m, madeAt); err2 != nil {
+		return errors.Join(ErrNotStored, err2)
+	}
+	return nil
+}
+
 // setOfflineRow stores the browser-wide offline switch (any tab).
 func (c *Conn) setOfflineRow(ctx context.Context, offline bool) error {
 	return c.write(ctx, []string{StoreMeta}, func(tx *raw.Tx) error {

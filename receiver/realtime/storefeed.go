@@ -261,7 +261,12 @@ func (f *StoreFeed) Head(ctx context.Context, q receiver.Tx, scope string) (uint
 // Reap deletes the change rows no client can need: those more than Keep
 // versions behind their scope's head, and those older than Retention. A
 // client behind the oldest row left is told to reset.
-func (f *StoreFeed) Reap(ctx context.Context) (int64, error) {
+func (f *StoreFeed) Reap(ctx context.Context) (int64, error) { return f.ReapKeeping(ctx, f.opts.Keep) }
+
+// ReapKeeping is Reap keeping keep versions behind each head instead of
+// Keep (0: every row; a client behind its head then resets), e.g. to
+// reclaim space now or to test a client's reset.
+func (f *StoreFeed) ReapKeeping(ctx context.Context, keep int) (int64, error) {
 	tx, err := f.store.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -269,7 +274,7 @@ func (f *StoreFeed) Reap(ctx context.Context) (int64, error) {
 	defer func() { _ = tx.Rollback() }()
 	n, err := tx.Exec(ctx, `DELETE FROM tabfence_changes WHERE created < $1 OR version <=
 		(SELECT h.version FROM tabfence_change_heads h WHERE h.scope = tabfence_changes.scope) - $2`,
-		f.opts.Clock().Add(-f.opts.Retention).UnixMilli(), int64(f.opts.Keep))
+		f.opts.Clock().Add(-f.opts.Retention).UnixMilli(), int64(max(keep, 0)))
 	if err != nil {
 		return 0, err
 	}

@@ -31,11 +31,18 @@ type errorName struct {
 // mutation (a *browser.RejectError); it carries the server's problem.
 const nameMutationRejected = "MutationRejectedError"
 
+// nameMutationNotStored is mutate()'s rejection when the pending store's
+// write failed: nothing was stored. It wins over the IndexedDB error it
+// wraps, whose name would not say so.
+const nameMutationNotStored = "MutationNotStoredError"
+
 // connectionErrorNames name the errors of the connection API, first match
 // wins.
 var connectionErrorNames = [...]errorName{
 	{browser.ErrRejected, nameMutationRejected},
+	{browser.ErrNotStored, nameMutationNotStored},
 	{browser.ErrConfig, "TypeError"},
+	{browser.ErrInvalid, "TypeError"}, // a mutation the wire cannot carry (payload too large)
 	{browser.ErrClosed, "InvalidStateError"},
 	{browser.ErrChanges, "DataError"},
 }
@@ -54,6 +61,9 @@ func ErrorNames() []string {
 func connErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, browser.ErrNotStored) {
+		return &namedError{err, nameMutationNotStored}
 	}
 	if _, ok := errors.AsType[interface {
 		error

@@ -20,7 +20,12 @@ func TestConnectionErrorNames(t *testing.T) {
 	require.True(t, errors.Is(connErr(rej), browser.ErrRejected), "still errors.Is-able")
 	require.Equal(t, "TypeError", jsglue.NameOf(connErr(browser.ErrConfig)))
 	require.Equal(t, "InvalidStateError", jsglue.NameOf(connErr(browser.ErrClosed)))
+	invalid := connErr(errors.Join(browser.ErrInvalid, errors.New("payload too large")))
+	require.Equal(t, "TypeError", jsglue.NameOf(invalid), "a bad mutation is the caller's bug")
+	require.ErrorIs(t, invalid, browser.ErrInvalid)
 	named := &namedError{errors.New("x"), "QuotaExceededError"}
 	require.Same(t, named, connErr(named), "an error that names itself keeps its name")
-	require.ElementsMatch(t, []string{"MutationRejectedError", "TypeError", "InvalidStateError", "DataError"}, ErrorNames())
+	notStored := connErr(errors.Join(browser.ErrNotStored, named))
+	require.Equal(t, "MutationNotStoredError", jsglue.NameOf(notStored), "not stored wins over the IndexedDB error's name")
+	require.ElementsMatch(t, []string{"MutationRejectedError", "MutationNotStoredError", "TypeError", "TypeError", "InvalidStateError", "DataError"}, ErrorNames())
 }

@@ -44,7 +44,7 @@ func readConnectionOptions(opts js.Value) (browser.Config, error) {
 	a := jsapi.ConnectionArgs{Options: jsapi.ArgOf(opts)}
 	if a.Options.Kind == jsapi.KindObject {
 		a.Scope, a.Protocol, a.URL = f(opts, "scope"), f(opts, "protocol"), f(opts, "url")
-		a.User, a.FencePath = f(opts, "user"), f(opts, "fencePath")
+		a.User, a.FencePath, a.Snapshot = f(opts, "user"), f(opts, "fencePath"), f(opts, "snapshot")
 		a.PingEveryMs, a.PongTimeoutMs = f(opts, "pingEveryMs"), f(opts, "pongTimeoutMs")
 		a.StallAfterMs, a.HiddenNotifyMs = f(opts, "stallAfterMs"), f(opts, "hiddenNotifyMs")
 		backoff := jsapi.Field(opts, "backoff")

@@ -29,6 +29,7 @@ func connStatusJS(st browser.Status) js.Value {
 	o.Set("id", st.ID)
 	o.Set("lastError", orNull(st.LastError))
 	o.Set("closed", orNull(string(st.Closed)))
+	o.Set("offline", st.Offline)
 	return o
 }
 

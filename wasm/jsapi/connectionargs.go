@@ -37,6 +37,7 @@ type ConnectionArgs struct {
 	Stores          []Arg // replica.stores, read up to MaxReplicaStores+1 elements
 	Version         Arg   // replica.version
 	User, FencePath Arg
+	Snapshot        Arg // where a reset replica is reloaded from (GET)
 	PingEveryMs     Arg
 	PongTimeoutMs   Arg
 	Backoff         Arg // the backoff object
@@ -82,6 +83,9 @@ func ValidateConnection(a ConnectionArgs) (cfg browser.Config, urlIsFunc bool, e
 	}
 	cfg.Leader.User = cfg.User
 	if cfg.FencePath, err = OptionalString(whereConnection, "fencePath", a.FencePath); err != nil {
+		return cfg, false, err
+	}
+	if cfg.Snapshot, err = OptionalString(whereConnection, "snapshot", a.Snapshot); err != nil {
 		return cfg, false, err
 	}
 	if err := connectionTimes(a, &cfg); err != nil {

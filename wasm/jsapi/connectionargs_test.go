@@ -43,6 +43,7 @@ func TestConnectionOptionsDefaultsAndMapping(t *testing.T) {
 	a.URL = Arg{Kind: KindFunction}
 	a.Protocol, a.Version = num(3), num(2)
 	a.User, a.FencePath = str("alice"), str("/fence/")
+	a.Snapshot = str("/realtime/snapshot")
 	a.PingEveryMs, a.PongTimeoutMs, a.HiddenNotifyMs = num(1500), num(250), num(100)
 	a.Backoff, a.BackoffBase, a.BackoffCap = obj(), num(10), num(2000)
 	a.StallAfterMs = num(4000)
@@ -56,6 +57,7 @@ func TestConnectionOptionsDefaultsAndMapping(t *testing.T) {
 	require.Equal(t, "alice", cfg.User)
 	require.Equal(t, "alice", cfg.Leader.User, "the user goes into Hello")
 	require.Equal(t, "/fence/", cfg.FencePath)
+	require.Equal(t, "/realtime/snapshot", cfg.Snapshot, "a reset reloads from the snapshot URL")
 	require.Equal(t, 1500*time.Millisecond, cfg.Leader.PingEvery)
 	require.Equal(t, 250*time.Millisecond, cfg.Leader.PongTimeout)
 	require.Equal(t, 100*time.Millisecond, cfg.HiddenNotify)
@@ -91,6 +93,7 @@ func TestConnectionOptionsRefused(t *testing.T) {
 		{"fractional version", func(a *ConnectionArgs) { a.Version = num(1.5) }, "replica.version must be an integer"},
 		{"zero version", func(a *ConnectionArgs) { a.Version = num(0) }, "replica.version must be an integer"},
 		{"number user", func(a *ConnectionArgs) { a.User = num(7) }, "user must be a string when given"},
+		{"number snapshot", func(a *ConnectionArgs) { a.Snapshot = num(7) }, "snapshot must be a string when given"},
 		{"zero ping", func(a *ConnectionArgs) { a.PingEveryMs = num(0) }, "pingEveryMs must be a positive number"},
 		{"negative pong", func(a *ConnectionArgs) { a.PongTimeoutMs = num(-1) }, "pongTimeoutMs must be a positive number"},
 		{"NaN hidden", func(a *ConnectionArgs) { a.HiddenNotifyMs = num(nan()) }, "hiddenNotifyMs must be a positive number"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,6 +48,18 @@ func StartLocal(dist string, mw func(http.Handler) http.Handler) (*Local, error)
 
 // RealtimeStats returns the /realtime endpoint's connection counters.
 func (l *Local) RealtimeStats() realtime.Stats { return l.srv.rt.Stats() }
+
+// ReapChanges deletes the change feed's rows but the last keep of each
+// user (SQLite's feed): a client behind them is reset at its next ready.
+func (l *Local) ReapChanges(ctx context.Context, keep int) (int64, error) {
+	f, ok := l.srv.feed.(interface {
+		ReapKeeping(ctx context.Context, keep int) (int64, error)
+	})
+	if !ok {
+		return 0, errors.New("server: the change feed cannot reap")
+	}
+	return f.ReapKeeping(ctx, keep)
+}
 
 // Server returns the server behind l (its Realtime endpoint, its Receiver).
 func (l *Local) Server() *Server { return l.srv }

@@ -171,6 +171,7 @@ function renderStatus(s) {
     ? `${s.pending} edit${s.pending === 1 ? "" : "s"}, oldest ${age(s.oldestPendingAgeMs)}`
     : "nothing";
   $("rt-version").textContent = String(s.version);
+  $("rt-offline").checked = s.offline; // the switch is the browser's: any tab may have flipped it
   if (!tracker.error) $("rt-error").textContent = s.lastError ?? "none";
   $("rt-retry").hidden = s.state !== "unauthorized" || !!s.closed;
   $("rt-signout").textContent = s.closed ? "Sign in again" : "Sign out";
@@ -228,6 +229,7 @@ if (params.get("tracker") !== "0") {
       url: "/realtime",
       replica: { stores: ["issues"] },
       user: tracker.user,
+      snapshot: "/realtime/snapshot", // a reset (the server forgot this browser's version) reloads every issue
     });
     // Subscribe, then read: a delta that lands meanwhile is in the replica
     // already (written before it is announced), so nothing falls between.
