@@ -210,7 +210,7 @@ func (lr *leaderRun) dial(ctx context.Context) (realtime.Socket, error) {
 	s, err := lr.dialFenced(ctx)
 	lr.mu.Lock()
 	if err != nil {
-		lr.lastErr = err.Error()
+		lr.lastErr = errorWords(err)
 	}
 	lr.mu.Unlock()
 	return s, err
@@ -265,7 +265,7 @@ func (lr *leaderRun) app(a realtime.Action) {
 		lr.l.StepDown(errStale)
 	} else if err != nil {
 		lr.mu.Lock()
-		lr.lastErr = err.Error()
+		lr.lastErr = errorWords(err)
 		lr.mu.Unlock()
 	}
 }

@@ -246,6 +246,30 @@ func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socke
 	return s, nil
 }
 
+// errorWords is what the status says of a connection error: its category
+// in words, never the error's text (a URL in it may carry a ticket, and
+// the leader's status is posted on the channel).
+func errorWords(err error) string {
+	var de *websocket.DialError
+	switch {
+	case errors.Is(err, realtime.ErrUnauthorized):
+		return "not signed in (the server refused the connection)"
+	case errors.As(err, &de) && de.Status == 0:
+		return "cannot reach the server"
+	case errors.As(err, &de):
+		return "the server refused the connection (HTTP " + strconv.Itoa(de.Status) + ")"
+	case errors.Is(err, websocket.ErrInvalidURL):
+		return "the connection's URL is invalid"
+	case errors.Is(err, ErrFence):
+		return "the server gave no fencing token"
+	case errors.Is(err, ErrChanges):
+		return "the server sent changes that do not fit the replica"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the server did not answer in time"
+	}
+	return "connection error"
+}
+
 // fetchSnapshot GETs the replica's snapshot: {"version":N,"changes":[...]}.
 func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, error) {
 	opts := js.Global().Get("Object").New()
