@@ -34,6 +34,7 @@ type Conn struct {
 	fol     realtime.Follower
 	pend    *realtime.Pending
 	madeAt  map[string]time.Time
+	term    uint64        // this tab's terms as leader (the newest one owns leading, lead, early)
 	leading bool          // this tab won the lock (lead is set once it is ready)
 	lead    *leaderRun    // this tab's leader, while it leads
 	early   []rt.Mutation // mutations heard while the leader starts

@@ -40,11 +40,17 @@ type leaderRun struct {
 // (unless offline) and runs until the leadership ends.
 func (c *Conn) runLeader(l *locks.Leadership) {
 	c.mu.Lock()
+	c.term++
+	term := c.term
 	c.leading = true
 	c.mu.Unlock()
 	defer func() {
+		// This tab may already lead again (a quick re-win while this term
+		// stopped its driver): only this term's state is cleared.
 		c.mu.Lock()
-		c.leading, c.lead, c.early = false, nil, nil
+		if c.term == term {
+			c.leading, c.lead, c.early = false, nil, nil
+		}
 		c.mu.Unlock()
 		c.notify.kick()
 	}()
