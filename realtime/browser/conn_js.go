@@ -50,6 +50,7 @@ type Conn struct {
 	pageCbs []func()
 
 	badMessages, badChanges atomic.Uint64
+	droppedMutations        atomic.Uint64
 	unsub                   func()
 }
 
@@ -67,6 +68,9 @@ type leaderView struct {
 type Stats struct {
 	BadMessages uint64
 	BadChanges  uint64
+	// DroppedMutations counts other tabs' mutations dropped because
+	// MaxPending were pending already (a flood of new ids).
+	DroppedMutations uint64
 	Channel     channel.Stats
 }
 
@@ -192,7 +196,8 @@ func (c *Conn) Names() Names { return c.names }
 
 // Stats are c's counters of dropped input.
 func (c *Conn) Stats() Stats {
-	return Stats{BadMessages: c.badMessages.Load(), BadChanges: c.badChanges.Load(), Channel: c.ch.Stats()}
+	return Stats{BadMessages: c.badMessages.Load(), BadChanges: c.badChanges.Load(),
+		DroppedMutations: c.droppedMutations.Load(), Channel: c.ch.Stats()}
 }
 
 // Status is this tab's view of the connection.
@@ -277,7 +282,9 @@ func (c *Conn) settle(id string, o realtime.Outcome) {
 }
 
 func (c *Conn) changedPending() {
-	c.pendL.call(c.pendingList())
+	if c.pendL.any() { // the list costs O(pending): only for a listener
+		c.pendL.call(c.pendingList())
+	}
 	c.notify.kick()
 }
 

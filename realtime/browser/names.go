@@ -131,6 +131,10 @@ const MaxKey = 1024
 
 const MaxChanges = 100000
 
+// MaxPending bounds the pending mutations a tab lists: another tab's
+// mutation past it is dropped and counted (Stats.DroppedMutations).
+const MaxPending = 10000
+
 // stateOf is the state every tab shows for the leader's machine state and
 // the browser's offline switch.
 func stateOf(s realtime.State, offline bool) State {

@@ -56,11 +56,11 @@ func (c *Conn) load(ctx context.Context) (loaded, error) {
 		return out, err
 	}
 	v, _ := vr.Result()
-	if v.Type() == js.TypeNumber && v.Float() >= 0 {
+	if typeOf(v) == js.TypeNumber && v.Float() >= 0 {
 		out.version = uint64(v.Float())
 	}
 	o, _ := or.Result()
-	out.offline = o.Type() == js.TypeBoolean && o.Bool()
+	out.offline = typeOf(o) == js.TypeBoolean && o.Bool()
 	for i := 0; i < jsglue.Len(all); i++ {
 		if pm, ok := decodePending(all.Index(i)); ok {
 			out.pending = append(out.pending, pm)
@@ -83,15 +83,15 @@ func encodePending(m rt.Mutation, madeAt time.Time) js.Value {
 // decodePending reads a pending record or an rt.mutation payload (both
 // untrusted: another build, another script), validated by checkMutation.
 func decodePending(v js.Value) (PendingMutation, bool) {
-	if v.Type() != js.TypeObject {
+	if typeOf(v) != js.TypeObject {
 		return PendingMutation{}, false
 	}
-	str := func(k string) (string, bool) { return jsString(v.Get(k), 1024) }
+	str := func(k string) (string, bool) { return jsString(v.Get(k), maxField) }
 	id, ok1 := str("id")
 	op, ok2 := str("op")
 	entity, ok3 := str("entity")
 	p, at := v.Get("payload"), v.Get("madeAt")
-	if !ok1 || !ok2 || !ok3 || !jsglue.InstanceOf(p, js.Global().Get("Uint8Array")) || at.Type() != js.TypeNumber {
+	if !ok1 || !ok2 || !ok3 || !jsglue.InstanceOf(p, js.Global().Get("Uint8Array")) || typeOf(at) != js.TypeNumber {
 		return PendingMutation{}, false
 	}
 	if p.Length() > rt.MaxMessage/2 {
