@@ -47,11 +47,11 @@ type Conn struct {
 	reloads listeners[uint64]
 	pendL   listeners[[]PendingMutation]
 	notify  *notifier
-	pageCbs []func()
+	closers []func() // what Open made, torn down by shutdown (last first)
+	shut    bool     // shutdown ran: what is made later is torn down at once
 
 	badMessages, badChanges atomic.Uint64
 	droppedMutations        atomic.Uint64
-	unsub                   func()
 }
 
 // leaderView is what the leader announces of itself.
@@ -94,19 +94,27 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.remote.state = StateConnecting
 	c.notify = &notifier{every: cfg.HiddenNotify, hidden: pageHidden, fire: func() { c.status.call(c.Status()) }}
+	// The database may be deleted while Open waits (dbEvent then ends the
+	// connection): each step registers its teardown, and Open stops at
+	// the first one made after the end.
 	if c.db, err = openDB(ctx, cfg, names.Database, c.dbEvent); err != nil {
 		c.stop()
 		return nil, err
 	}
-	if c.ch, err = channel.Open(names.Lock, channel.Buffered()); err != nil {
-		c.shutdown()
-		return nil, err
+	db := c.db
+	if !c.adopt(func() { _ = db.Close() }) || !c.adopt(c.notify.stop) {
+		return nil, c.failOpen(ErrClosed)
 	}
-	c.unsub = c.ch.Subscribe(c.onMessage)
+	if c.ch, err = channel.Open(names.Lock, channel.Buffered()); err != nil {
+		return nil, c.failOpen(err)
+	}
+	ch := c.ch
+	if !c.adopt(func() { _ = ch.Close() }) || !c.adopt(c.ch.Subscribe(c.onMessage)) {
+		return nil, c.failOpen(ErrClosed)
+	}
 	l, err := c.load(ctx)
 	if err != nil {
-		c.shutdown()
-		return nil, err
+		return nil, c.failOpen(err)
 	}
 	c.fol.Loaded(l.version)
 	c.offline = l.offline
@@ -115,10 +123,11 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	c.ch.Replay()
 	if err := c.join(); err != nil {
-		c.shutdown()
-		return nil, err
+		return nil, c.failOpen(err)
 	}
-	c.watchPage()
+	if !c.watchPage() {
+		return nil, c.failOpen(ErrClosed)
+	}
 	c.post("rt.status?", js.Global().Get("Object").New())
 	return c, nil
 }
@@ -137,8 +146,40 @@ func (c *Conn) join() error {
 	if err != nil {
 		return errors.Join(ErrConfig, err)
 	}
+	c.mu.Lock()
 	c.el = el
+	c.mu.Unlock()
+	if !c.adopt(func() { _ = el.Close() }) {
+		return ErrClosed
+	}
 	return el.Start()
+}
+
+// adopt registers closer for shutdown; once shutdown ran it runs closer at
+// once and reports false.
+func (c *Conn) adopt(closer func()) bool {
+	c.mu.Lock()
+	if !c.shut {
+		c.closers = append(c.closers, closer)
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	closer()
+	return false
+}
+
+// failOpen ends a connection whose Open failed: ErrClosed when it ended
+// meanwhile (the database was deleted or upgraded).
+func (c *Conn) failOpen(err error) error {
+	c.mu.Lock()
+	why := c.closed
+	c.mu.Unlock()
+	c.shutdown()
+	if why != ClosedNot {
+		return errors.Join(ErrClosed, errors.New("realtime/browser: "+string(why)+" while opening"))
+	}
+	return err
 }
 
 // dbEvent hears another tab delete the database (a sign-out) or a newer
@@ -170,24 +211,13 @@ func (c *Conn) end(why Closed) {
 
 func (c *Conn) shutdown() {
 	c.stop()
-	if c.el != nil {
-		_ = c.el.Close()
-	}
-	if c.unsub != nil {
-		c.unsub()
-	}
-	if c.ch != nil {
-		_ = c.ch.Close()
-	}
-	for _, f := range c.pageCbs {
-		f()
-	}
-	c.pageCbs = nil
-	if c.notify != nil {
-		c.notify.stop()
-	}
-	if c.db != nil {
-		_ = c.db.Close()
+	c.mu.Lock()
+	c.shut = true
+	closers := c.closers
+	c.closers = nil
+	c.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
 	}
 }
 
@@ -395,9 +425,12 @@ func (c *Conn) SignOut(ctx context.Context) error {
 // leads and connects).
 func (c *Conn) Close(ctx context.Context) error {
 	c.end(ClosedByApp)
-	if c.el != nil {
+	c.mu.Lock()
+	el := c.el
+	c.mu.Unlock()
+	if el != nil {
 		select {
-		case <-c.el.Done():
+		case <-el.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -411,18 +444,20 @@ func pageHidden() bool {
 	return d.Type() == js.TypeObject && d.Get("hidden").Truthy()
 }
 
-// watchPage passes the page's online and visible events to the leader.
-func (c *Conn) watchPage() {
+// watchPage passes the page's online and visible events to the leader;
+// false when the connection ended meanwhile (the listeners are removed).
+func (c *Conn) watchPage() bool {
+	ok := true
 	listen := func(target js.Value, event string, fn func()) {
 		if target.Type() != js.TypeObject {
 			return
 		}
 		cb := jsglue.NewCallback(func(js.Value, []js.Value) any { go fn(); return nil })
 		target.Call("addEventListener", event, cb.Value)
-		c.pageCbs = append(c.pageCbs, func() {
+		ok = c.adopt(func() {
 			target.Call("removeEventListener", event, cb.Value)
 			cb.Release()
-		})
+		}) && ok
 	}
 	listen(js.Global(), "online", func() { c.toLeader(func(d *realtime.Driver) { d.Online(c.ctx) }) })
 	listen(js.Global().Get("document"), "visibilitychange", func() {
@@ -431,6 +466,7 @@ func (c *Conn) watchPage() {
 			c.notify.kick()
 		}
 	})
+	return ok
 }
 
 func (c *Conn) toLeader(fn func(*realtime.Driver)) {
