@@ -279,7 +279,7 @@ func errorWords(err error) string {
 	var de *websocket.DialError
 	switch {
 	case errors.Is(err, realtime.ErrUnauthorized):
-		return "not signed in (the server refused the connection)"
+		return "not signed in (the server answered HTTP 401)"
 	case errors.As(err, &de) && de.Status == 0:
 		return "cannot reach the server"
 	case errors.As(err, &de):
