@@ -31,8 +31,9 @@ type Config struct {
 	// closes a connection whose credentials are another user's).
 	User string
 	// FencePath, when set, is where the leader gets a server fencing token
-	// for its mutations (POST FencePath+resource, as the outbox does; the
-	// answer is {"token":N}), once per term, before it first dials: a
+	// for its mutations (POST FencePath+resource, the resource URL-encoded
+	// and per browser, see ServerResource; the answer is {"token":N}),
+	// once per term, before it first dials: a
 	// later leader's token makes a deposed one's mutations stale at the
 	// server. Without it mutations are unfenced (the server still applies
 	// an id once).

@@ -33,7 +33,8 @@ type leaderRun struct {
 	offline bool
 	lastErr string
 
-	srvToken uint64 // the server's fencing token for this term (FencePath)
+	srvToken    uint64 // the server's fencing token for this term (FencePath)
+	srvResource string // this browser's resource at the server (ServerResource)
 }
 
 // runLeader is OnLeader: it restores the pending store, starts the driver
@@ -225,25 +226,32 @@ func (lr *leaderRun) dial(ctx context.Context) (realtime.Socket, error) {
 func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 	cfg := lr.c.cfg
 	lr.mu.Lock()
-	tok := lr.srvToken
+	tok, res := lr.srvToken, lr.srvResource
 	lr.mu.Unlock()
 	if cfg.FencePath != "" && tok == 0 {
-		t, err := serverToken(ctx, cfg.FencePath, lr.l.Resource)
+		id, err := lr.c.browserID(ctx)
+		if err != nil {
+			return nil, errors.Join(ErrFence, err)
+		}
+		if res, err = ServerResource(cfg.Scope, cfg.Protocol, id); err != nil {
+			return nil, errors.Join(ErrFence, err)
+		}
+		t, err := serverToken(ctx, cfg.FencePath, res)
 		if err != nil {
 			return nil, err
 		}
 		lr.mu.Lock()
 		if lr.srvToken == 0 {
-			lr.srvToken = t
+			lr.srvToken, lr.srvResource = t, res
 		}
-		tok = lr.srvToken
+		tok, res = lr.srvToken, lr.srvResource
 		lr.mu.Unlock()
 	}
 	s, err := dialSocket(ctx, cfg.URL)
 	if err != nil || cfg.FencePath == "" {
 		return s, err
 	}
-	return fencedSocket{Socket: s, resource: lr.l.Resource, token: tok}, nil
+	return fencedSocket{Socket: s, resource: res, token: tok}, nil
 }
 
 // app performs the machine's actions that concern the replica and the

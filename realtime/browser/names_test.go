@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/realtime"
+	"github.com/tabfence/tabfence/wire"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
 
@@ -160,5 +161,20 @@ func TestListeners(t *testing.T) {
 	l.call(2)
 	if len(got) != 3 || got[0] != 1 || got[1] != -1 || got[2] != -2 {
 		t.Fatalf("%v", got)
+	}
+}
+
+func TestServerResource(t *testing.T) {
+	a, err := ServerResource("ws 1#a?b.c", 1, "b1")
+	if err != nil || !wire.ValidResource(a) || a != "tabfence:rt:b1:ws.201.23a.3fb.2ec:v1" {
+		t.Fatalf("%q %v", a, err)
+	}
+	b, _ := ServerResource("ws 1#a?b.c", 1, "b2")
+	c, _ := ServerResource("ws 1#a?b.c", 2, "b1")
+	if a == b || a == c {
+		t.Fatal("two browsers or protocols share a server resource")
+	}
+	if _, err := ServerResource(strings.Repeat("#", 1000), 1, "b1"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("too long: %v", err)
 	}
 }

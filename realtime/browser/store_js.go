@@ -9,6 +9,7 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
@@ -112,6 +113,41 @@ func (c *Conn) putPending(ctx context.Context, m rt.Mutation, madeAt time.Time) 
 	return c.write(ctx, []string{StorePending}, func(tx *raw.Tx) error {
 		return tx.Store(StorePending).Put(js.ValueOf(m.ID), encodePending(m, madeAt)).Err()
 	})
+}
+
+// browserID is this browser's random id, made once and kept in StoreMeta
+// (a get and, when absent, an add in one transaction: two tabs making it
+// at once keep the first).
+func (c *Conn) browserID(ctx context.Context) (string, error) {
+	fresh := channel.NewID()
+	var got js.Value
+	err := c.write(ctx, []string{StoreMeta}, func(tx *raw.Tx) error {
+		st := tx.Store(StoreMeta)
+		v, err := st.Get(js.ValueOf(metaBrowser)).Await(ctx)
+		if err != nil {
+			return err
+		}
+		if s, ok := jsString(v, maxField); ok && s != "" {
+			got = v
+			return nil
+		}
+		got = js.ValueOf(fresh)
+		return st.Put(js.ValueOf(metaBrowser), got).Err()
+	})
+	if err != nil {
+		return "", err
+	}
+	return got.String(), nil
+}
+
+// ServerResource is the resource this browser's leaders fence at the
+// server (Config.FencePath; see the package's ServerResource).
+func (c *Conn) ServerResource(ctx context.Context) (string, error) {
+	id, err := c.browserID(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ServerResource(c.cfg.Scope, c.cfg.Protocol, id)
 }
 
 // setOfflineRow stores the browser-wide offline switch (any tab).
