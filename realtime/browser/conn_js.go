@@ -71,7 +71,7 @@ type Stats struct {
 	// DroppedMutations counts other tabs' mutations dropped because
 	// MaxPending were pending already (a flood of new ids).
 	DroppedMutations uint64
-	Channel     channel.Stats
+	Channel          channel.Stats
 }
 
 // Record is one replica record as Read returns it.

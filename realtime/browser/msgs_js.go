@@ -256,8 +256,8 @@ func (c *Conn) onMutation(p js.Value) bool {
 
 // dialSocket opens the page's WebSocket at the URL url returns now; an
 // upgrade refused with 401 is realtime.ErrUnauthorized.
-func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socket, error) {
-	u, err := url()
+func dialSocket(ctx context.Context, url func(context.Context) (string, error)) (realtime.Socket, error) {
+	u, err := url(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -13,7 +14,7 @@ import (
 )
 
 func goodConfig() Config {
-	return Config{Scope: "ws1", URL: func() (string, error) { return "/rt", nil }, Stores: []string{"issues"}}
+	return Config{Scope: "ws1", URL: func(context.Context) (string, error) { return "/rt", nil }, Stores: []string{"issues"}}
 }
 
 // The lock, the channel, the database and the fenced resource carry the

@@ -5,9 +5,12 @@ package browser_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"syscall/js"
 	"testing"
+	"time"
 
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/realtime/browser"
 )
 
@@ -18,7 +21,7 @@ func TestConnTicketNeverOnTheChannel(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config()
 	ws := "ws" + strings.TrimPrefix(f.base, "http") + "/rt?ticket=secret" + runID // no user: refused with 401
-	cfg.URL = func() (string, error) { return ws, nil }
+	cfg.URL = func(context.Context) (string, error) { return ws, nil }
 	names, err := cfg.Names()
 	if err != nil {
 		t.Fatal(err)
@@ -65,5 +68,31 @@ func TestConnTicketNeverOnTheChannel(t *testing.T) {
 	}
 	if statuses == 0 {
 		t.Fatalf("no status heard on the channel (%d messages)", seen.Length())
+	}
+}
+
+// A url() that never answers by itself ends with each dial (its context):
+// the leader dials again, and no call is left waiting per dial.
+func TestConnHangingURLEndsWithTheDial(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config()
+	var calls, waiting atomic.Int64
+	cfg.URL = func(ctx context.Context) (string, error) {
+		calls.Add(1)
+		waiting.Add(1)
+		defer waiting.Add(-1)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	cfg.Leader.PongTimeout = 100 * time.Millisecond
+	cfg.Leader.Backoff = &outbox.Backoff{Base: 10 * time.Millisecond, Cap: 20 * time.Millisecond}
+	c, err := browser.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	waitFor(t, "three dials", func() bool { return calls.Load() >= 3 })
+	if n := waiting.Load(); n > 1 {
+		t.Fatalf("%d url() calls still waiting after %d dials", n, calls.Load())
 	}
 }

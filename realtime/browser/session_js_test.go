@@ -26,7 +26,7 @@ func TestConnUnauthorizedRetriesWhenAsked(t *testing.T) {
 	var signedIn atomic.Bool
 	cfg := f.config()
 	good := "ws" + strings.TrimPrefix(f.base, "http") + "/rt?user=" + f.user
-	cfg.URL = func() (string, error) {
+	cfg.URL = func(context.Context) (string, error) {
 		if signedIn.Load() {
 			return good, nil
 		}
