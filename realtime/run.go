@@ -2,6 +2,7 @@ package realtime
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/tabfence/tabfence/internal/deadline"
@@ -47,9 +48,10 @@ type Driver struct {
 	events chan func(now time.Time) []Action
 	socket Socket
 	gen    uint64
-	batch  []Action // app actions not handed over yet
-	failed bool     // set by AppFailed during the app's callback
-	held   uint64   // the replica's version once the app performed every batch so far
+	batch  []Action      // app actions not handed over yet
+	failed bool          // set by AppFailed during the app's callback
+	held   uint64        // the replica's version once the app performed every batch so far
+	ran    chan struct{} // closed when Run returned
 }
 
 // maxDrain bounds the events one batch gathers, so timers still run.
@@ -75,7 +77,7 @@ func NewBatchDriver(l *Leader, dial Dialer, clock Clock, app func([]Action)) *Dr
 	if clock == nil {
 		clock = WallClock
 	}
-	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64), held: l.version}
+	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64), held: l.version, ran: make(chan struct{})}
 }
 
 // Run drives the leader until ctx ends, then closes the socket.
@@ -84,6 +86,7 @@ func (d *Driver) Run(ctx context.Context) {
 		if d.socket != nil {
 			d.socket.Close("leader stopped")
 		}
+		close(d.ran)
 	}()
 	d.perform(ctx, d.leader.Start(d.clock.Now()))
 	for {
@@ -209,11 +212,21 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 	}
 }
 
+// dialSocket dials and hands the socket to the driver's goroutine. A
+// socket that opens as the driver stops (its post never runs: ctx ended,
+// or it was queued after Run returned) is closed here, so none outlives
+// the driver.
 func (d *Driver) dialSocket(ctx context.Context, gen uint64) {
 	dctx, cancel := deadline.WithTimeout(ctx, d.leader.cfg.PongTimeout)
 	s, err := d.dial(dctx)
 	cancel()
+	var claim atomic.Bool // whoever claims first owns s: the driver or this cleanup
+	ran := make(chan struct{})
 	d.post(ctx, func(now time.Time) []Action {
+		defer close(ran)
+		if !claim.CompareAndSwap(false, true) {
+			return nil
+		}
 		if err == nil && gen != d.leader.gen {
 			s.Close("superseded") // the machine gave up on this dial
 			return nil
@@ -224,6 +237,16 @@ func (d *Driver) dialSocket(ctx context.Context, gen uint64) {
 		}
 		return d.leader.Dialed(now, gen, err)
 	})
+	if err != nil {
+		return
+	}
+	select {
+	case <-ran:
+	case <-d.ran:
+		if claim.CompareAndSwap(false, true) {
+			s.Close("leader stopped")
+		}
+	}
 }
 
 func (d *Driver) recvLoop(ctx context.Context, s Socket, gen uint64) {

@@ -949,9 +949,13 @@ export interface ConnectionOptions {
   /** The user the replica belongs to; the server refuses another user's credentials. */
   user?: string;
   /**
-   * Reserved for a server fencing token on the leader's mutations (POST
-   * fencePath + resource): not used yet. Mutations are sent unfenced (the
-   * server applies each id once); the replica's writes are fenced in IndexedDB.
+   * Where the leader gets a server fencing token, once per term, before it
+   * dials (POST fencePath + the URL-encoded resource, with the page's
+   * cookies; the answer is {"token":N}, e.g. the receiver's FenceHandler).
+   * The resource names this browser (a random id kept in its database), so
+   * another browser of the same user never deposes this one; a later leader
+   * of this browser makes a deposed one's mutations stale. Without it,
+   * mutations are sent unfenced (the server still applies each id once).
    */
   fencePath?: string;
   /**

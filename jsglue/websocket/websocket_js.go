@@ -27,16 +27,23 @@ var ErrClosed = errors.New("websocket: closed")
 // ErrOverrun: the receive queue was full; the socket was closed.
 var ErrOverrun = errors.New("websocket: receive queue full")
 
+// ErrInvalidURL: the URL (or a subprotocol) was refused before any dial.
+// Its text never repeats the URL, which may hold a ticket.
+var ErrInvalidURL = errors.New("websocket: invalid URL or subprotocol")
+
 // DialError is a dial that failed before the socket opened. Status is the
 // HTTP status of a plain request to the same URL (the browser hides the
-// upgrade's), 0 when that probe got no answer.
+// upgrade's), 0 when that probe got no answer. Error names only Where (the
+// origin and path): the full URL, kept for Go code, may carry a secret
+// (?ticket=...) that must not reach a log or a channel.
 type DialError struct {
-	URL    string
+	URL    string // as given to Dial; never in Error()
+	Where  string // origin + path
 	Status int
 }
 
 func (e *DialError) Error() string {
-	return "websocket: dial " + e.URL + " failed (HTTP " + strconv.Itoa(e.Status) + ")"
+	return "websocket: dial " + e.Where + " failed (HTTP " + strconv.Itoa(e.Status) + ")"
 }
 
 // CloseError is how Recv reports the end of a socket: the close event's
@@ -75,7 +82,7 @@ type Conn struct {
 // http pages, wss for https) with the given subprotocols, and waits for it
 // to open or fail.
 func Dial(ctx context.Context, url string, protocols []string) (*Conn, error) {
-	wsURL, httpURL, err := resolve(url)
+	wsURL, httpURL, where, err := resolve(url)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +92,7 @@ func Dial(ctx context.Context, url string, protocols []string) (*Conn, error) {
 	}
 	ws, err := jsglue.Try(func() js.Value { return js.Global().Get("WebSocket").New(wsURL, protos) })
 	if err != nil {
-		return nil, err
+		return nil, ErrInvalidURL // the browser's SyntaxError quotes the URL
 	}
 	ws.Set("binaryType", "arraybuffer")
 	c := &Conn{ws: ws, max: DefaultQueue, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -100,7 +107,7 @@ func Dial(ctx context.Context, url string, protocols []string) (*Conn, error) {
 	case <-opened:
 		return c, nil
 	case <-c.done:
-		return nil, &DialError{URL: url, Status: probe(ctx, httpURL)}
+		return nil, &DialError{URL: url, Where: where, Status: probe(ctx, httpURL)}
 	case <-ctx.Done():
 		c.Close("dial cancelled")
 		return nil, ctx.Err()
@@ -108,8 +115,8 @@ func Dial(ctx context.Context, url string, protocols []string) (*Conn, error) {
 }
 
 // resolve makes url absolute against the page, for the socket and for the
-// status probe.
-func resolve(url string) (wsURL, httpURL string, err error) {
+// status probe; where is its origin and path, for errors.
+func resolve(url string) (wsURL, httpURL, where string, err error) {
 	base := js.Global().Get("location")
 	u, err := jsglue.Try(func() js.Value {
 		if base.IsUndefined() {
@@ -118,7 +125,7 @@ func resolve(url string) (wsURL, httpURL string, err error) {
 		return js.Global().Get("URL").New(url, base.Get("href"))
 	})
 	if err != nil {
-		return "", "", err
+		return "", "", "", ErrInvalidURL // the TypeError quotes the URL
 	}
 	switch u.Get("protocol").String() {
 	case "http:", "ws:":
@@ -130,9 +137,9 @@ func resolve(url string) (wsURL, httpURL string, err error) {
 		wsURL = u.Get("href").String()
 		u.Set("protocol", "https:")
 	default:
-		return "", "", errors.New("websocket: unsupported URL scheme " + u.Get("protocol").String())
+		return "", "", "", errors.Join(ErrInvalidURL, errors.New("websocket: unsupported URL scheme "+u.Get("protocol").String()))
 	}
-	return wsURL, u.Get("href").String(), nil
+	return wsURL, u.Get("href").String(), u.Get("origin").String() + u.Get("pathname").String(), nil
 }
 
 // probe asks url over HTTP, with the page's credentials, for the status

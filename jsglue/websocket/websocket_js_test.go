@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,24 @@ func TestSocketDialStatus(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	waitFor(t, "callbacks released", func() bool { return jsglue.LiveCallbacks() == live })
+}
+
+// A dial error names the origin and path, never the query (a ticket); a
+// URL the browser refuses (here a fragment) is ErrInvalidURL without the URL.
+func TestSocketDialErrorHidesTheQuery(t *testing.T) {
+	base := server(t)
+	_, err := websocket.Dial(context.Background(), base+"/private?ticket=secret", nil)
+	var de *websocket.DialError
+	if !errors.As(err, &de) || de.Status != 401 {
+		t.Fatalf("%v", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "secret") || !strings.Contains(msg, "/private") {
+		t.Fatalf("dial error text: %q", msg)
+	}
+	_, err = websocket.Dial(context.Background(), base+"/private?ticket=secret#frag", nil)
+	if !errors.Is(err, websocket.ErrInvalidURL) || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("invalid URL: %v", err)
+	}
 }
 
 // A reader that does not keep up is disconnected, counted, and never holds

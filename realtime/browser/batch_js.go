@@ -56,7 +56,7 @@ func (lr *leaderRun) failed(err error) bool {
 		return false
 	} else if err != nil {
 		lr.mu.Lock()
-		lr.lastErr = err.Error()
+		lr.lastErr = errorWords(err)
 		lr.mu.Unlock()
 	}
 	return err != nil && !errors.Is(err, ErrChanges)

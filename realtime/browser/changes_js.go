@@ -38,18 +38,20 @@ func checkChanges(v js.Value, stores []string) ([]change, error) {
 	out := make([]change, 0, n)
 	for i := 0; i < n; i++ {
 		e := v.Index(i)
-		if e.Type() != js.TypeObject {
+		if typeOf(e) != js.TypeObject {
 			return nil, joinWhy(ErrChanges, "a change is not an object")
 		}
 		st, k, del, val := e.Get("store"), e.Get("key"), e.Get("deleted"), e.Get("value")
-		if st.Type() != js.TypeString || k.Type() != js.TypeString {
+		store, ok1 := jsString(st, maxField)
+		key, ok2 := jsString(k, MaxKey)
+		if !ok1 || !ok2 {
 			return nil, joinWhy(ErrChanges, "a change's store and key are strings")
 		}
-		deleted := del.Type() == js.TypeBoolean && del.Bool()
+		deleted := typeOf(del) == js.TypeBoolean && del.Bool()
 		if !del.IsUndefined() && !deleted {
 			return nil, joinWhy(ErrChanges, "deleted is true or absent")
 		}
-		c := change{store: st.String(), key: k.String(), deleted: deleted, value: val}
+		c := change{store: store, key: key, deleted: deleted, value: val}
 		if err := checkChange(stores, c.store, c.key, !val.IsUndefined(), deleted); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -17,9 +18,10 @@ type Config struct {
 	Protocol int
 	// URL returns the WebSocket URL (ws: or wss:, or a path resolved
 	// against the page) at each dial: a function, so an app can fetch a
-	// short-lived ticket for it. Browsers send cookies with the upgrade
-	// but no custom header.
-	URL func() (string, error)
+	// short-lived ticket for it. It gets the dial's context (it ends with
+	// the dial's timeout or the leadership): return when it ends. Browsers
+	// send cookies with the upgrade but no custom header.
+	URL func(ctx context.Context) (string, error)
 	// Stores are the replica's object stores (out-of-line string keys);
 	// SchemaVersion is their schema's version (default 1): a newer build
 	// with a higher one upgrades the database, which every older tab's
@@ -31,8 +33,9 @@ type Config struct {
 	// closes a connection whose credentials are another user's).
 	User string
 	// FencePath, when set, is where the leader gets a server fencing token
-	// for its mutations (POST FencePath+resource, as the outbox does; the
-	// answer is {"token":N}), once per term, before it first dials: a
+	// for its mutations (POST FencePath+resource, the resource URL-encoded
+	// and per browser, see ServerResource; the answer is {"token":N}),
+	// once per term, before it first dials: a
 	// later leader's token makes a deposed one's mutations stale at the
 	// server. Without it mutations are unfenced (the server still applies
 	// an id once).

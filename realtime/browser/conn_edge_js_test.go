@@ -26,7 +26,7 @@ func TestConnOutdated(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config()
 	ws := "ws" + strings.TrimPrefix(f.base, "http") + "/rt-old?user=" + f.user
-	cfg.URL = func() (string, error) { return ws, nil }
+	cfg.URL = func(context.Context) (string, error) { return ws, nil }
 	cfg.Leader.Backoff = &outbox.Backoff{Base: 5 * time.Millisecond, Cap: 10 * time.Millisecond}
 	var conns []*browser.Conn
 	for i := 0; i < 2; i++ {

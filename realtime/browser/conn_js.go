@@ -4,7 +4,6 @@ package browser
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"syscall/js"
@@ -34,6 +33,7 @@ type Conn struct {
 	fol     realtime.Follower
 	pend    *realtime.Pending
 	madeAt  map[string]time.Time
+	term    uint64          // this tab's terms as leader (the newest one owns leading, lead, early)
 	leading bool            // this tab won the lock (lead is set once it is ready)
 	lead    *leaderRun      // this tab's leader, while it leads
 	early   []rt.Mutation   // mutations heard while the leader starts
@@ -49,10 +49,11 @@ type Conn struct {
 	reloads listeners[uint64]
 	pendL   listeners[[]PendingMutation]
 	notify  *notifier
-	pageCbs []func()
+	closers []func() // what Open made, torn down by shutdown (last first)
+	shut    bool     // shutdown ran: what is made later is torn down at once
 
 	badMessages, badChanges atomic.Uint64
-	unsub                   func()
+	droppedMutations        atomic.Uint64
 }
 
 // leaderView is what the leader announces of itself.
@@ -69,7 +70,10 @@ type leaderView struct {
 type Stats struct {
 	BadMessages uint64
 	BadChanges  uint64
-	Channel     channel.Stats
+	// DroppedMutations counts other tabs' mutations dropped because
+	// MaxPending were pending already (a flood of new ids).
+	DroppedMutations uint64
+	Channel          channel.Stats
 }
 
 // Record is one replica record as Read returns it.
@@ -92,19 +96,27 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.remote.state = StateConnecting
 	c.notify = &notifier{every: cfg.HiddenNotify, hidden: pageHidden, fire: func() { c.status.call(c.Status()) }}
+	// The database may be deleted while Open waits (dbEvent then ends the
+	// connection): each step registers its teardown, and Open stops at
+	// the first one made after the end.
 	if c.db, err = openDB(ctx, cfg, names.Database, c.dbEvent); err != nil {
 		c.stop()
 		return nil, err
 	}
-	if c.ch, err = channel.Open(names.Lock, channel.Buffered()); err != nil {
-		c.shutdown()
-		return nil, err
+	db := c.db
+	if !c.adopt(func() { _ = db.Close() }) || !c.adopt(c.notify.stop) {
+		return nil, c.failOpen(ErrClosed)
 	}
-	c.unsub = c.ch.Subscribe(c.onMessage)
+	if c.ch, err = channel.Open(names.Lock, channel.Buffered()); err != nil {
+		return nil, c.failOpen(err)
+	}
+	ch := c.ch
+	if !c.adopt(func() { _ = ch.Close() }) || !c.adopt(c.ch.Subscribe(c.onMessage)) {
+		return nil, c.failOpen(ErrClosed)
+	}
 	l, err := c.load(ctx)
 	if err != nil {
-		c.shutdown()
-		return nil, err
+		return nil, c.failOpen(err)
 	}
 	c.fol.Loaded(l.version)
 	c.offline = l.offline
@@ -113,10 +125,11 @@ func Open(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	c.ch.Replay()
 	if err := c.join(); err != nil {
-		c.shutdown()
-		return nil, err
+		return nil, c.failOpen(err)
 	}
-	c.watchPage()
+	if !c.watchPage() {
+		return nil, c.failOpen(ErrClosed)
+	}
 	c.post("rt.status?", js.Global().Get("Object").New())
 	return c, nil
 }
@@ -133,10 +146,42 @@ func (c *Conn) join() error {
 		OnLeader: c.runLeader,
 	})
 	if err != nil {
-		return errors.Join(ErrConfig, err)
+		return join(ErrConfig, err)
 	}
+	c.mu.Lock()
 	c.el = el
+	c.mu.Unlock()
+	if !c.adopt(func() { _ = el.Close() }) {
+		return ErrClosed
+	}
 	return el.Start()
+}
+
+// adopt registers closer for shutdown; once shutdown ran it runs closer at
+// once and reports false.
+func (c *Conn) adopt(closer func()) bool {
+	c.mu.Lock()
+	if !c.shut {
+		c.closers = append(c.closers, closer)
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	closer()
+	return false
+}
+
+// failOpen ends a connection whose Open failed: ErrClosed when it ended
+// meanwhile (the database was deleted or upgraded).
+func (c *Conn) failOpen(err error) error {
+	c.mu.Lock()
+	why := c.closed
+	c.mu.Unlock()
+	c.shutdown()
+	if why != ClosedNot {
+		return joinWhy(ErrClosed, string(why)+" while opening")
+	}
+	return err
 }
 
 // dbEvent hears another tab delete the database (a sign-out), a newer
@@ -169,24 +214,13 @@ func (c *Conn) end(why Closed) {
 
 func (c *Conn) shutdown() {
 	c.stop()
-	if c.el != nil {
-		_ = c.el.Close()
-	}
-	if c.unsub != nil {
-		c.unsub()
-	}
-	if c.ch != nil {
-		_ = c.ch.Close()
-	}
-	for _, f := range c.pageCbs {
-		f()
-	}
-	c.pageCbs = nil
-	if c.notify != nil {
-		c.notify.stop()
-	}
-	if c.db != nil {
-		_ = c.db.Close()
+	c.mu.Lock()
+	c.shut = true
+	closers := c.closers
+	c.closers = nil
+	c.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
 	}
 }
 
@@ -195,7 +229,8 @@ func (c *Conn) Names() Names { return c.names }
 
 // Stats are c's counters of dropped input.
 func (c *Conn) Stats() Stats {
-	return Stats{BadMessages: c.badMessages.Load(), BadChanges: c.badChanges.Load(), Channel: c.ch.Stats()}
+	return Stats{BadMessages: c.badMessages.Load(), BadChanges: c.badChanges.Load(),
+		DroppedMutations: c.droppedMutations.Load(), Channel: c.ch.Stats()}
 }
 
 // Status is this tab's view of the connection.
@@ -281,7 +316,9 @@ func (c *Conn) settle(id string, o realtime.Outcome) {
 }
 
 func (c *Conn) changedPending() {
-	c.pendL.call(c.pendingList())
+	if c.pendL.any() { // the list costs O(pending): only for a listener
+		c.pendL.call(c.pendingList())
+	}
 	c.notify.kick()
 }
 
@@ -300,7 +337,7 @@ func (c *Conn) Mutate(ctx context.Context, m Mutation) (rt.Ack, error) {
 	}
 	wm := m.wire()
 	if err := checkMutation(wm); err != nil {
-		return rt.Ack{}, errors.Join(ErrInvalid, err)
+		return rt.Ack{}, join(ErrInvalid, err)
 	}
 	now := time.Now()
 	if err := c.storePending(ctx, wm, now); err != nil {
@@ -396,9 +433,12 @@ func (c *Conn) SignOut(ctx context.Context) error {
 // leads and connects).
 func (c *Conn) Close(ctx context.Context) error {
 	c.end(ClosedByApp)
-	if c.el != nil {
+	c.mu.Lock()
+	el := c.el
+	c.mu.Unlock()
+	if el != nil {
 		select {
-		case <-c.el.Done():
+		case <-el.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -412,18 +452,20 @@ func pageHidden() bool {
 	return d.Type() == js.TypeObject && d.Get("hidden").Truthy()
 }
 
-// watchPage passes the page's online and visible events to the leader.
-func (c *Conn) watchPage() {
+// watchPage passes the page's online and visible events to the leader;
+// false when the connection ended meanwhile (the listeners are removed).
+func (c *Conn) watchPage() bool {
+	ok := true
 	listen := func(target js.Value, event string, fn func()) {
 		if target.Type() != js.TypeObject {
 			return
 		}
 		cb := jsglue.NewCallback(func(js.Value, []js.Value) any { go fn(); return nil })
 		target.Call("addEventListener", event, cb.Value)
-		c.pageCbs = append(c.pageCbs, func() {
+		ok = c.adopt(func() {
 			target.Call("removeEventListener", event, cb.Value)
 			cb.Release()
-		})
+		}) && ok
 	}
 	listen(js.Global(), "online", func() { c.toLeader(func(d *realtime.Driver) { d.Online(c.ctx) }) })
 	listen(js.Global().Get("document"), "visibilitychange", func() {
@@ -432,6 +474,7 @@ func (c *Conn) watchPage() {
 			c.notify.kick()
 		}
 	})
+	return ok
 }
 
 func (c *Conn) toLeader(fn func(*realtime.Driver)) {

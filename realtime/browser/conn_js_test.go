@@ -49,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) config() browser.Config {
 	ws := "ws" + strings.TrimPrefix(f.base, "http") + "/rt?user=" + f.user
-	return browser.Config{Scope: f.scope, URL: func() (string, error) { return ws, nil }, Stores: []string{"items"}}
+	return browser.Config{Scope: f.scope, URL: func(context.Context) (string, error) { return ws, nil }, Stores: []string{"items"}}
 }
 
 func (f *fixture) open(n int) []*browser.Conn {

@@ -24,7 +24,11 @@ func serverToken(ctx context.Context, fencePath, resource string) (uint64, error
 	opts := js.Global().Get("Object").New()
 	opts.Set("method", "POST")
 	opts.Set("credentials", "include")
-	p, err := jsglue.Call(js.Global(), "fetch", fencePath+resource, opts)
+	seg, err := jsglue.Invoke(js.Global().Get("encodeURIComponent"), resource)
+	if err != nil {
+		return 0, join(ErrFence, err)
+	}
+	p, err := jsglue.Call(js.Global(), "fetch", fencePath+seg.String(), opts)
 	if err != nil {
 		return 0, join(ErrFence, err)
 	}

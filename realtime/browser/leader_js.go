@@ -32,18 +32,25 @@ type leaderRun struct {
 	offline bool
 	lastErr string
 
-	srvToken uint64 // the server's fencing token for this term (FencePath)
+	srvToken    uint64 // the server's fencing token for this term (FencePath)
+	srvResource string // this browser's resource at the server (ServerResource)
 }
 
 // runLeader is OnLeader: it restores the pending store, starts the driver
 // (unless offline) and runs until the leadership ends.
 func (c *Conn) runLeader(l *locks.Leadership) {
 	c.mu.Lock()
+	c.term++
+	term := c.term
 	c.leading = true
 	c.mu.Unlock()
 	defer func() {
+		// This tab may already lead again (a quick re-win while this term
+		// stopped its driver): only this term's state is cleared.
 		c.mu.Lock()
-		c.leading, c.lead, c.early = false, nil, nil
+		if c.term == term {
+			c.leading, c.lead, c.early = false, nil, nil
+		}
 		c.mu.Unlock()
 		c.notify.kick()
 	}()
@@ -218,7 +225,7 @@ func (lr *leaderRun) dial(ctx context.Context) (realtime.Socket, error) {
 	s, err := lr.dialFenced(ctx)
 	lr.mu.Lock()
 	if err != nil {
-		lr.lastErr = err.Error()
+		lr.lastErr = errorWords(err)
 	}
 	lr.mu.Unlock()
 	return s, err
@@ -227,25 +234,32 @@ func (lr *leaderRun) dial(ctx context.Context) (realtime.Socket, error) {
 func (lr *leaderRun) dialFenced(ctx context.Context) (realtime.Socket, error) {
 	cfg := lr.c.cfg
 	lr.mu.Lock()
-	tok := lr.srvToken
+	tok, res := lr.srvToken, lr.srvResource
 	lr.mu.Unlock()
 	if cfg.FencePath != "" && tok == 0 {
-		t, err := serverToken(ctx, cfg.FencePath, lr.l.Resource)
+		id, err := lr.c.browserID(ctx)
+		if err != nil {
+			return nil, join(ErrFence, err)
+		}
+		if res, err = ServerResource(cfg.Scope, cfg.Protocol, id); err != nil {
+			return nil, join(ErrFence, err)
+		}
+		t, err := serverToken(ctx, cfg.FencePath, res)
 		if err != nil {
 			return nil, err
 		}
 		lr.mu.Lock()
 		if lr.srvToken == 0 {
-			lr.srvToken = t
+			lr.srvToken, lr.srvResource = t, res
 		}
-		tok = lr.srvToken
+		tok, res = lr.srvToken, lr.srvResource
 		lr.mu.Unlock()
 	}
 	s, err := dialSocket(ctx, cfg.URL)
 	if err != nil || cfg.FencePath == "" {
 		return s, err
 	}
-	return fencedSocket{Socket: s, resource: lr.l.Resource, token: tok}, nil
+	return fencedSocket{Socket: s, resource: res, token: tok}, nil
 }
 
 // app performs a reset or a state change, on the driver's goroutine

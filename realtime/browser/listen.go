@@ -37,6 +37,14 @@ func (l *listeners[T]) add(fn func(T)) (unsubscribe func()) {
 	}
 }
 
+// any reports whether a listener is subscribed (so a caller can skip
+// building what nobody reads).
+func (l *listeners[T]) any() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ids) > 0
+}
+
 func (l *listeners[T]) call(v T) {
 	l.mu.Lock()
 	fns := make([]func(T), 0, len(l.ids))

@@ -48,7 +48,7 @@ func (c *Conn) onMessage(m channel.Message) {
 		ok = c.onMutation(m.Payload)
 	case m.Kind == "rt.offline":
 		v := m.Payload
-		ok = v.Type() == js.TypeObject && v.Get("offline").Type() == js.TypeBoolean
+		ok = typeOf(v) == js.TypeObject && typeOf(v.Get("offline")) == js.TypeBoolean
 		if ok {
 			c.applyOffline(v.Get("offline").Bool())
 		}
@@ -69,9 +69,18 @@ func (c *Conn) toLead(fn func(*leaderRun)) {
 	}
 }
 
+// typeOf is v's type, or an impossible type for a BigInt (whose Type
+// panics): values from the channel or a stored record may be anything.
+func typeOf(v js.Value) js.Type {
+	if t, ok := jsglue.TypeOf(v); ok {
+		return t
+	}
+	return js.Type(-1)
+}
+
 func number(v js.Value, k string) (uint64, bool) {
 	f := v.Get(k)
-	if f.Type() != js.TypeNumber {
+	if typeOf(f) != js.TypeNumber {
 		return 0, false
 	}
 	x := f.Float()
@@ -84,15 +93,22 @@ func number(v js.Value, k string) (uint64, bool) {
 // onDelta applies a follower's rule: apply in order, ignore a duplicate,
 // reload on a gap (IndexedDB holds at least what was announced).
 func (c *Conn) onDelta(p js.Value) bool {
-	if p.Type() != js.TypeObject || p.Get("changes").Type() != js.TypeString {
+	if typeOf(p) != js.TypeObject {
 		return false
 	}
+	changes, ok := jsString(p.Get("changes"), rt.MaxMessage)
 	v, ok1 := number(p, "version")
 	prev, ok2 := number(p, "prev")
-	if !ok1 || !ok2 || v <= prev {
+	if !ok || !ok1 || !ok2 || v <= prev {
 		return false
 	}
-	d := rt.Delta{Version: v, Prev: prev, Changes: []byte(p.Get("changes").String())}
+	// The same rule the leader applied to the server's delta: a follower's
+	// app never sees changes the replica would not hold.
+	if _, err := parseChanges([]byte(changes), c.cfg.Stores); err != nil {
+		c.badChanges.Add(1)
+		return false
+	}
+	d := rt.Delta{Version: v, Prev: prev, Changes: []byte(changes)}
 	c.mu.Lock()
 	verdict := c.fol.Offer(d)
 	c.mu.Unlock()
@@ -208,19 +224,22 @@ func encodeOutcome(id string, o realtime.Outcome) js.Value {
 // decodeOutcome reads an rt.settled payload, validated with the wire's
 // rules (the same Decode the socket's messages pass).
 func decodeOutcome(p js.Value) (string, realtime.Outcome, bool) {
-	if p.Type() != js.TypeObject || p.Get("id").Type() != js.TypeString {
+	if typeOf(p) != js.TypeObject {
 		return "", realtime.Outcome{}, false
 	}
-	id := p.Get("id").String()
+	id, ok := jsString(p.Get("id"), maxField)
+	if !ok {
+		return "", realtime.Outcome{}, false
+	}
 	str := func(v js.Value, k string) string {
 		s, _ := jsString(v.Get(k), rt.MaxMessage/4)
 		return s
 	}
 	var m rt.Message
-	if a := p.Get("ack"); a.Type() == js.TypeObject {
+	if a := p.Get("ack"); typeOf(a) == js.TypeObject {
 		st, _ := number(a, "status")
 		m = rt.Ack{ID: id, Status: st, Replayed: a.Get("replayed").Truthy(), Result: []byte(str(a, "result"))}
-	} else if r := p.Get("reject"); r.Type() == js.TypeObject {
+	} else if r := p.Get("reject"); typeOf(r) == js.TypeObject {
 		st, _ := number(r, "status")
 		m = rt.Reject{ID: id, Problem: rt.Problem{Type: str(r, "type"), Title: str(r, "title"), Detail: str(r, "detail"), Status: st}}
 	} else {
@@ -249,7 +268,7 @@ func (c *Conn) onSettled(p js.Value) bool {
 
 func (c *Conn) onStatus(m channel.Message) bool {
 	p := m.Payload
-	if p.Type() != js.TypeObject {
+	if typeOf(p) != js.TypeObject {
 		return false
 	}
 	lastErr, ok1 := jsString(p.Get("lastError"), 1024)
@@ -282,6 +301,13 @@ func (c *Conn) onMutation(p js.Value) bool {
 		return false
 	}
 	m := pm.Mutation.wire()
+	c.mu.Lock()
+	full := c.pend.Len() >= MaxPending && !c.pend.Has(m.ID)
+	c.mu.Unlock()
+	if full { // a flood of new ids: dropped (counted), never sent
+		c.droppedMutations.Add(1)
+		return true
+	}
 	c.addPending(m, pm.MadeAt)
 	c.mu.Lock()
 	lr := c.lead
@@ -297,8 +323,8 @@ func (c *Conn) onMutation(p js.Value) bool {
 
 // dialSocket opens the page's WebSocket at the URL url returns now; an
 // upgrade refused with 401 is realtime.ErrUnauthorized.
-func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socket, error) {
-	u, err := url()
+func dialSocket(ctx context.Context, url func(context.Context) (string, error)) (realtime.Socket, error) {
+	u, err := url(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -310,6 +336,30 @@ func dialSocket(ctx context.Context, url func() (string, error)) (realtime.Socke
 		return nil, err
 	}
 	return s, nil
+}
+
+// errorWords is what the status says of a connection error: its category
+// in words, never the error's text (a URL in it may carry a ticket, and
+// the leader's status is posted on the channel).
+func errorWords(err error) string {
+	var de *websocket.DialError
+	switch {
+	case errors.Is(err, realtime.ErrUnauthorized):
+		return "not signed in (the server answered HTTP 401)"
+	case errors.As(err, &de) && de.Status == 0:
+		return "cannot reach the server"
+	case errors.As(err, &de):
+		return "the server refused the connection (HTTP " + strconv.Itoa(de.Status) + ")"
+	case errors.Is(err, websocket.ErrInvalidURL):
+		return "the connection's URL is invalid"
+	case errors.Is(err, ErrFence):
+		return "the server gave no fencing token"
+	case errors.Is(err, ErrChanges):
+		return "the server sent changes that do not fit the replica"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the server did not answer in time"
+	}
+	return "connection error"
 }
 
 // fetchSnapshot GETs the replica's snapshot: {"version":N,"changes":[...]}.
@@ -342,9 +392,18 @@ func fetchSnapshot(ctx context.Context, url string, stores []string) ([]change, 
 	return checkChanges(body.Get("changes"), stores)
 }
 
-// jsString is v's string when v is a string of at most max bytes.
+var jsObject = js.Global().Get("Object")
+
+// maxField bounds the strings of a channel message or pending record
+// (ids, ops, entities) as checkMutation's caller reads them.
+const maxField = 1024
+
+// jsString is v's string when v is a string of at most max bytes. The
+// length (UTF-16 units, at most the UTF-8 bytes) is checked before the
+// string is copied into Go's memory.
 func jsString(v js.Value, max int) (string, bool) {
-	if v.Type() != js.TypeString {
+	// Length is for objects: the string is wrapped (Object(s), no copy).
+	if typeOf(v) != js.TypeString || jsObject.Invoke(v).Get("length").Int() > max {
 		return "", false
 	}
 	s := v.String()

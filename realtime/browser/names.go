@@ -27,7 +27,33 @@ const (
 const (
 	metaVersion = "version"
 	metaOffline = "offline"
+	metaBrowser = "browser" // this browser's random id, for the server fence
 )
+
+// ServerResource is the resource a browser's leaders fence at the server
+// (FencePath): the server keys its fence by user and resource, so the
+// resource names this browser (its random id) as well as the scope and
+// protocol: two browsers of one user never fence each other, two leaders
+// of one browser do. Bytes the receiver's resource rule refuses are
+// escaped (".xx", and '.' itself), so any scope gives a valid resource.
+func ServerResource(scope string, protocol int, browserID string) (string, error) {
+	const hex = "0123456789abcdef"
+	b := []byte("tabfence:rt:" + browserID + ":")
+	for i := 0; i < len(scope); i++ {
+		c := scope[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+			b = append(b, c)
+		default:
+			b = append(b, '.', hex[c>>4], hex[c&15])
+		}
+	}
+	r := string(b) + ":v" + strconv.Itoa(protocol)
+	if !wire.ValidResource(r) {
+		return "", joinWhy(ErrConfig, "scope too long for a server resource")
+	}
+	return r, nil
+}
 
 // DefaultHiddenNotify is Config.HiddenNotify's default.
 const DefaultHiddenNotify = time.Second
@@ -200,6 +226,10 @@ func checkChange(stores []string, store, key string, hasValue, deleted bool) err
 const MaxKey = 1024
 
 const MaxChanges = 100000
+
+// MaxPending bounds the pending mutations a tab lists: another tab's
+// mutation past it is dropped and counted (Stats.DroppedMutations).
+const MaxPending = 10000
 
 // stateOf is the state every tab shows for the leader's machine state and
 // the browser's offline switch.

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -15,7 +16,7 @@ import (
 )
 
 func goodConfig() Config {
-	return Config{Scope: "ws1", URL: func() (string, error) { return "/rt", nil }, Stores: []string{"issues"}}
+	return Config{Scope: "ws1", URL: func(context.Context) (string, error) { return "/rt", nil }, Stores: []string{"issues"}}
 }
 
 // The lock, the channel, the database and the fenced resource carry the
@@ -221,5 +222,20 @@ func TestLongScope(t *testing.T) {
 	}
 	if MaxScope(1) < 100 {
 		t.Fatalf("MaxScope(1) = %d: scopes of a UUID or two must fit", MaxScope(1))
+	}
+}
+
+func TestServerResource(t *testing.T) {
+	a, err := ServerResource("ws 1#a?b.c", 1, "b1")
+	if err != nil || !wire.ValidResource(a) || a != "tabfence:rt:b1:ws.201.23a.3fb.2ec:v1" {
+		t.Fatalf("%q %v", a, err)
+	}
+	b, _ := ServerResource("ws 1#a?b.c", 1, "b2")
+	c, _ := ServerResource("ws 1#a?b.c", 2, "b1")
+	if a == b || a == c {
+		t.Fatal("two browsers or protocols share a server resource")
+	}
+	if _, err := ServerResource(strings.Repeat("#", 1000), 1, "b1"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("too long: %v", err)
 	}
 }

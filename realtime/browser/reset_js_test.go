@@ -21,7 +21,7 @@ func (f *fixture) openSwitchable(n int, snapshot string) ([]*browser.Conn, func(
 	user := f.user
 	cfg := f.config()
 	cfg.Snapshot = snapshot
-	cfg.URL = func() (string, error) {
+	cfg.URL = func(context.Context) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return "ws" + strings.TrimPrefix(f.base, "http") + "/rt?user=" + user, nil

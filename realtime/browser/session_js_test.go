@@ -26,7 +26,7 @@ func TestConnUnauthorizedRetriesWhenAsked(t *testing.T) {
 	var signedIn atomic.Bool
 	cfg := f.config()
 	good := "ws" + strings.TrimPrefix(f.base, "http") + "/rt?user=" + f.user
-	cfg.URL = func() (string, error) {
+	cfg.URL = func(context.Context) (string, error) {
 		if signedIn.Load() {
 			return good, nil
 		}
@@ -95,24 +95,13 @@ func TestConnFencedMutations(t *testing.T) {
 	if _, err := c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"a"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	// A newer leader somewhere took a token for the same resource and
+	// A newer leader of this browser took a token for its resource and
 	// wrote with it.
-	opts := js.Global().Get("Object").New()
-	opts.Set("method", "POST")
-	p, _ := jsglue.Call(js.Global(), "fetch", cfg.FencePath+c.Names().Resource, opts)
-	resp, err := jsglue.Await(ctx, p)
-	if err != nil || resp.Get("status").Int() != 200 {
-		t.Fatalf("fence: %v", err)
-	}
-	jp, _ := jsglue.Call(resp, "json")
-	body, err := jsglue.Await(ctx, jp)
+	res, err := c.ServerResource(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := strconv.Itoa(body.Get("token").Int())
-	if st := f.ctl("POST", "/ctl/fenced?resource="+c.Names().Resource+"&token="+tok, ""); st != "201" {
-		t.Fatalf("the newer leader's write: %s", st)
-	}
+	f.fenceAndWrite(ctx, cfg.FencePath, res)
 	_, err = c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"b"}`)})
 	var rej *browser.RejectError
 	if !errors.As(err, &rej) {
@@ -201,5 +190,63 @@ func TestConnResetFromSnapshot(t *testing.T) {
 	recs, err := c.Read(context.Background(), "items")
 	if err != nil || len(recs) != 1 || recs[0].Key != "snap" {
 		t.Fatalf("replica after reset: %v %v", recs, err)
+	}
+}
+
+// fenceAndWrite is another leader taking the next server token for
+// resource and writing with it.
+func (f *fixture) fenceAndWrite(ctx context.Context, fencePath, resource string) {
+	f.t.Helper()
+	opts := js.Global().Get("Object").New()
+	opts.Set("method", "POST")
+	seg := js.Global().Call("encodeURIComponent", resource).String()
+	p, _ := jsglue.Call(js.Global(), "fetch", fencePath+seg, opts)
+	resp, err := jsglue.Await(ctx, p)
+	if err != nil || resp.Get("status").Int() != 200 {
+		f.t.Fatalf("fence: %v", err)
+	}
+	jp, _ := jsglue.Call(resp, "json")
+	body, err := jsglue.Await(ctx, jp)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	tok := strconv.Itoa(body.Get("token").Int())
+	if st := f.ctl("POST", "/ctl/fenced?resource="+js.Global().Call("encodeURIComponent", resource).String()+"&token="+tok, ""); st != "201" {
+		f.t.Fatalf("the other leader's write: %s", st)
+	}
+}
+
+// Another browser of the same user (a phone) leading its own connection
+// does not depose this browser's leader at the server: the fence is per
+// browser. A scope with characters a URL path and the receiver's resource
+// rule refuse is fenced too.
+func TestConnFenceIsPerBrowser(t *testing.T) {
+	f := newFixture(t)
+	for _, scope := range []string{f.scope, f.scope + " #?"} {
+		cfg := f.config()
+		cfg.Scope = scope
+		cfg.FencePath = f.base + "/u/" + f.user + "/fence/"
+		c, err := browser.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		waitFor(t, "ready", func() bool { return allReady([]*browser.Conn{c}) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"a"}`)}); err != nil {
+			t.Fatalf("%q: %v", scope, err)
+		}
+		phone, err := browser.ServerResource(scope, 1, "phone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.fenceAndWrite(ctx, cfg.FencePath, phone)
+		if scope == f.scope { // a phone of the build where every browser fenced the lock's name
+			f.fenceAndWrite(ctx, cfg.FencePath, c.Names().Resource)
+		}
+		if _, err := c.Mutate(ctx, browser.Mutation{Op: "put", Payload: []byte(`{"id":"b"}`)}); err != nil {
+			t.Fatalf("%q: a phone's leader deposed this browser's: %v", scope, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/tabfence/tabfence/channel"
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/idb/raw"
 	"github.com/tabfence/tabfence/jsglue"
@@ -56,11 +57,11 @@ func (c *Conn) load(ctx context.Context) (loaded, error) {
 		return out, err
 	}
 	v, _ := vr.Result()
-	if v.Type() == js.TypeNumber && v.Float() >= 0 {
+	if typeOf(v) == js.TypeNumber && v.Float() >= 0 {
 		out.version = uint64(v.Float())
 	}
 	o, _ := or.Result()
-	out.offline = o.Type() == js.TypeBoolean && o.Bool()
+	out.offline = typeOf(o) == js.TypeBoolean && o.Bool()
 	for i := 0; i < jsglue.Len(all); i++ {
 		if pm, ok := decodePending(all.Index(i)); ok {
 			out.pending = append(out.pending, pm)
@@ -83,15 +84,15 @@ func encodePending(m rt.Mutation, madeAt time.Time) js.Value {
 // decodePending reads a pending record or an rt.mutation payload (both
 // untrusted: another build, another script), validated by checkMutation.
 func decodePending(v js.Value) (PendingMutation, bool) {
-	if v.Type() != js.TypeObject {
+	if typeOf(v) != js.TypeObject {
 		return PendingMutation{}, false
 	}
-	str := func(k string) (string, bool) { return jsString(v.Get(k), 1024) }
+	str := func(k string) (string, bool) { return jsString(v.Get(k), maxField) }
 	id, ok1 := str("id")
 	op, ok2 := str("op")
 	entity, ok3 := str("entity")
 	p, at := v.Get("payload"), v.Get("madeAt")
-	if !ok1 || !ok2 || !ok3 || !jsglue.InstanceOf(p, js.Global().Get("Uint8Array")) || at.Type() != js.TypeNumber {
+	if !ok1 || !ok2 || !ok3 || !jsglue.InstanceOf(p, js.Global().Get("Uint8Array")) || typeOf(at) != js.TypeNumber {
 		return PendingMutation{}, false
 	}
 	if p.Length() > rt.MaxMessage/2 {
@@ -123,12 +124,47 @@ func (c *Conn) storePending(ctx context.Context, m rt.Mutation, madeAt time.Time
 		return nil
 	}
 	if terr := raw.Thawed(ctx); terr != nil {
-		return errors.Join(ErrNotStored, err, terr)
+		return join(ErrNotStored, join(err, terr))
 	}
 	if err2 := c.putPending(ctx, m, madeAt); err2 != nil {
-		return errors.Join(ErrNotStored, err2)
+		return join(ErrNotStored, err2)
 	}
 	return nil
+}
+
+// browserID is this browser's random id, made once and kept in StoreMeta
+// (a get and, when absent, an add in one transaction: two tabs making it
+// at once keep the first).
+func (c *Conn) browserID(ctx context.Context) (string, error) {
+	fresh := channel.NewID()
+	var got js.Value
+	err := c.write(ctx, []string{StoreMeta}, func(tx *raw.Tx) error {
+		st := tx.Store(StoreMeta)
+		v, err := st.Get(js.ValueOf(metaBrowser)).Await(ctx)
+		if err != nil {
+			return err
+		}
+		if s, ok := jsString(v, maxField); ok && s != "" {
+			got = v
+			return nil
+		}
+		got = js.ValueOf(fresh)
+		return st.Put(js.ValueOf(metaBrowser), got).Err()
+	})
+	if err != nil {
+		return "", err
+	}
+	return got.String(), nil
+}
+
+// ServerResource is the resource this browser's leaders fence at the
+// server (Config.FencePath; see the package's ServerResource).
+func (c *Conn) ServerResource(ctx context.Context) (string, error) {
+	id, err := c.browserID(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ServerResource(c.cfg.Scope, c.cfg.Protocol, id)
 }
 
 // setOfflineRow stores the browser-wide offline switch (any tab).

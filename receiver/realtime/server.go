@@ -182,6 +182,12 @@ func (s *Server) track(cn *conn, open bool) {
 // (4401) and returns how many it is closing: call it when the user signs out
 // or their session is revoked, since an open socket is not authenticated
 // again. Their clients wait until asked before they connect again.
+//
+// Two limits: it is per scope, not per session, so one device's sign-out
+// closes the sockets of every device of that user (they reconnect when
+// asked, if still signed in); and it closes only this instance's
+// connections: with several instances (pgfeed), call it on each, or end
+// the session where the upgrade is authenticated so a reconnect fails.
 func (s *Server) EndSession(scope string) int {
 	s.mu.Lock()
 	cs := make([]*conn, 0, len(s.live[scope]))

@@ -87,13 +87,15 @@ var errURLResult = errors.New("tabfence.connection: url() must return (or resolv
 // urlFunc is Config.URL for a url function: called at each dial, its
 // result (or what its promise resolves to) is the URL of that dial. A throw
 // or a rejection is that dial's failure.
-func urlFunc(fn js.Value) func() (string, error) {
-	return func() (string, error) {
+func urlFunc(fn js.Value) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
 		v, err := jsglue.Invoke(fn)
 		if err != nil {
 			return "", err
 		}
-		if v, err = jsglue.Await(context.Background(), v); err != nil {
+		// The dial's context: a url() that never settles ends with the
+		// dial, leaving no goroutine behind.
+		if v, err = jsglue.Await(ctx, v); err != nil {
 			return "", err
 		}
 		if !jsapi.IsType(v, js.TypeString) || v.String() == "" {

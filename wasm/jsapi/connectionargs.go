@@ -3,6 +3,7 @@
 package jsapi
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -71,7 +72,7 @@ func ValidateConnection(a ConnectionArgs) (cfg browser.Config, urlIsFunc bool, e
 		urlIsFunc = true
 	case a.URL.Kind == KindString && a.URL.Str != "":
 		u := a.URL.Str
-		cfg.URL = func() (string, error) { return u, nil }
+		cfg.URL = func(context.Context) (string, error) { return u, nil }
 	default:
 		return cfg, false, TypeErr(whereConnection, "url must be a WebSocket URL (ws:, wss: or a path) or a function returning one, got "+a.URL.Kind.String())
 	}

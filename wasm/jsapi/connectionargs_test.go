@@ -3,6 +3,7 @@
 package jsapi
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestConnectionOptionsDefaultsAndMapping(t *testing.T) {
 	require.Equal(t, 1, cfg.Protocol, "protocol defaults to 1")
 	require.Equal(t, 1, cfg.SchemaVersion, "replica.version defaults to 1")
 	require.Equal(t, []string{"issues"}, cfg.Stores)
-	u, err := cfg.URL()
+	u, err := cfg.URL(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "/realtime", u, "a string url is the URL of every dial")
 	require.Zero(t, cfg.Leader.PingEvery, "absent durations leave the runtime's defaults")

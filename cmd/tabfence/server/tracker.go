@@ -207,6 +207,8 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 // signOut answers POST /api/signout: the demo's sign-out ends the caller's
 // realtime connections with 4401 (an open socket is not authenticated
 // again) and clears the demo cookie. DEMO ONLY, like the demo's users.
+// EndSession is per user and per instance: every device of the user is
+// disconnected, and another instance's sockets stay open.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	user, err := demoScope(r)
 	if err != nil {
