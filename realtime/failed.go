@@ -10,13 +10,20 @@ import "time"
 // so the server sends the lost delta, or the reset, again. Nothing is
 // announced: the followers never hear of a version the replica lacks.
 func (l *Leader) Failed(now time.Time, gen uint64) []Action {
-	if gen != l.gen || l.socketless() {
+	if gen != l.gen {
 		return nil
 	}
 	l.failAt, l.version = l.version, l.rewind
 	l.failed++
-	acts := l.lost(now, "replica write failed")
+	var acts []Action
+	if !l.socketless() {
+		acts = l.lost(now, "replica write failed")
+	}
+	// The socket may have ended already (the batch's write ran on its close):
+	// the version still goes back, and an offline leader redials later.
 	l.attempt = l.failed
-	l.nextDial = now.Add(l.cfg.Backoff.Delay(l.attempt, 0, false))
+	if l.state == Offline {
+		l.nextDial = now.Add(l.cfg.Backoff.Delay(l.attempt, 0, false))
+	}
 	return acts
 }

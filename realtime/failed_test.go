@@ -71,3 +71,22 @@ func TestFailedResetRedialsFromStoredVersion(t *testing.T) {
 		require.True(t, ok, "the reset comes again")
 	}
 }
+
+// A batch's write may run on the socket's close (the app is handed its
+// actions before the close is performed): the version still goes back,
+// although the leader is offline already, and the redial asks from what
+// the replica holds.
+func TestFailedAfterTheSocketEndedStillRewinds(t *testing.T) {
+	l := realtime.NewLeader(cfg(), 3, nil)
+	connect(t, l, t0, 5)
+	gen := l.Gen()
+	_, ok := has[realtime.Deliver](l.Received(t0, gen, rt.Delta{Version: 4, Prev: 3}))
+	require.True(t, ok)
+	_, closed := has[realtime.CloseSocket](l.Closed(t0, gen, 1006))
+	require.True(t, closed)
+	require.Equal(t, realtime.Offline, l.State())
+	l.Failed(t0, l.Gen()) // v4's write failed after the close
+	require.Equal(t, uint64(3), l.Version())
+	hello, _ := redial(t, l)
+	require.Equal(t, uint64(3), hello.Version, "asks from what the replica holds")
+}

@@ -60,11 +60,16 @@ const maxDrain = 64
 // NewDriver returns a driver that hands the app one action at a time;
 // Run starts it.
 func NewDriver(l *Leader, dial Dialer, clock Clock, app func(Action)) *Driver {
-	return NewBatchDriver(l, dial, clock, func(acts []Action) {
+	var d *Driver
+	d = NewBatchDriver(l, dial, clock, func(acts []Action) {
 		for _, a := range acts {
+			if d.failed {
+				return // nothing after a failed action may run
+			}
 			app(a)
 		}
 	})
+	return d
 }
 
 // NewBatchDriver returns a driver that hands the app its actions in
@@ -77,7 +82,7 @@ func NewBatchDriver(l *Leader, dial Dialer, clock Clock, app func([]Action)) *Dr
 	if clock == nil {
 		clock = WallClock
 	}
-	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64), held: l.version, ran: make(chan struct{})}
+	return &Driver{leader: l, dial: dial, clock: clock, app: app, events: make(chan func(time.Time) []Action, 64), ran: make(chan struct{})}
 }
 
 // Run drives the leader until ctx ends, then closes the socket.
@@ -135,9 +140,9 @@ func (d *Driver) flush() []Action {
 	d.failed = false
 	d.app(b)
 	if !d.failed {
-		d.held = d.leader.version
 		return nil
 	}
+	d.failed = false
 	d.leader.rewind = d.held
 	return d.leader.Failed(d.clock.Now(), d.leader.gen)
 }
@@ -172,10 +177,11 @@ func (d *Driver) Visible(ctx context.Context) { d.post(ctx, d.leader.Visible) }
 func (d *Driver) Retry(ctx context.Context)   { d.post(ctx, d.leader.Retry) }
 
 // AppFailed is called by the app's callback, on the driver's goroutine,
-// when it could not perform the Deliver or ResetReplica it was handed: the
-// leader then drops the socket and redials from the version the replica
-// holds (see Leader.Failed).
-func (d *Driver) AppFailed() { d.failed = true }
+// when it could not perform a Deliver or ResetReplica it was handed; held
+// is the version the replica holds (part of a batch may have committed).
+// The leader then drops the socket and redials from held (see
+// Leader.Failed).
+func (d *Driver) AppFailed(held uint64) { d.failed, d.held = true, held }
 
 func (d *Driver) perform(ctx context.Context, acts []Action) {
 	for len(acts) > 0 {
@@ -185,6 +191,11 @@ func (d *Driver) perform(ctx context.Context, acts []Action) {
 		case Dial, Send, CloseSocket:
 			// In order: what the app was handed before happens first.
 			if f := d.flush(); f != nil {
+				// Nothing else of the failed batch's events runs, but a
+				// socket the machine already let go is still closed.
+				if _, ok := a.(CloseSocket); ok {
+					f = append([]Action{a}, f...)
+				}
 				acts = f
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/outbox"
 	"github.com/tabfence/tabfence/realtime"
 	rt "github.com/tabfence/tabfence/wire/realtime"
 )
@@ -145,4 +146,68 @@ func TestDriverKeepsOrderAroundSends(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"settled a after 2"}, log, "a's settle was handed over before b went out")
+}
+
+// A batch the app could not write (AppFailed with the version the replica
+// holds) sends the leader back to that version: the socket is replaced and
+// the next hello asks the server for what the replica lacks, although the
+// machine had moved past it with the batch's deltas.
+func TestDriverFailedBatchRedialsFromWhatTheReplicaHolds(t *testing.T) {
+	s1, s2 := &chanSocket{in: make(chan []byte)}, &chanSocket{in: make(chan []byte)}
+	var mu sync.Mutex
+	dials := 0
+	dial := func(context.Context) (realtime.Socket, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		dials++
+		if dials == 1 {
+			return s1, nil
+		}
+		return s2, nil
+	}
+	busy, release := make(chan struct{}), make(chan struct{})
+	var held uint64
+	var d *realtime.Driver
+	app := func(acts []realtime.Action) {
+		for _, a := range acts {
+			dv, ok := a.(realtime.Deliver)
+			if !ok {
+				continue
+			}
+			switch v := dv.Delta.Version; {
+			case v == 2:
+				close(busy)
+				<-release // v3..v5 queue meanwhile: one batch after this one
+				held = 2
+			case v >= 3:
+				d.AppFailed(held) // the batch's transaction aborted: the replica holds v2
+				return
+			default:
+				held = v
+			}
+		}
+	}
+	l := realtime.NewLeader(realtime.Config{PongTimeout: time.Minute, Backoff: &outbox.Backoff{Base: time.Millisecond, Cap: 5 * time.Millisecond}}, 0, nil)
+	d = realtime.NewBatchDriver(l, dial, nil, app)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool { return s1.said() == 1 }, 5*time.Second, time.Millisecond, "hello")
+	delta := func(v uint64) []byte { return rt.Encode(rt.Delta{Version: v, Prev: v - 1, Changes: []byte("[]")}) }
+	s1.in <- rt.Encode(rt.Ready{})
+	s1.in <- delta(1)
+	s1.in <- delta(2)
+	<-busy
+	for v := uint64(3); v <= 5; v++ {
+		s1.in <- delta(v)
+	}
+	close(release)
+	require.Eventually(t, func() bool { return s2.said() == 1 }, 5*time.Second, time.Millisecond, "a new socket's hello")
+	s2.mu.Lock()
+	hello, ok := s2.sent[0].(rt.Hello)
+	s2.mu.Unlock()
+	require.True(t, ok)
+	require.Equal(t, uint64(2), hello.Version, "the hello asks from what the replica holds, not from v5")
 }

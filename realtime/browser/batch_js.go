@@ -22,7 +22,7 @@ import (
 // failed; the rest of the batch is then not performed (the driver goes
 // back to the version the replica holds).
 func (lr *leaderRun) appBatch(acts []realtime.Action) (failed bool) {
-	for len(acts) > 0 && !failed {
+	for len(acts) > 0 {
 		n := 0
 		for n < len(acts) && isWrite(acts[n]) {
 			n++
@@ -33,9 +33,41 @@ func (lr *leaderRun) appBatch(acts []realtime.Action) (failed bool) {
 		} else {
 			failed = lr.failed(lr.write(lr.l.Ctx, acts[:n]))
 		}
+		if failed {
+			lr.unsettle(acts)
+			return true
+		}
 		acts = acts[n:]
 	}
-	return failed
+	return false
+}
+
+// unsettle hands the machine again the mutations whose outcomes were in a
+// failed (rolled back) or skipped part of a batch: the machine already
+// forgot them, their rows stay in the pending store, and nothing else
+// would resend them while this leader lasts. The next ready resends them;
+// the server answers with the stored outcome.
+func (lr *leaderRun) unsettle(acts []realtime.Action) {
+	var ids map[string]bool
+	for _, a := range acts {
+		if v, ok := a.(realtime.Settled); ok {
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			ids[v.ID] = true
+		}
+	}
+	if ids == nil {
+		return
+	}
+	lr.c.mu.Lock()
+	list := lr.c.pend.List()
+	lr.c.mu.Unlock()
+	for _, m := range list {
+		if ids[m.ID] {
+			go lr.mutate(m) // the driver's goroutine is ours: hand it over later
+		}
+	}
 }
 
 func isWrite(a realtime.Action) bool {

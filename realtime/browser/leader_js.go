@@ -97,7 +97,7 @@ func (lr *leaderRun) startDriver() {
 	var d *realtime.Driver
 	d = realtime.NewBatchDriver(lr.machine, lr.dial, nil, func(acts []realtime.Action) {
 		if lr.appBatch(acts) {
-			d.AppFailed() // the machine redials from the stored version
+			d.AppFailed(lr.c.heldVersion()) // the machine redials from the stored version
 		}
 	})
 	done := make(chan struct{})

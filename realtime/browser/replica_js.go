@@ -24,3 +24,11 @@ func storedVersion(tx *idb.WriteTx) (uint64, error) {
 	}
 	return uint64(v.Float()), nil
 }
+
+// heldVersion is the replica version this tab's leader last committed
+// (its follower view, advanced after each commit).
+func (c *Conn) heldVersion() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fol.Version()
+}
