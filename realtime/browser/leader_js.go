@@ -162,6 +162,11 @@ func (lr *leaderRun) mutate(m rt.Mutation) {
 	if d != nil && d.Mutate(dctx, m) != nil {
 		return
 	}
+	if lr.l.Ctx.Err() != nil {
+		// This term ended (its driver may not have returned yet): the next
+		// leader resends m, from the pending store or from its maker.
+		return
+	}
 	// No driver (offline, or it just stopped): the machine is idle; it
 	// sends the mutation with the next ready. startDriver takes lr.mu too,
 	// so no driver starts while the machine is fed here.
