@@ -7,13 +7,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/tabfence/tabfence/internal/wasmtest"
 )
 
 // TestWebSocketInChromium serves a few WebSocket endpoints on loopback and
@@ -21,24 +19,9 @@ import (
 // go_js_wasm_exec on PATH (make wasmexec) and is skipped without it or
 // with -short.
 func TestWebSocketInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the wasm tests in Chromium")
-	}
-	if _, err := exec.LookPath("go_js_wasm_exec"); err != nil {
-		t.Skip("go_js_wasm_exec (wasmbrowsertest) not on PATH")
-	}
 	hs := httptest.NewServer(endpoints())
 	defer hs.Close()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goBin, "test", "-count=1", "-v", "-run", "^TestSocket", ".")
-	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "TABFENCE_TEST_SERVER="+hs.URL)
-	out, err := cmd.CombinedOutput()
-	if testing.Verbose() {
-		t.Logf("%s", out)
-	}
-	if err != nil {
-		t.Fatalf("wasm tests failed: %v\n%s", err, out)
-	}
+	out := wasmtest.Run(t, hs.URL, "^TestSocket")
 	if !bytes.Contains(out, []byte("--- PASS")) || bytes.Contains(out, []byte("--- SKIP")) {
 		t.Fatalf("wasm tests did not run:\n%s", out)
 	}

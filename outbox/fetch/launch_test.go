@@ -8,16 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tabfence/tabfence/internal/wasmtest"
 	"github.com/tabfence/tabfence/wire"
 )
 
@@ -26,24 +23,9 @@ import (
 // passes the environment through). It needs go_js_wasm_exec on PATH (make
 // wasmexec) and is skipped without it or with -short.
 func TestFetchTransportInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the wasm tests in Chromium")
-	}
-	if _, err := exec.LookPath("go_js_wasm_exec"); err != nil {
-		t.Skip("go_js_wasm_exec (wasmbrowsertest) not on PATH")
-	}
 	srv := httptest.NewServer(testReceiver())
 	defer srv.Close()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goBin, "test", "-count=1", "-v", "-run", "^TestFetchTransport", ".")
-	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "TABFENCE_TEST_SERVER="+srv.URL)
-	out, err := cmd.CombinedOutput()
-	if testing.Verbose() {
-		t.Logf("%s", out)
-	}
-	if err != nil {
-		t.Fatalf("wasm tests failed: %v\n%s", err, out)
-	}
+	out := wasmtest.Run(t, srv.URL, "^TestFetchTransport")
 	for _, name := range []string{"TestFetchTransportServer", "TestFetchTransportFlushEndToEnd", "TestFetchTransportNetworkError"} {
 		if !bytes.Contains(out, []byte("--- PASS: "+name)) {
 			t.Fatalf("%s did not pass:\n%s", name, out)

@@ -10,9 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tabfence/tabfence/internal/wasmtest"
 	"github.com/tabfence/tabfence/receiver"
 	server "github.com/tabfence/tabfence/receiver/realtime"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
@@ -32,28 +31,13 @@ import (
 // go_js_wasm_exec on PATH (make wasmexec) and is skipped without it or
 // with -short.
 func TestConnInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the wasm tests in Chromium")
-	}
-	if _, err := exec.LookPath("go_js_wasm_exec"); err != nil {
-		t.Skip("go_js_wasm_exec (wasmbrowsertest) not on PATH")
-	}
 	hs := httptest.NewServer(itemsServer(t))
 	defer hs.Close()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	run := os.Getenv("TABFENCE_RUN")
 	if run == "" {
 		run = "^TestConn"
 	}
-	cmd := exec.Command(goBin, "test", "-count=1", "-v", "-run", run, ".")
-	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm", "TABFENCE_TEST_SERVER="+hs.URL)
-	out, err := cmd.CombinedOutput()
-	if testing.Verbose() {
-		t.Logf("%s", out)
-	}
-	if err != nil {
-		t.Fatalf("wasm tests failed: %v\n%s", err, out)
-	}
+	out := wasmtest.Run(t, hs.URL, run)
 	if !bytes.Contains(out, []byte("--- PASS")) || bytes.Contains(out, []byte("--- SKIP")) {
 		t.Fatalf("wasm tests did not run:\n%s", out)
 	}
