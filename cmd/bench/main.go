@@ -26,6 +26,7 @@ import (
 	"github.com/tabfence/tabfence/cmd/bench/figures"
 	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
 	"github.com/tabfence/tabfence/cmd/bench/serverbench"
+	"github.com/tabfence/tabfence/cmd/bench/swbench"
 	"github.com/tabfence/tabfence/cmd/bench/wasmsize"
 	"github.com/tabfence/tabfence/e2e/harness"
 )
@@ -45,6 +46,7 @@ func parts(dist string) []part {
 		{"watchdog", "election watchdog (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunWatchdog(ctx, w, dist) }},
 		{"memory", "memory per tab (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunMemory(ctx, w, dist) }},
 		{"outbox", "outbox (headless Chromium, in-process receiver on loopback)", func(ctx context.Context, w io.Writer) error { return outboxbench.Run(ctx, w, dist) }},
+		{"sw", "Background Sync: a Service Worker drains the outbox (headless Chromium, demo server and its worker in-process on loopback)", func(ctx context.Context, w io.Writer) error { return swbench.Run(ctx, w, dist) }},
 		{"connection", "realtime connection: one socket per browser (headless Chromium, receiver/realtime endpoint in-process)", func(ctx context.Context, w io.Writer) error {
 			gcflags, err := makefileGCFlags("Makefile")
 			if err != nil {
@@ -61,7 +63,7 @@ func parts(dist string) []part {
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, connection, size or server")
+	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, sw, connection, size or server")
 	out := flag.String("figures", "docs/figures.md", "the file the figures are written to (the sections run replace theirs); empty: print only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
