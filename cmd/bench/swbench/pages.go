@@ -8,26 +8,23 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
-// hideSync removes Background Sync from a page before its scripts run, so
-// its outbox registers no sync tag: headless Chromium fires a registered
-// tag's event by itself whenever the browser is online (a tab's network
-// emulation does not change that), and the bench's events must be the
-// ones it dispatches.
-const hideSync = `delete self.SyncManager; if (self.ServiceWorkerRegistration) delete ServiceWorkerRegistration.prototype.sync;`
-
 // open opens the demo page of the bench's queue and waits for its outbox.
+// The page has no Background Sync (harness.HideSyncManager), so its
+// outbox registers no sync tag: headless Chromium fires a registered tag's
+// event by itself whenever the browser is online (a tab's network
+// emulation does not change that), and the bench's events must be the ones
+// it dispatches.
 func (bn *bench) open(ctx context.Context) (*harness.Tab, error) {
 	tab, err := bn.b.NewTab()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := chromedp.Call(tab.Ctx(), page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: hideSync}); err != nil {
+	if err := tab.HideSyncManager(); err != nil {
 		tab.Close()
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/chromedp/cdproto/serviceworker"
@@ -49,8 +50,8 @@ type bench struct {
 	url  string
 	arr  *arrivals
 	b    *harness.Browser
-	w    *workers
-	ver  serviceworker.Version // the demo's active worker
+	sw   *harness.ServiceWorkers
+	ver  harness.SWVersion // the demo's active worker
 	name string                // the queue every page and the worker share
 	tag  string                // its sync tag (the queue's Web Lock name)
 	page url.Values            // the demo page's parameters
@@ -61,7 +62,6 @@ type bench struct {
 // to the last new effect answered.
 type flush struct {
 	fence, first, last float64
-	warm               bool // cold/warm rounds: the worker was running at the event
 }
 
 // Run measures and prints the tables to w. distDir holds the built runtime
@@ -83,8 +83,8 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 }
 
 // start serves distDir with the demo server (a fresh SQLite database, the
-// arrivals middleware in front) and starts a browser with a control tab
-// following its Service Workers; stop undoes it.
+// arrivals middleware in front) and starts a browser whose Service Workers
+// it follows; stop undoes it.
 func start(ctx context.Context, distDir string) (bn *bench, stop func(), err error) {
 	if err := harness.CheckDist(distDir); err != nil {
 		return nil, nil, err
@@ -114,13 +114,12 @@ func start(ctx context.Context, distDir string) (bn *bench, stop func(), err err
 		undo()
 		return nil, nil, err
 	}
-	if bn.w, err = watchWorkers(bn.b); err != nil {
+	if bn.sw, err = bn.b.ServiceWorkers(); err != nil {
 		bn.b.Close()
 		undo()
 		return nil, nil, err
 	}
 	return bn, func() {
-		bn.w.close()
 		bn.b.Close()
 		undo()
 	}, nil
@@ -141,7 +140,7 @@ func (bn *bench) install(ctx context.Context) error {
 	if bn.tag, err = harness.Eval[string](tab, `tabfenceNotes.outbox.lockName`); err != nil {
 		return err
 	}
-	if bn.ver, err = bn.w.waitActive(ctx, bn.url+"/", bn.url+"/sw.js"); err != nil {
+	if bn.ver, err = bn.sw.WaitActive(ctx, bn.scope(), func(s string) bool { return strings.HasPrefix(s, bn.url+"/sw.js") }); err != nil {
 		return err
 	}
 	tab.Close()
@@ -241,22 +240,51 @@ func (bn *bench) fromWorker(ctx context.Context, n int, cold bool) (flush, error
 		return flush{}, err
 	}
 	if cold {
-		if err := bn.w.stop(ctx, bn.ver.VersionID); err != nil {
+		if err := bn.sw.Stop(ctx, bn.ver); err != nil {
 			return flush{}, err
 		}
-	}
-	warm := bn.w.running(bn.ver.VersionID) == serviceworker.VersionRunningStatusRunning
-	if !cold && !warm {
+	} else if v, ok := harness.Active(bn.sw.Versions(bn.scope())); !ok || v.Running != serviceworker.VersionRunningStatusRunning {
 		return flush{}, errors.New("the worker stopped before its warm event")
 	}
 	bn.arr.reset()
 	t0 := time.Now()
-	if err := bn.w.dispatchSync(bn.url, bn.ver, bn.tag, false); err != nil {
+	if err := bn.sw.DispatchSync(ctx, bn.scope(), bn.tag, false); err != nil {
 		return flush{}, err
 	}
 	f, err := bn.timed(ctx, t0, n)
-	f.warm = warm
-	return f, err
+	if err != nil {
+		return f, err
+	}
+	return f, bn.reported(ctx, t0, n)
+}
+
+func (bn *bench) scope() string { return bn.url + "/" }
+
+// reported waits for the worker's report of the event dispatched at t0
+// (self.__tabfenceSync) and checks the drain ended "done", n acked.
+func (bn *bench) reported(ctx context.Context, t0 time.Time, n int) error {
+	w, err := bn.sw.Attach(ctx, bn.scope())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	since := float64(t0.UnixMilli())
+	var got harness.SyncReport
+	err = harness.Poll(ctx, "the worker's report", 30*time.Second, 10*time.Millisecond, func() (bool, error) {
+		rs, err := w.SyncReports()
+		if err != nil || len(rs) == 0 || rs[len(rs)-1].At < since {
+			return false, err
+		}
+		got = rs[len(rs)-1]
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if got.Reason != "done" || got.Acked != n || got.Tag != bn.tag {
+		return fmt.Errorf("the worker's drain: %+v, want done with %d acked", got, n)
+	}
+	return nil
 }
 
 // timed waits for n new effects since t0 and reads the arrivals' times.
