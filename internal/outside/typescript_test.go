@@ -46,12 +46,16 @@ func TestTypeScriptSnippetsTypeCheck(t *testing.T) {
 	tsc := tscPath(t)
 	root := moduleRoot(t)
 	dir := tsProject(t, root)
-	n := 0
+	n, named := 0, map[string]string{}
 	for _, doc := range docsWithSnippets(t, root) {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		require.NoError(t, err)
 		for _, m := range regexp.MustCompile("(?ms)^```(ts|js)\n(.*?)^```").FindAllSubmatch(b, -1) {
 			name := strings.NewReplacer("/", "_", ".", "_").Replace(doc) + "_" + strconv.Itoa(n) + "." + string(m[1])
+			if f := snippetFile(string(m[2]), string(m[1])); f != "" {
+				require.Empty(t, named[f], "%s names a snippet %s, as %s does", doc, f, named[f])
+				name, named[f] = f, doc
+			}
 			writeFile(t, filepath.Join(dir, name), "// "+doc+"\n"+asModule(string(m[2])))
 			n++
 		}
@@ -124,6 +128,18 @@ func docsWithSnippets(t *testing.T, root string) []string {
 		out = append(out, filepath.ToSlash(rel))
 	}
 	return out
+}
+
+// snippetFile is the file name a snippet gives itself on its first line
+// (`// outbox-options.js: ...`), so that the docs' other snippets can
+// import it by that name, as a reader's files do; "" when it names none.
+// The name must end in the snippet's language.
+func snippetFile(src, lang string) string {
+	m := regexp.MustCompile(`^// ([A-Za-z0-9_-]+\.(?:js|ts))(?::|\s*$)`).FindStringSubmatch(strings.SplitN(src, "\n", 2)[0])
+	if m == nil || !strings.HasSuffix(m[1], "."+lang) {
+		return ""
+	}
+	return m[1]
 }
 
 // asModule makes a snippet an ES module (top-level await needs one).
