@@ -17,9 +17,10 @@ func pick(fs []flush, f func(flush) float64) []float64 {
 	return out
 }
 
-func last(f flush) float64  { return f.last }
-func first(f flush) float64 { return f.first }
-func fence(f flush) float64 { return f.fence }
+func last(f flush) float64    { return f.last }
+func first(f flush) float64   { return f.first }
+func fence(f flush) float64   { return f.fence }
+func running(f flush) float64 { return f.running }
 
 // ratios is, per round, the tab's time over the worker's: the worker's
 // rate relative to the tab's (above 1: the worker drains faster).
@@ -65,6 +66,7 @@ func printTables(w io.Writer, r results) error {
 		xs := pick(r.starts, f)
 		fmt.Fprintf(cs, "%s\t%.0f\t%.0f\t%.0f\t\n", name, p(xs, 50), p(xs, 95), slices.Max(xs))
 	}
+	crow("stopped worker: sync event -> CDP reports it running (ms)", running)
 	crow("stopped worker: sync event -> fencing token request (ms)", fence)
 	crow("stopped worker: sync event -> first send (ms)", first)
 	crow("stopped worker: sync event -> its answer (ms)", last)

@@ -52,16 +52,18 @@ type bench struct {
 	b    *harness.Browser
 	sw   *harness.ServiceWorkers
 	ver  harness.SWVersion // the demo's active worker
-	name string                // the queue every page and the worker share
-	tag  string                // its sync tag (the queue's Web Lock name)
-	page url.Values            // the demo page's parameters
+	name string            // the queue every page and the worker share
+	tag  string            // its sync tag (the queue's Web Lock name)
+	page url.Values        // the demo page's parameters
 }
 
 // flush is one timed flush, in ms from the trigger (the bench's clock just
 // before it): to the first fencing token request, to the first send, and
-// to the last new effect answered.
+// to the last new effect answered; for a cold worker also to CDP's report
+// that it runs (its script evaluated, before the runtime loads).
 type flush struct {
 	fence, first, last float64
+	running            float64
 }
 
 // Run measures and prints the tables to w. distDir holds the built runtime
@@ -247,6 +249,10 @@ func (bn *bench) fromWorker(ctx context.Context, n int, cold bool) (flush, error
 		return flush{}, errors.New("the worker stopped before its warm event")
 	}
 	bn.arr.reset()
+	running := make(chan time.Time, 1)
+	if cold {
+		go bn.whenRunning(ctx, running)
+	}
 	t0 := time.Now()
 	if err := bn.sw.DispatchSync(ctx, bn.scope(), bn.tag, false); err != nil {
 		return flush{}, err
@@ -255,7 +261,27 @@ func (bn *bench) fromWorker(ctx context.Context, n int, cold bool) (flush, error
 	if err != nil {
 		return f, err
 	}
+	if cold {
+		select {
+		case at := <-running:
+			f.running = float64(at.Sub(t0).Microseconds()) / 1000
+		case <-time.After(flushTimeout):
+			return f, errors.New("CDP never reported the worker running")
+		}
+	}
 	return f, bn.reported(ctx, t0, n)
+}
+
+// whenRunning sends the time CDP reports the stopped worker running again
+// (the harness wakes on every version update).
+func (bn *bench) whenRunning(ctx context.Context, at chan<- time.Time) {
+	_, err := bn.sw.Wait(ctx, "the worker running", bn.scope(), flushTimeout, func(vs []harness.SWVersion) bool {
+		v, ok := harness.Active(vs)
+		return ok && v.Running == serviceworker.VersionRunningStatusRunning
+	})
+	if err == nil {
+		at <- time.Now()
+	}
 }
 
 func (bn *bench) scope() string { return bn.url + "/" }
