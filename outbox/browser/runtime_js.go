@@ -109,6 +109,7 @@ type Runtime struct {
 	evCh    chan outbox.Event
 
 	lt         later                  // work an enqueue leaves to the next task (later_js.go)
+	bs         bgSync                 // the page's sync tag registrations (bgsync_js.go)
 	appendHook atomic.Pointer[func()] // OnAppendChange
 
 	attemptMu    sync.Mutex
@@ -209,6 +210,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		go r.flushLoop()
 		go r.watchLoop()
 		r.Kick("start")
+		r.registerSync()
 	}
 	return r, nil
 }
