@@ -67,6 +67,11 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 		return cfg, err
 	}
 	cfg.NoWebLocks = jsapi.Field(opts, "noWebLocks").Truthy()
+	bs, err := jsapi.BoolOption("outbox", "backgroundSync", jsapi.ArgOf(jsapi.Field(opts, "backgroundSync")), true)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.NoBackgroundSync = !bs
 	if h := jsapi.Field(opts, "headers"); jsapi.IsType(h, js.TypeObject) || jsapi.IsType(h, js.TypeFunction) {
 		cfg.Authorize = authorize(h)
 	}
