@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,10 +51,11 @@ func TestSWDrainsAfterEveryTabClosed(t *testing.T) {
 	t.Logf("sync event -> %d mutations acked from the worker in %v (report %+v)", n, took, rep)
 }
 
-// The sync event fires while two tabs also flush: every mutation still
-// changes the server once, and one owner at a time (the server never
-// applies a request under a fencing token lower than one it already
-// applied).
+// The sync event fires while two tabs flush: the worker waits for the flush
+// lock the flushing tab holds; that tab goes offline mid-flush, the worker
+// takes over and finishes under a higher fencing token. Every mutation
+// changes the server once, and one owner at a time: the server never
+// applies a request under a fencing token lower than one it already applied.
 func TestSWSyncBesideFlushingTabs(t *testing.T) {
 	e := setupSW(t)
 	q := scope(t)
@@ -68,17 +68,26 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 	enqueue(t, tabs[0], "b0", n/2)
 	enqueue(t, tabs[1], "b1", n/2)
 	tag := syncTag(t, tabs[0])
-	// Slow answers keep the flush going while the others arrive.
-	e.ctl.set(func(c *noteCtl) { c.delay = 10 * time.Millisecond })
-	var wg sync.WaitGroup
+	// Slow answers: the tab is still flushing when the worker arrives.
+	e.ctl.set(func(c *noteCtl) { c.delay = 100 * time.Millisecond })
 	for _, tab := range tabs {
-		wg.Add(1)
-		go func() { defer wg.Done(); offline(t, tab, false) }()
+		offline(t, tab, false)
 	}
+	require.NoError(t, harness.Poll(context.Background(), "a tab flushing", swTimeout, 5*time.Millisecond, func() (bool, error) { return e.effects() >= 4, nil }))
+	owner := leaderOf(t, tabs)
 	e.dispatch(tag, false)
-	wg.Wait()
+	require.NoError(t, harness.Poll(context.Background(), "the worker waiting for the flush lock", swTimeout, 10*time.Millisecond, func() (bool, error) {
+		l, err := tabs[owner].Locks(tag)
+		return l.Held == 1 && l.Pending >= 1, err
+	}))
+	require.Less(t, e.effects(), n, "the tab finished before the worker asked for the lock")
+	tabTok := uint64(eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.fenceToken)`))
+	offline(t, tabs[owner], true) // its flush stops at the next send; the lock goes to the worker
 	e.waitEffects(n, swTimeout)
 	rep := e.waitReport(tag, 1)
+	require.Equal(t, "done", rep.Reason, "report %+v", rep)
+	require.Positive(t, rep.Acked, "the worker sent nothing: %+v", rep)
+	offline(t, tabs[owner], false)
 	for _, tab := range tabs {
 		waitStatus(t, tab, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
 		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
@@ -86,8 +95,10 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 	e.waitIdle()
 	e.requireOncePerKey(n)
 	byTok := e.requireFencesNeverBack()
-	t.Logf("worker report %+v; effects by fencing token %v (tokens %v)", rep, byTok, tokens(byTok))
-	require.Contains(t, []string{"done", "more"}, rep.Reason, "report %+v", rep)
+	toks := tokens(byTok)
+	require.GreaterOrEqual(t, len(toks), 2, "effects by fencing token %v: one owner did everything", byTok)
+	require.Equal(t, tabTok, toks[0], "effects by fencing token %v: the first owner was not the tab (token %d)", byTok, tabTok)
+	t.Logf("worker report %+v; effects by fencing token %v (the tab's %d)", rep, byTok, tabTok)
 }
 
 // The worker is stopped (CDP stopWorker) in the middle of its flush, after
