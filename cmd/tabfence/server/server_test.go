@@ -202,3 +202,18 @@ func TestDemoCookieAuth(t *testing.T) {
 	require.Contains(t, l, `"a2"`, "ann's notes")
 	require.NotContains(t, l, `"a1"`, "ann's notes")
 }
+
+// The demo's Service Worker is served at the root (its default scope is
+// then the whole demo, no Service-Worker-Allowed needed) as JavaScript, a
+// type browsers require of a worker script, beside the options module it
+// shares with the pages.
+func TestServesTheDemoWorker(t *testing.T) {
+	hs, _ := newServer(t, filepath.Join(t.TempDir(), "demo.db"))
+	for _, p := range []string{"/sw.js?outbox=notes&protocol=2", "/notes-options.js"} {
+		resp, b := call(t, "GET", hs.URL+p, "", "", "")
+		require.Equal(t, 200, resp.StatusCode, "%s: %d %v", p, resp.StatusCode, resp.Header)
+		require.Equal(t, "text/javascript; charset=utf-8", resp.Header.Get("Content-Type"), "%s", p)
+		require.Empty(t, resp.Header.Get("Service-Worker-Allowed"), "%s", p)
+		require.Contains(t, string(b), "notesOptions", "%s", p)
+	}
+}

@@ -4,17 +4,20 @@
 // the pause switch stops sending (for every tab: the queue is shared).
 //
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
-// markup. Query parameters: user, outbox (queue name), protocol, maxAttempts,
-// backoffBase, backoffCap, statusTimeout, stallAfter (ms), concurrency,
-// list=0 (no notes list: the benchmarks measure the outbox, not a list that
-// refetches and redraws every note of the user after each burst of acks), and
-// auth=cookie: the credentials are a cookie naming the user (every tab of the
-// browser sends it, whoever set it) instead of a header per record's user;
+// markup. Query parameters: user, the outbox's (notes-options.js: outbox,
+// protocol, schema, maxAttempts, backoffBase, backoffCap, statusTimeout,
+// stallAfter, concurrency, bgsync=0, auth), list=0 (no notes list: the
+// benchmarks measure the outbox, not a list that refetches and redraws every
+// note of the user after each burst of acks), sw=1: register the demo's
+// Service Worker (/sw.js with the outbox's parameters; on by default for a
+// visitor's page, which has no parameters), and auth=cookie: the
+// credentials are a cookie naming the user (every tab of the browser sends
+// it, whoever set it) instead of a header per record's user;
 // notes.switchUser(user) then switches the user as a login page would.
 import { load } from "./dist/tabfence.js";
+import { notesOptions, workerSearch } from "./notes-options.js";
 
 const params = new URLSearchParams(location.search);
-const num = (k, d) => (params.has(k) ? Number(params.get(k)) : d);
 const $ = (id) => document.getElementById(id);
 
 const cookieAuth = params.get("auth") === "cookie";
@@ -22,14 +25,44 @@ const setCookie = (user) => { document.cookie = `tabfence_demo_user=${user}; pat
 
 const notes = {
   user: params.get("user") || "demo-user",
-  name: params.get("outbox") || "notes",
+  name: notesOptions(params).name,
   outbox: null,
   status: null,
   events: [], // outbox events {kind, at, ...}, never payloads
   error: null,
   ready: false,
+  // The Service Worker's registration: "off", "registering", "registered",
+  // "unsupported" (no serviceWorker) or "failed: <error>".
+  sw: "off",
 };
 window.tabfenceNotes = notes;
+
+// Background Sync is a trigger, not the queue: the page never waits for the
+// worker, and a failed registration changes nothing but who sends when
+// every tab is closed.
+function registerWorker() {
+  if (!(params.has("sw") ? params.get("sw") === "1" : location.search === "")) return;
+  if (!("serviceWorker" in navigator)) {
+    notes.sw = "unsupported";
+    return;
+  }
+  notes.sw = "registering";
+  const search = workerSearch(params);
+  navigator.serviceWorker.register("/sw.js" + (search ? `?${search}` : ""), { type: "module" }).then(
+    () => { notes.sw = "registered"; renderSync(); },
+    (err) => { notes.sw = `failed: ${err.name}: ${err.message}`; renderSync(); });
+}
+
+function renderSync() {
+  const el = $("ob-sync");
+  if (!el) return;
+  const hasSync = typeof SyncManager !== "undefined";
+  el.textContent = notes.sw === "registered"
+    ? (hasSync ? "on: the Service Worker sends what is left when every tab is closed" : "no Background Sync in this browser: tabs send")
+    : notes.sw;
+}
+registerWorker();
+renderSync();
 
 function fail(err) {
   notes.error = err;
@@ -89,23 +122,7 @@ function refreshList() {
 try {
   const tf = await load();
   if (cookieAuth) setCookie(notes.user);
-  notes.outbox = await tf.outbox({
-    name: notes.name,
-    endpoint: "/api/notes",
-    user: notes.user,
-    // demo only: real apps add their auth here (or rely on their cookie)
-    headers: cookieAuth ? undefined : (user) => ({ "X-Demo-User": user }),
-    policies: {
-      "put-note": { dedupe: "append" },
-      "edit-note": { dedupe: "replace-latest" },
-    },
-    maxAttempts: num("maxAttempts", 10),
-    backoff: { base: num("backoffBase", 1000), cap: num("backoffCap", 30000) },
-    statusTimeoutMs: num("statusTimeout", 1500),
-    stallAfterMs: num("stallAfter", 1000),
-    concurrency: num("concurrency", 4),
-    protocol: num("protocol", 1),
-  });
+  notes.outbox = await tf.outbox({ ...notesOptions(params), user: notes.user });
   $("notes-user").textContent = notes.user;
   // A switch of user as a login page makes it: the credentials change (the
   // server's answer sets the cookie), then the outbox logs out and in.
