@@ -51,6 +51,17 @@ type noteCtl struct {
 	// effectsBy counts new effects (a 2xx answer that is not a replay) by
 	// the request's X-Client-Fencing-Token: whose sends changed the server.
 	effectsBy map[uint64]int
+	// effectLog lists the new effects in the order the server made them.
+	effectLog []noteEffect
+}
+
+// noteEffect is one new effect: its request's key, fencing token and body,
+// when the request arrived, and when the server had committed it.
+type noteEffect struct {
+	Key              string
+	Token            uint64
+	Body             []byte
+	Arrived, Applied time.Time
 }
 
 func newNoteCtl() *noteCtl {
@@ -71,7 +82,8 @@ func (c *noteCtl) middleware(next http.Handler) http.Handler {
 		defer func() { c.mu.Lock(); c.inflight--; c.mu.Unlock() }()
 		c.byKey[key]++
 		c.byUser[r.Header.Get("X-Demo-User")]++
-		c.arrivals[key] = append(c.arrivals[key], time.Now())
+		arrived := time.Now()
+		c.arrivals[key] = append(c.arrivals[key], arrived)
 		delay := c.delay
 		status := 0
 		switch {
@@ -108,6 +120,7 @@ func (c *noteCtl) middleware(next http.Handler) http.Handler {
 		if rec.Code/100 == 2 && rec.Header().Get("Idempotent-Replayed") == "" {
 			tok, _ := strconv.ParseUint(r.Header.Get("X-Client-Fencing-Token"), 10, 64)
 			c.effectsBy[tok]++
+			c.effectLog = append(c.effectLog, noteEffect{Key: key, Token: tok, Body: body, Arrived: arrived, Applied: time.Now()})
 		}
 		c.mu.Unlock()
 		if hold {
@@ -193,13 +206,24 @@ func setupOutboxWith(t *testing.T, o harness.Options) *obEnv {
 // tab opens the demo with the notes outbox and waits until it is ready.
 func (e *obEnv) tab(queue, user string, extra url.Values) *harness.Tab {
 	e.t.Helper()
+	return e.tabWith(queue, user, extra, nil)
+}
+
+// tabWith is tab with before, when not nil, run in the blank tab before it
+// loads the demo (e.g. harness.Tab.HideSyncManager).
+func (e *obEnv) tabWith(queue, user string, extra url.Values, before func(*harness.Tab) error) *harness.Tab {
+	e.t.Helper()
 	q := url.Values{"scope": {queue}, "outbox": {queue}, "user": {user}}
 	for k, v := range extra {
 		q[k] = v
 	}
-	tab, err := e.b.Open(e.url + "/?" + q.Encode())
+	tab, err := e.b.NewTab()
 	require.NoError(e.t, err)
 	e.t.Cleanup(tab.Close)
+	if before != nil {
+		require.NoError(e.t, before(tab))
+	}
+	require.NoError(e.t, tab.Navigate(e.url+"/?"+q.Encode()))
 	err = harness.Poll(context.Background(), "notes outbox ready", startTimeout, 20*time.Millisecond, func() (bool, error) {
 		return harness.Eval[bool](tab, `(() => { const n = window.tabfenceNotes; if (n && n.error) throw new Error(n.error.name + ": " + n.error.message); return !!(n && n.ready); })()`)
 	})

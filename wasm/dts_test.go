@@ -20,6 +20,7 @@ import (
 	"github.com/tabfence/tabfence/idb"
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox/browser"
 	"github.com/tabfence/tabfence/outbox/queue"
 	"github.com/tabfence/tabfence/wasm/connection"
 	"github.com/tabfence/tabfence/wasm/jsapi"
@@ -60,6 +61,7 @@ func TestDTSMatchesGo(t *testing.T) {
 		{"export type RecordStatus =", goConsts(t, "../outbox/queue", "Status"), ""},
 		{"export type ConnectionState =", goConsts(t, "../realtime/browser", "State"), ""},
 		{"export type ConnectionClosed =", closedReasons(t), ""},
+		{"export type SyncReason =", browser.SyncReasons, ""},
 	} {
 		require.ElementsMatch(t, c.want, union(t, dts, c.anchor, c.prop), "the d.ts's union after %q%s", c.anchor, c.prop)
 	}
@@ -67,6 +69,7 @@ func TestDTSMatchesGo(t *testing.T) {
 	require.Contains(t, dts, "  status: RecordStatus;", "OutboxRecordInfo.status is the union of the statuses")
 	require.Contains(t, dts, "  state: ConnectionState;", "ConnectionStatus.state is the union of the states")
 	require.Contains(t, dts, "  closed: ConnectionClosed | null;", "ConnectionStatus.closed is the union, null while open")
+	require.Contains(t, dts, "  reason: SyncReason;", "SyncReport.reason is the union")
 
 	// OutboxErrorCode is every code the outbox writes into an ErrorInfo;
 	// an HTTP status's code is the template http_<status>.

@@ -35,6 +35,7 @@ var apiFuncs = [...]jsapi.Func{
 	{Name: "elect", Call: jsapi.Sync, Fn: elect},
 	{Name: "lockName", Call: jsapi.Sync, Fn: lockName},
 	{Name: "outbox", Call: jsapi.Async, Fn: openOutbox},
+	{Name: "backgroundSync", Call: jsapi.Async, Fn: openSyncOutbox},
 	{Name: "fence", Call: jsapi.Sync, Fn: fenceFn},
 	{Name: "deleteDatabase", Call: jsapi.Async, Fn: deleteDatabase},
 	{Name: "channel", Call: jsapi.Sync, Fn: channelFn},

@@ -67,6 +67,11 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 		return cfg, err
 	}
 	cfg.NoWebLocks = jsapi.Field(opts, "noWebLocks").Truthy()
+	bs, err := jsapi.BoolOption("outbox", "backgroundSync", jsapi.ArgOf(jsapi.Field(opts, "backgroundSync")), true)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.NoBackgroundSync = !bs
 	if h := jsapi.Field(opts, "headers"); jsapi.IsType(h, js.TypeObject) || jsapi.IsType(h, js.TypeFunction) {
 		cfg.Authorize = authorize(h)
 	}
@@ -139,12 +144,16 @@ func readLimits(opts js.Value, cfg *browser.RuntimeConfig) error {
 }
 
 // authorize adds the headers option to every send: an object, or a
-// function of the record's user returning one.
+// function of the record's user returning one or a Promise of one (awaited
+// within the send's timeout: a worker may read a token from IndexedDB).
 func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.Header) error {
-	return func(_ context.Context, req outbox.Request, h outbox.Header) error {
+	return func(ctx context.Context, req outbox.Request, h outbox.Header) error {
 		hv := headers
 		if hv.Type() == js.TypeFunction {
 			v, err := jsglue.Invoke(hv, req.UserID)
+			if err == nil {
+				v, err = jsglue.Await(ctx, v)
+			}
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,12 @@ export interface LoadOptions {
    * Default: `wasm_exec.js` next to this module (a bundler includes it).
    */
   wasmExecURL?: string | URL;
+  /**
+   * How the module is fetched (default: the global fetch), for a worker
+   * that answers from its Cache API cache (tabfence-sw.js does). The
+   * Response's Content-Type decides streaming compilation as above.
+   */
+  fetch?: (url: string | URL) => Promise<Response>;
 }
 
 /**
@@ -681,10 +687,12 @@ export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
   user?: string;
   /**
    * Credentials added at send time, never stored: an object, or a function
-   * of the record's user. Also sent with the fencing-token requests
+   * of the record's user returning one or a Promise of one (awaited within
+   * sendTimeoutMs; a rejection fails that send as a network error does, to
+   * be retried). Also sent with the fencing-token requests
    * (`POST <fencePath><resource>`), which a receiver authenticates too.
    */
-  headers?: Record<string, string> | ((user: string) => Record<string, string>);
+  headers?: Record<string, string> | ((user: string) => Record<string, string> | Promise<Record<string, string>>);
   /** Operation type -> policy, one for each operation of `Ops`. An operation type without a policy is refused (UnknownOperationError). */
   policies: { [K in keyof Ops]: OutboxPolicy<Ops[K]> };
   /** Charged attempts before a record becomes a dead letter (default 10). */
@@ -715,6 +723,14 @@ export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
   chargeAhead?: number;
   /** Use the IndexedDB lease even where Web Locks exist (tests). */
   noWebLocks?: boolean;
+  /**
+   * Pages register the Background Sync tag {@link SyncOutbox.syncTag} at
+   * open and after enqueues (default true), best effort: where the origin
+   * has a Service Worker and the browser a SyncManager (Chromium), the
+   * worker drains the queue after the last tab is gone (see
+   * tabfence-sw.js). False: never register.
+   */
+  backgroundSync?: boolean;
 }
 
 /** One operation to enqueue: for each operation type of `Ops`, its payload type. */
@@ -911,6 +927,66 @@ export interface Outbox<Ops extends OperationMap = OperationMap> {
   logout(options?: { purge?: boolean }): Promise<number>;
   /** Stops this tab's triggers and releases the lock; the queue stays. */
   close(): Promise<void>;
+}
+
+// ---- tf.backgroundSync: the outbox in a Service Worker ----
+
+export interface Tabfence {
+  /**
+   * Opens the outbox as a Service Worker does (tabfence-sw.js calls it),
+   * from the same options the pages give {@link Tabfence.outbox}: it sends
+   * nothing by itself, only when {@link SyncOutbox.drain} is called. It
+   * shares the queue, the flush lock, the lease and the fencing tokens with
+   * the tabs, answers their watchdog while it flushes and is stolen from
+   * like a tab.
+   * @throws TypeError (rejection) for bad options; NotSupportedError in tabfence-core.wasm.
+   */
+  backgroundSync<Ops extends OperationMap = OperationMap>(options: OutboxOptions<Ops>): Promise<SyncOutbox>;
+}
+
+/** A worker's handle on a shared outbox. */
+export interface SyncOutbox {
+  readonly name: string;
+  readonly lockName: string;
+  /** The Background Sync tag the pages register: the lock name. */
+  readonly syncTag: string;
+  readonly protocol: number;
+  readonly schemaVersion: number;
+  /**
+   * Waits for the flush lock (a tab holding it is flushing) up to timeoutMs
+   * (default 120000), then flushes until nothing due is left and reports.
+   * Never rejects for an outcome (offline, server errors, no session):
+   * those are in the report. Rejects with TypeError for bad options and
+   * InvalidStateError once closed.
+   */
+  drain(options?: { lastChance?: boolean; timeoutMs?: number }): Promise<SyncReport>;
+  /** Releases the queue's database and channel. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Why a drain ended: "done" (nothing left to send for the queue's user),
+ * "more" (unsettled records remain, e.g. backing off after a 5xx),
+ * "offline", "fence" (no fencing token), "busy" (the flush lock stayed held
+ * until timeoutMs), "stale" (a tab took over mid-drain), "auth" (the
+ * receiver wants a new login), "paused", "no-session", "error".
+ */
+export type SyncReason = "done" | "more" | "offline" | "fence" | "busy" | "stale" | "auth" | "paused" | "no-session" | "error";
+
+export interface SyncReport {
+  acked: number;
+  retried: number;
+  deadLettered: number;
+  claimed: number;
+  /** Unsettled records of the queue's user left (of every user without a session). */
+  remaining: number;
+  /**
+   * The sync event should fail so the browser retries later: true for
+   * more, offline, fence, busy, stale and error, never on the last chance
+   * (the records stay queued for the pages).
+   */
+  retry: boolean;
+  reason: SyncReason;
 }
 
 // ---- tf.connection: one realtime connection per browser ----

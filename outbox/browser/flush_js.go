@@ -201,6 +201,9 @@ func (r *Runtime) flushOwned(ctx context.Context, lease queue.Lease, webLock boo
 		if err != nil || ctx.Err() != nil || one.Claimed == 0 {
 			return rep, err
 		}
+		if r.cfg.Passive && one.More {
+			continue // a drain goes on until nothing due is left
+		}
 		// More work arrived while flushing (hints coalesced in kickCh)?
 		select {
 		case <-r.kickCh:
@@ -217,6 +220,13 @@ func (r *Runtime) afterFlush(ctx context.Context, lease queue.Lease, user string
 	stale := errors.Is(err, queue.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) || ctx.Err() != nil
 	if !stale {
 		_ = r.ob.Release(context.WithoutCancel(ctx), lease)
+	}
+	if r.cfg.Passive {
+		// No timers to arm: the next sync event drains again.
+		if err == nil {
+			r.compact(ctx)
+		}
+		return
 	}
 	switch {
 	case errors.Is(err, outbox.ErrStepDown), errors.Is(err, outbox.ErrSessionChanged):

@@ -12,8 +12,8 @@ import (
 )
 
 // later is the work an enqueue leaves to the next task (see
-// Runtime.later): the OUTBOX_CHANGED announcement, the local flush hint
-// and event delivery.
+// Runtime.later): the OUTBOX_CHANGED announcement, the local flush hint,
+// the sync tag registration and event delivery.
 type later struct {
 	mu          sync.Mutex
 	pending     bool           // a task is scheduled and has not run yet
@@ -103,5 +103,6 @@ func (r *Runtime) runLater() {
 	}
 	if announce {
 		r.Kick("enqueue")
+		r.registerSync()
 	}
 }

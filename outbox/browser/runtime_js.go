@@ -4,7 +4,6 @@ package browser
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"syscall/js"
@@ -60,6 +59,15 @@ type RuntimeConfig struct {
 	// compacts them (Outbox.Compact, at most once a minute); default
 	// DefaultAckedRetention.
 	AckedRetention time.Duration
+	// Passive: the runtime flushes only when Drain is called (a Service
+	// Worker's sync event). No flush at start, on page events, on other
+	// tabs' OUTBOX_CHANGED, on the due timer, and no watchdog asks or
+	// steals; it still answers status questions while it owns, pushes
+	// status and events, and honours steals.
+	Passive bool
+	// NoBackgroundSync: a page does not register the Background Sync tag
+	// (SyncTag) after enqueues and at open.
+	NoBackgroundSync bool
 }
 
 // RuntimeStatus is what every tab renders: the shared projection read from
@@ -101,6 +109,7 @@ type Runtime struct {
 	evCh    chan outbox.Event
 
 	lt         later                  // work an enqueue leaves to the next task (later_js.go)
+	bs         bgSync                 // the page's sync tag registrations (bgsync_js.go)
 	appendHook atomic.Pointer[func()] // OnAppendChange
 
 	attemptMu    sync.Mutex
@@ -144,15 +153,6 @@ type subscribers struct {
 // kindStolen announces a steal of the flush lock (before the thief touches
 // IndexedDB).
 const kindStolen = "stolen!"
-
-// Errors of the Runtime.
-var (
-	// ErrFenceUnavailable: the server fencing token could not be obtained
-	// (offline, server down): nothing was sent, nothing was charged.
-	ErrFenceUnavailable = errors.New("outbox: fencing token unavailable")
-	// ErrRuntimeClosed: Close was called.
-	ErrRuntimeClosed = errors.New("outbox: runtime closed")
-)
 
 // OpenRuntime opens the queue's store and channel, installs the triggers and
 // starts flushing when the queue has due work.
@@ -202,13 +202,16 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	r.dueT = time.NewTimer(time.Hour)
 	r.dueT.Stop()
 	r.installLater()
-	r.installTriggers()
-	go r.flushLoop()
 	go r.statusLoop()
-	go r.watchLoop()
 	go r.eventLoop()
 	r.markDirty(false)
-	r.Kick("start")
+	if !cfg.Passive {
+		r.installTriggers()
+		go r.flushLoop()
+		go r.watchLoop()
+		r.Kick("start")
+		r.registerSync()
+	}
 	return r, nil
 }
 
@@ -333,7 +336,11 @@ func (r *Runtime) Enqueue(ctx context.Context, op outbox.Op) (queue.EnqueueResul
 }
 
 // Kick is a flush hint (non-blocking; hints coalesce, the lock dedupes).
+// A passive runtime ignores hints: it flushes on Drain only.
 func (r *Runtime) Kick(reason string) {
+	if r.cfg.Passive {
+		return
+	}
 	select {
 	case r.kickCh <- reason:
 	default:

@@ -154,6 +154,9 @@ func (r *Runtime) answerPayload(l queue.Lease, stalled time.Duration) js.Value {
 }
 
 func (r *Runtime) requestSteal() {
+	if r.cfg.Passive {
+		return // a worker never steals from a tab
+	}
 	select {
 	case r.stealCh <- struct{}{}:
 	default:

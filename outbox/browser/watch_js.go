@@ -57,6 +57,9 @@ func (r *Runtime) watchLoop() {
 }
 
 func (r *Runtime) watchAct(act watchAction) {
+	if r.cfg.Passive {
+		return // a worker asks no owner and steals from none
+	}
 	switch act {
 	case watchAsk:
 		r.post(kindStatusAsk, js.Undefined())

@@ -92,3 +92,33 @@ func SmallInt(s string) (int, bool) {
 	}
 	return n, true
 }
+
+// BoolOption reads an optional boolean option of where (absent: def).
+func BoolOption(where, name string, a Arg, def bool) (bool, error) {
+	switch {
+	case a.Absent():
+		return def, nil
+	case a.Kind == KindBoolean:
+		return a.Num != 0, nil
+	}
+	return false, TypeErr(where, name+" must be a boolean, got "+a.Kind.String())
+}
+
+// DefaultDrainTimeout is how long a drain waits for the flush lock and
+// flushes by default: within the ~3 minutes Chromium gives a sync event.
+const DefaultDrainTimeout = 2 * time.Minute
+
+// DrainArgs reads SyncOutbox.drain's {lastChance, timeoutMs} (absent
+// timeoutMs: DefaultDrainTimeout; 0 is not a timeout).
+func DrainArgs(lastChance, timeoutMs Arg) (last bool, timeout time.Duration, err error) {
+	if last, err = BoolOption("backgroundSync.drain", "lastChance", lastChance, false); err != nil {
+		return false, 0, err
+	}
+	if timeoutMs.Absent() {
+		return last, DefaultDrainTimeout, nil
+	}
+	if n := timeoutMs.Num; timeoutMs.Kind != KindNumber || !(n >= 1) || n > 24*3600e3 {
+		return false, 0, TypeErr("backgroundSync.drain", "timeoutMs must be a number of milliseconds from 1 to a day")
+	}
+	return last, time.Duration(timeoutMs.Num * float64(time.Millisecond)), nil
+}

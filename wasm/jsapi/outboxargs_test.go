@@ -48,3 +48,31 @@ func TestOutboxArgs(t *testing.T) {
 		require.Error(t, err, "migrations key %q", k)
 	}
 }
+
+func TestDrainArgs(t *testing.T) {
+	num := func(n float64) Arg { return Arg{Kind: KindNumber, Num: n} }
+	yes := Arg{Kind: KindBoolean, Num: 1}
+	last, d, err := DrainArgs(Arg{}, Arg{})
+	require.NoError(t, err)
+	require.False(t, last)
+	require.Equal(t, DefaultDrainTimeout, d)
+	last, d, err = DrainArgs(yes, num(1500))
+	require.NoError(t, err)
+	require.True(t, last)
+	require.Equal(t, 1500*time.Millisecond, d)
+	for _, c := range []struct{ last, ms Arg }{
+		{Arg{Kind: KindString}, Arg{}}, {Arg{}, num(0)}, {Arg{}, num(-1)}, {Arg{}, Arg{Kind: KindString}}, {Arg{}, num(1e12)},
+	} {
+		_, _, err := DrainArgs(c.last, c.ms)
+		var te *TypeError
+		require.ErrorAs(t, err, &te, "%+v", c)
+	}
+	on, err := BoolOption("outbox", "backgroundSync", Arg{}, true)
+	require.NoError(t, err)
+	require.True(t, on)
+	on, err = BoolOption("outbox", "backgroundSync", Arg{Kind: KindBoolean}, true)
+	require.NoError(t, err)
+	require.False(t, on)
+	_, err = BoolOption("outbox", "backgroundSync", num(0), true)
+	require.Error(t, err)
+}

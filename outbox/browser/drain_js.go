@@ -1,0 +1,125 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tabfence/tabfence/internal/deadline"
+	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
+)
+
+// SyncTag is the Background Sync tag of the queue: its Web Lock name
+// (tabfence:outbox-<name>:v<protocol>), so a worker finds the queue a tag
+// is for and a page of another protocol registers another tag.
+func (r *Runtime) SyncTag() string { return r.lockName }
+
+// leasePoll is how often a drain without Web Locks tries the IndexedDB
+// lease while a tab holds it.
+const leasePoll = 250 * time.Millisecond
+
+// Drain flushes the queue once, as a sync event asks: it waits for the
+// flush lock until ctx ends (a tab that holds it is flushing; what it leaves
+// is ours), takes the lease and the server fencing token as a tab does,
+// flushes until nothing due is left, releases, and says what the event
+// should do (DrainReport.Reason, Retry). The error is for a closed runtime
+// only: ordinary outcomes are in the report.
+func (r *Runtime) Drain(ctx context.Context, o DrainOptions) (DrainReport, error) {
+	if r.closed.Load() {
+		return DrainReport{}, ErrRuntimeClosed
+	}
+	r.attemptMu.Lock()
+	defer r.attemptMu.Unlock()
+	out := syncOutcome{LastChance: o.LastChance}
+	var rep DrainReport
+	// The queue's session as stored: pages log in and out while the
+	// worker sleeps.
+	if _, out.Err = r.ob.SyncSession(ctx); out.Err == nil {
+		out.User = r.ob.QueueSession().UserID
+		if out.User != "" {
+			rep.FlushReport, out.Err = r.drainOwned(ctx, out.User)
+		}
+	}
+	if r.closed.Load() {
+		return rep, ErrRuntimeClosed
+	}
+	// The verdict reads the queue even when ctx ended (a busy lock).
+	rctx, cancel := deadline.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var serr error
+	out.Status, out.Remaining, serr = r.drainState(rctx, out.User)
+	if out.Err == nil {
+		out.Err = serr
+	}
+	rep.Remaining = out.Remaining
+	rep.Reason, rep.Retry = syncVerdict(out)
+	r.markDirty(true)
+	return rep, nil
+}
+
+// drainOwned takes ownership for user, waiting for the Web Lock (the
+// IndexedDB lease, polled, without Web Locks) until ctx ends, and flushes
+// with the tabs' own code. A paused queue takes no lock and asks no fence.
+func (r *Runtime) drainOwned(ctx context.Context, user string) (rep outbox.FlushReport, err error) {
+	p, err := r.ob.Status(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if (syncOutcome{User: user, Status: p}).held() {
+		return rep, outbox.ErrPaused // the verdict tells paused from auth
+	}
+	var skipped bool
+	run := func(lctx context.Context, webLock bool) {
+		rep, skipped, err = r.ownAndFlush(lctx, "sync", webLock, false)
+	}
+	if !r.cfg.NoWebLocks {
+		lerr := locks.Request(ctx, r.lockName, locks.Options{}, func(lctx context.Context) error {
+			run(lctx, true)
+			return nil
+		})
+		switch {
+		case errors.Is(lerr, locks.ErrUnavailable):
+			// fall through to the IndexedDB lease
+		case errors.Is(lerr, locks.ErrStolen):
+			return rep, queue.ErrStaleOwner
+		case lerr != nil && ctx.Err() != nil:
+			return rep, errors.Join(errLockBusy, lerr)
+		case lerr != nil:
+			return rep, lerr
+		default:
+			return rep, err
+		}
+	}
+	for {
+		run(ctx, false)
+		if !skipped {
+			return rep, err
+		}
+		t := time.NewTimer(leasePoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return rep, errors.Join(errLockBusy, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// drainState reads the projection and counts the unsettled records of
+// user (of every user without a session).
+func (r *Runtime) drainState(ctx context.Context, user string) (outbox.Projection, int, error) {
+	p, err := r.ob.Status(ctx)
+	if err != nil {
+		return p, 0, err
+	}
+	recs, err := r.store.List(ctx, outbox.Filter{UserID: user, Statuses: []queue.Status{
+		queue.StatusPending, queue.StatusLeased, queue.StatusSending, queue.StatusFailed}})
+	if err != nil {
+		return p, 0, err
+	}
+	return p, len(recs), nil
+}

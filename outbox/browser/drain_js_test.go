@@ -1,0 +1,155 @@
+//go:build js && wasm
+
+package browser
+
+import (
+	"context"
+	"strconv"
+	"syscall/js"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/locks"
+	"github.com/tabfence/tabfence/outbox"
+)
+
+func passive(c *RuntimeConfig) { c.Passive = true }
+
+func enqueueN(t *testing.T, r *Runtime, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		_, err := r.Enqueue(context.Background(), outbox.Op{OperationType: "put", EntityType: "note", EntityID: "d" + strconv.Itoa(i), Payload: []byte("{}")})
+		require.NoError(t, err)
+	}
+}
+
+func drain(t *testing.T, r *Runtime, o DrainOptions) DrainReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := r.Drain(ctx, o)
+	require.NoError(t, err)
+	return rep
+}
+
+// A drain sends what is due once and says the sync is done; a second one
+// finds nothing.
+func TestDrainSendsOnceAndReportsDone(t *testing.T) {
+	rx := installMock(t)
+	p := openRT(t, uniq("drain"), passive)
+	enqueueN(t, p, 3)
+	rep := drain(t, p, DrainOptions{})
+	require.Equal(t, 3, rep.Acked, "%+v", rep)
+	require.Equal(t, "done", rep.Reason)
+	require.False(t, rep.Retry)
+	require.Zero(t, rep.Remaining)
+	require.Equal(t, 3, rx.Get("effects").Int())
+	rep = drain(t, p, DrainOptions{})
+	require.Equal(t, DrainReport{Reason: "done"}, rep)
+	require.Equal(t, 3, rx.Get("effects").Int())
+	require.Equal(t, 3, acked(t, p))
+	require.Equal(t, p.LockName(), p.SyncTag())
+}
+
+// A passive runtime (a worker) never flushes by itself: not at start, not
+// on an enqueue, not on another tab's OUTBOX_CHANGED. Only Drain sends.
+func TestPassiveRuntimeFlushesOnlyOnDrain(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("passive")
+	first := openRT(t, name, passive)
+	enqueueN(t, first, 3)
+	require.NoError(t, first.Close())
+	p := openRT(t, name, passive) // starts with due records
+	var pushed RuntimeStatus
+	p.OnStatus(func(s RuntimeStatus) { pushed = s })
+	ch, err := channel.Open(p.LockName())
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.Send(channel.NewSequencer("outbox-tab:other", "other", 1), kindOutboxChanged, js.Undefined())
+	require.NoError(t, err)
+	enqueueN(t, p, 2) // the same entities: 5 records, appended
+	// The status push follows the enqueue's later task (its flush hint):
+	// a runtime that reacted to any of it has asked for a fence by now.
+	waitFor(t, "status pushed", 5*time.Second, func() bool { return pushed.Pending == 5 })
+	require.Zero(t, rx.Get("sends").Int(), "a passive runtime sent by itself")
+	require.Zero(t, js.Global().Get("Object").Call("keys", rx.Get("issued")).Length(), "a passive runtime asked for a fence by itself")
+	rep := drain(t, p, DrainOptions{})
+	require.Equal(t, 5, rep.Acked, "%+v", rep)
+	require.Equal(t, "done", rep.Reason)
+	require.Equal(t, 5, rx.Get("effects").Int())
+}
+
+// A drain waits while a tab holds the flush lock (the tab is flushing),
+// then finds what the tab left: nothing.
+func TestDrainWaitsForTheTabsFlush(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("wait")
+	a := silentOwner(t, rx, name) // owns, its first send hangs
+	p := openRT(t, name, passive)
+	done := make(chan DrainReport, 1)
+	go func() { done <- drain(t, p, DrainOptions{}) }()
+	waitFor(t, "the drain queued for the lock", 5*time.Second, func() bool {
+		s, err := locks.Query(context.Background())
+		return err == nil && s.Holds(p.LockName()) && s.Waiting(p.LockName()) > 0
+	})
+	select {
+	case rep := <-done:
+		t.Fatalf("drain returned while the tab held the lock: %+v", rep)
+	default:
+	}
+	rx.Set("holdToken", 0)
+	held := rx.Get("held")
+	for i := 0; i < held.Length(); i++ {
+		held.Index(i).Invoke()
+	}
+	var rep DrainReport
+	select {
+	case rep = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain never got the lock")
+	}
+	require.Equal(t, "done", rep.Reason, "%+v", rep)
+	require.False(t, rep.Retry)
+	require.Zero(t, rep.Remaining)
+	require.Equal(t, 5, rx.Get("effects").Int())
+	require.Equal(t, 5, acked(t, a))
+}
+
+// A receiver failing with 500: the records stay queued and the sync asks
+// for a retry; on the last chance it does not, and the records are still
+// there, not dead-lettered.
+func TestDrainServerErrorRetriesButNotOnLastChance(t *testing.T) {
+	rx := installMock(t)
+	p := openRT(t, uniq("5xx"), passive)
+	enqueueN(t, p, 2)
+	rx.Set("fail", 1000)
+	rep := drain(t, p, DrainOptions{})
+	require.Equal(t, "more", rep.Reason, "%+v", rep)
+	require.True(t, rep.Retry)
+	require.Equal(t, 2, rep.Remaining)
+	require.Zero(t, rep.Acked)
+	rep = drain(t, p, DrainOptions{LastChance: true})
+	require.Equal(t, "more", rep.Reason, "%+v", rep)
+	require.False(t, rep.Retry)
+	require.Equal(t, 2, rep.Remaining)
+	st, err := p.Status(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Pending+st.Failed+st.Sending, "%+v", st)
+	require.Zero(t, st.DeadLetter+st.Terminal)
+	rx.Set("fail", 0)
+	waitFor(t, "the backoff", 5*time.Second, func() bool { return drain(t, p, DrainOptions{}).Reason == "done" })
+	require.Equal(t, 2, acked(t, p))
+}
+
+// No session: nothing to send for anyone, and no retry.
+func TestDrainWithoutSession(t *testing.T) {
+	rx := installMock(t)
+	p := openRT(t, uniq("nosess"), func(c *RuntimeConfig) { c.Passive, c.Session = true, outbox.Session{} })
+	rep := drain(t, p, DrainOptions{})
+	require.Equal(t, DrainReport{Reason: "no-session"}, rep)
+	require.Zero(t, rx.Get("sends").Int())
+	require.Zero(t, js.Global().Get("Object").Call("keys", rx.Get("issued")).Length())
+}
