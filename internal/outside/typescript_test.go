@@ -32,7 +32,7 @@ const tsconfig = `{
     "strict": true, "noEmit": true, "target": "es2022", "module": "esnext",
     "moduleResolution": "bundler", "lib": ["es2022", "dom"],
     "allowJs": true, "checkJs": true, "skipLibCheck": false,
-    "paths": { "tabfence": ["./tabfence.d.ts"] }
+    "paths": { "tabfence": ["./tabfence.d.ts"], "tabfence/sw": ["./tabfence-sw.d.ts"] }
   },
   "include": ["*.ts", "*.js"]
 }
@@ -40,8 +40,9 @@ const tsconfig = `{
 
 // TestTypeScriptSnippetsTypeCheck runs tsc --strict (TypeScript from npm,
 // installed by make) on every ```ts and ```js block of the docs, each a
-// module importing "tabfence" typed by jsglue/loader/tabfence.d.ts: a
-// snippet that a user copies compiles under their strict settings.
+// module importing "tabfence" (and "tabfence/sw") typed by
+// jsglue/loader/tabfence.d.ts (and tabfence-sw.d.ts): a snippet that a
+// user copies compiles under their strict settings.
 func TestTypeScriptSnippetsTypeCheck(t *testing.T) {
 	tsc := tscPath(t)
 	root := moduleRoot(t)
@@ -107,13 +108,15 @@ func tscPath(t *testing.T) string {
 	return tsc
 }
 
-// tsProject is a directory with the loader's types and the compiler's
-// settings.
+// tsProject is a directory with the loader's types, the worker entry's,
+// and the compiler's settings.
 func tsProject(t *testing.T, root string) string {
 	dir := t.TempDir()
-	dts, err := os.ReadFile(filepath.Join(root, "jsglue", "loader", "tabfence.d.ts"))
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(dir, "tabfence.d.ts"), string(dts))
+	for _, f := range []string{"tabfence.d.ts", "tabfence-sw.d.ts"} {
+		dts, err := os.ReadFile(filepath.Join(root, "jsglue", "loader", f))
+		require.NoError(t, err)
+		writeFile(t, filepath.Join(dir, f), string(dts))
+	}
 	writeFile(t, filepath.Join(dir, "globals.d.ts"), snippetGlobals)
 	writeFile(t, filepath.Join(dir, "tsconfig.json"), tsconfig)
 	return dir
