@@ -52,6 +52,14 @@ func (a *arrivals) snapshot() arrivals {
 	}
 }
 
+// extraSince is how many sends since the last reset were not a new
+// effect; read once the flush has ended (its owner released the lock).
+func (a *arrivals) extraSince() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sends) - len(a.effects)
+}
+
 func (a *arrivals) effectCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -64,6 +64,9 @@ type bench struct {
 type flush struct {
 	fence, first, last float64
 	running            float64
+	// extra is how many of the flush's sends were not a new effect
+	// (replays, failures): 0 when each mutation was sent once.
+	extra int
 }
 
 // Run measures and prints the tables to w. distDir holds the built runtime
@@ -160,7 +163,7 @@ func (bn *bench) install(ctx context.Context) error {
 type results struct {
 	tab, cold, warm []flush
 	starts          []flush
-	extra           int // sends answered as replays or failures: 0 when each mutation was sent once
+	extra           int // sends of the whole part that were not a new effect, untimed flushes included
 }
 
 // measure runs the rounds: a tab's flush and a cold then a warm worker's
@@ -230,7 +233,11 @@ func (bn *bench) fromTab(ctx context.Context, n int) (flush, error) {
 	if err != nil {
 		return f, err
 	}
-	return f, bn.idle(ctx, tab)
+	if err := bn.idle(ctx, tab); err != nil {
+		return f, err
+	}
+	f.extra = bn.arr.extraSince()
+	return f, nil
 }
 
 // fromWorker times the demo's worker: n mutations are enqueued in a tab
@@ -269,7 +276,11 @@ func (bn *bench) fromWorker(ctx context.Context, n int, cold bool) (flush, error
 			return f, errors.New("CDP never reported the worker running")
 		}
 	}
-	return f, bn.reported(ctx, t0, n)
+	if err := bn.reported(ctx, t0, n); err != nil {
+		return f, err
+	}
+	f.extra = bn.arr.extraSince()
+	return f, nil
 }
 
 // whenRunning sends the time CDP reports the stopped worker running again
