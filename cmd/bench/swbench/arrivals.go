@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tabfence/tabfence/e2e/harness"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // arrivals is what the server saw since the last reset, on its own clock:
@@ -113,7 +114,7 @@ func (w *answer) WriteHeader(code int) {
 		w.wrote = true
 		w.a.mu.Lock()
 		switch {
-		case code/100 == 2 && w.Header().Get("Idempotent-Replayed") != "":
+		case code/100 == 2 && w.Header().Get(wire.HeaderReplayed) != "":
 			w.a.replays++
 		case code/100 == 2:
 			w.a.effects = append(w.a.effects, time.Now())
