@@ -40,10 +40,10 @@ LOADER_MODULES := $(DIST)/tabfence-fast.js $(DIST)/tabfence-channel.js $(DIST)/t
 # The modules precompressed beside themselves (name.wasm.br, name.wasm.gz),
 # which `tabfence serve` and the assets package send to browsers that
 # accept them.
-COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(foreach c,br gz,$(DIST)/$(f).$(c) $(DIST)/$(f).$(c).sha256))
+COMPRESSED := $(foreach f,tabfence.wasm tabfence-core.wasm tabfence.js tabfence-sw.js wasm_exec.js $(notdir $(LOADER_MODULES)),$(foreach c,br gz,$(DIST)/$(f).$(c) $(DIST)/$(f).$(c).sha256))
 
-## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the npm package in dist/npm
-build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
+## build: dist/tabfence.wasm (and tabfence-core.wasm, without the outbox) with .br/.gz beside them, wasm_exec.js, the ES module loader and its types, the Service Worker module tabfence-sw.js, the npm package in dist/npm
+build: $(DIST)/tabfence.wasm $(DIST)/tabfence-core.wasm $(DIST)/wasm_exec.js $(DIST)/tabfence.js $(DIST)/tabfence.d.ts $(DIST)/tabfence-sw.js $(DIST)/tabfence-sw.d.ts $(LOADER_MODULES) $(COMPRESSED) npm
 
 $(DIST):
 	mkdir -p $(DIST)
@@ -79,13 +79,13 @@ $(DIST)/%.gz $(DIST)/%.gz.sha256: $(DIST)/%
 # both runtimes and wasm_exec.js, with the package.json of jsglue/loader.
 # Plain names: the app's bundler hashes them into its own output.
 NPM       := $(DIST)/npm
-NPM_FILES := tabfence.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
-npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js package.json README.md LICENSE.wasm_exec) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
+NPM_FILES := tabfence.d.ts tabfence-sw.d.ts wasm_exec.js tabfence.wasm tabfence-core.wasm $(notdir $(LOADER_MODULES))
+npm: $(addprefix $(NPM)/,$(NPM_FILES) tabfence.js tabfence-sw.js package.json README.md LICENSE.wasm_exec) $(if $(wildcard LICENSE),$(NPM)/LICENSE)
 $(NPM):
 	mkdir -p $(NPM)
 $(addprefix $(NPM)/,$(NPM_FILES)): $(NPM)/%: $(DIST)/% | $(NPM)
 	cp $< $@
-$(NPM)/tabfence.js: jsglue/loader/tabfence.js | $(NPM)
+$(NPM)/tabfence.js $(NPM)/tabfence-sw.js: $(NPM)/%: jsglue/loader/% | $(NPM)
 	cp $< $@
 # wasm_exec.js is Go's, under Go's BSD license, which travels with it.
 $(NPM)/LICENSE.wasm_exec: $(GOROOT)/LICENSE | $(NPM)
@@ -109,15 +109,26 @@ $(DIST)/wasm_exec.js: $(GOROOT)/lib/wasm/wasm_exec.js | $(DIST)
 # keeps plain names: bundlers hash them into their own output.)
 VERSIONED := $(LOADER_MODULES) $(DIST)/wasm_exec.js $(DIST)/tabfence.wasm
 $(DIST)/tabfence.js: jsglue/loader/tabfence.js $(VERSIONED) | $(DIST)
+	$(call version,$(VERSIONED))
+# The worker's module, likewise: its imports of the (versioned) loader and
+# wasm_exec.js. A new loader is a new worker script, which the browser
+# installs as a new version.
+SW_VERSIONED := $(DIST)/tabfence.js $(DIST)/wasm_exec.js
+$(DIST)/tabfence-sw.js: jsglue/loader/tabfence-sw.js $(SW_VERSIONED) | $(DIST)
+	$(call version,$(SW_VERSIONED))
+# version copies $< to $@ with each "./<name>" of the files $(1) made
+# "./<name>?v=<the first 16 hex of its SHA-256>".
+define version
 	cp $< $@.tmp
-	@for f in $(notdir $(VERSIONED)); do \
+	@for f in $(notdir $(1)); do \
 	  h=$$(sha256sum $(DIST)/$$f | cut -c1-16); \
 	  grep -q "\"\./$$f\"" $@.tmp || { echo "$<: no \"./$$f\" to version"; exit 1; }; \
 	  sed -i "s|\"\./$$f\"|\"./$$f?v=$$h\"|g" $@.tmp; \
 	done
 	mv $@.tmp $@
+endef
 
-$(DIST)/tabfence.d.ts: jsglue/loader/tabfence.d.ts | $(DIST)
+$(DIST)/tabfence.d.ts $(DIST)/tabfence-sw.d.ts: $(DIST)/%: jsglue/loader/% | $(DIST)
 	cp $< $@
 
 $(DIST)/tabfence-fast.js: jsglue/loader/core.js | $(DIST)

@@ -99,9 +99,9 @@ func TestAPIErrorsAreNamed(t *testing.T) {
 	}
 }
 
-// load itself: a missing wasm file or a bad URL reject, are not memoized,
-// and a later call without options loads tabfence.wasm from beside the
-// loader.
+// load itself: a missing wasm file, a bad URL or fetch option reject, are
+// not memoized, and a later call without a URL loads tabfence.wasm from
+// beside the loader, through the fetch option when given.
 func TestLoadErrors(t *testing.T) {
 	e := setup(t, false)
 	tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
@@ -111,7 +111,11 @@ func TestLoadErrors(t *testing.T) {
 		const try_ = async (k, f) => { try { await f(); out[k] = "resolved"; } catch (err) { out[k] = err.name + ": " + err.message; } };
 		await try_("badURL", () => m.load({ wasmURL: 42 }));
 		await try_("missingWasm", () => m.load({ wasmURL: "/dist/missing.wasm" }));
-		const tf = await m.load();
+		await try_("badFetch", () => m.load({ fetch: "cache" }));
+		// The fetch option fetches the module (a worker's from its cache).
+		const fetched = [];
+		const tf = await m.load({ fetch: (url) => (fetched.push(new URL(url).pathname), fetch(url)) });
+		out.fetched = fetched.join(",");
 		out.afterFailures = tf.lockName("s", 1);
 		// A resource's timing entry is queued when its response ends, which
 		// for the refused fetch can come after load() rejected: wait for it.
@@ -123,6 +127,8 @@ func TestLoadErrors(t *testing.T) {
 	want := map[string]string{
 		"badURL":        "TypeError: tabfence.load: wasmURL must be a string or URL",
 		"missingWasm":   "Error: tabfence.load: fetching /dist/missing.wasm failed: 404 Not Found",
+		"badFetch":      "TypeError: tabfence.load: fetch must be a function",
+		"fetched":       "/dist/tabfence.wasm",
 		"afterFailures": "tabfence:s:v1",
 		"wasm":          "/dist/missing.wasm,/dist/tabfence.wasm",
 	}

@@ -32,7 +32,7 @@ const tsconfig = `{
     "strict": true, "noEmit": true, "target": "es2022", "module": "esnext",
     "moduleResolution": "bundler", "lib": ["es2022", "dom"],
     "allowJs": true, "checkJs": true, "skipLibCheck": false,
-    "paths": { "tabfence": ["./tabfence.d.ts"] }
+    "paths": { "tabfence": ["./tabfence.d.ts"], "tabfence/sw": ["./tabfence-sw.d.ts"] }
   },
   "include": ["*.ts", "*.js"]
 }
@@ -92,6 +92,31 @@ await inferred.enqueue({ operationType: "note.update", payload: 1 });
 	}
 }
 
+// TestWorkerEntryTypeChecks: a worker importing "tabfence/sw" with the
+// pages' outbox options compiles, its report's reason is the union, and a
+// misspelt option does not compile.
+func TestWorkerEntryTypeChecks(t *testing.T) {
+	tsc := tscPath(t)
+	dir := tsProject(t, moduleRoot(t))
+	const worker = `import { backgroundSync } from "tabfence/sw";
+import type { OutboxOptions, SyncReason } from "tabfence";
+type Note = { id: string; text: string };
+const notes: OutboxOptions<{ "note.update": Note }> = { name: "notes", endpoint: "/api/notes",
+  headers: async (user) => ({ "X-Demo-User": user }), policies: { "note.update": { dedupe: "replace-latest" } } };
+backgroundSync({ outboxes: [notes], cache: false, lockWaitMs: 60000, onReport(r) {
+  const reason: SyncReason = r.reason;
+  console.log(r.tag, r.lastChance, r.acked, r.remaining, r.retry, reason);
+} });
+`
+	writeFile(t, filepath.Join(dir, "sw.ts"), worker)
+	out, err := runTSC(tsc, dir)
+	require.NoError(t, err, "the worker compiles:\n%s", out)
+	writeFile(t, filepath.Join(dir, "sw.ts"), strings.Replace(worker, "lockWaitMs", "lockWaitMS", 1))
+	out, err = runTSC(tsc, dir)
+	require.Error(t, err, "a misspelt option compiles")
+	require.Contains(t, out, "lockWaitMS")
+}
+
 // tscPath is the TypeScript compiler make installs (TABFENCE_TSC). Outside
 // make the test is skipped, never in CI.
 func tscPath(t *testing.T) string {
@@ -110,6 +135,9 @@ func tsProject(t *testing.T, root string) string {
 	dts, err := os.ReadFile(filepath.Join(root, "jsglue", "loader", "tabfence.d.ts"))
 	require.NoError(t, err)
 	writeFile(t, filepath.Join(dir, "tabfence.d.ts"), string(dts))
+	sw, err := os.ReadFile(filepath.Join(root, "jsglue", "loader", "tabfence-sw.d.ts"))
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(dir, "tabfence-sw.d.ts"), string(sw))
 	writeFile(t, filepath.Join(dir, "globals.d.ts"), snippetGlobals)
 	writeFile(t, filepath.Join(dir, "tsconfig.json"), tsconfig)
 	return dir

@@ -15,6 +15,12 @@ export interface LoadOptions {
    * Default: `wasm_exec.js` next to this module (a bundler includes it).
    */
   wasmExecURL?: string | URL;
+  /**
+   * How the module is fetched (default: the global fetch), for a worker
+   * that answers from its Cache API cache (tabfence-sw.js does). The
+   * Response's Content-Type decides streaming compilation as above.
+   */
+  fetch?: (url: string | URL) => Promise<Response>;
 }
 
 /**

@@ -70,9 +70,12 @@ export function load(options) {
 async function start(options) {
   // The default module is found the way bundlers recognise (Vite emits the
   // file and rewrites the URL; unbundled, it is the file beside this one).
-  const { wasmURL = new URL("./tabfence.wasm", import.meta.url), wasmExecURL } = options ?? {};
+  const { wasmURL = new URL("./tabfence.wasm", import.meta.url), wasmExecURL, fetch: fetchWasm = fetch } = options ?? {};
   if (!wasmURL || (typeof wasmURL !== "string" && !(wasmURL instanceof URL))) {
     throw new TypeError("tabfence.load: wasmURL must be a string or URL");
+  }
+  if (typeof fetchWasm !== "function") {
+    throw new TypeError("tabfence.load: fetch must be a function");
   }
   if (typeof globalThis.Go !== "function") {
     // wasm_exec.js is a classic script that defines globalThis.Go; a
@@ -100,7 +103,7 @@ async function start(options) {
     globalThis[GLOBAL + "_ready"] = resolve;
   });
   try {
-    const instance = await instantiate(wasmURL, go.importObject);
+    const instance = await instantiate(fetchWasm, wasmURL, go.importObject);
     fast.attach?.(instance.exports, (err) => runtime.die(new RuntimeExitedError("tabfence: the runtime crashed; reload the page", { cause: err })));
     go.run(instance).then(
       () => runtime.die(new RuntimeExitedError(`tabfence: the runtime exited (code ${runtime.code ?? "unknown"}); reload the page`, { cause: runtime.code })),
@@ -116,8 +119,9 @@ async function start(options) {
 // instantiate compiles while downloading when the server sends the right
 // MIME type, and falls back to a buffer when it does not (a common
 // misconfiguration that instantiateStreaming rejects with a TypeError).
-async function instantiate(url, imports) {
-  const res = await fetch(url);
+// fetchWasm is the load option (a worker answers from its Cache API cache).
+async function instantiate(fetchWasm, url, imports) {
+  const res = await fetchWasm(url);
   if (!res.ok) {
     res.body?.cancel().catch(() => {}); // the error page is not read: let the connection go
     throw new Error(`tabfence.load: fetching ${url} failed: ${res.status} ${res.statusText}`);
