@@ -16,13 +16,15 @@ import (
 // loader's types (docs/*.md are added to these).
 var tsDocs = []string{"README.md", "receiver/README.md"}
 
-// The names a JavaScript snippet takes from the reader's own page.
+// The names a JavaScript snippet takes from the reader's own page (or worker).
 const snippetGlobals = `
 declare const socket: { connect(options: { signal: AbortSignal }): void; onDelta: (delta: { id: string; text: string }) => void };
 declare const ui: { role: string; apply(payload: unknown): void; show(status: unknown): void };
 declare function loadFromStorage(): Promise<{ token: number; seq: number }>;
 declare function reloadFromStorage(): void;
 declare const stealButton: { onclick: (() => void) | null };
+// A Service Worker's global (the snippets are checked with the DOM's types).
+declare const clients: { matchAll(options?: { type?: "window" | "all"; includeUncontrolled?: boolean }): Promise<{ postMessage(message: unknown, transfer: Transferable[]): void }[]> };
 `
 
 // The compiler's settings: the strict checks a TypeScript user turns on,
