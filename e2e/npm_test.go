@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
@@ -137,4 +138,33 @@ func TestNpmPackageBundled(t *testing.T) {
 		require.True(t, strings.HasPrefix(got["lockName"], "tabfence:npm-"), "%s: %v", page, got)
 		require.Equal(t, "n1:from the bundle", got["notes"], "%s: %v", page, got)
 	}
+}
+
+// The package's worker entry as a user bundles it: "tabfence/sw" bundled
+// by esbuild into one module Service Worker, which Chromium installs and
+// which drains its queue on the queue's sync tag (no session here: the
+// report says so, without a retry).
+func TestNpmWorkerBundled(t *testing.T) {
+	app := npmApp(t, "esbuild@"+esbuildVersion)
+	run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "worker.js", "--bundle", "--format=esm",
+		"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
+	e := setupServing(t, serveApp(app))
+	sws, err := e.b.ServiceWorkers()
+	require.NoError(t, err)
+	tab := e.open("raw-locks.html", scope(t), 1, "waiting")
+	eval[bool](t, tab, `navigator.serviceWorker.register("/app/out/worker.js", {type: "module"}).then(() => true)`)
+	sc := e.srv.URL + "/app/out/"
+	_, err = sws.WaitActive(context.Background(), sc, func(string) bool { return true })
+	require.NoError(t, err, "worker errors: %v", sws.Errors())
+	w, err := sws.Attach(context.Background(), sc)
+	require.NoError(t, err)
+	defer w.Close()
+	require.NoError(t, sws.DispatchSync(context.Background(), sc, "tabfence:outbox-npm-worker:v1", false))
+	var reps []harness.SyncReport
+	require.NoError(t, harness.Poll(t.Context(), "the report", appTimeout, 50*time.Millisecond, func() (bool, error) {
+		reps, err = w.SyncReports()
+		return len(reps) > 0, err
+	}), "worker errors: %v", sws.Errors())
+	require.Equal(t, "no-session", reps[0].Reason, "%+v", reps)
+	require.False(t, reps[0].Retry)
 }
