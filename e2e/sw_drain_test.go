@@ -42,6 +42,10 @@ func TestSWDrainsAfterEveryTabClosed(t *testing.T) {
 	e.requireOncePerKey(n)
 	_, max := e.ctl.keys()
 	require.Equal(t, 1, max, "a key was sent more than once")
+	e.ctl.mu.Lock()
+	asAlice := e.ctl.byUser["alice"]
+	e.ctl.mu.Unlock()
+	require.Equal(t, n, asAlice, "requests with the headers hook's X-Demo-User: alice")
 
 	later := e.tab(q, "alice", url.Values{"bgsync": {"0"}})
 	st := waitStatus(t, later, "the queue settled", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
