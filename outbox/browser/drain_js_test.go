@@ -153,3 +153,27 @@ func TestDrainWithoutSession(t *testing.T) {
 	require.Zero(t, rx.Get("sends").Int())
 	require.Zero(t, js.Global().Get("Object").Call("keys", rx.Get("issued")).Length())
 }
+
+// Without Web Locks a drain polls the IndexedDB lease: while another
+// holder has it the drain waits and gives up at its deadline ("busy",
+// retry), and once it is free the drain sends.
+func TestDrainLeaseFallback(t *testing.T) {
+	rx := installMock(t)
+	p := openRT(t, uniq("drainlease"), func(c *RuntimeConfig) { c.Passive, c.NoWebLocks = true, true })
+	enqueueN(t, p, 2)
+	ctx := context.Background()
+	held, err := p.ob.Acquire(ctx, "another-tab", false)
+	require.NoError(t, err)
+	dctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+	rep, err := p.Drain(dctx, DrainOptions{})
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, "busy", rep.Reason, "%+v", rep)
+	require.True(t, rep.Retry)
+	require.Equal(t, 2, rep.Remaining)
+	require.Zero(t, rx.Get("sends").Int())
+	require.NoError(t, p.ob.Release(ctx, held))
+	rep = drain(t, p, DrainOptions{})
+	require.Equal(t, "done", rep.Reason, "%+v", rep)
+	require.Equal(t, 2, rep.Acked)
+}
