@@ -42,6 +42,10 @@ func TestSWDrainsAfterEveryTabClosed(t *testing.T) {
 	e.requireOncePerKey(n)
 	_, max := e.ctl.keys()
 	require.Equal(t, 1, max, "a key was sent more than once")
+	e.ctl.mu.Lock()
+	asAlice := e.ctl.byUser["alice"]
+	e.ctl.mu.Unlock()
+	require.Equal(t, n, asAlice, "requests with the headers hook's X-Demo-User: alice")
 
 	later := e.tab(q, "alice", url.Values{"bgsync": {"0"}})
 	st := waitStatus(t, later, "the queue settled", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
@@ -106,7 +110,12 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 // browser releases its lock, the next sync event starts a fresh worker,
 // which resends the lost answer's key (the server replays it) and finishes
 // the queue: exactly once.
-func TestSWStoppedMidFlush(t *testing.T) {
+func TestSWStoppedMidFlush(t *testing.T) { stoppedMidFlush(t, false) }
+
+// The same, with a tab opened after the stop as the next trigger.
+func TestSWStoppedMidFlushTabFinishes(t *testing.T) { stoppedMidFlush(t, true) }
+
+func stoppedMidFlush(t *testing.T, byTab bool) {
 	e := setupSW(t)
 	q := scope(t)
 	tab := e.swTab(q, "alice", url.Values{"bgsync": {"0"}})
@@ -136,16 +145,26 @@ func TestSWStoppedMidFlush(t *testing.T) {
 	e.waitIdle()
 	require.Equal(t, 1, e.effects(), "effects after the stop")
 
-	e.dispatch(tag, false)
+	var later *harness.Tab
+	if byTab {
+		later = e.tab(q, "alice", url.Values{"bgsync": {"0"}})
+	} else {
+		e.dispatch(tag, false)
+	}
 	e.waitEffects(n, swTimeout)
 	took := time.Since(stopped)
-	rep := e.waitReport(tag, 1) // the new worker's first
-	require.Equal(t, "done", rep.Reason, "report %+v", rep)
-	require.Equal(t, 0, rep.Remaining, "report %+v", rep)
+	if byTab {
+		waitStatus(t, later, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
+		waitJS(t, later, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+	} else {
+		rep := e.waitReport(tag, 1) // the new worker's first
+		require.Equal(t, "done", rep.Reason, "report %+v", rep)
+		require.Equal(t, 0, rep.Remaining, "report %+v", rep)
+	}
 	e.waitIdle()
 	e.requireOncePerKey(n)
 	_, max := e.ctl.keys()
 	require.GreaterOrEqual(t, max, 2, "the lost answer's key was never resent")
 	e.requireFencesNeverBack()
-	t.Logf("worker stopped mid-flush: the next sync event finished the queue %v after the stop (report %+v)", took, rep)
+	t.Logf("worker stopped mid-flush: the next trigger (a tab: %v) finished the queue %v after the stop", byTab, took)
 }

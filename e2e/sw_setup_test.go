@@ -118,24 +118,46 @@ func (e *swEnv) reports() ([]harness.SyncReport, error) {
 // returns the nth.
 func (e *swEnv) waitReport(tag string, n int) harness.SyncReport {
 	e.t.Helper()
+	return e.waitReportWhere(strconv.Itoa(n)+" sync report(s) of "+tag, func(rs []harness.SyncReport) (harness.SyncReport, bool) {
+		k := 0
+		for _, r := range rs {
+			if r.Tag == tag {
+				if k++; k == n {
+					return r, true
+				}
+			}
+		}
+		return harness.SyncReport{}, false
+	})
+}
+
+// waitReportSince waits for the first report of tag made at or after since
+// (ms since the epoch, harness.NowMs), whichever life of the worker made it.
+func (e *swEnv) waitReportSince(tag string, since float64) harness.SyncReport {
+	e.t.Helper()
+	return e.waitReportWhere("a sync report of "+tag+" since the dispatch", func(rs []harness.SyncReport) (harness.SyncReport, bool) {
+		for _, r := range rs {
+			if r.Tag == tag && r.At >= since {
+				return r, true
+			}
+		}
+		return harness.SyncReport{}, false
+	})
+}
+
+func (e *swEnv) waitReportWhere(what string, pick func([]harness.SyncReport) (harness.SyncReport, bool)) harness.SyncReport {
+	e.t.Helper()
 	var got harness.SyncReport
 	var last []harness.SyncReport
-	err := harness.Poll(context.Background(), strconv.Itoa(n)+" sync report(s) of "+tag, swTimeout, 50*time.Millisecond, func() (bool, error) {
+	err := harness.Poll(context.Background(), what, swTimeout, 50*time.Millisecond, func() (bool, error) {
 		rs, err := e.reports()
 		if err != nil {
 			return false, err
 		}
 		last = rs
-		k := 0
-		for _, r := range rs {
-			if r.Tag == tag {
-				if k++; k == n {
-					got = r
-					return true, nil
-				}
-			}
-		}
-		return false, nil
+		var ok bool
+		got, ok = pick(rs)
+		return ok, nil
 	})
 	require.NoError(e.t, err, "reports %+v; worker errors %v; effects %d", last, e.sw.Errors(), e.effects())
 	return got
