@@ -608,7 +608,9 @@ export interface Tabfence {
    * fencing tokens from `POST /fence/outbox:<name>:<user>` (at protocol 1;
    * `outbox-v<protocol>:<name>:<user>` at others), and a frozen-owner watchdog. Flushes
    * are triggered by `online`, the tab becoming visible, `focus`, enqueues in
-   * any tab, the timer of the next due record, and {@link Outbox.flush}.
+   * any tab, the timer of the next due record, and {@link Outbox.flush}; with
+   * every tab closed, by the origin's Service Worker on Background Sync where
+   * it runs tabfence-sw.js (see {@link OutboxOptions.backgroundSync}).
    * @throws TypeError (rejection) for bad options.
    */
   outbox<Ops extends OperationMap = OperationMap>(options: OutboxOptions<Ops>): Promise<Outbox<Ops>>;

@@ -110,7 +110,9 @@ func (r *Runtime) drainOwned(ctx context.Context, user string) (rep outbox.Flush
 }
 
 // drainState reads the projection and counts the unsettled records of
-// user (of every user without a session).
+// user (of every user without a session) that this build sends: the ones
+// of a payload schema it leaves alone wait for another build, and a retry
+// here would send nothing.
 func (r *Runtime) drainState(ctx context.Context, user string) (outbox.Projection, int, error) {
 	p, err := r.ob.Status(ctx)
 	if err != nil {
@@ -121,5 +123,11 @@ func (r *Runtime) drainState(ctx context.Context, user string) (outbox.Projectio
 	if err != nil {
 		return p, 0, err
 	}
-	return p, len(recs), nil
+	gate, n := r.ob.SchemaGate(), 0
+	for i := range recs {
+		if !gate.Unsupported(&recs[i]) {
+			n++
+		}
+	}
+	return p, n, nil
 }

@@ -177,3 +177,23 @@ func TestDrainLeaseFallback(t *testing.T) {
 	require.Equal(t, "done", rep.Reason, "%+v", rep)
 	require.Equal(t, 2, rep.Acked)
 }
+
+// A worker of an older payload schema leaves a newer build's records alone
+// and does not ask for a retry that would send nothing; the newer worker
+// sends them.
+func TestDrainLeavesNewerSchemaAlone(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("drainschema")
+	schema := func(v int) func(*RuntimeConfig) {
+		return func(c *RuntimeConfig) { c.Passive, c.Outbox.SchemaVersion = true, v }
+	}
+	newer := openRT(t, name, schema(2))
+	enqueueN(t, newer, 2)
+	older := openRT(t, name, schema(1))
+	rep := drain(t, older, DrainOptions{})
+	require.Equal(t, DrainReport{Reason: "done"}, rep)
+	require.Zero(t, rx.Get("sends").Int())
+	rep = drain(t, newer, DrainOptions{})
+	require.Equal(t, 2, rep.Acked, "%+v", rep)
+	require.Equal(t, "done", rep.Reason)
+}

@@ -32,8 +32,9 @@ type DrainOptions struct {
 type DrainReport struct {
 	outbox.FlushReport
 	// Remaining is the number of unsettled records (pending, sending,
-	// failed) of the queue's user after the drain; of every user when there
-	// is no session.
+	// failed) of the queue's user after the drain that this build sends
+	// (not those of a payload schema it leaves alone); of every user when
+	// there is no session.
 	Remaining int
 	// Retry: the sync event should fail so the browser retries later.
 	Retry bool
