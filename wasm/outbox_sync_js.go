@@ -32,8 +32,15 @@ func init() {
 }
 
 // openSyncOutbox implements tf.backgroundSync(options).
+// A user option is refused before anything opens: the worker serves every
+// tab of the origin and must never log one in for all of them; it sends as
+// the queue's session user (a page's login).
 func openSyncOutbox(args []js.Value) (any, error) {
-	cfg, err := readOutboxOptions(jsapi.At(args, 0))
+	o := jsapi.At(args, 0)
+	if jsapi.IsType(o, js.TypeObject) && !jsapi.Field(o, "user").IsUndefined() {
+		return nil, jsapi.TypeErr("backgroundSync", "user is not an option of a worker: it sends as the queue's session user (a page's login)")
+	}
+	cfg, err := readOutboxOptions(o)
 	if err != nil {
 		return nil, err
 	}

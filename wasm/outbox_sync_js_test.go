@@ -19,13 +19,20 @@ func TestBackgroundSyncAPI(t *testing.T) {
 	eval(obMock)
 	rx := js.Global().Get("__obrx")
 	opts := func() js.Value {
-		return eval(`({endpoint: "/api/notes", user: "alice", policies: {"put-note": {dedupe: "append"}},
+		return eval(`({endpoint: "/api/notes", policies: {"put-note": {dedupe: "append"}},
 			stallAfterMs: 60000, backoff: {base: 10, cap: 20},
 			// a Promise of the headers, as a worker reading a token from IndexedDB
 			headers: (u) => new Promise((ok) => setTimeout(() => ok({"X-Demo-User": u}), 5))})`)
 	}
 	name := "sync-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	// A worker never logs a user in for every tab: a user option is refused
+	// before anything opens.
 	o := opts()
+	o.Set("name", name)
+	o.Set("user", "mallory")
+	_, err := await(t, obAPI.Call("backgroundSync", o))
+	wantName(t, err, "TypeError")
+	o = opts()
 	o.Set("name", name)
 	so := mustAwait(t, obAPI.Call("backgroundSync", o))
 	t.Cleanup(func() { await(t, so.Call("close")) })
@@ -41,6 +48,7 @@ func TestBackgroundSyncAPI(t *testing.T) {
 	mustAwait(t, eval(`new Promise((held) => navigator.locks.request(__lockName, () => { held(); return new Promise((r) => globalThis.__releaseLock = r); }))`))
 	o = opts()
 	o.Set("name", name)
+	o.Set("user", "alice")
 	page := mustAwait(t, obAPI.Call("outbox", o))
 	for _, id := range []string{"a", "b"} {
 		mustAwait(t, page.Call("enqueue", eval(`({operationType: "put-note", entityId: "`+id+`", payload: "{}"})`)))
@@ -60,7 +68,7 @@ func TestBackgroundSyncAPI(t *testing.T) {
 		_, err := await(t, so.Call("drain", eval(bad)))
 		wantName(t, err, "TypeError")
 	}
-	_, err := await(t, obAPI.Call("backgroundSync", eval(`({name: "x"})`)))
+	_, err = await(t, obAPI.Call("backgroundSync", eval(`({name: "x"})`)))
 	wantName(t, err, "TypeError")
 	o = opts()
 	o.Set("name", name)

@@ -14,8 +14,12 @@ export type SyncEventReport = SyncReport & {
 };
 
 export interface BackgroundSyncOptions {
-  /** The options the pages give tf.outbox for each queue the worker drains (share one module). */
-  outboxes: OutboxOptions<any> | OutboxOptions<any>[];
+  /**
+   * The options the pages give tf.outbox for each queue the worker drains
+   * (share one module), without `user`: the worker sends as the queue's
+   * session user (a page's login) and refuses a user option.
+   */
+  outboxes: Omit<OutboxOptions<any>, "user"> | Omit<OutboxOptions<any>, "user">[];
   /** The runtime (default: tabfence.wasm beside tabfence.js). */
   wasmURL?: string | URL;
   /**

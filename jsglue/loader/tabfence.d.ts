@@ -941,9 +941,11 @@ export interface Tabfence {
    * shares the queue, the flush lock, the lease and the fencing tokens with
    * the tabs, answers their watchdog while it flushes and is stolen from
    * like a tab.
-   * @throws TypeError (rejection) for bad options; NotSupportedError in tabfence-core.wasm.
+   * Without `user`: the worker sends as the queue's session user (a page's
+   * login); it never logs one in for every tab.
+   * @throws TypeError (rejection) for bad options or a `user` option; NotSupportedError in tabfence-core.wasm.
    */
-  backgroundSync<Ops extends OperationMap = OperationMap>(options: OutboxOptions<Ops>): Promise<SyncOutbox>;
+  backgroundSync<Ops extends OperationMap = OperationMap>(options: Omit<OutboxOptions<Ops>, "user">): Promise<SyncOutbox>;
 }
 
 /** A worker's handle on a shared outbox. */
