@@ -65,6 +65,22 @@ func (r *Runtime) registerSync() {
 	go run()
 }
 
+// registerSyncIfQueued registers the sync tag at open only when the queue
+// has unsettled records of its user: a page that opens on an empty queue
+// wakes no worker. The count is read before OpenRuntime returns; the
+// registration itself runs off it.
+func (r *Runtime) registerSyncIfQueued() {
+	user := r.ob.QueueSession().UserID
+	if user == "" || r.cfg.Passive || r.cfg.NoBackgroundSync {
+		return
+	}
+	ctx, cancel := deadline.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	if n, err := r.unsettled(ctx, user); err == nil && n > 0 {
+		r.registerSync()
+	}
+}
+
 // registerSyncOnce is navigator.serviceWorker.getRegistration() then
 // reg.sync.register(tag). Not serviceWorker.ready: it never settles on a
 // page without a worker. A browser without service workers or SyncManager

@@ -40,9 +40,20 @@ func TestPageRegistersSyncTag(t *testing.T) {
 	require.Zero(t, bare.bs.Registered.Load()+bare.bs.Failed.Load())
 
 	installWorker(t)
+	// At open only a queue with unsettled records registers: an empty one
+	// wakes no worker.
 	r := openRT(t, uniq("sw"), nil)
+	r.bs.mu.Lock()
+	armed := r.bs.armed
+	r.bs.mu.Unlock()
+	require.False(t, armed, "a page opened on an empty queue registered the sync tag")
+	require.Zero(t, r.bs.Registered.Load()+r.bs.Failed.Load())
+	queuedName := uniq("swqueued")
+	w := openRT(t, queuedName, func(c *RuntimeConfig) { c.Passive = true })
+	enqueueN(t, w, 2) // a passive runtime sends nothing: they stay queued
+	queued := openRT(t, queuedName, nil)
+	waitFor(t, "registered at open", 5*time.Second, func() bool { return queued.bs.Registered.Load() >= 1 })
 	off := openRT(t, uniq("swoff"), func(c *RuntimeConfig) { c.NoBackgroundSync = true })
-	waitFor(t, "registered at open", 5*time.Second, func() bool { return r.bs.Registered.Load() >= 1 })
 	n := r.bs.Registered.Load()
 	enqueueN(t, r, 3)
 	enqueueN(t, off, 3)

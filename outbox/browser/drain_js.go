@@ -41,6 +41,10 @@ func (r *Runtime) Drain(ctx context.Context, o DrainOptions) (DrainReport, error
 	if _, out.Err = r.ob.SyncSession(ctx); out.Err == nil {
 		out.User = r.ob.QueueSession().UserID
 		if out.User != "" {
+			// An empty queue costs nothing: no lock, no lease, no fence.
+			if n, err := r.unsettled(ctx, out.User); err == nil && n == 0 {
+				return DrainReport{Reason: "done"}, nil
+			}
 			rep.FlushReport, out.Err = r.drainOwned(ctx, out.User)
 		}
 	}
@@ -118,10 +122,17 @@ func (r *Runtime) drainState(ctx context.Context, user string) (outbox.Projectio
 	if err != nil {
 		return p, 0, err
 	}
+	n, err := r.unsettled(ctx, user)
+	return p, n, err
+}
+
+// unsettled counts the unsettled records of user (of every user for "")
+// that this build sends: one read of those records, not the projection.
+func (r *Runtime) unsettled(ctx context.Context, user string) (int, error) {
 	recs, err := r.store.List(ctx, outbox.Filter{UserID: user, Statuses: []queue.Status{
 		queue.StatusPending, queue.StatusLeased, queue.StatusSending, queue.StatusFailed}})
 	if err != nil {
-		return p, 0, err
+		return 0, err
 	}
 	gate, n := r.ob.SchemaGate(), 0
 	for i := range recs {
@@ -129,5 +140,5 @@ func (r *Runtime) drainState(ctx context.Context, user string) (outbox.Projectio
 			n++
 		}
 	}
-	return p, n, nil
+	return n, nil
 }

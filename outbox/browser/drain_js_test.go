@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/channel"
+	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/locks"
 	"github.com/tabfence/tabfence/outbox"
 )
@@ -195,5 +196,61 @@ func TestDrainLeavesNewerSchemaAlone(t *testing.T) {
 	require.Zero(t, rx.Get("sends").Int())
 	rep = drain(t, newer, DrainOptions{})
 	require.Equal(t, 2, rep.Acked, "%+v", rep)
+	require.Equal(t, "done", rep.Reason)
+}
+
+// An empty queue costs nothing: the drain says done at once, without
+// waiting for the flush lock a tab holds or asking for a fence.
+func TestDrainEmptyQueueTakesNothing(t *testing.T) {
+	rx := installMock(t)
+	p := openRT(t, uniq("drainempty"), passive)
+	js.Global().Set("__emptyLock", p.LockName())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := jsglue.Await(ctx, js.Global().Call("eval", `new Promise((held) => navigator.locks.request(__emptyLock, () => { held(); return new Promise((r) => globalThis.__releaseEmpty = r); }))`))
+	require.NoError(t, err)
+	defer js.Global().Get("__releaseEmpty").Invoke()
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer dcancel()
+	rep, err := p.Drain(dctx, DrainOptions{})
+	require.NoError(t, err)
+	require.Equal(t, DrainReport{Reason: "done"}, rep)
+	require.NoError(t, dctx.Err(), "the drain waited for the lock")
+	require.Zero(t, js.Global().Get("Object").Call("keys", rx.Get("issued")).Length(), "an empty drain asked for a fence")
+}
+
+// A page's enqueue announced while the worker owns is sent by the worker's
+// drain, not left for the page's watchdog.
+func TestDrainPicksUpAPagesEnqueue(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("drainkick")
+	p := openRT(t, name, passive)
+	enqueueN(t, p, 1)
+	rx.Set("holdToken", 1) // the worker's first send waits
+	done := make(chan DrainReport, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rep, _ := p.Drain(ctx, DrainOptions{})
+		done <- rep
+	}()
+	waitFor(t, "the worker's send held", 5*time.Second, func() bool { return rx.Get("held").Length() == 1 })
+	select {
+	case <-p.kickCh: // the worker's own enqueue's hint, read before its flush
+	default:
+	}
+	page := openRT(t, name, func(c *RuntimeConfig) { c.Watch.StallAfter = time.Minute })
+	_, err := page.Enqueue(context.Background(), outbox.Op{OperationType: "put", EntityType: "note", EntityID: "page", Payload: []byte("{}")})
+	require.NoError(t, err)
+	waitFor(t, "the page's announcement", 5*time.Second, func() bool { return len(p.kickCh) == 1 })
+	rx.Set("holdToken", 0)
+	rx.Get("held").Index(0).Invoke()
+	var rep DrainReport
+	select {
+	case rep = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain never ended")
+	}
+	require.Equal(t, 2, rep.Acked, "the worker left the page's record: %+v", rep)
 	require.Equal(t, "done", rep.Reason)
 }

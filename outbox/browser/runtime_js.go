@@ -210,7 +210,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		go r.flushLoop()
 		go r.watchLoop()
 		r.Kick("start")
-		r.registerSync()
+		r.registerSyncIfQueued()
 	}
 	return r, nil
 }
@@ -336,11 +336,10 @@ func (r *Runtime) Enqueue(ctx context.Context, op outbox.Op) (queue.EnqueueResul
 }
 
 // Kick is a flush hint (non-blocking; hints coalesce, the lock dedupes).
-// A passive runtime ignores hints: it flushes on Drain only.
+// A passive runtime flushes on Drain only: it has no flush loop, so its
+// hint is read only by a drain's flush (flushOwned), which then picks up a
+// page's enqueue announced while the worker owns.
 func (r *Runtime) Kick(reason string) {
-	if r.cfg.Passive {
-		return
-	}
 	select {
 	case r.kickCh <- reason:
 	default:
