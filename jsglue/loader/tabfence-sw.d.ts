@@ -24,11 +24,11 @@ export interface BackgroundSyncOptions {
   wasmURL?: string | URL;
   /**
    * The Cache API cache the worker keeps the runtime in (default
-   * "tabfence-runtime"), cleared by the worker's install so a new version
+   * "tabfence-runtime"), cleared by the worker's activate so a new version
    * never runs an old module; false: always fetch it.
    */
   cache?: string | false;
-  /** How long a drain waits for the flush lock a tab holds, and flushes (default 120000 ms). */
+  /** How long a drain waits for the flush lock a tab holds, and flushes (default 120000 ms; drain checks its range). */
   lockWaitMs?: number;
   /** Called after every tabfence sync event the worker handled. */
   onReport?(report: SyncEventReport): void;
@@ -41,6 +41,8 @@ export interface BackgroundSyncOptions {
  * lifetime with tf.backgroundSync, and the event fails when the report
  * says retry, so the browser tries again later. Call it once,
  * synchronously, at the top level of the worker script.
- * @throws TypeError outside a Service Worker, when called twice or late, or for bad options.
+ * @throws TypeError outside a Service Worker, when called twice or late, or for bad options of its
+ * own (outboxes not objects, wasmURL, cache, onReport, lockWaitMs not a number). Bad outbox
+ * options, and a lockWaitMs drain refuses, show up in the reports instead (reason "error", no retry).
  */
 export function backgroundSync(options: BackgroundSyncOptions): void;

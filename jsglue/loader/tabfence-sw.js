@@ -23,6 +23,12 @@ import { load } from "./tabfence.js";
 const TAG_PREFIX = "tabfence:outbox-";
 /** How many reports self.__tabfenceSync keeps (tests read them). */
 const KEEP_REPORTS = 50;
+/**
+ * How long an event waits for the runtime to load and for each outbox to
+ * open: a hung fetch or IndexedDB open fails that event (retried later)
+ * instead of every later event of the worker's life.
+ */
+const OPEN_TIMEOUT_MS = 30000;
 
 let called = false;
 // The worker script's first evaluation ends before any task runs: a call
@@ -48,8 +54,10 @@ export function backgroundSync(options) {
   const cfg = readOptions(options);
   called = true;
   if (cfg.cache !== false) {
-    // A new worker version never runs the module an older one cached.
-    globalThis.addEventListener("install", (event) => {
+    // Cleared when this version takes over, not at install: an install runs
+    // beside the old version, which could cache again before it goes. From
+    // activate on no old worker runs, so none caches for this one.
+    globalThis.addEventListener("activate", (event) => {
       event.waitUntil(caches.delete(cfg.cache).catch(() => {}));
     });
   }
@@ -72,8 +80,9 @@ function readOptions(options) {
   if (cache !== false && (typeof cache !== "string" || cache === "")) {
     throw new TypeError("tabfence/sw: cache must be a cache name or false");
   }
-  if (lockWaitMs !== undefined && !(typeof lockWaitMs === "number" && lockWaitMs >= 1)) {
-    throw new TypeError("tabfence/sw: lockWaitMs must be a number of milliseconds >= 1");
+  // Its range is checked by drain (one rule, in Go): a bad one is reported.
+  if (lockWaitMs !== undefined && !Number.isFinite(lockWaitMs)) {
+    throw new TypeError("tabfence/sw: lockWaitMs must be a number of milliseconds");
   }
   if (onReport !== undefined && typeof onReport !== "function") throw new TypeError("tabfence/sw: onReport must be a function");
   return { outboxes: list, wasmURL, cache, lockWaitMs, onReport, opened: new Array(list.length) };
@@ -83,8 +92,10 @@ function readOptions(options) {
 // retry, so the browser tries again later.
 async function onSync(cfg, tag, lastChance) {
   let report;
+  let stage = "load"; // a TypeError of the load is the network's (fetch), retried
   try {
-    const tf = await load(cfg.wasmURL === undefined ? { fetch: cachedFetch(cfg.cache) } : { wasmURL: cfg.wasmURL, fetch: cachedFetch(cfg.cache) });
+    const tf = await loadRuntime(cfg);
+    stage = "open";
     const { outbox, failed } = await find(cfg, tf, tag);
     if (!outbox) {
       // Not ours (a page of another protocol registered it), unless an
@@ -94,8 +105,7 @@ async function onSync(cfg, tag, lastChance) {
     }
     report = await outbox.drain(cfg.lockWaitMs === undefined ? { lastChance } : { lastChance, timeoutMs: cfg.lockWaitMs });
   } catch (err) {
-    // The runtime did not load or the queue did not open: nothing was sent.
-    report = { acked: 0, retried: 0, deadLettered: 0, claimed: 0, remaining: 0, retry: !lastChance, reason: "error", error: String(err) };
+    report = failedReport(cfg, err, lastChance, stage === "open" && err?.name === "TypeError");
   }
   const out = { tag, lastChance, ...report };
   const kept = (globalThis.__tabfenceSync ??= []);
@@ -111,18 +121,56 @@ async function onSync(cfg, tag, lastChance) {
   if (out.retry) throw new Error(`tabfence/sw: sync ${tag}: ${out.reason}, retry later`);
 }
 
-// find opens every configured outbox once per worker lifetime (a failed
-// open is tried again on the next event) and returns the one whose sync
-// tag is tag.
+// failedReport is the report of an event whose runtime did not load, whose
+// queue did not open or whose drain rejected: nothing was sent. It is the
+// JS side of Go's syncVerdict (outbox/browser) for what never reached Go:
+// "error", retried unless it is the last chance or bad configuration (bad:
+// a TypeError of tf.backgroundSync or drain, which a retry repeats).
+function failedReport(cfg, err, lastChance, bad) {
+  if (err?.name === "RuntimeExitedError") cfg.opened.fill(undefined); // the next event loads a new runtime
+  if (bad) console.error("tabfence/sw: bad outbox options", err);
+  return { acked: 0, retried: 0, deadLettered: 0, claimed: 0, remaining: 0, retry: !lastChance && !bad, reason: "error", error: String(err) };
+}
+
+// loadRuntime is load with the worker's cached fetch, bounded by
+// OPEN_TIMEOUT_MS. A module from the cache that fails to load is deleted
+// there, so the next event fetches it again.
+async function loadRuntime(cfg) {
+  const fetchWasm = cachedFetch(cfg.cache);
+  try {
+    return await bounded(load(cfg.wasmURL === undefined ? { fetch: fetchWasm } : { wasmURL: cfg.wasmURL, fetch: fetchWasm }), "loading the runtime");
+  } catch (err) {
+    await fetchWasm.forget?.();
+    throw err;
+  }
+}
+
+// bounded rejects when p has not settled within OPEN_TIMEOUT_MS.
+function bounded(p, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`tabfence/sw: ${what} took over ${OPEN_TIMEOUT_MS} ms`)), OPEN_TIMEOUT_MS);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+// find opens every configured outbox once per worker lifetime (a failed or
+// timed-out open is tried again on the next event) and returns the one
+// whose sync tag is tag.
 async function find(cfg, tf, tag) {
   let failed = null;
   for (let i = 0; i < cfg.outboxes.length; i++) {
-    cfg.opened[i] ??= tf.backgroundSync(cfg.outboxes[i]);
+    const p = (cfg.opened[i] ??= tf.backgroundSync(cfg.outboxes[i]));
     let outbox;
     try {
-      outbox = await cfg.opened[i];
+      outbox = await bounded(p, "opening an outbox");
     } catch (err) {
-      cfg.opened[i] = undefined;
+      if (cfg.opened[i] === p) {
+        cfg.opened[i] = undefined;
+        // An open that ends after its timeout is closed, not leaked.
+        p.then((o) => o.close()).catch(() => {});
+      }
+      if (err?.name === "RuntimeExitedError") throw err;
       failed ??= err;
       continue;
     }
@@ -132,16 +180,32 @@ async function find(cfg, tf, tag) {
 }
 
 // cachedFetch is load's fetch: the worker's answers from the Cache API
-// cache name, storing a network answer there (install clears it); fetch
-// itself when cache is false or the Cache API fails.
+// cache name, storing there only a network answer that is the module (ok,
+// application/wasm); activate clears it. Its forget deletes an entry it
+// answered from, once loading from it failed. fetch itself when cache is
+// false or the Cache API is missing.
 function cachedFetch(name) {
   if (name === false || typeof caches === "undefined") return fetch;
-  return async (url) => {
+  let used = null; // the entry this load answered from or stored, once it is settled
+  const f = async (url) => {
     const cache = await caches.open(name).catch(() => null);
     const hit = cache && (await cache.match(url).catch(() => undefined));
-    if (hit) return hit;
+    if (hit) {
+      used = Promise.resolve(url);
+      return hit;
+    }
     const res = await fetch(url);
-    if (res.ok && cache) cache.put(url, res.clone()).catch(() => {});
+    const type = (res.headers.get("Content-Type") ?? "").split(";")[0].trim();
+    if (res.ok && type === "application/wasm" && cache) {
+      used = cache.put(url, res.clone()).then(() => url, () => url);
+    }
     return res;
   };
+  f.forget = async () => {
+    if (used === null) return;
+    const url = await used;
+    const cache = await caches.open(name).catch(() => null);
+    await cache?.delete(url).catch(() => {});
+  };
+  return f;
 }

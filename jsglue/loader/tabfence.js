@@ -54,20 +54,22 @@ export class RuntimeExitedError extends Error {
 /**
  * load starts the runtime once per page and resolves to its API. Later and
  * concurrent calls share the first call's promise; their options are
- * ignored. If loading fails, the next call tries again.
+ * ignored. If loading fails, or the runtime exits (RuntimeExitedError), the
+ * next call starts it again (a Service Worker lives on; a page reloads).
  */
 export function load(options) {
   const pending = globalThis[LOADING];
   if (pending) return pending;
-  const p = start(options);
-  globalThis[LOADING] = p;
-  p.catch(() => {
+  const forget = () => {
     if (globalThis[LOADING] === p) delete globalThis[LOADING];
-  });
+  };
+  const p = start(options, forget);
+  globalThis[LOADING] = p;
+  p.catch(forget);
   return p;
 }
 
-async function start(options) {
+async function start(options, onExit) {
   // The default module is found the way bundlers recognise (Vite emits the
   // file and rewrites the URL; unbundled, it is the file beside this one).
   const { wasmURL = new URL("./tabfence.wasm", import.meta.url), wasmExecURL, fetch: fetchWasm = fetch } = options ?? {};
@@ -98,7 +100,10 @@ async function start(options) {
   const fast = (globalThis[FASTPATH] ??= FAST);
 
   const runtime = watch(go, held);
-  runtime.onDie = () => fast.attach?.(null);
+  runtime.onDie = () => {
+    fast.attach?.(null);
+    onExit();
+  };
   const ready = new Promise((resolve) => {
     globalThis[GLOBAL + "_ready"] = resolve;
   });
