@@ -32,8 +32,10 @@ func (r *Runtime) Drain(ctx context.Context, o DrainOptions) (DrainReport, error
 	if r.closed.Load() {
 		return DrainReport{}, ErrRuntimeClosed
 	}
-	r.attemptMu.Lock()
-	defer r.attemptMu.Unlock()
+	// Close ends a waiting drain too (its lock request is aborted).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(r.ctx, cancel)()
 	out := syncOutcome{LastChance: o.LastChance}
 	var rep DrainReport
 	// The queue's session as stored: pages log in and out while the
@@ -45,7 +47,7 @@ func (r *Runtime) Drain(ctx context.Context, o DrainOptions) (DrainReport, error
 			if n, err := r.unsettled(ctx, out.User); err == nil && n == 0 {
 				return DrainReport{Reason: "done"}, nil
 			}
-			rep.FlushReport, out.Err = r.drainOwned(ctx, out.User)
+			rep.FlushReport, out.Err = r.drainAttempt(ctx, out.User)
 		}
 	}
 	if r.closed.Load() {
@@ -63,6 +65,16 @@ func (r *Runtime) Drain(ctx context.Context, o DrainOptions) (DrainReport, error
 	rep.Reason, rep.Retry = syncVerdict(out)
 	r.markDirty(true)
 	return rep, nil
+}
+
+// drainAttempt is drainOwned as this runtime's one attempt at a time; a
+// drain waiting behind another gives up when its ctx ends ("busy").
+func (r *Runtime) drainAttempt(ctx context.Context, user string) (outbox.FlushReport, error) {
+	if err := r.lockAttempt(ctx); err != nil {
+		return outbox.FlushReport{}, errors.Join(errLockBusy, err)
+	}
+	defer r.unlockAttempt()
+	return r.drainOwned(ctx, user)
 }
 
 // drainOwned takes ownership for user, waiting for the Web Lock (the

@@ -5,6 +5,7 @@ package browser
 import (
 	"context"
 	"strconv"
+	"sync"
 	"syscall/js"
 	"testing"
 	"time"
@@ -91,7 +92,15 @@ func TestDrainWaitsForTheTabsFlush(t *testing.T) {
 	a := silentOwner(t, rx, name) // owns, its first send hangs
 	p := openRT(t, name, passive)
 	done := make(chan DrainReport, 1)
-	go func() { done <- drain(t, p, DrainOptions{}) }()
+	var derr error // read after done
+	go func() {
+		// Not drain(): require must not run outside the test's goroutine.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rep, err := p.Drain(ctx, DrainOptions{})
+		derr = err
+		done <- rep
+	}()
 	waitFor(t, "the drain queued for the lock", 5*time.Second, func() bool {
 		s, err := locks.Query(context.Background())
 		return err == nil && s.Holds(p.LockName()) && s.Waiting(p.LockName()) > 0
@@ -112,6 +121,7 @@ func TestDrainWaitsForTheTabsFlush(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("drain never got the lock")
 	}
+	require.NoError(t, derr)
 	require.Equal(t, "done", rep.Reason, "%+v", rep)
 	require.False(t, rep.Retry)
 	require.Zero(t, rep.Remaining)
@@ -253,4 +263,103 @@ func TestDrainPicksUpAPagesEnqueue(t *testing.T) {
 	}
 	require.Equal(t, 2, rep.Acked, "the worker left the page's record: %+v", rep)
 	require.Equal(t, "done", rep.Reason)
+}
+
+// A worker granted the lock answers the tabs' watchdog while it takes the
+// fence (a slow fencing-token request): a tab with due work asks, hears it
+// and does not steal; the worker then sends everything.
+func TestDrainTakingTheFenceIsNotStolenFrom(t *testing.T) {
+	rx := installMock(t)
+	name := uniq("drainfence")
+	p := openRT(t, name, passive)
+	enqueueN(t, p, 2)
+	ch, err := channel.Open(p.LockName())
+	require.NoError(t, err)
+	defer ch.Close()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	defer ch.Subscribe(func(m channel.Message) {
+		mu.Lock()
+		seen[m.Kind]++
+		mu.Unlock()
+	})()
+	rx.Set("holdFence", true)
+	done := make(chan DrainReport, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		rep, _ := p.Drain(ctx, DrainOptions{})
+		done <- rep
+	}()
+	waitFor(t, "the worker's fence request held", 5*time.Second, func() bool { return rx.Get("fenceHeld").Length() == 1 })
+	tab := openRT(t, name, nil) // due work, the lock held: its watchdog asks
+	waitFor(t, "the tab asked twice and heard answers", 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[kindStatusAsk] >= 2 && seen[kindStatusAnswer] >= 2
+	})
+	rx.Set("holdFence", false)
+	rx.Get("fenceHeld").Index(0).Invoke()
+	var rep DrainReport
+	select {
+	case rep = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the drain never ended")
+	}
+	require.Equal(t, "done", rep.Reason, "%+v", rep)
+	require.Equal(t, 2, rep.Acked, "%+v", rep)
+	require.Equal(t, 1, rx.Get("issued").Get(js.Global().Get("Object").Call("keys", rx.Get("issued")).Index(0).String()).Int(), "the tab stole and asked for a fence")
+	require.Equal(t, 2, acked(t, tab))
+}
+
+// holdLock holds name's Web Lock from JS (a tab flushing) until the test
+// ends.
+func holdLock(t *testing.T, name string) {
+	t.Helper()
+	js.Global().Set("__holdName", name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := jsglue.Await(ctx, js.Global().Call("eval", `new Promise((held) => navigator.locks.request(__holdName, () => { held(); return new Promise((r) => globalThis.__releaseHold = r); }))`))
+	require.NoError(t, err)
+	release := js.Global().Get("__releaseHold")
+	t.Cleanup(func() { release.Invoke() })
+}
+
+// Close ends a drain waiting for the lock (ErrRuntimeClosed, its lock
+// request gone), and a drain waiting behind another drain keeps its own
+// deadline.
+func TestDrainContexts(t *testing.T) {
+	installMock(t)
+	p := openRT(t, uniq("drainctx"), passive)
+	enqueueN(t, p, 1)
+	holdLock(t, p.LockName())
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := p.Drain(ctx, DrainOptions{})
+		first <- err
+	}()
+	queued := func() bool {
+		s, err := locks.Query(context.Background())
+		return err == nil && s.Waiting(p.LockName()) > 0
+	}
+	waitFor(t, "the first drain queued for the lock", 5*time.Second, queued)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	rep, err := p.Drain(ctx, DrainOptions{})
+	cancel()
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 5*time.Second, "the second drain waited for the first")
+	require.Equal(t, "busy", rep.Reason, "%+v", rep)
+	require.True(t, rep.Retry)
+
+	require.NoError(t, p.Close())
+	select {
+	case err := <-first:
+		require.ErrorIs(t, err, ErrRuntimeClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("close left the drain waiting")
+	}
+	waitFor(t, "the lock request aborted", 5*time.Second, func() bool { return !queued() })
 }

@@ -41,8 +41,10 @@ func (r *Runtime) flushLoop() {
 func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep outbox.FlushReport, skipped bool, err error) {
 	// One attempt at a time in this runtime: a manual Flush waits for the
 	// background one instead of finding its own lock taken.
-	r.attemptMu.Lock()
-	defer r.attemptMu.Unlock()
+	if err := r.lockAttempt(ctx); err != nil {
+		return rep, false, err
+	}
+	defer r.unlockAttempt()
 	if r.frozen.Load() {
 		return rep, false, outbox.ErrPaused // resume kicks a flush
 	}
@@ -89,6 +91,20 @@ func (r *Runtime) attempt(ctx context.Context, reason string, steal bool) (rep o
 	return rep, skipped, err
 }
 
+// lockAttempt takes this runtime's one attempt slot (attemptSem), or gives
+// up when ctx ends: a caller waiting behind a long attempt keeps its own
+// deadline.
+func (r *Runtime) lockAttempt(ctx context.Context) error {
+	select {
+	case r.attemptSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runtime) unlockAttempt() { <-r.attemptSem }
+
 func (r *Runtime) skip(reason string) {
 	r.mu.Lock()
 	r.contended = true
@@ -100,6 +116,12 @@ func (r *Runtime) skip(reason string) {
 func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal bool) (rep outbox.FlushReport, skipped bool, err error) {
 	r.mu.Lock()
 	r.busy = true
+	if webLock {
+		// Granted the Web Lock: from now on this runtime answers the
+		// watchdog (see kindStatusAsk), also while it takes the lease
+		// and the fence, so a live owner is not stolen from meanwhile.
+		r.grantAt = time.Now()
+	}
 	victim := r.last.OwnerID
 	if victim == "" {
 		victim = r.remoteOwner
@@ -112,7 +134,7 @@ func (r *Runtime) ownAndFlush(ctx context.Context, reason string, webLock, steal
 	}
 	defer func() {
 		r.mu.Lock()
-		r.busy = false
+		r.busy, r.grantAt = false, time.Time{}
 		r.mu.Unlock()
 	}()
 	lease, user, skipped, err := r.own(ctx, reason, webLock || steal)

@@ -112,11 +112,12 @@ type Runtime struct {
 	bs         bgSync                 // the page's sync tag registrations (bgsync_js.go)
 	appendHook atomic.Pointer[func()] // OnAppendChange
 
-	attemptMu    sync.Mutex
+	attemptSem   chan struct{} // one attempt (flush or drain) at a time: lockAttempt
 	mu           sync.Mutex
 	owning       bool
 	flushing     bool
-	busy         bool // inside ownAndFlush (taking ownership or flushing)
+	busy         bool      // inside ownAndFlush (taking ownership or flushing)
+	grantAt      time.Time // when ownAndFlush was granted the Web Lock (zero outside it)
 	lease        queue.Lease
 	lastStep     time.Time // owner: last time a step of its flush finished
 	contended    bool      // our last attempt found the lock held
@@ -169,8 +170,8 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	r := &Runtime{
 		cfg: cfg, id: randid.New(), lockName: lockName,
 		kickCh: make(chan string, 1), stealCh: make(chan struct{}, 1), dirtyCh: make(chan struct{}, 1),
-		wdWake: make(chan struct{}, 1),
-		evCh:   make(chan outbox.Event, 4096), wd: newWatchdog(cfg.Watch),
+		wdWake: make(chan struct{}, 1), attemptSem: make(chan struct{}, 1),
+		evCh: make(chan outbox.Event, 4096), wd: newWatchdog(cfg.Watch),
 		subs: subscribers{status: map[int]func(RuntimeStatus){}, events: map[int]func(outbox.Event){}},
 	}
 	r.store = cfg.Store

@@ -24,13 +24,14 @@ import (
 // injectable failures and held answers. Two Runtimes in one page share it,
 // as two tabs share a server.
 const mockReceiver = `(() => {
-  const rx = globalThis.__rx = {issued: {}, accepted: {}, keys: {}, effects: 0, sends: 0, fail: 0, holdToken: 0, held: [], log: []};
+  const rx = globalThis.__rx = {issued: {}, accepted: {}, keys: {}, effects: 0, sends: 0, fail: 0, holdToken: 0, held: [], holdFence: false, fenceHeld: [], log: []};
   globalThis.__realFetch = globalThis.__realFetch || globalThis.fetch;
   globalThis.fetch = async (url, init) => {
     const u = new URL(url, location.href);
     const h = new Headers(init && init.headers);
     if (u.pathname.startsWith('/fence/')) {
       const res = decodeURIComponent(u.pathname.slice(7));
+      if (rx.holdFence) await new Promise(r => rx.fenceHeld.push(r));
       rx.issued[res] = (rx.issued[res] || 0) + 1;
       return new Response(JSON.stringify({resource: res, token: rx.issued[res]}), {status: 200});
     }

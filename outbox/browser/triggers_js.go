@@ -99,14 +99,20 @@ func (r *Runtime) onMessage(m channel.Message) {
 			r.abortTxns()
 		}
 	case kindStatusAsk:
+		// The holder of the Web Lock answers from the grant on, before it
+		// owns (while it takes the lease and the fence), stalled measured
+		// from the grant: a tab asking then must not steal from it.
 		r.mu.Lock()
-		owning, lease := r.owning, r.lease
+		owning, lease, granted := r.owning, r.lease, !r.grantAt.IsZero()
 		stalled := time.Duration(0)
-		if r.flushing && !r.lastStep.IsZero() {
+		switch {
+		case r.flushing && !r.lastStep.IsZero():
 			stalled = time.Since(r.lastStep)
+		case granted && !owning:
+			stalled = time.Since(r.grantAt)
 		}
 		r.mu.Unlock()
-		if !owning || r.mute.Load() {
+		if !(owning || granted) || r.mute.Load() {
 			return
 		}
 		// Answer from a timer task, not from this message's task: a
