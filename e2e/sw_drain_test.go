@@ -72,12 +72,24 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 	enqueue(t, tabs[0], "b0", n/2)
 	enqueue(t, tabs[1], "b1", n/2)
 	tag := syncTag(t, tabs[0])
-	// Slow answers: the tab is still flushing when the worker arrives.
-	e.ctl.set(func(c *noteCtl) { c.delay = 100 * time.Millisecond })
+	// The tab's first send is held after its commit: the tab is still
+	// flushing (its batch unfinished) when the worker queues for the lock.
+	committed, release := make(chan struct{}), make(chan struct{})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
 	for _, tab := range tabs {
 		offline(t, tab, false)
 	}
-	require.NoError(t, harness.Poll(context.Background(), "a tab flushing", swTimeout, 5*time.Millisecond, func() (bool, error) { return e.effects() >= 4, nil }))
+	select {
+	case <-committed:
+	case <-time.After(swTimeout):
+		t.Fatal("no request of a tab reached the server")
+	}
 	owner := leaderOf(t, tabs)
 	e.dispatch(tag, false)
 	require.NoError(t, harness.Poll(context.Background(), "the worker waiting for the flush lock", swTimeout, 10*time.Millisecond, func() (bool, error) {
@@ -87,6 +99,8 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 	require.Less(t, e.effects(), n, "the tab finished before the worker asked for the lock")
 	tabTok := uint64(eval[float64](t, tabs[owner], `tabfenceNotes.outbox.status().then(s => s.fenceToken)`))
 	offline(t, tabs[owner], true) // its flush stops at the next send; the lock goes to the worker
+	released = true
+	close(release)
 	e.waitEffects(n, swTimeout)
 	rep := e.waitReport(tag, 1)
 	require.Equal(t, "done", rep.Reason, "report %+v", rep)
