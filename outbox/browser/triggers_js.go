@@ -99,35 +99,7 @@ func (r *Runtime) onMessage(m channel.Message) {
 			r.abortTxns()
 		}
 	case kindStatusAsk:
-		// The holder of the Web Lock answers from the grant on, before it
-		// owns (while it takes the lease and the fence), stalled measured
-		// from the grant: a tab asking then must not steal from it.
-		r.mu.Lock()
-		owning, lease, granted := r.owning, r.lease, !r.grantAt.IsZero()
-		stalled := time.Duration(0)
-		switch {
-		case r.flushing && !r.lastStep.IsZero():
-			stalled = time.Since(r.lastStep)
-		case granted && !owning:
-			stalled = time.Since(r.grantAt)
-		}
-		r.mu.Unlock()
-		if !(owning || granted) || r.mute.Load() {
-			return
-		}
-		// Answer from a timer task, not from this message's task: a
-		// frozen tab still receives channel messages but runs no timers,
-		// so it stays silent and its lock is stolen.
-		var cb *jsglue.Callback
-		cb = jsglue.NewCallback(func(js.Value, []js.Value) any {
-			cb.Release()
-			if r.mute.Load() {
-				return nil
-			}
-			r.post(kindStatusAnswer, r.answerPayload(lease, stalled))
-			return nil
-		})
-		js.Global().Call("setTimeout", cb.Value, 0)
+		r.answerAsk()
 	case kindStatusAnswer:
 		p := m.Payload
 		var fence uint64
@@ -149,6 +121,39 @@ func (r *Runtime) onMessage(m channel.Message) {
 		}
 		r.markDirty(false)
 	}
+}
+
+// answerAsk answers a waiting tab's status question.
+func (r *Runtime) answerAsk() {
+	// The holder of the Web Lock answers from the grant on, before it
+	// owns (while it takes the lease and the fence), stalled measured
+	// from the grant: a tab asking then must not steal from it.
+	r.mu.Lock()
+	owning, lease, granted := r.owning, r.lease, !r.grantAt.IsZero()
+	stalled := time.Duration(0)
+	switch {
+	case r.flushing && !r.lastStep.IsZero():
+		stalled = time.Since(r.lastStep)
+	case granted && !owning:
+		stalled = time.Since(r.grantAt)
+	}
+	r.mu.Unlock()
+	if !(owning || granted) || r.mute.Load() {
+		return
+	}
+	// Answer from a timer task, not from this message's task: a
+	// frozen tab still receives channel messages but runs no timers,
+	// so it stays silent and its lock is stolen.
+	var cb *jsglue.Callback
+	cb = jsglue.NewCallback(func(js.Value, []js.Value) any {
+		cb.Release()
+		if r.mute.Load() {
+			return nil
+		}
+		r.post(kindStatusAnswer, r.answerPayload(lease, stalled))
+		return nil
+	})
+	js.Global().Call("setTimeout", cb.Value, 0)
 }
 
 func (r *Runtime) answerPayload(l queue.Lease, stalled time.Duration) js.Value {
