@@ -115,14 +115,38 @@ func TestSWEntryDropsABadCachedModule(t *testing.T) {
 	}))
 }
 
+// A lockWaitMs the drain refuses is bad configuration: each event reports
+// it (reason "error") and asks for no retry, which would fail the same way.
+func TestSWEntryBadLockWaitNotRetried(t *testing.T) {
+	sws, w, sc := workerUp(t, `import { backgroundSync } from "/dist/tabfence-sw.js";
+backgroundSync({ outboxes: { name: "entry", endpoint: "/api/notes" }, lockWaitMs: 0 });
+self.addEventListener("install", () => self.skipWaiting());
+`)
+	require.NoError(t, sws.DispatchSync(context.Background(), sc, "tabfence:outbox-entry:v1", false))
+	var reps []harness.SyncReport
+	var err error
+	require.NoError(t, harness.Poll(t.Context(), "a report", 60*time.Second, 50*time.Millisecond, func() (bool, error) {
+		reps, err = w.SyncReports()
+		return len(reps) == 1, err
+	}), "worker errors: %v", sws.Errors())
+	require.Equal(t, "error", reps[0].Reason, "%+v", reps)
+	require.False(t, reps[0].Retry, "a bad configuration retried: %+v", reps)
+}
+
 // entryWorkerUp installs entryWorker in a fresh server and attaches to it.
 func entryWorkerUp(t *testing.T) (*harness.ServiceWorkers, *harness.Worker, string) {
+	return workerUp(t, entryWorker)
+}
+
+// workerUp installs a module worker script at /entry-sw.js of a fresh
+// server and attaches to it.
+func workerUp(t *testing.T, script string) (*harness.ServiceWorkers, *harness.Worker, string) {
 	t.Helper()
 	e := setupServing(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/entry-sw.js" {
 				w.Header().Set("Content-Type", "text/javascript")
-				_, _ = w.Write([]byte(entryWorker))
+				_, _ = w.Write([]byte(script))
 				return
 			}
 			next.ServeHTTP(w, r)

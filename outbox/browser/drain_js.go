@@ -22,6 +22,10 @@ func (r *Runtime) SyncTag() string { return r.lockName }
 // lease while a tab holds it.
 const leasePoll = 250 * time.Millisecond
 
+// reasonLeasePoll is the trigger of a drain's later lease polls: skip
+// leaves them out of the events (the first poll's skip was reported).
+const reasonLeasePoll = "sync-poll"
+
 // Drain flushes the queue once, as a sync event asks: it waits for the
 // flush lock until ctx ends (a tab that holds it is flushing; what it leaves
 // is ours), takes the lease and the server fencing token as a tab does,
@@ -89,8 +93,9 @@ func (r *Runtime) drainOwned(ctx context.Context, user string) (rep outbox.Flush
 		return rep, outbox.ErrPaused // the verdict tells paused from auth
 	}
 	var skipped bool
+	reason := "sync"
 	run := func(lctx context.Context, webLock bool) {
-		rep, skipped, err = r.ownAndFlush(lctx, "sync", webLock, false)
+		rep, skipped, err = r.ownAndFlush(lctx, reason, webLock, false)
 	}
 	if !r.cfg.NoWebLocks {
 		lerr := locks.Request(ctx, r.lockName, locks.Options{}, func(lctx context.Context) error {
@@ -115,6 +120,7 @@ func (r *Runtime) drainOwned(ctx context.Context, user string) (rep outbox.Flush
 		if !skipped {
 			return rep, err
 		}
+		reason = reasonLeasePoll // one skip event for the whole wait
 		t := time.NewTimer(leasePoll)
 		select {
 		case <-ctx.Done():

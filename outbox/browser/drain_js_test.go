@@ -167,10 +167,23 @@ func TestDrainWithoutSession(t *testing.T) {
 
 // Without Web Locks a drain polls the IndexedDB lease: while another
 // holder has it the drain waits and gives up at its deadline ("busy",
-// retry), and once it is free the drain sends.
+// retry; one skip event for the wait, not one a poll), and once it is free
+// the drain sends.
 func TestDrainLeaseFallback(t *testing.T) {
 	rx := installMock(t)
 	p := openRT(t, uniq("drainlease"), func(c *RuntimeConfig) { c.Passive, c.NoWebLocks = true, true })
+	var mu sync.Mutex
+	var skips, acks int
+	defer p.OnEvent(func(e outbox.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case outbox.EventSkipLocked:
+			skips++
+		case outbox.EventAck:
+			acks++
+		}
+	})()
 	enqueueN(t, p, 2)
 	ctx := context.Background()
 	held, err := p.ob.Acquire(ctx, "another-tab", false)
@@ -187,6 +200,15 @@ func TestDrainLeaseFallback(t *testing.T) {
 	rep = drain(t, p, DrainOptions{})
 	require.Equal(t, "done", rep.Reason, "%+v", rep)
 	require.Equal(t, 2, rep.Acked)
+	// The events arrive in order: the acks follow every skip of the wait.
+	waitFor(t, "the ack events", 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return acks == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, skips, "skip events of one wait for the lease")
 }
 
 // A worker of an older payload schema leaves a newer build's records alone

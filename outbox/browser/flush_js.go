@@ -109,6 +109,9 @@ func (r *Runtime) skip(reason string) {
 	r.mu.Lock()
 	r.contended = true
 	r.mu.Unlock()
+	if reason == reasonLeasePoll {
+		return
+	}
 	r.ob.SkippedLocked(r.id, reason)
 	r.markDirty(false)
 }
