@@ -155,7 +155,7 @@ func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.He
 				v, err = jsglue.Await(ctx, v)
 			}
 			if err != nil {
-				return err
+				return hookError(ctx, err)
 			}
 			hv = v
 		}
@@ -171,6 +171,17 @@ func authorize(headers js.Value) func(context.Context, outbox.Request, outbox.He
 		}
 		return nil
 	}
+}
+
+// hookError is a headers hook's failure as the outbox keeps it (the last
+// error of a record or of the status, in IndexedDB): the JS error's name
+// only, never its message, which may carry a token. The send's own
+// deadline passes through as it is.
+func hookError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return jsglue.NewJSError(jsglue.NameOf(err), "the headers hook failed")
 }
 
 // mergeFunc is a Merge policy: fn(older, newer) on the parsed payloads when

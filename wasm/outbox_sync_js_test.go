@@ -3,12 +3,16 @@
 package main
 
 import (
+	"context"
 	"strconv"
 	"syscall/js"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/jsglue"
+	"github.com/tabfence/tabfence/outbox"
 )
 
 // tf.backgroundSync in one page, against the in-page receiver of
@@ -54,7 +58,8 @@ func TestBackgroundSyncAPI(t *testing.T) {
 		mustAwait(t, page.Call("enqueue", eval(`({operationType: "put-note", entityId: "`+id+`", payload: "{}"})`)))
 	}
 	mustAwait(t, page.Call("close"))
-	rep := mustAwait(t, so.Call("drain", eval(`({timeoutMs: 300})`)))
+	// A budget well past the reads before the lock request, on a loaded machine.
+	rep := mustAwait(t, so.Call("drain", eval(`({timeoutMs: 1500})`)))
 	require.Equal(t, `{"acked":0,"retried":0,"deadLettered":0,"claimed":0,"remaining":2,"retry":true,"reason":"busy"}`, stringify(rep))
 
 	js.Global().Get("__releaseLock").Invoke()
@@ -80,6 +85,19 @@ func TestBackgroundSyncAPI(t *testing.T) {
 	_, err = await(t, so.Call("drain"))
 	wantName(t, err, "InvalidStateError")
 	mustAwait(t, so.Call("close"))
+}
+
+// A headers hook that rejects with a message holding a token: the error
+// the outbox keeps has the error's name, never the message.
+func TestHeadersHookErrorKeepsNoToken(t *testing.T) {
+	hook := eval(`(u) => Promise.reject(new RangeError("Bearer s3cret-token for " + u))`)
+	err := authorize(hook)(context.Background(), outbox.Request{UserID: "alice"}, outbox.Header{})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "s3cret")
+	require.Equal(t, "RangeError", jsglue.NameOf(err))
+	err = authorize(eval(`() => { throw new Error("token=s3cret") }`))(context.Background(), outbox.Request{}, outbox.Header{})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
 func stringify(v js.Value) string { return js.Global().Get("JSON").Call("stringify", v).String() }
