@@ -26,8 +26,10 @@ type bgSync struct {
 	call   sync.Mutex
 	off    atomic.Bool
 	// Registered and Failed count the registrations that resolved and the
-	// ones that failed (tests read them).
+	// ones that failed; Checked is set once the check at open is done
+	// (tests read them).
 	Registered, Failed atomic.Int64
+	Checked            atomic.Bool
 }
 
 // syncEvery bounds how often a page registers the sync tag.
@@ -67,9 +69,10 @@ func (r *Runtime) registerSync() {
 
 // registerSyncIfQueued registers the sync tag at open only when the queue
 // has unsettled records of its user: a page that opens on an empty queue
-// wakes no worker. The count is read before OpenRuntime returns; the
-// registration itself runs off it.
+// wakes no worker. It runs on its own goroutine: the page's open does not
+// wait for the count.
 func (r *Runtime) registerSyncIfQueued() {
+	defer r.bs.Checked.Store(true)
 	user := r.ob.QueueSession().UserID
 	if user == "" || r.cfg.Passive || r.cfg.NoBackgroundSync {
 		return

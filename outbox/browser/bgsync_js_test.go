@@ -43,6 +43,7 @@ func TestPageRegistersSyncTag(t *testing.T) {
 	// At open only a queue with unsettled records registers: an empty one
 	// wakes no worker.
 	r := openRT(t, uniq("sw"), nil)
+	waitFor(t, "the check at open", 5*time.Second, func() bool { return r.bs.Checked.Load() })
 	r.bs.mu.Lock()
 	armed := r.bs.armed
 	r.bs.mu.Unlock()

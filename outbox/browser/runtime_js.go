@@ -211,7 +211,7 @@ func OpenRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		go r.flushLoop()
 		go r.watchLoop()
 		r.Kick("start")
-		r.registerSyncIfQueued()
+		go r.registerSyncIfQueued()
 	}
 	return r, nil
 }
