@@ -95,15 +95,9 @@ func (o *outboxHandle) flush([]js.Value) (any, error) {
 	if err != nil && !errors.Is(err, outbox.ErrPaused) {
 		return nil, obErr(err)
 	}
-	r := jsapi.NewObject()
+	r := flushCounts(rep)
 	r.Set("skipped", skipped)
 	r.Set("paused", errors.Is(err, outbox.ErrPaused))
-	r.Set("claimed", rep.Claimed)
-	r.Set("acked", rep.Acked)
-	r.Set("retried", rep.Retried)
-	r.Set("deadLettered", rep.DeadLettered)
-	r.Set("terminal", rep.Terminal)
-	r.Set("conflicts", rep.Conflicts)
 	return r, nil
 }
 

@@ -31,14 +31,35 @@ func openOutbox(args []js.Value) (any, error) {
 	o := &outboxHandle{rt: rt}
 	o.id = outboxes.Add(o)
 	useLoaderAppends(o)
+	obj := queueObject(cfg, rt)
+	jsapi.DefineConst(obj, "id", rt.ID())
+	outboxes.Install(obj, o.id)
+	return obj, nil
+}
+
+// queueObject is the object of an opened queue (tf.outbox's and
+// tf.backgroundSync's) with the constants both show: name, lockName,
+// protocol, schemaVersion.
+func queueObject(cfg browser.RuntimeConfig, rt *browser.Runtime) js.Value {
 	obj := jsapi.NewObject()
 	jsapi.DefineConst(obj, "name", cfg.Name)
-	jsapi.DefineConst(obj, "id", rt.ID())
 	jsapi.DefineConst(obj, "lockName", rt.LockName())
 	jsapi.DefineConst(obj, "protocol", rt.Protocol())
 	jsapi.DefineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
-	outboxes.Install(obj, o.id)
-	return obj, nil
+	return obj
+}
+
+// flushCounts is the JS object of a flush's counts (Outbox.flush's and
+// SyncOutbox.drain's reports add their own fields).
+func flushCounts(rep outbox.FlushReport) js.Value {
+	r := jsapi.NewObject()
+	r.Set("claimed", rep.Claimed)
+	r.Set("acked", rep.Acked)
+	r.Set("retried", rep.Retried)
+	r.Set("deadLettered", rep.DeadLettered)
+	r.Set("terminal", rep.Terminal)
+	r.Set("conflicts", rep.Conflicts)
+	return r
 }
 
 // readOutboxOptions reads and validates tf.outbox's options.

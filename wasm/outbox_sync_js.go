@@ -51,12 +51,8 @@ func openSyncOutbox(args []js.Value) (any, error) {
 	}
 	h := &syncHandle{rt: rt}
 	h.id = syncOutboxes.Add(h)
-	obj := jsapi.NewObject()
-	jsapi.DefineConst(obj, "name", cfg.Name)
-	jsapi.DefineConst(obj, "lockName", rt.LockName())
+	obj := queueObject(cfg, rt)
 	jsapi.DefineConst(obj, "syncTag", rt.SyncTag())
-	jsapi.DefineConst(obj, "protocol", rt.Protocol())
-	jsapi.DefineConst(obj, "schemaVersion", cfg.Outbox.SchemaVersion)
 	syncOutboxes.Install(obj, h.id)
 	return obj, nil
 }
@@ -79,11 +75,7 @@ func (h *syncHandle) drain(args []js.Value) (any, error) {
 	if err != nil {
 		return nil, obErr(err)
 	}
-	r := jsapi.NewObject()
-	r.Set("acked", rep.Acked)
-	r.Set("retried", rep.Retried)
-	r.Set("deadLettered", rep.DeadLettered)
-	r.Set("claimed", rep.Claimed)
+	r := flushCounts(rep.FlushReport)
 	r.Set("remaining", rep.Remaining)
 	r.Set("retry", rep.Retry)
 	r.Set("reason", rep.Reason)

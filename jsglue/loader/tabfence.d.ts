@@ -982,6 +982,9 @@ export interface SyncReport {
   retried: number;
   deadLettered: number;
   claimed: number;
+  /** Records that failed for good (4xx), and conflicts, in this drain. */
+  terminal: number;
+  conflicts: number;
   /** Unsettled records of the queue's user left (of every user without a session). */
   remaining: number;
   /**
