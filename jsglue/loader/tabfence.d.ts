@@ -27,7 +27,9 @@ export interface LoadOptions {
  * Starts the runtime once per page (or worker) and resolves to its API.
  * Later and concurrent calls return the same promise and the same instance,
  * even from another copy of this module; their options are ignored. A failed
- * load (network, compile error) is not memoized: the next call tries again.
+ * load (network, compile error) is not memoized, nor a runtime that has
+ * since exited or crashed (RuntimeExitedError): the next call starts a new
+ * one (a Service Worker lives on; a page usually reloads).
  *
  * Content-Security-Policy: WebAssembly needs `'wasm-unsafe-eval'` in
  * `script-src`; `'unsafe-eval'` is not needed. Without it the runtime's two
