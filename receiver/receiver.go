@@ -134,21 +134,31 @@ func (rc *Receiver) admit(w http.ResponseWriter, r *http.Request) (scope string,
 		writeProblem(w, probMethod)
 		return "", hd, false
 	}
-	scope, err := rc.opts.Scope(r)
-	if err != nil || scope == "" || !ValidText(scope) {
-		writeProblem(w, probUnauthenticated)
+	scope, ok = rc.authenticate(w, r)
+	if !ok {
 		return "", hd, false
 	}
-	if p := checkClientUser(r.Header, scope); p != nil {
-		writeProblem(w, *p)
-		return "", hd, false
-	}
-	hd, err = parseHeaders(r.Header)
+	hd, err := parseHeaders(r.Header)
 	if err != nil {
 		writeProblem(w, headerProblem(err))
 		return "", hd, false
 	}
 	return scope, hd, true
+}
+
+// authenticate finds the request's scope and checks the client user header
+// against it. It has answered the request when ok is false.
+func (rc *Receiver) authenticate(w http.ResponseWriter, r *http.Request) (scope string, ok bool) {
+	scope, err := rc.opts.Scope(r)
+	if err != nil || scope == "" || !ValidText(scope) {
+		writeProblem(w, probUnauthenticated)
+		return "", false
+	}
+	if p := checkClientUser(r.Header, scope); p != nil {
+		writeProblem(w, *p)
+		return "", false
+	}
+	return scope, true
 }
 
 // answerWithoutRunning answers a claim that does not run the handler: a
@@ -224,6 +234,25 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 			return Response{}, false, err
 		}
 	}
+	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h)
+	if err != nil || !stored {
+		return resp, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		// The connection may have died after the database committed: the
+		// claim's release then matches nothing, and a retry replays.
+		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
+	}
+	committed = true
+	return resp, true, nil
+}
+
+// runHandler runs the handler of a claimed key in tx and, for a 2xx or 4xx
+// answer, stores it with the key (a 4xx's own writes rolled back to a
+// savepoint first). stored is false for a 5xx, whose writes the caller
+// rolls back; an error, a panic or an invalid status is err. Handle and a
+// batch's mutations share it.
+func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler) (resp Response, stored bool, err error) {
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
 		return Response{}, false, err
 	}
@@ -251,12 +280,6 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 	if err := rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp); err != nil {
 		return Response{}, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		// The connection may have died after the database committed: the
-		// claim's release then matches nothing, and a retry replays.
-		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
-	}
-	committed = true
 	return resp, true, nil
 }
 
@@ -269,6 +292,11 @@ var errCommitUnknown = errors.New("receiver: commit failed, outcome unknown")
 // orphaned by a crash) is polled with doubling waits, and never more than the
 // claim's remaining time, after which a retry takes it over.
 func (rc *Receiver) inFlightRetryAfter(rec record) string {
+	return strconv.FormatInt(rc.inFlightWait(rec), 10)
+}
+
+// inFlightWait is inFlightRetryAfter in seconds.
+func (rc *Receiver) inFlightWait(rec record) int64 {
 	now := rc.opts.Clock().UnixMilli()
 	remaining := rec.claimExpires - now
 	age := now - (rec.claimExpires - rc.opts.ClaimTTL.Milliseconds())
@@ -276,7 +304,7 @@ func (rc *Receiver) inFlightRetryAfter(rec record) string {
 	if age < remaining {
 		secs = age / 1000
 	}
-	return strconv.FormatInt(max(secs, 1), 10)
+	return max(secs, 1)
 }
 
 // ErrBadStatus is returned (and answered with 500) when a handler answers

@@ -1,0 +1,229 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tabfence/tabfence/wire"
+)
+
+// HandleBatch wraps h as an http.Handler for POSTs of many mutations at
+// once (wire.ParseBatchRequest's document), each with its own idempotency
+// key, each run as Handle would run it alone: h sees a Request per mutation
+// (Body the payload, Operation and Entity set, the batch's Resource and
+// Token). The answer is 200 with a result per mutation, in order
+// (wire.AppendBatchResponse), whenever the batch was processed.
+//
+// The batch runs in one database transaction, each mutation under its own
+// savepoint: a 2xx or 4xx answer is stored with its writes, a 5xx, error or
+// panic rolls back to the savepoint (nothing of it stays) and answers retry.
+// A mutation that does not succeed stops the later mutations of its Entity
+// in the batch (not-attempted, nothing stored); other entities go on. The
+// fence is checked once, before any mutation: a stale token refuses the
+// whole batch with 409 as it refuses a request. The work is bounded by
+// Options.Timeout, the mutations by Options.MaxBatch and the body by
+// MaxBody (413).
+func (rc *Receiver) HandleBatch(h Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.serveBatch(w, r, h)
+	})
+}
+
+// batch is an admitted batch request.
+type batch struct {
+	http     *http.Request
+	scope    string
+	path     string // the batch's route, part of every key's fingerprint
+	resource string
+	token    uint64
+	ms       []wire.BatchMutation
+}
+
+func (rc *Receiver) serveBatch(w http.ResponseWriter, r *http.Request, h Handler) {
+	rc.armBodyDeadline(w, r)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeProblem(w, probMethod)
+		return
+	}
+	scope, ok := rc.authenticate(w, r)
+	if !ok {
+		return
+	}
+	resource, token, err := parseFence(r.Header)
+	if err != nil {
+		writeProblem(w, headerProblem(err))
+		return
+	}
+	body, release, bp := rc.readBody(w, r)
+	if bp != nil {
+		writeBodyProblem(w, *bp)
+		return
+	}
+	defer release()
+	disarmBodyDeadline(w)
+	ms, err := wire.ParseBatchRequest(body, rc.opts.MaxBatch)
+	switch {
+	case errors.Is(err, wire.ErrBatchTooLarge):
+		p := probBatchTooLarge
+		p.Detail = fmt.Sprintf("A batch carries at most %d mutations; nothing was stored. Send fewer at once.", rc.opts.MaxBatch)
+		writeProblem(w, p)
+		return
+	case err != nil:
+		writeProblem(w, probBatchMalformed)
+		return
+	}
+	b := batch{http: r, scope: scope, path: r.URL.Path, resource: resource, token: token, ms: ms}
+	writeResponse(w, rc.applyBatch(r.Context(), b, h))
+}
+
+// applyBatch runs an admitted batch and answers it: the results document,
+// or the problem that refused the whole batch.
+func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response {
+	// Detached from the client's connection, as apply is.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rc.opts.Timeout)
+	defer cancel()
+	log := rc.log.With("target", b.path, "batch", len(b.ms))
+	if b.resource != "" {
+		// A stale leader's batch is refused without a write (see claim).
+		var rejection error
+		err := rc.store.View(ctx, func(q Tx) error {
+			var err error
+			rejection, err = precheckFence(ctx, q, b.scope, b.resource, b.token)
+			return err
+		})
+		if err == nil {
+			err = rejection
+		}
+		if err != nil {
+			return runErrorResponse(log, err)
+		}
+	}
+	results, err := rc.runBatch(ctx, b, h, log)
+	if err != nil {
+		return runErrorResponse(log, err)
+	}
+	hd := http.Header{}
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	return Response{Status: http.StatusOK, Header: hd, Body: wire.AppendBatchResponse(nil, results)}
+}
+
+// runBatch runs the batch's mutations in one transaction and commits it.
+// An error means nothing of the batch was stored (or, wrapping
+// errCommitUnknown, that the commit's outcome is unknown).
+func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.Logger) ([]wire.BatchResult, error) {
+	tx, err := rc.store.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	if b.resource != "" {
+		if err := rc.checkFence(ctx, tx, b.scope, b.resource, b.token); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]wire.BatchResult, len(b.ms))
+	stopped := map[string]bool{} // entities with a mutation that did not succeed
+	for i, m := range b.ms {
+		if m.Entity != "" && stopped[m.Entity] {
+			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
+			continue
+		}
+		if results[i], err = rc.runMutation(ctx, tx, b, m, h, log); err != nil {
+			return nil, err
+		}
+		if !succeeded(results[i]) {
+			stopped[m.Entity] = true
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errCommitUnknown, err)
+	}
+	committed = true
+	return results, nil
+}
+
+// succeeded reports whether a mutation's later mutations of its entity may
+// run: it was applied now or before with a 2xx. A replayed 4xx stops them
+// as its first answer did, so a batch resent after a lost response is
+// answered as it was the first time.
+func succeeded(r wire.BatchResult) bool {
+	return (r.Outcome == wire.BatchApplied || r.Outcome == wire.BatchReplayed) && r.Status >= 200 && r.Status < 300
+}
+
+// runMutation claims, replays or runs one mutation in tx under its own
+// savepoint, which is rolled back unless the answer is stored. An error
+// means tx is unusable and the batch fails.
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (wire.BatchResult, error) {
+	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
+		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity}
+	log = log.With("key", m.Key, "op", req.OperationID)
+	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
+		return wire.BatchResult{}, err
+	}
+	res, keep := rc.attempt(ctx, tx, req, batchFingerprint(b.path, m.Operation, b.scope, m.Payload), h, log)
+	if !keep {
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
+			return wire.BatchResult{}, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
+		return wire.BatchResult{}, err
+	}
+	return res, nil
+}
+
+// attempt is one mutation's claim and run, with Handle's rules. keep
+// reports whether what it wrote in tx is to stay.
+func (rc *Receiver) attempt(ctx context.Context, tx Tx, req *Request, fp string, h Handler, log *slog.Logger) (res wire.BatchResult, keep bool) {
+	res.Key = req.Key
+	claimID := newClaimID()
+	outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
+	if err != nil {
+		log.Error("claim", "err", err)
+		return problemResult(res, wire.BatchRetry, probInternal), false
+	}
+	switch outcome {
+	case claimReplay:
+		res.Outcome, res.Status, res.Body = wire.BatchReplayed, int(rec.status), rec.body
+		return res, true
+	case claimReuse:
+		return problemResult(res, wire.BatchRejected, probKeyReuse), false
+	case claimInFlight:
+		res = problemResult(res, wire.BatchRetry, probInFlight)
+		res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
+		return res, false
+	}
+	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h)
+	switch {
+	case err != nil:
+		log.Error("handler", "err", err)
+		return problemResult(res, wire.BatchRetry, probInternal), false
+	case !stored:
+		res.Outcome, res.Status, res.Body = wire.BatchRetry, resp.Status, resp.Body
+		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
+		return res, false
+	case resp.Status >= 400:
+		res.Outcome = wire.BatchRejected
+	default:
+		res.Outcome = wire.BatchApplied
+	}
+	res.Status, res.Body = resp.Status, resp.Body
+	return res, true
+}
+
+// problemResult is res answered with the receiver's own problem p.
+func problemResult(res wire.BatchResult, o wire.BatchOutcome, p Problem) wire.BatchResult {
+	res.Outcome, res.Status, res.Problem, res.Body = o, p.Status, p.Type, ProblemResponse(p).Body
+	return res
+}
