@@ -184,15 +184,23 @@ func TestBatchReplayedNewRejected(t *testing.T) {
 // those without an entity.
 func TestBatchSameEntityStop(t *testing.T) {
 	eachStore(t, receiver.Options{}, func(t *testing.T, e *batchEnv) {
-		_, rs, _ := e.post([]wire.BatchMutation{
+		batch := []wire.BatchMutation{
 			mut("x1", "ok", "X"), mut("x2", "reject", "X"), mut("x3", "ok", "X"), mut("y1", "ok", "Y"), mut("x4", "ok", "X"),
 			mut("z1", "reject", ""), mut("z2", "ok", ""),
-		})
+		}
+		_, rs, _ := e.post(batch)
 		require.Equal(t, []string{"applied Created", "rejected Unprocessable Entity", "not-attempted ", "applied Created",
 			"not-attempted ", "rejected Unprocessable Entity", "applied Created"}, outcomes(rs))
 		require.Empty(t, rs[2].Body)
 		require.Equal(t, 0, e.effects("x3"))
 		require.Equal(t, 1, e.effects("y1"))
+
+		// Resent (its answer lost), the batch is answered as the first time:
+		// the replayed rejection still stops its entity.
+		_, rs, _ = e.post(batch)
+		require.Equal(t, []string{"replayed Created", "replayed Unprocessable Entity", "not-attempted ", "replayed Created",
+			"not-attempted ", "replayed Unprocessable Entity", "replayed Created"}, outcomes(rs))
+		require.Equal(t, int64(5), e.runs.Load())
 
 		// Not stored: sent again later, x3 runs (it is not replayed).
 		_, rs, _ = e.post([]wire.BatchMutation{mut("x3", "ok", "X")})
