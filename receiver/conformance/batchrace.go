@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -161,8 +162,8 @@ func testBatchVsSingle(t *testing.T, newDB NewDB) {
 	e := newEnv(t, newDB, nil)
 	e.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 100
 	muts := raceBatch()
-	start := make(chan struct{})
-	wait := e.sendCopies(20, []string{e.srv.URL}, muts, start)
+	start, startBatches := make(chan struct{}), make(chan struct{})
+	wait := e.sendCopies(20, []string{e.srv.URL}, muts, startBatches)
 	singles := make([]reply, 3*len(muts))
 	errs := make([]error, len(singles))
 	var wg sync.WaitGroup
@@ -175,7 +176,9 @@ func testBatchVsSingle(t *testing.T, newDB NewDB) {
 			singles[i], errs[i] = e.try(req{user: "alice", key: m.Key, body: string(m.Payload)})
 		}(i)
 	}
-	close(start)
+	close(start) // the singles a head start, so that some of them win a key
+	runtime.Gosched()
+	close(startBatches)
 	ty := newTally(t, muts)
 	for _, rs := range wait() {
 		ty.copy(rs)
