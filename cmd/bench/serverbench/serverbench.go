@@ -125,11 +125,15 @@ func measure(ctx context.Context, name, db string) ([]Result, BatchFigure, error
 		}
 		results = append(results, r)
 	}
-	b, err := c.batches(ctx, name)
-	if err != nil {
-		return nil, BatchFigure{}, err
+	bf := BatchFigure{Single: results[0]}
+	for _, workers := range []int{Workers, 1} {
+		b, err := c.batches(ctx, name, workers)
+		if err != nil {
+			return nil, BatchFigure{}, err
+		}
+		bf.Batches = append(bf.Batches, b)
 	}
-	return results, BatchFigure{Batch: b, Single: results[0]}, nil
+	return results, bf, nil
 }
 
 // client sends the scenarios' requests to the server at base.
@@ -233,11 +237,11 @@ func expect(status int, err error, ok ...int) error {
 
 // load runs fn from Workers goroutines until Requests calls or Duration.
 func load(ctx context.Context, store, scenario string, fn func(worker, i int) error) (Result, error) {
-	return loadN(ctx, store, scenario, Requests, fn)
+	return loadN(ctx, store, scenario, Workers, Requests, fn)
 }
 
-// loadN runs fn from Workers goroutines until limit calls or Duration.
-func loadN(ctx context.Context, store, scenario string, limit int, fn func(worker, i int) error) (Result, error) {
+// loadN runs fn from workers goroutines until limit calls or Duration.
+func loadN(ctx context.Context, store, scenario string, workers, limit int, fn func(worker, i int) error) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, Duration)
 	defer cancel()
 	var next atomic.Int64
@@ -246,11 +250,11 @@ func loadN(ctx context.Context, store, scenario string, limit int, fn func(worke
 	var firstErr error
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < Workers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			mine := make([]time.Duration, 0, limit/Workers+1)
+			mine := make([]time.Duration, 0, limit/workers+1)
 			for i := 0; ctx.Err() == nil && next.Add(1) <= int64(limit); i++ {
 				t0 := time.Now()
 				err := fn(w, i)
