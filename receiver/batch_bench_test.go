@@ -31,10 +31,7 @@ func BenchmarkBatch100(b *testing.B) {
 }
 
 func benchBatch(b *testing.B, st receiver.Store) {
-	t := &testing.T{}
-	e := newBatchEnv(t, st, receiver.Options{})
-	e.t = t
-	b.Cleanup(func() { e.srv.Close(); _ = st.Close() })
+	e := newBatchEnv(b, st, receiver.Options{})
 	ms := make([]wire.BatchMutation, 100)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
