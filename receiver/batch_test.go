@@ -30,7 +30,7 @@ import (
 // answers 503 with Retry-After: 7 while failing is set (201 after),
 // "panic" writes one and panics.
 type batchEnv struct {
-	t       *testing.T
+	t       testing.TB
 	store   receiver.Store
 	rc      *receiver.Receiver
 	srv     *httptest.Server
@@ -53,7 +53,7 @@ func eachStore(t *testing.T, opts receiver.Options, fn func(t *testing.T, e *bat
 	})
 }
 
-func newBatchEnv(t *testing.T, st receiver.Store, opts receiver.Options) *batchEnv {
+func newBatchEnv(t testing.TB, st receiver.Store, opts receiver.Options) *batchEnv {
 	e := &batchEnv{t: t, store: st}
 	ctx := context.Background()
 	tx, err := st.Begin(ctx)

@@ -148,8 +148,17 @@ func (rc *Receiver) claimStep(rec record, found bool, scope, key, fp, claimID st
 // claimIn is claim inside the write transaction tx, for a batch: the
 // claim commits with the mutation's answer or not at all. On PostgreSQL a
 // key another transaction is inserting right now waits for that one to
-// end, then is read again, so it is never run twice.
+// end, then is read again, so it is never run twice. Most keys of a batch
+// are new, so the insert of a new key is tried before any read.
 func (rc *Receiver) claimIn(ctx context.Context, tx Tx, scope, key, fp, claimID string) (claimOutcome, record, error) {
+	_, insert, args := rc.claimStep(record{}, false, scope, key, fp, claimID, rc.opts.Clock().UnixMilli())
+	n, err := tx.Exec(ctx, insert, args...)
+	if err != nil {
+		return 0, record{}, fmt.Errorf("receiver: claim: %w", err)
+	}
+	if n == 1 {
+		return claimed, record{}, nil
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		now := rc.opts.Clock().UnixMilli()
 		rec, err := scanRecord(tx.QueryRow(ctx, selectRecord, scope, key))
