@@ -1,6 +1,9 @@
 package conformance
 
 import (
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +27,7 @@ var batchCases = []struct {
 	{"BatchStaleTokenRefusedWhole", testBatchStale},
 	{"BatchStaleTokenRaceRejectedInTransaction", testBatchStaleRace},
 	{"BatchCrashMidBatchLeavesNothing", testBatchCrash},
+	{"BatchClientGoneMidBatch", testBatchClientGone},
 	{"BatchHundredConcurrentCopies", testBatchConcurrent},
 	{"BatchRacingSingleRequests", testBatchVsSingle},
 	{"BatchTwoInstancesOneDatabase", testBatchTwoInstances},
@@ -262,4 +266,30 @@ func testBatchCrash(t *testing.T, newDB NewDB) {
 		require.Equal(t, 1, e.effectsOf(m.Key), "%s effects", m.Key)
 	}
 	wantEffects(t, e, len(muts))
+}
+
+// testBatchClientGone: the client hangs up while its batch runs (a tab
+// closed mid-flush). The batch still runs to its end, whole, and the
+// resend gets every mutation's stored answer: each took effect once.
+func testBatchClientGone(t *testing.T, newDB NewDB) {
+	e := newEnv(t, newDB, nil)
+	muts := []wire.BatchMutation{mut("g1", "A", okBody), mut("g2", "B", `{"mode":"block"}`), mut("g3", "C", okBody)}
+	body := string(wire.AppendBatchRequest(nil, muts))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(conn, "POST /things/batch HTTP/1.1\r\nHost: x\r\nX-Test-User: alice\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	select {
+	case <-e.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler did not start")
+	}
+	_ = conn.Close() // the client is gone, g2 still running
+	close(e.unblock)
+	rs := e.wantBatch(breq{user: "alice", muts: muts})
+	for _, r := range rs {
+		wantOutcome(t, r, r.Key, wire.BatchReplayed, 201)
+	}
+	wantEffects(t, e, 3)
 }
