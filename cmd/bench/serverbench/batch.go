@@ -19,7 +19,7 @@ import (
 const (
 	BatchSize     = 100
 	BatchRequests = 500 // at most, or Duration
-	batchNotes    = 10  // notes (entities) per batch, each upserted in turn
+	batchNotes    = 100 // notes (entities) per batch: a note per mutation
 )
 
 // Targets of the batched rate, in mutations per second.
