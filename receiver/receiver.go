@@ -24,6 +24,8 @@ import (
 // itself is kept, so a rejected command has no effect however often it is
 // retried. An error wrapping ErrInvalidText (text the store refused) is
 // client input, not a failure: it is answered and stored as 422 invalid-text.
+// Under HandleBatch the same rules hold per mutation, "everything" being
+// that mutation's savepoint.
 type Handler func(ctx context.Context, tx Tx, r *Request) (Response, error)
 
 // Receiver guards business handlers with idempotency keys and fencing tokens.
