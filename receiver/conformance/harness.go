@@ -237,8 +237,11 @@ func (e *env) do(q req) reply {
 	return r
 }
 
-func (e *env) try(q req) (reply, error) {
-	hr, err := http.NewRequest(http.MethodPost, e.srv.URL+"/things", bytes.NewBufferString(q.body))
+func (e *env) try(q req) (reply, error) { return e.tryAt(e.srv.URL, q) }
+
+// tryAt sends q to the server at base (another instance's).
+func (e *env) tryAt(base string, q req) (reply, error) {
+	hr, err := http.NewRequest(http.MethodPost, base+"/things", bytes.NewBufferString(q.body))
 	if err != nil {
 		return reply{}, err
 	}
