@@ -204,7 +204,18 @@ func (rc *Receiver) attempt(ctx context.Context, tx Tx, req *Request, fp string,
 		res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
 		return res, false
 	}
-	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h)
+	// One savepoint per mutation (each is a subtransaction, PostgreSQL's
+	// cost): a 4xx rolls back to it and takes the claim again.
+	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
+			return err
+		}
+		o, _, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
+		if err == nil && o != claimed {
+			err = errClaimLost
+		}
+		return err
+	})
 	switch {
 	case err != nil:
 		log.Error("handler", "err", err)

@@ -236,7 +236,13 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 			return Response{}, false, err
 		}
 	}
-	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h)
+	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
+		return Response{}, false, err
+	}
+	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h, func() error {
+		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`)
+		return err
+	})
 	if err != nil || !stored {
 		return resp, false, err
 	}
@@ -250,14 +256,12 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 }
 
 // runHandler runs the handler of a claimed key in tx and, for a 2xx or 4xx
-// answer, stores it with the key (a 4xx's own writes rolled back to a
-// savepoint first). stored is false for a 5xx, whose writes the caller
-// rolls back; an error, a panic or an invalid status is err. Handle and a
-// batch's mutations share it.
-func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler) (resp Response, stored bool, err error) {
-	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
-		return Response{}, false, err
-	}
+// answer, stores it with the key (a 4xx's own writes undone first: undo
+// rolls back to a savepoint taken before the handler, keeping the claim).
+// stored is false for a 5xx, whose writes the caller rolls back; an error,
+// a panic or an invalid status is err. Handle and a batch's mutations
+// share it.
+func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler, undo func() error) (resp Response, stored bool, err error) {
 	resp, err = callHandler(ctx, tx, req, h)
 	if errors.Is(err, ErrInvalidText) {
 		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
@@ -275,7 +279,7 @@ func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID
 		return resp, false, nil
 	}
 	if resp.Status >= 400 {
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`); err != nil {
+		if err := undo(); err != nil {
 			return Response{}, false, err
 		}
 	}
