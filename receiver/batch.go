@@ -37,7 +37,7 @@ func (rc *Receiver) HandleBatch(h Handler) http.Handler {
 type batch struct {
 	http     *http.Request
 	scope    string
-	path     string // the batch's route, part of every key's fingerprint
+	path     string // the batch's route, for the log
 	resource string
 	token    uint64
 	ms       []wire.BatchMutation
@@ -166,12 +166,12 @@ func succeeded(r wire.BatchResult) bool {
 // means tx is unusable and the batch fails.
 func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (wire.BatchResult, error) {
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
-		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity}
+		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
 	log = log.With("key", m.Key, "op", req.OperationID)
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
 		return wire.BatchResult{}, err
 	}
-	res, keep := rc.attempt(ctx, tx, req, batchFingerprint(b.path, m.Operation, b.scope, m.Payload), h, log)
+	res, keep := rc.attempt(ctx, tx, req, mutationFingerprint(b.scope, m), h, log)
 	if !keep {
 		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
 			return wire.BatchResult{}, err

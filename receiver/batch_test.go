@@ -36,6 +36,10 @@ type batchEnv struct {
 	srv     *httptest.Server
 	runs    atomic.Int64
 	failing atomic.Bool
+	// started and unblock hold a single request sent with X-Test-Block
+	// in its handler (see single).
+	started chan struct{}
+	unblock chan struct{}
 }
 
 // eachStore runs fn on SQLite and, when TABFENCE_PG_URL is set, PostgreSQL.
@@ -54,7 +58,7 @@ func eachStore(t *testing.T, opts receiver.Options, fn func(t *testing.T, e *bat
 }
 
 func newBatchEnv(t testing.TB, st receiver.Store, opts receiver.Options) *batchEnv {
-	e := &batchEnv{t: t, store: st}
+	e := &batchEnv{t: t, store: st, started: make(chan struct{}, 1), unblock: make(chan struct{})}
 	ctx := context.Background()
 	tx, err := st.Begin(ctx)
 	require.NoError(t, err)
@@ -71,6 +75,7 @@ func newBatchEnv(t testing.TB, st receiver.Store, opts receiver.Options) *batchE
 	e.rc = receiver.New(st, opts)
 	mux := http.NewServeMux()
 	mux.Handle("POST /batch", e.rc.HandleBatch(e.handle))
+	mux.Handle("POST /single", e.rc.Handle(e.handle))
 	e.srv = httptest.NewServer(mux)
 	t.Cleanup(func() { e.srv.Close(); _ = st.Close() })
 	return e
@@ -78,6 +83,10 @@ func newBatchEnv(t testing.TB, st receiver.Store, opts receiver.Options) *batchE
 
 func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Request) (receiver.Response, error) {
 	e.runs.Add(1)
+	if r.HTTP.Header.Get("X-Test-Block") != "" {
+		e.started <- struct{}{}
+		<-e.unblock
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO batch_effects (k, payload) VALUES ($1, $2)`, r.Key, string(r.Body)); err != nil {
 		return receiver.Response{}, err
 	}
@@ -137,7 +146,7 @@ func keysOf(ms []wire.BatchMutation) []string {
 }
 
 func mut(key, op, entity string) wire.BatchMutation {
-	return wire.BatchMutation{Key: key, OperationID: "id-" + key, Operation: op, Entity: entity, Payload: []byte(`{"k":"` + key + `"}`)}
+	return wire.BatchMutation{Key: key, Endpoint: "/single", OperationID: "id-" + key, Operation: op, Entity: entity, Payload: []byte(`{"k":"` + key + `"}`)}
 }
 
 // outcomes lists each result's outcome and status, for one comparison.

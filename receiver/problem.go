@@ -97,7 +97,7 @@ var (
 	probInvalidText = Problem{Type: wire.ProblemInvalidText, Title: "Text cannot be stored", Status: http.StatusUnprocessableEntity,
 		Detail: "A text field holds a NUL character or invalid UTF-8, which the database cannot store; the command had no effect."}
 	probBatchMalformed = Problem{Type: wire.ProblemBatchMalformed, Title: "Batch malformed", Status: http.StatusBadRequest,
-		Detail: `Send {"mutations":[{"key":"...","id":"...","op":"...","entity":"...","payload":...}]}, each key valid and once; nothing was stored.`}
+		Detail: `Send {"mutations":[{"key":"...","endpoint":"/path","id":"...","op":"...","entity":"...","payload":...}]}, each key valid and once, each endpoint an origin-relative path; nothing was stored.`}
 	probBatchTooLarge = Problem{Type: wire.ProblemBatchTooLarge, Title: "Too many mutations in one batch", Status: http.StatusRequestEntityTooLarge}
 	probMethod        = Problem{Type: wire.ProblemBase + "method-not-allowed", Title: "Method not allowed", Status: http.StatusMethodNotAllowed}
 )

@@ -219,18 +219,11 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 			_ = tx.Rollback()
 		}
 	}()
-	// Re-assert the claim first: it locks the record row (PostgreSQL), and
-	// fails if a takeover after ClaimTTL made this attempt obsolete.
-	now := rc.opts.Clock().UnixMilli()
-	n, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET claim_expires = $4
-		WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		req.Scope, req.Key, claimID, now+rc.opts.ClaimTTL.Milliseconds())
-	if err != nil {
-		return Response{}, false, err
-	}
-	if n != 1 {
-		return Response{}, false, errClaimLost
-	}
+	// The key's row is not touched before finish, which asserts the claim
+	// (errClaimLost after a takeover past ClaimTTL: nothing commits). So
+	// while the handler runs, a batch carrying the key reads it in flight
+	// instead of waiting on the row (PostgreSQL), and locks are taken in
+	// a batch's order: the fence, then the key.
 	if req.Resource != "" {
 		if err := rc.checkFence(ctx, tx, req.Scope, req.Resource, req.Token); err != nil {
 			return Response{}, false, err

@@ -24,6 +24,9 @@ type Request struct {
 	// ordering key (see HandleBatch); "" for a single request.
 	Operation string
 	Entity    string
+	// Endpoint is the path (and query) a batch mutation would have been
+	// POSTed to alone; "" for a single request (see HTTP.URL).
+	Endpoint string
 }
 
 // Response is what a business handler answers. 2xx and 4xx answers are
@@ -109,11 +112,13 @@ func fingerprint(method, path, scope string, body []byte) string {
 	return hashParts([]byte(method), []byte(path), []byte(scope), body)
 }
 
-// batchFingerprint binds a batch mutation's key: the batch's path, the
-// operation, scope and payload. Its five parts (and method) never match a
-// single request's.
-func batchFingerprint(path, op, scope string, payload []byte) string {
-	return hashParts([]byte("BATCH"), []byte(path), []byte(op), []byte(scope), payload)
+// mutationFingerprint binds a batch mutation's key exactly as the single
+// POST to its endpoint would bind it, so that a record sent alone and then
+// in a batch (or the reverse) under one key is replayed, never refused as
+// a reused key, whatever route the batch came by. The operation type is
+// not part of it: a single request has none, its endpoint stands for it.
+func mutationFingerprint(scope string, m wire.BatchMutation) string {
+	return fingerprint(http.MethodPost, m.Endpoint, scope, m.Payload)
 }
 
 // hashParts is the hex SHA-256 of the parts, each length-prefixed.

@@ -12,7 +12,7 @@ import (
 // token and the user travel in the request's headers, as for one mutation;
 // the batch itself has no Idempotency-Key.
 //
-//	request:  {"mutations":[{"key":..,"id":..,"op":..,"entity":..,"payload":..}]}
+//	request:  {"mutations":[{"key":..,"endpoint":..,"id":..,"op":..,"entity":..,"payload":..}]}
 //	response: {"results":[{"key":..,"outcome":..,"status":..,"body":..,"problem":..,"retryAfter":<seconds>}]}
 //
 // payload and body carry bytes: a JSON object, array, number, true, false
@@ -27,7 +27,12 @@ import (
 // BatchMutation is one mutation of a batch, in the order the client sends
 // them.
 type BatchMutation struct {
-	Key         string // idempotency key (same syntax as the Idempotency-Key header's, unquoted)
+	Key string // idempotency key (same syntax as the Idempotency-Key header's, unquoted)
+	// Endpoint is the path (and query) the mutation would be POSTed to
+	// alone. The receiver binds the key to it as it binds a single
+	// request's key to its target, so a record sent alone or in a batch
+	// under one key is the same mutation. Required (ValidEndpoint).
+	Endpoint    string
 	OperationID string // the record's id, for tracing
 	Operation   string // operation type
 	Entity      string // the ordering key: later mutations of a failed mutation's Entity are not attempted
@@ -84,6 +89,7 @@ func AppendBatchRequest(b []byte, ms []BatchMutation) []byte {
 		}
 		b = append(b, `{"key":`...)
 		b = appendString(b, m.Key)
+		b = appendMember(b, "endpoint", m.Endpoint)
 		b = appendMember(b, "id", m.OperationID)
 		b = appendMember(b, "op", m.Operation)
 		b = appendMember(b, "entity", m.Entity)
@@ -126,7 +132,8 @@ func AppendBatchResponse(b []byte, rs []BatchResult) []byte {
 }
 
 // ParseBatchRequest parses a request document of at most max mutations.
-// Keys must be valid idempotency keys, each once. The payloads alias body.
+// Keys must be valid idempotency keys, each once, and endpoints valid
+// (ValidEndpoint). The payloads alias body.
 // Unknown members are skipped, for later versions of the format. Errors
 // wrap ErrBatchMalformed or ErrBatchTooLarge.
 func ParseBatchRequest(body []byte, max int) ([]BatchMutation, error) {
@@ -140,7 +147,7 @@ func ParseBatchRequest(body []byte, max int) ([]BatchMutation, error) {
 			return false
 		}
 		m, ok := s.mutation()
-		if !ok || !ValidKey(m.Key) || seen[m.Key] {
+		if !ok || !ValidKey(m.Key) || !ValidEndpoint(m.Endpoint) || seen[m.Key] {
 			return false
 		}
 		if seen == nil {
@@ -179,6 +186,25 @@ func ParseBatchResponse(body []byte, keys []string) ([]BatchResult, error) {
 		return nil, ErrBatchMalformed
 	}
 	return rs, nil
+}
+
+// MaxEndpoint is the longest endpoint a batch mutation may name.
+const MaxEndpoint = 2048
+
+// ValidEndpoint reports whether e can be a mutation's endpoint: an
+// origin-relative path with an optional query ("/api/notes?x=1"), at most
+// MaxEndpoint bytes of printable ASCII without spaces or a fragment, not
+// starting with "//" (which would name another host).
+func ValidEndpoint(e string) bool {
+	if len(e) == 0 || len(e) > MaxEndpoint || e[0] != '/' || (len(e) > 1 && e[1] == '/') {
+		return false
+	}
+	for i := 0; i < len(e); i++ {
+		if c := e[i]; c <= ' ' || c > '~' || c == '#' {
+			return false
+		}
+	}
+	return true
 }
 
 func appendMember(b []byte, name, v string) []byte {

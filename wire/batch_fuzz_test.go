@@ -12,8 +12,8 @@ import (
 // Any document ParseBatchRequest accepts is written back by
 // AppendBatchRequest into one it parses to the same mutations.
 func FuzzParseBatchRequest(f *testing.F) {
-	for _, s := range []string{`{"mutations":[]}`, `{"mutations":[{"key":"k","id":"i","op":"o","entity":"e","payload":{"a":[1,"\u00e9"]}}]}`,
-		`{"mutations":[{"key":"k","payload":"te\"xt"},{"key":"j","payload":-0.5e+3}]}`, `{"x":[{}],"mutations":[{"key":"k"}]}`} {
+	for _, s := range []string{`{"mutations":[]}`, `{"mutations":[{"key":"k","endpoint":"/n","id":"i","op":"o","entity":"e","payload":{"a":[1,"\u00e9"]}}]}`,
+		`{"mutations":[{"key":"k","endpoint":"/n","payload":"te\"xt"},{"key":"j","endpoint":"/n","payload":-0.5e+3}]}`, `{"x":[{}],"mutations":[{"key":"k","endpoint":"/n"}]}`} {
 		f.Add([]byte(s), 3)
 	}
 	f.Fuzz(func(t *testing.T, doc []byte, maxN int) {
@@ -49,9 +49,9 @@ func FuzzBatchRoundTrip(f *testing.F) {
 			status < 0 || status > maxStatus {
 			return
 		}
-		ms, err := ParseBatchRequest(AppendBatchRequest(nil, []BatchMutation{{key, id, op, entity, payload}}), 1)
+		ms, err := ParseBatchRequest(AppendBatchRequest(nil, []BatchMutation{{key, "/n", id, op, entity, payload}}), 1)
 		require.NoError(t, err)
-		require.Equal(t, BatchMutation{key, id, op, entity, nonEmpty(payload)}, nonEmptyPayload(ms[0]))
+		require.Equal(t, BatchMutation{key, "/n", id, op, entity, nonEmpty(payload)}, nonEmptyPayload(ms[0]))
 		r := BatchResult{Key: key, Outcome: BatchRetry, Status: status, Body: body, Problem: op, RetryAfter: time.Duration(retry)}
 		rs, err := ParseBatchResponse(AppendBatchResponse(nil, []BatchResult{r}), []string{key})
 		require.NoError(t, err)

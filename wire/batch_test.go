@@ -11,12 +11,12 @@ import (
 
 func TestBatchRequestRoundTrip(t *testing.T) {
 	ms := []BatchMutation{
-		{Key: "k1", OperationID: "op-1", Operation: "put", Entity: "note:1", Payload: []byte(`{"id":"1","text":"a \"b\" é"}`)},
-		{Key: "k2", Operation: "del", Entity: "note:1"},                            // no payload
-		{Key: "k3", Entity: "x", Payload: []byte("plain text\n\x01")},              // not JSON: travels as a string
-		{Key: "k4", Entity: "x", Payload: []byte(`"a JSON string"`)},               // a JSON string: travels as its text
-		{Key: "k5", Entity: "x", Payload: []byte(` {"padded": true} `)},            // white space is kept too
-		{Key: "k6", Entity: "x", Payload: []byte(`[1,-2.5e3,true,false,null,{}]`)}, // embedded as is
+		{Key: "k1", Endpoint: "/n", OperationID: "op-1", Operation: "put", Entity: "note:1", Payload: []byte(`{"id":"1","text":"a \"b\" é"}`)},
+		{Key: "k2", Endpoint: "/n", Operation: "del", Entity: "note:1"},                            // no payload
+		{Key: "k3", Endpoint: "/n", Entity: "x", Payload: []byte("plain text\n\x01")},              // not JSON: travels as a string
+		{Key: "k4", Endpoint: "/n", Entity: "x", Payload: []byte(`"a JSON string"`)},               // a JSON string: travels as its text
+		{Key: "k5", Endpoint: "/n", Entity: "x", Payload: []byte(` {"padded": true} `)},            // white space is kept too
+		{Key: "k6", Endpoint: "/n", Entity: "x", Payload: []byte(`[1,-2.5e3,true,false,null,{}]`)}, // embedded as is
 	}
 	doc := AppendBatchRequest(nil, ms)
 	require.True(t, json.Valid(doc), "%s", doc)
@@ -26,6 +26,7 @@ func TestBatchRequestRoundTrip(t *testing.T) {
 	require.Len(t, got, len(ms))
 	for i := range ms {
 		require.Equal(t, ms[i].Key, got[i].Key)
+		require.Equal(t, ms[i].Endpoint, got[i].Endpoint)
 		require.Equal(t, ms[i].OperationID, got[i].OperationID)
 		require.Equal(t, ms[i].Operation, got[i].Operation)
 		require.Equal(t, ms[i].Entity, got[i].Entity)
@@ -66,33 +67,40 @@ func TestBatchResponseRoundTrip(t *testing.T) {
 }
 
 func TestParseBatchRequestRefuses(t *testing.T) {
-	deep := `{"mutations":[{"key":"k","payload":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}]}`
+	deep := `{"mutations":[{"key":"k","endpoint":"/n","payload":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}]}`
 	for _, doc := range []string{
 		``, `null`, `[]`, `{}`, `{"mutations":{}}`, `{"mutations":[]} x`, `{"mutations":[],"mutations":[]}`,
-		`{"mutations":[{}]}`,                             // no key
-		`{"mutations":[{"key":""}]}`,                     // invalid key
-		`{"mutations":[{"key":"a b"}]}`,                  // invalid key
-		`{"mutations":[{"key":"k"},{"key":"k"}]}`,        // a key twice
-		`{"mutations":[{"key":"k","key":"j"}]}`,          // a member twice
-		`{"mutations":[{"key":"k","op":1}]}`,             // op not a string
-		`{"mutations":[{"key":"k","payload":tru}]}`,      // not a value
-		`{"mutations":[{"key":"k","payload":01}]}`,       // leading zero
-		`{"mutations":[{"key":"k","payload":"\ud800"}]}`, // lone surrogate
-		`{"mutations":[{"key":"k","payload":"\q"}]}`,     // unknown escape
-		"{\"mutations\":[{\"key\":\"k\",\"op\":\"\xff\"}]}",
-		"{\"mutations\":[{\"key\":\"k\",\"op\":\"a\nb\"}]}",
+		`{"mutations":[{}]}`,            // no key
+		`{"mutations":[{"key":""}]}`,    // invalid key
+		`{"mutations":[{"key":"a b"}]}`, // invalid key
+		`{"mutations":[{"key":"k","endpoint":"/n"},{"key":"k","endpoint":"/n"}]}`, // a key twice
+		`{"mutations":[{"key":"k"}]}`,                                    // no endpoint
+		`{"mutations":[{"key":"k","endpoint":""}]}`,                      // empty endpoint
+		`{"mutations":[{"key":"k","endpoint":"n"}]}`,                     // not a path
+		`{"mutations":[{"key":"k","endpoint":"//evil/n"}]}`,              // another host
+		`{"mutations":[{"key":"k","endpoint":"/a b"}]}`,                  // a space
+		`{"mutations":[{"key":"k","endpoint":"/a#f"}]}`,                  // a fragment
+		`{"mutations":[{"key":"k","endpoint":1}]}`,                       // not a string
+		`{"mutations":[{"key":"k","endpoint":"/n","key":"j"}]}`,          // a member twice
+		`{"mutations":[{"key":"k","endpoint":"/n","op":1}]}`,             // op not a string
+		`{"mutations":[{"key":"k","endpoint":"/n","payload":tru}]}`,      // not a value
+		`{"mutations":[{"key":"k","endpoint":"/n","payload":01}]}`,       // leading zero
+		`{"mutations":[{"key":"k","endpoint":"/n","payload":"\ud800"}]}`, // lone surrogate
+		`{"mutations":[{"key":"k","endpoint":"/n","payload":"\q"}]}`,     // unknown escape
+		"{\"mutations\":[{\"key\":\"k\",\"endpoint\":\"/n\",\"op\":\"\xff\"}]}",
+		"{\"mutations\":[{\"key\":\"k\",\"endpoint\":\"/n\",\"op\":\"a\nb\"}]}",
 		`{"mutations":[{"key":"k"}`,
 		deep,
 	} {
 		_, err := ParseBatchRequest([]byte(doc), 10)
 		require.ErrorIs(t, err, ErrBatchMalformed, "%q", doc)
 	}
-	ok := `{"later":{"a":[1,2,{"b":null}]},"mutations":[{"key":"k","payload":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `,"more":1}]}`
+	ok := `{"later":{"a":[1,2,{"b":null}]},"mutations":[{"key":"k","endpoint":"/n","payload":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `,"more":1}]}`
 	ms, err := ParseBatchRequest([]byte(ok), 10)
 	require.NoError(t, err, "unknown members are skipped; %d levels are fine", maxDepth)
 	require.Len(t, ms, 1)
 
-	three := AppendBatchRequest(nil, []BatchMutation{{Key: "a"}, {Key: "b"}, {Key: "c"}})
+	three := AppendBatchRequest(nil, []BatchMutation{{Key: "a", Endpoint: "/n"}, {Key: "b", Endpoint: "/n"}, {Key: "c", Endpoint: "/n"}})
 	_, err = ParseBatchRequest(three, 2)
 	require.ErrorIs(t, err, ErrBatchTooLarge)
 	ms, err = ParseBatchRequest(three, 3)

@@ -111,7 +111,8 @@ func (f *fields) first(bit fields) bool {
 	return true
 }
 
-// mutation consumes one mutation object. The key is required.
+// mutation consumes one mutation object. The key is required (the
+// endpoint too, checked by the caller).
 func (s *scanner) mutation() (BatchMutation, bool) {
 	var m BatchMutation
 	var seen fields
@@ -127,6 +128,8 @@ func (s *scanner) mutation() (BatchMutation, bool) {
 			return seen.first(8) && s.text(&m.Entity)
 		case "payload":
 			return seen.first(16) && s.bytes(&m.Payload)
+		case "endpoint":
+			return seen.first(32) && s.text(&m.Endpoint)
 		}
 		return s.value(1)
 	})

@@ -20,9 +20,11 @@ type breq struct {
 	muts                  []wire.BatchMutation
 }
 
-// mut is one mutation of a test batch; body is the handler's command.
+// mut is one mutation of a test batch; body is the handler's command. Its
+// endpoint is the single route's, so it is the mutation a single request
+// with its key and body is.
 func mut(key, entity, body string) wire.BatchMutation {
-	return wire.BatchMutation{Key: key, OperationID: "op-" + key, Operation: "put", Entity: entity, Payload: []byte(body)}
+	return wire.BatchMutation{Key: key, Endpoint: "/things", OperationID: "op-" + key, Operation: "put", Entity: entity, Payload: []byte(body)}
 }
 
 func keysOf(ms []wire.BatchMutation) []string {

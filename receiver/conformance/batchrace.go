@@ -26,8 +26,9 @@ func raceBatch() []wire.BatchMutation {
 }
 
 // tally checks what many copies of one batch (and single requests with the
-// same keys) answered: each mutation applied exactly once in all, every
-// other answer a replay of that one, a refusal of the key, or a retry; and
+// same keys and payloads, the same mutations) answered: each mutation
+// applied exactly once in all, every other answer a replay of that one or
+// a retry, never a refusal of the key as reused; and
 // within a copy, a mutation after its entity's failure not attempted.
 type tally struct {
 	t       *testing.T
@@ -62,9 +63,6 @@ func (ty *tally) copy(rs []wire.BatchResult) {
 			ty.bodies[m.Key] = append(ty.bodies[m.Key], string(r.Body))
 		case wire.BatchRetry:
 			failed[m.Entity] = true
-		case wire.BatchRejected: // the key taken by a single request with another fingerprint
-			require.Equal(t, wire.ProblemKeyReuse, r.Problem, "%s rejected: %+v", m.Key, r)
-			failed[m.Entity] = true
 		case wire.BatchNotAttempted:
 			require.True(t, failed[m.Entity], "%s not attempted though its entity did not fail", m.Key)
 		default:
@@ -88,9 +86,6 @@ func (ty *tally) single(key string, r reply) {
 	case r.status == 409:
 		require.Equal(t, wire.ProblemInFlight, r.problem(t).Type, "single %s: 409 of type", key)
 		ty.counts["single in flight"]++
-	case r.status == 422:
-		require.Equal(t, wire.ProblemKeyReuse, r.problem(t).Type, "single %s: 422 of type", key)
-		ty.counts["single key reused"]++
 	default:
 		t.Fatalf("single %s: status %d body %s", key, r.status, r.body)
 	}
@@ -226,7 +221,7 @@ func testBatchTwoInstances(t *testing.T, newDB NewDB) {
 	waitSingles(ty)
 	ty.check(e)
 	// Afterwards, each instance answers from what either stored: nothing
-	// runs again (a key a single request won is refused as reused).
+	// runs again (a key a single request won is replayed to the batch).
 	for _, base := range bases {
 		r, rs, err := e.tryBatch(base, breq{user: "alice", muts: muts})
 		require.NoError(t, err)

@@ -43,7 +43,7 @@ func (c *client) batches(ctx context.Context, name string, workers int) (Result,
 		prefix := "batch-" + strconv.Itoa(workers) + "-" + strconv.Itoa(worker) + "-" + strconv.Itoa(i) + "-"
 		for j := range ms {
 			id := "b" + strconv.Itoa(worker) + "-" + strconv.Itoa(j%batchNotes)
-			ms[j] = wire.BatchMutation{Key: prefix + strconv.Itoa(j), OperationID: prefix + strconv.Itoa(j),
+			ms[j] = wire.BatchMutation{Key: prefix + strconv.Itoa(j), Endpoint: "/api/notes", OperationID: prefix + strconv.Itoa(j),
 				Operation: "put", Entity: id, Payload: []byte(`{"id":"` + id + `","text":"bench"}`)}
 		}
 		return c.postBatch(ms)

@@ -15,10 +15,10 @@ import (
 func TestDemoNotesBatch(t *testing.T) {
 	hs, _ := newServer(t, filepath.Join(t.TempDir(), "demo.db"))
 	ms := []wire.BatchMutation{
-		{Key: "b1", Operation: "put", Entity: "note:a", Payload: []byte(`{"id":"a","text":"one"}`)},
-		{Key: "b2", Operation: "put", Entity: "note:b", Payload: []byte(`{"text":"no id"}`)},
-		{Key: "b3", Operation: "put", Entity: "note:b", Payload: []byte(`{"id":"b","text":"two"}`)},
-		{Key: "b4", Operation: "put", Entity: "note:c", Payload: []byte(`{"id":"c","text":"three"}`)},
+		{Endpoint: "/api/notes", Key: "b1", Operation: "put", Entity: "note:a", Payload: []byte(`{"id":"a","text":"one"}`)},
+		{Endpoint: "/api/notes", Key: "b2", Operation: "put", Entity: "note:b", Payload: []byte(`{"text":"no id"}`)},
+		{Endpoint: "/api/notes", Key: "b3", Operation: "put", Entity: "note:b", Payload: []byte(`{"id":"b","text":"two"}`)},
+		{Endpoint: "/api/notes", Key: "b4", Operation: "put", Entity: "note:c", Payload: []byte(`{"id":"c","text":"three"}`)},
 	}
 	keys := []string{"b1", "b2", "b3", "b4"}
 	for _, want := range []wire.BatchOutcome{wire.BatchApplied, wire.BatchReplayed} {

@@ -1,0 +1,99 @@
+package receiver_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/receiver/pgstore"
+	"github.com/tabfence/tabfence/receiver/pgstore/pgtest"
+	"github.com/tabfence/tabfence/wire"
+)
+
+// single POSTs one mutation to /single, the endpoint batchEnv's mutations
+// name, with extra headers.
+func (e *batchEnv) single(key string, payload []byte, hdr ...string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequest("POST", e.srv.URL+"/single", bytes.NewReader(payload))
+	req.Header.Set("X-Test-User", "alice")
+	req.Header.Set(wire.HeaderIdempotencyKey, `"`+key+`"`)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp, raw, err
+}
+
+// A record sent alone and then in a batch under the same key (a lost
+// response, the outbox switching to batches) is the same mutation: the
+// batch replays the single answer. And the reverse.
+func TestBatchSameKeyAloneAndInBatch(t *testing.T) {
+	eachStore(t, receiver.Options{}, func(t *testing.T, e *batchEnv) {
+		first := mut("alone", "ok", "A")
+		resp, body, err := e.single(first.Key, first.Payload)
+		require.NoError(t, err)
+		require.Equal(t, 201, resp.StatusCode, "%s", body)
+		_, rs, raw := e.post([]wire.BatchMutation{first})
+		require.Equal(t, []string{"replayed Created"}, outcomes(rs), "%s", raw)
+		require.JSONEq(t, string(body), string(rs[0].Body))
+
+		second := mut("batched", "ok", "B")
+		_, rs, _ = e.post([]wire.BatchMutation{second})
+		require.Equal(t, []string{"applied Created"}, outcomes(rs))
+		resp, body, err = e.single(second.Key, second.Payload)
+		require.NoError(t, err)
+		require.Equal(t, 201, resp.StatusCode, "%s", body)
+		require.Equal(t, "true", resp.Header.Get(wire.HeaderReplayed))
+		require.JSONEq(t, string(rs[0].Body), string(body))
+
+		require.Equal(t, int64(2), e.runs.Load(), "each mutation ran once")
+		require.Equal(t, []int{1, 1}, []int{e.effects("alone"), e.effects("batched")})
+	})
+}
+
+// A batch mutation whose key a single request is running right now is
+// answered retry, in flight, with a Retry-After; it does not run.
+// PostgreSQL only: SQLite's single writer holds the batch until the
+// single request has committed (then it replays, as above).
+func TestBatchKeyInFlightAlone(t *testing.T) {
+	st, err := pgstore.Open(context.Background(), pgtest.SchemaURL(t), 0)
+	require.NoError(t, err)
+	e := newBatchEnv(t, st, receiver.Options{})
+	m := mut("busy", "ok", "A")
+	type answer struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, body, err := e.single(m.Key, m.Payload, "X-Test-Block", "1")
+		done <- answer{resp, body, err}
+	}()
+	select {
+	case <-e.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the single request's handler did not start")
+	}
+	_, rs, raw := e.post([]wire.BatchMutation{m, mut("other", "ok", "B")})
+	close(e.unblock)
+	require.Equal(t, []string{"retry Conflict", "applied Created"}, outcomes(rs), "%s", raw)
+	require.Equal(t, wire.ProblemInFlight, rs[0].Problem)
+	require.GreaterOrEqual(t, rs[0].RetryAfter, time.Second)
+	a := <-done
+	require.NoError(t, a.err)
+	require.Equal(t, 201, a.resp.StatusCode, "%s", a.body)
+	require.Equal(t, 1, e.effects("busy"), "the key ran once, alone")
+	_, rs, _ = e.post([]wire.BatchMutation{m})
+	require.Equal(t, []string{"replayed Created"}, outcomes(rs))
+}
