@@ -25,8 +25,9 @@ import (
 // in the batch (not-attempted, nothing stored); other entities go on. The
 // fence is checked once, before any mutation: a stale token refuses the
 // whole batch with 409 as it refuses a request. The work is bounded by
-// Options.Timeout, the mutations by Options.MaxBatch and the body by
-// MaxBody (413).
+// Options.Timeout: near it no further mutation starts (see budgetSpent).
+// The mutations are bounded by Options.MaxBatch and the body by MaxBody
+// (413).
 func (rc *Receiver) HandleBatch(h Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc.serveBatch(w, r, h)
@@ -135,8 +136,13 @@ func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.
 	results := make([]wire.BatchResult, len(b.ms))
 	stopped := map[string]bool{} // entities with a mutation that did not succeed
 	for i, m := range b.ms {
-		if m.Entity != "" && stopped[m.Entity] {
+		switch {
+		case m.Entity != "" && stopped[m.Entity]:
 			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
+			continue
+		case rc.budgetSpent(ctx):
+			results[i] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
+			stopped[m.Entity] = true
 			continue
 		}
 		if results[i], err = rc.runMutation(ctx, tx, b, m, h, log); err != nil {
@@ -151,6 +157,16 @@ func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.
 	}
 	committed = true
 	return results, nil
+}
+
+// budgetSpent reports whether the batch's time is so nearly up (less than a
+// quarter of Options.Timeout left) that no further mutation may start: the
+// ones run so far are committed and the rest answered retry, so a batch
+// longer than Timeout makes progress on each resend instead of rolling back
+// whole every time.
+func (rc *Receiver) budgetSpent(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < rc.opts.Timeout/4
 }
 
 // succeeded reports whether a mutation's later mutations of its entity may

@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -96,4 +97,42 @@ func TestBatchKeyInFlightAlone(t *testing.T) {
 	require.Equal(t, 1, e.effects("busy"), "the key ran once, alone")
 	_, rs, _ = e.post([]wire.BatchMutation{m})
 	require.Equal(t, []string{"replayed Created"}, outcomes(rs))
+}
+
+// A batch that takes longer than Options.Timeout commits the mutations it
+// had time for and answers the rest retry (a later one of their entity not
+// attempted), so each resend makes progress; it is not rolled back whole.
+func TestBatchTimeBudget(t *testing.T) {
+	eachStore(t, receiver.Options{Timeout: time.Second}, func(t *testing.T, e *batchEnv) {
+		var ms []wire.BatchMutation
+		for i := 0; i < 8; i++ {
+			ms = append(ms, mut(fmt.Sprintf("s%d", i), "slow", fmt.Sprintf("E%d", i)))
+		}
+		ms = append(ms, mut("s8", "ok", "E7")) // behind s7, which will not start
+		resp, rs, raw := e.post(ms)
+		require.Equal(t, 200, resp.StatusCode, "%s", raw)
+		done := 0
+		for done < len(rs) && rs[done].Outcome == wire.BatchApplied {
+			done++
+		}
+		require.Greater(t, done, 0, "no mutation applied: %v", outcomes(rs))
+		require.Less(t, done, 8, "all applied within a 1 s budget: %v", outcomes(rs))
+		for _, r := range rs[done:8] {
+			require.Equal(t, wire.BatchRetry, r.Outcome, "%v", outcomes(rs))
+			require.Equal(t, wire.ProblemBusy, r.Problem)
+		}
+		require.Equal(t, wire.BatchNotAttempted, rs[8].Outcome)
+		require.Equal(t, 1, e.effects("s0"), "the prefix is committed")
+		require.Equal(t, 0, e.effects("s7"))
+
+		for attempt := 0; rs[8].Outcome != wire.BatchApplied; attempt++ {
+			require.Less(t, attempt, 5, "the batch is not through: %v", outcomes(rs))
+			_, rs, raw = e.post(ms)
+			require.NotNil(t, rs, "%s", raw)
+		}
+		for _, m := range ms {
+			require.Equal(t, 1, e.effects(m.Key), m.Key)
+		}
+		require.Equal(t, int64(len(ms)), e.runs.Load(), "each mutation ran once")
+	})
 }

@@ -99,6 +99,8 @@ func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Reque
 		}
 	case "panic":
 		panic("handler bug")
+	case "slow":
+		time.Sleep(200 * time.Millisecond) // the work itself, not a wait for a condition
 	}
 	return receiver.JSON(http.StatusCreated, map[string]string{"key": r.Key, "entity": r.Entity})
 }
