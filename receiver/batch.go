@@ -177,76 +177,80 @@ func succeeded(r wire.BatchResult) bool {
 	return (r.Outcome == wire.BatchApplied || r.Outcome == wire.BatchReplayed) && r.Status >= 200 && r.Status < 300
 }
 
-// runMutation claims, replays or runs one mutation in tx under its own
-// savepoint, which is rolled back unless the answer is stored. An error
+// runMutation claims, replays or runs one mutation in tx. The claim is
+// taken before the mutation's savepoint, so rolling back a 4xx's writes
+// keeps it (no other copy of the batch can claim the key meanwhile); a 5xx
+// or error rolls back to the savepoint and deletes the claim. An error
 // means tx is unusable and the batch fails.
 func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (wire.BatchResult, error) {
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
 	log = log.With("key", m.Key, "op", req.OperationID)
-	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
-		return wire.BatchResult{}, err
+	res := wire.BatchResult{Key: m.Key}
+	claimID := newClaimID()
+	outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
+	if err != nil {
+		return res, err
 	}
-	res, keep := rc.attempt(ctx, tx, req, mutationFingerprint(b.scope, m), h, log)
-	if !keep {
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
-			return wire.BatchResult{}, err
+	if outcome != claimed {
+		return rc.unrun(res, outcome, rec), nil
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
+		return res, err
+	}
+	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
+		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
+		return err
+	})
+	if !stored {
+		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
+			return res, err
 		}
 	}
 	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return wire.BatchResult{}, err
+		return res, err
 	}
-	return res, nil
-}
-
-// attempt is one mutation's claim and run, with Handle's rules. keep
-// reports whether what it wrote in tx is to stay.
-func (rc *Receiver) attempt(ctx context.Context, tx Tx, req *Request, fp string, h Handler, log *slog.Logger) (res wire.BatchResult, keep bool) {
-	res.Key = req.Key
-	claimID := newClaimID()
-	outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
-	if err != nil {
-		log.Error("claim", "err", err)
-		return problemResult(res, wire.BatchRetry, probInternal), false
-	}
-	switch outcome {
-	case claimReplay:
-		res.Outcome, res.Status, res.Body = wire.BatchReplayed, int(rec.status), rec.body
-		return res, true
-	case claimReuse:
-		return problemResult(res, wire.BatchRejected, probKeyReuse), false
-	case claimInFlight:
-		res = problemResult(res, wire.BatchRetry, probInFlight)
-		res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
-		return res, false
-	}
-	// One savepoint per mutation (each is a subtransaction, PostgreSQL's
-	// cost): a 4xx rolls back to it and takes the claim again.
-	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
-			return err
-		}
-		o, _, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
-		if err == nil && o != claimed {
-			err = errClaimLost
-		}
-		return err
-	})
 	switch {
 	case err != nil:
-		log.Error("handler", "err", err)
-		return problemResult(res, wire.BatchRetry, probInternal), false
+		p, retryAfter := runErrorProblem(log, err)
+		res = problemResult(res, wire.BatchRetry, p)
+		res.RetryAfter = time.Duration(retryAfter) * time.Second
+		return res, nil
 	case !stored:
-		res.Outcome, res.Status, res.Body = wire.BatchRetry, resp.Status, resp.Body
+		res.Outcome = wire.BatchRetry
 		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
-		return res, false
 	case resp.Status >= 400:
 		res.Outcome = wire.BatchRejected
 	default:
 		res.Outcome = wire.BatchApplied
 	}
 	res.Status, res.Body = resp.Status, resp.Body
-	return res, true
+	return res, nil
+}
+
+// undoMutation drops what a mutation that is not stored wrote: its writes
+// (back to its savepoint) and its claim, so a retry runs it again.
+func (rc *Receiver) undoMutation(ctx context.Context, tx Tx, req *Request, claimID string) error {
+	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, deleteClaim, req.Scope, req.Key, claimID)
+	return err
+}
+
+// unrun answers a mutation whose claim does not run it: a replay, a key
+// reused for another mutation, a key in flight elsewhere.
+func (rc *Receiver) unrun(res wire.BatchResult, outcome claimOutcome, rec record) wire.BatchResult {
+	switch outcome {
+	case claimReplay:
+		res.Outcome, res.Status, res.Body = wire.BatchReplayed, int(rec.status), rec.body
+		return res
+	case claimReuse:
+		return problemResult(res, wire.BatchRejected, probKeyReuse)
+	}
+	res = problemResult(res, wire.BatchRetry, probInFlight)
+	res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
+	return res
 }
 
 // problemResult is res answered with the receiver's own problem p.

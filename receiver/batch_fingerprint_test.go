@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +136,76 @@ func TestBatchTimeBudget(t *testing.T) {
 		}
 		require.Equal(t, int64(len(ms)), e.runs.Load(), "each mutation ran once")
 	})
+}
+
+// undoGapStore calls gap after every rollback to a savepoint: it widens
+// the window in which another transaction can take what was rolled back.
+type undoGapStore struct {
+	receiver.Store
+	gap func()
+}
+
+func (s *undoGapStore) Begin(ctx context.Context) (receiver.WriteTx, error) {
+	tx, err := s.Store.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return undoGapTx{tx, s.gap}, nil
+}
+
+type undoGapTx struct {
+	receiver.WriteTx
+	gap func()
+}
+
+func (t undoGapTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	n, err := t.WriteTx.Exec(ctx, query, args...)
+	if strings.HasPrefix(query, "ROLLBACK TO SAVEPOINT") {
+		t.gap()
+	}
+	return n, err
+}
+
+// On PostgreSQL a copy of a batch waits on the key's row a first copy is
+// running; when that one's handler answers 4xx and its writes are rolled
+// back, its claim stays: the waiting copy replays the rejection, the
+// handler ran once, and no copy answers 500.
+func TestBatchRejectKeepsClaim(t *testing.T) {
+	st, err := pgstore.Open(context.Background(), pgtest.SchemaURL(t), 0)
+	require.NoError(t, err)
+	gap := &undoGapStore{Store: st}
+	e := newBatchEnv(t, gap, receiver.Options{})
+	// Right after the 4xx's rollback, the waiting copy gets its chance to
+	// take the key (up to a second: with the claim kept it cannot).
+	gap.gap = func() {
+		deadline := time.Now().Add(time.Second)
+		for lockWaiters(t, e) > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	ms := []wire.BatchMutation{mut("r", "blockreject", "R")}
+	first, second := make(chan []wire.BatchResult, 1), make(chan []wire.BatchResult, 1)
+	go func() { _, rs, _ := e.post(ms); first <- rs }()
+	select {
+	case <-e.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first copy's handler did not start")
+	}
+	go func() { _, rs, _ := e.post(ms); second <- rs }()
+	require.Eventually(t, func() bool { return lockWaiters(t, e) > 0 }, 10*time.Second, 5*time.Millisecond,
+		"the second copy never waited on the key")
+	close(e.unblock)
+	rs1, rs2 := <-first, <-second
+	require.Equal(t, []string{"rejected Unprocessable Entity"}, outcomes(rs1))
+	require.Equal(t, []string{"replayed Unprocessable Entity"}, outcomes(rs2))
+	require.Equal(t, int64(1), e.runs.Load(), "the handler ran once")
+}
+
+// lockWaiters counts the database's backends waiting on a lock.
+func lockWaiters(t *testing.T, e *batchEnv) int {
+	var n int64
+	require.NoError(t, e.store.View(context.Background(), func(q receiver.Tx) error {
+		return q.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&n)
+	}))
+	return int(n)
 }

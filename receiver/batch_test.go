@@ -37,9 +37,10 @@ type batchEnv struct {
 	runs    atomic.Int64
 	failing atomic.Bool
 	// started and unblock hold a single request sent with X-Test-Block
-	// in its handler (see single).
+	// in its handler (see single), or the first run of "blockreject".
 	started chan struct{}
 	unblock chan struct{}
+	blocked atomic.Bool
 }
 
 // eachStore runs fn on SQLite and, when TABFENCE_PG_URL is set, PostgreSQL.
@@ -99,6 +100,12 @@ func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Reque
 		}
 	case "panic":
 		panic("handler bug")
+	case "blockreject": // the first run waits for unblock, every run answers 422
+		if e.blocked.CompareAndSwap(false, true) {
+			e.started <- struct{}{}
+			<-e.unblock
+		}
+		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "invalid", Title: "Invalid", Status: 422}), nil
 	case "slow":
 		time.Sleep(200 * time.Millisecond) // the work itself, not a wait for a condition
 	}

@@ -189,20 +189,30 @@ func (rc *Receiver) answerWithoutRunning(log *slog.Logger, outcome claimOutcome,
 // runErrorResponse answers an attempt that failed in run. Only a fence
 // rejection's problem goes to the client as is; errors are logged, never sent.
 func runErrorResponse(log *slog.Logger, err error) Response {
+	p, retryAfter := runErrorProblem(log, err)
+	resp := ProblemResponse(p)
+	if retryAfter > 0 {
+		resp.Header.Set(wire.HeaderRetryAfter, strconv.Itoa(retryAfter))
+	}
+	return resp
+}
+
+// runErrorProblem is the problem (and Retry-After seconds, 0 for none)
+// answering an attempt that failed with err, alone or in a batch. A lost
+// claim means another attempt took the key over: in flight.
+func runErrorProblem(log *slog.Logger, err error) (Problem, int) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-		return ProblemResponse(*p)
+		return *p, 0
 	case errors.Is(err, errClaimLost):
-		resp := ProblemResponse(probInFlight)
-		resp.Header.Set(wire.HeaderRetryAfter, "1")
-		return resp
+		return probInFlight, 1
 	case errors.Is(err, errCommitUnknown):
 		log.Error("commit", "err", err)
-		return ProblemResponse(probCommitUnknown)
+		return probCommitUnknown, 0
 	default:
 		log.Error("handler", "err", err)
-		return ProblemResponse(probInternal)
+		return probInternal, 0
 	}
 }
 

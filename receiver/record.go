@@ -195,13 +195,15 @@ func (rc *Receiver) exec(ctx context.Context, query string, args ...any) (int64,
 	return n, tx.Commit()
 }
 
+// deleteClaim drops the in-flight claim $3 on key ($1, $2).
+const deleteClaim = `DELETE FROM tabfence_idempotency WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`
+
 // release drops an in-flight claim so a retry runs again. It uses a fresh
 // context: the release must happen even when the request's own was cancelled.
 func (rc *Receiver) release(scope, key, claimID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rc.opts.Timeout)
 	defer cancel()
-	_, err := rc.exec(ctx, `DELETE FROM tabfence_idempotency WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		scope, key, claimID)
+	_, err := rc.exec(ctx, deleteClaim, scope, key, claimID)
 	if err != nil {
 		rc.log.Error("release idempotency claim", "err", err, "scope_hash", shortHash(scope))
 	}
