@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,32 +139,44 @@ func TestBatchTimeBudget(t *testing.T) {
 	})
 }
 
-// undoGapStore calls gap after every rollback to a savepoint: it widens
-// the window in which another transaction can take what was rolled back.
-type undoGapStore struct {
+// hookStore calls before and after (when set) around every statement
+// its write transactions run: the tests widen race windows with them.
+type hookStore struct {
 	receiver.Store
-	gap func()
+	before, after func(query string)
 }
 
-func (s *undoGapStore) Begin(ctx context.Context) (receiver.WriteTx, error) {
+func (s *hookStore) Begin(ctx context.Context) (receiver.WriteTx, error) {
 	tx, err := s.Store.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return undoGapTx{tx, s.gap}, nil
+	return hookTx{tx, s}, nil
 }
 
-type undoGapTx struct {
+type hookTx struct {
 	receiver.WriteTx
-	gap func()
+	s *hookStore
 }
 
-func (t undoGapTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+func (t hookTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if t.s.before != nil {
+		t.s.before(query)
+	}
 	n, err := t.WriteTx.Exec(ctx, query, args...)
-	if strings.HasPrefix(query, "ROLLBACK TO SAVEPOINT") {
-		t.gap()
+	if t.s.after != nil {
+		t.s.after(query)
 	}
 	return n, err
+}
+
+// waitLockWaiter waits until a backend waits on a lock, for a second at
+// most (the code under test may rightly never make one wait).
+func waitLockWaiter(t *testing.T, e *batchEnv) {
+	deadline := time.Now().Add(time.Second)
+	for lockWaiters(t, e) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // On PostgreSQL a copy of a batch waits on the key's row a first copy is
@@ -173,11 +186,14 @@ func (t undoGapTx) Exec(ctx context.Context, query string, args ...any) (int64, 
 func TestBatchRejectKeepsClaim(t *testing.T) {
 	st, err := pgstore.Open(context.Background(), pgtest.SchemaURL(t), 0)
 	require.NoError(t, err)
-	gap := &undoGapStore{Store: st}
-	e := newBatchEnv(t, gap, receiver.Options{})
+	hs := &hookStore{Store: st}
+	e := newBatchEnv(t, hs, receiver.Options{})
 	// Right after the 4xx's rollback, the waiting copy gets its chance to
 	// take the key (up to a second: with the claim kept it cannot).
-	gap.gap = func() {
+	hs.after = func(query string) {
+		if !strings.HasPrefix(query, "ROLLBACK TO SAVEPOINT") {
+			return
+		}
 		deadline := time.Now().Add(time.Second)
 		for lockWaiters(t, e) > 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
@@ -208,4 +224,50 @@ func lockWaiters(t *testing.T, e *batchEnv) int {
 		return q.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&n)
 	}))
 	return int(n)
+}
+
+// A single request and a batch with the same key and fenced resource, on
+// PostgreSQL, lock the fence and the key in the same order: the single is
+// held right before its fence check until the batch waits on a lock (if
+// it ever does); neither fails with "deadlock detected".
+func TestBatchAndSingleLockOrder(t *testing.T) {
+	st, err := pgstore.Open(context.Background(), pgtest.SchemaURL(t), 0)
+	require.NoError(t, err)
+	hs := &hookStore{Store: st}
+	e := newBatchEnv(t, hs, receiver.Options{})
+	tok, err := e.rc.IssueToken(context.Background(), "alice", "leader")
+	require.NoError(t, err)
+	fence := []string{wire.HeaderResource, "leader", wire.HeaderFencingToken, wire.FormatToken(tok)}
+	atFence := make(chan struct{})
+	var once atomic.Bool
+	hs.before = func(query string) {
+		if strings.HasPrefix(query, "UPDATE tabfence_fences") && once.CompareAndSwap(false, true) {
+			close(atFence) // the single request, first to reach its fence check
+			waitLockWaiter(t, e)
+		}
+	}
+	m := mut("both", "ok", "B")
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, _, err := e.single(m.Key, m.Payload, fence...)
+		if err != nil {
+			resp = nil
+		}
+		done <- resp
+	}()
+	select {
+	case <-atFence:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the single request did not reach its fence check")
+	}
+	resp, rs, raw := e.post([]wire.BatchMutation{m}, fence...)
+	require.Equal(t, 200, resp.StatusCode, "%s", raw)
+	require.Contains(t, []wire.BatchOutcome{wire.BatchRetry, wire.BatchReplayed}, rs[0].Outcome, "%+v", rs[0])
+	if rs[0].Outcome == wire.BatchRetry {
+		require.Equal(t, wire.ProblemInFlight, rs[0].Problem, "%s", raw)
+	}
+	single := <-done
+	require.NotNil(t, single)
+	require.Equal(t, 201, single.StatusCode)
+	require.Equal(t, 1, e.effects("both"))
 }
