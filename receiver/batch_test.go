@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/receiver"
@@ -119,22 +118,29 @@ func (e *batchEnv) post(ms []wire.BatchMutation, hdr ...string) (*http.Response,
 }
 
 func (e *batchEnv) postRaw(body []byte, keys []string, hdr ...string) (*http.Response, []wire.BatchResult, []byte) {
-	t := e.t
+	resp, rs, raw, err := e.tryPost(body, keys, hdr...)
+	require.NoError(e.t, err, "%s", raw)
+	return resp, rs, raw
+}
+
+// tryPost is postRaw without require, for other goroutines than the test's.
+func (e *batchEnv) tryPost(body []byte, keys []string, hdr ...string) (*http.Response, []wire.BatchResult, []byte, error) {
 	req, _ := http.NewRequest("POST", e.srv.URL+"/batch", bytes.NewReader(body))
 	req.Header.Set("X-Test-User", "alice")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := e.srv.Client().Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
-		return resp, nil, raw
+		return resp, nil, raw, nil
 	}
 	rs, err := wire.ParseBatchResponse(raw, keys)
-	require.NoError(t, err, "%s", raw)
-	return resp, rs, raw
+	return resp, rs, raw, err
 }
 
 // effects counts the effect rows of key that committed.
@@ -342,29 +348,42 @@ func TestBatchConcurrentCopiesRunOnce(t *testing.T) {
 	eachStore(t, receiver.Options{}, func(t *testing.T, e *batchEnv) {
 		batch := []wire.BatchMutation{mut("c1", "ok", "C"), mut("c2", "ok", "C"), mut("d1", "ok", "D")}
 		const copies = 8
+		type answer struct {
+			status int
+			rs     []wire.BatchResult
+			raw    []byte
+			err    error
+		}
+		answers := make([]answer, copies)
+		body := wire.AppendBatchRequest(nil, batch)
 		var wg sync.WaitGroup
-		applied := make([]atomic.Int64, len(batch))
-		for i := 0; i < copies; i++ {
+		for i := range answers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, rs, body := e.post(batch)
-				if !assert.Equal(t, 200, resp.StatusCode, "%s", body) {
-					return
+				resp, rs, raw, err := e.tryPost(body, keysOf(batch))
+				if resp != nil {
+					answers[i].status = resp.StatusCode
 				}
-				for j, r := range rs {
-					assert.Contains(t, []wire.BatchOutcome{wire.BatchApplied, wire.BatchReplayed}, r.Outcome)
-					assert.Equal(t, 201, r.Status)
-					if r.Outcome == wire.BatchApplied {
-						applied[j].Add(1)
-					}
-				}
+				answers[i].rs, answers[i].raw, answers[i].err = rs, raw, err
 			}()
 		}
 		wg.Wait()
+		applied := make([]int, len(batch))
+		for _, a := range answers {
+			require.NoError(t, a.err)
+			require.Equal(t, 200, a.status, "%s", a.raw)
+			for j, r := range a.rs {
+				require.Contains(t, []wire.BatchOutcome{wire.BatchApplied, wire.BatchReplayed}, r.Outcome)
+				require.Equal(t, 201, r.Status)
+				if r.Outcome == wire.BatchApplied {
+					applied[j]++
+				}
+			}
+		}
 		for j, m := range batch {
 			require.Equal(t, 1, e.effects(m.Key), m.Key)
-			require.Equal(t, int64(1), applied[j].Load(), m.Key)
+			require.Equal(t, 1, applied[j], m.Key)
 		}
 		require.Equal(t, int64(len(batch)), e.runs.Load())
 	})

@@ -178,3 +178,18 @@ func (t *crashTx) Commit() error {
 type crashedRow struct{}
 
 func (crashedRow) Scan(...any) error { return errCrashed }
+
+// beginSignal sends on begun (when it has room) each time a write
+// transaction begins, so a test can wait for a request to get that far.
+type beginSignal struct {
+	receiver.Store
+	begun chan struct{}
+}
+
+func (s *beginSignal) Begin(ctx context.Context) (receiver.WriteTx, error) {
+	select {
+	case s.begun <- struct{}{}:
+	default:
+	}
+	return s.Store.Begin(ctx)
+}
