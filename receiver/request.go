@@ -11,7 +11,9 @@ import (
 )
 
 // Request is what a business handler sees: the original HTTP request (its
-// body already read into Body) and the parsed protocol headers.
+// body already read into Body) and the parsed protocol headers. Under
+// HandleBatch, HTTP is the batch's request (its method, URL, path values),
+// shared by all its mutations; Endpoint names the mutation's own target.
 type Request struct {
 	HTTP        *http.Request
 	Scope       string // the authenticated user/tenant, from Options.Scope

@@ -46,9 +46,9 @@ type BatchOutcome string
 const (
 	BatchApplied      BatchOutcome = "applied"       // ran now; Status/Body are the handler's (2xx)
 	BatchReplayed     BatchOutcome = "replayed"      // finished before: the stored Status/Body
-	BatchRejected     BatchOutcome = "rejected"      // a 4xx (the handler's, or the protocol's: key reuse 422, ...): stored and replayed like a single request's
+	BatchRejected     BatchOutcome = "rejected"      // a 4xx: the handler's is stored and replayed like a single request's; the protocol's (key reuse 422) is not stored
 	BatchNotAttempted BatchOutcome = "not-attempted" // an earlier mutation of its Entity in this batch did not succeed
-	BatchRetry        BatchOutcome = "retry"         // the mutation's 5xx, or still in flight elsewhere: not stored; RetryAfter may be set
+	BatchRetry        BatchOutcome = "retry"         // the mutation's 5xx, its key in flight elsewhere, or the batch out of time: not stored; RetryAfter may be set
 )
 
 // BatchResult is the answer to one mutation of a batch.
