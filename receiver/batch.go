@@ -114,13 +114,45 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 	return Response{Status: http.StatusOK, Header: hd, Body: wire.AppendBatchResponse(nil, results)}
 }
 
-// runBatch runs the batch's mutations in one transaction and commits it.
-// An error means nothing of the batch was stored (or, wrapping
-// errCommitUnknown, that the commit's outcome is unknown).
+// maxSavepoints is how many mutations one transaction of a batch runs
+// under savepoints: PostgreSQL caches 64 subtransactions per transaction
+// and slows every reader of the table past that, so a longer batch is run
+// in several transactions.
+const maxSavepoints = 64
+
+// runBatch runs the batch's mutations and commits them, in one
+// transaction per maxSavepoints mutations that run. An error means nothing
+// of the batch was stored (or, wrapping errCommitUnknown, that the
+// commit's outcome is unknown); a later transaction's failure answers its
+// mutations and the rest retry, the earlier ones staying committed.
 func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.Logger) ([]wire.BatchResult, error) {
+	results := make([]wire.BatchResult, len(b.ms))
+	stopped := map[string]bool{} // entities with a mutation that did not succeed
+	for start := 0; start < len(b.ms); {
+		next, err := rc.runChunk(ctx, b, h, log, start, results, stopped)
+		if err != nil && start == 0 {
+			return nil, err
+		}
+		if err != nil {
+			p, retryAfter := runErrorProblem(log, err)
+			for i := start; i < len(b.ms); i++ {
+				results[i] = problemResult(wire.BatchResult{Key: b.ms[i].Key}, wire.BatchRetry, p)
+				results[i].RetryAfter = time.Duration(retryAfter) * time.Second
+			}
+			return results, nil
+		}
+		start = next
+	}
+	return results, nil
+}
+
+// runChunk runs the mutations from start in one transaction, until
+// maxSavepoints of them ran, and commits it; next is the first mutation
+// left for another transaction.
+func (rc *Receiver) runChunk(ctx context.Context, b batch, h Handler, log *slog.Logger, start int, results []wire.BatchResult, stopped map[string]bool) (next int, err error) {
 	tx, err := rc.store.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	committed := false
 	defer func() {
@@ -130,33 +162,37 @@ func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.
 	}()
 	if b.resource != "" {
 		if err := rc.checkFence(ctx, tx, b.scope, b.resource, b.token); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
-	results := make([]wire.BatchResult, len(b.ms))
-	stopped := map[string]bool{} // entities with a mutation that did not succeed
-	for i, m := range b.ms {
+	ran := 0
+	for next = start; next < len(b.ms) && ran < maxSavepoints; next++ {
+		m := b.ms[next]
 		switch {
 		case m.Entity != "" && stopped[m.Entity]:
-			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
+			results[next] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
 			continue
 		case rc.budgetSpent(ctx):
-			results[i] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
+			results[next] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
 			stopped[m.Entity] = true
 			continue
 		}
-		if results[i], err = rc.runMutation(ctx, tx, b, m, h, log); err != nil {
-			return nil, err
+		var savepoint bool
+		if results[next], savepoint, err = rc.runMutation(ctx, tx, b, m, h, log); err != nil {
+			return 0, err
 		}
-		if !succeeded(results[i]) {
+		if savepoint {
+			ran++
+		}
+		if !succeeded(results[next]) {
 			stopped[m.Entity] = true
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("%w: %w", errCommitUnknown, err)
+		return 0, fmt.Errorf("%w: %w", errCommitUnknown, err)
 	}
 	committed = true
-	return results, nil
+	return next, nil
 }
 
 // budgetSpent reports whether the batch's time is so nearly up (less than a
@@ -181,22 +217,23 @@ func succeeded(r wire.BatchResult) bool {
 // taken before the mutation's savepoint, so rolling back a 4xx's writes
 // keeps it (no other copy of the batch can claim the key meanwhile); a 5xx
 // or error rolls back to the savepoint and deletes the claim. An error
-// means tx is unusable and the batch fails.
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (wire.BatchResult, error) {
+// means tx is unusable and the batch fails. savepoint reports whether the
+// mutation ran under one.
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (res wire.BatchResult, savepoint bool, err error) {
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
 	log = log.With("key", m.Key, "op", req.OperationID)
-	res := wire.BatchResult{Key: m.Key}
+	res.Key = m.Key
 	claimID := newClaimID()
 	outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
 	if err != nil {
-		return res, err
+		return res, false, err
 	}
 	if outcome != claimed {
-		return rc.unrun(res, outcome, rec), nil
+		return rc.unrun(res, outcome, rec), false, nil
 	}
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
+		return res, false, err
 	}
 	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
 		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
@@ -204,18 +241,18 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.Batc
 	})
 	if !stored {
 		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
-			return res, err
+			return res, true, err
 		}
 	}
 	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
+		return res, true, err
 	}
 	switch {
 	case err != nil:
 		p, retryAfter := runErrorProblem(log, err)
 		res = problemResult(res, wire.BatchRetry, p)
 		res.RetryAfter = time.Duration(retryAfter) * time.Second
-		return res, nil
+		return res, true, nil
 	case !stored:
 		res.Outcome = wire.BatchRetry
 		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
@@ -225,7 +262,7 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.Batc
 		res.Outcome = wire.BatchApplied
 	}
 	res.Status, res.Body = resp.Status, resp.Body
-	return res, nil
+	return res, true, nil
 }
 
 // undoMutation drops what a mutation that is not stored wrote: its writes

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,17 +140,22 @@ func TestBatchTimeBudget(t *testing.T) {
 	})
 }
 
-// hookStore calls before and after (when set) around every statement
-// its write transactions run: the tests widen race windows with them.
+// hookStore calls begin after each write transaction begins, and before
+// and after around every statement it runs (those set): the tests count
+// statements and widen race windows with them.
 type hookStore struct {
 	receiver.Store
 	before, after func(query string)
+	begin         func()
 }
 
 func (s *hookStore) Begin(ctx context.Context) (receiver.WriteTx, error) {
 	tx, err := s.Store.Begin(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.begin != nil {
+		s.begin()
 	}
 	return hookTx{tx, s}, nil
 }
@@ -272,4 +278,39 @@ func TestBatchAndSingleLockOrder(t *testing.T) {
 	require.NotNil(t, single)
 	require.Equal(t, 201, single.StatusCode)
 	require.Equal(t, 1, e.effects("both"))
+}
+
+// A batch of 100 mutations runs at most 64 of them under savepoints in one
+// transaction (PostgreSQL's subtransaction cache), and all are applied.
+func TestBatchSavepointsPerTransaction(t *testing.T) {
+	eachStoreWith(t, func(st receiver.Store) receiver.Store { return &hookStore{Store: st} }, func(t *testing.T, e *batchEnv) {
+		hs := e.store.(*hookStore)
+		var mu sync.Mutex
+		var txs []int // savepoints per write transaction, in order
+		hs.begin = func() { mu.Lock(); txs = append(txs, 0); mu.Unlock() }
+		hs.before = func(query string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.HasPrefix(query, "SAVEPOINT") {
+				txs[len(txs)-1]++
+			}
+		}
+		var ms []wire.BatchMutation
+		for i := 0; i < 100; i++ {
+			ms = append(ms, mut(fmt.Sprintf("p%d", i), "ok", fmt.Sprintf("E%d", i%7)))
+		}
+		_, rs, raw := e.post(ms)
+		require.Len(t, rs, 100, "%s", raw)
+		for _, r := range rs {
+			require.Equal(t, wire.BatchApplied, r.Outcome, "%+v", r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, n := range txs {
+			require.LessOrEqual(t, n, 64, "transaction %d ran %d savepoints (%v)", i, n, txs)
+		}
+		for _, m := range ms {
+			require.Equal(t, 1, e.effects(m.Key), m.Key)
+		}
+	})
 }

@@ -44,16 +44,25 @@ type batchEnv struct {
 
 // eachStore runs fn on SQLite and, when TABFENCE_PG_URL is set, PostgreSQL.
 func eachStore(t *testing.T, opts receiver.Options, fn func(t *testing.T, e *batchEnv)) {
+	eachStoreOpts(t, opts, func(st receiver.Store) receiver.Store { return st }, fn)
+}
+
+// eachStoreWith is eachStore with the store wrapped by wrap.
+func eachStoreWith(t *testing.T, wrap func(receiver.Store) receiver.Store, fn func(t *testing.T, e *batchEnv)) {
+	eachStoreOpts(t, receiver.Options{}, wrap, fn)
+}
+
+func eachStoreOpts(t *testing.T, opts receiver.Options, wrap func(receiver.Store) receiver.Store, fn func(t *testing.T, e *batchEnv)) {
 	t.Run("sqlite", func(t *testing.T) {
 		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "b.db"))
 		require.NoError(t, err)
-		fn(t, newBatchEnv(t, st, opts))
+		fn(t, newBatchEnv(t, wrap(st), opts))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.SchemaURL(t)
 		st, err := pgstore.Open(context.Background(), url, 0)
 		require.NoError(t, err)
-		fn(t, newBatchEnv(t, st, opts))
+		fn(t, newBatchEnv(t, wrap(st), opts))
 	})
 }
 
