@@ -18,9 +18,10 @@ import (
 // Token). The answer is 200 with a result per mutation, in order
 // (wire.AppendBatchResponse), whenever the batch was processed.
 //
-// The batch runs in one database transaction, each mutation under its own
-// savepoint: a 2xx or 4xx answer is stored with its writes, a 5xx, error or
-// panic rolls back to the savepoint (nothing of it stays) and answers retry.
+// The batch runs in one database transaction (one per maxSavepoints
+// mutations that run), each mutation that runs under its own savepoint: a
+// 2xx or 4xx answer is stored with its writes, a 5xx, error or panic rolls
+// back to the savepoint (nothing of it stays) and answers retry.
 // A mutation that does not succeed stops the later mutations of its Entity
 // in the batch (not-attempted, nothing stored); other entities go on. The
 // fence is checked once, before any mutation: a stale token refuses the
