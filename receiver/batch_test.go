@@ -115,7 +115,7 @@ func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Reque
 		}
 		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "invalid", Title: "Invalid", Status: 422}), nil
 	case "slow":
-		time.Sleep(200 * time.Millisecond) // the work itself, not a wait for a condition
+		time.Sleep(300 * time.Millisecond) // the work itself, not a wait for a condition
 	}
 	return receiver.JSON(http.StatusCreated, map[string]string{"key": r.Key, "entity": r.Entity})
 }
