@@ -19,7 +19,7 @@ import (
 // (wire.AppendBatchResponse), whenever the batch was processed.
 //
 // The batch runs in one database transaction (one per maxSavepoints
-// mutations that run), each mutation that runs under its own savepoint: a
+// mutations), each mutation that runs under its own savepoint: a
 // 2xx or 4xx answer is stored with its writes, a 5xx, error or panic rolls
 // back to the savepoint (nothing of it stays) and answers retry.
 // A mutation that does not succeed stops the later mutations of its Entity
@@ -116,13 +116,13 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 }
 
 // maxSavepoints is how many mutations one transaction of a batch runs
-// under savepoints: PostgreSQL caches 64 subtransactions per transaction
+// (each that runs under a savepoint): PostgreSQL caches 64 subtransactions per transaction
 // and slows every reader of the table past that, so a longer batch is run
 // in several transactions.
 const maxSavepoints = 64
 
 // runBatch runs the batch's mutations and commits them, in one
-// transaction per maxSavepoints mutations that run. An error means nothing
+// transaction per maxSavepoints mutations. An error means nothing
 // of the batch was stored (or, wrapping errCommitUnknown, that the
 // commit's outcome is unknown); a later transaction's failure answers its
 // mutations and the rest retry, the earlier ones staying committed.
@@ -147,9 +147,9 @@ func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.
 	return results, nil
 }
 
-// runChunk runs the mutations from start in one transaction, until
-// maxSavepoints of them ran, and commits it; next is the first mutation
-// left for another transaction.
+// runChunk runs the maxSavepoints mutations from start (fewer at the end)
+// in one transaction, their new keys claimed up front (claimAll), and
+// commits it; next is the first mutation left for another transaction.
 func (rc *Receiver) runChunk(ctx context.Context, b batch, h Handler, log *slog.Logger, start int, results []wire.BatchResult, stopped map[string]bool) (next int, err error) {
 	tx, err := rc.store.Begin(ctx)
 	if err != nil {
@@ -166,34 +166,40 @@ func (rc *Receiver) runChunk(ctx context.Context, b batch, h Handler, log *slog.
 			return 0, err
 		}
 	}
-	ran := 0
-	for next = start; next < len(b.ms) && ran < maxSavepoints; next++ {
-		m := b.ms[next]
+	end := min(start+maxSavepoints, len(b.ms))
+	claims, err := rc.claimAll(ctx, tx, b.scope, b.ms[start:end])
+	if err != nil {
+		return 0, err
+	}
+	for i := start; i < end; i++ {
+		m := b.ms[i]
 		switch {
 		case m.Entity != "" && stopped[m.Entity]:
-			results[next] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
-			continue
+			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
 		case rc.budgetSpent(ctx):
-			results[next] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
+			results[i] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
 			stopped[m.Entity] = true
+		default:
+			if results[i], err = rc.runMutation(ctx, tx, b, m, claims[m.Key], h, log); err != nil {
+				return 0, err
+			}
+			delete(claims, m.Key) // used
+			if !succeeded(results[i]) {
+				stopped[m.Entity] = true
+			}
 			continue
 		}
-		var savepoint bool
-		if results[next], savepoint, err = rc.runMutation(ctx, tx, b, m, h, log); err != nil {
-			return 0, err
-		}
-		if savepoint {
-			ran++
-		}
-		if !succeeded(results[next]) {
-			stopped[m.Entity] = true
+		if id, ok := claims[m.Key]; ok { // claimed up front, not run: free the key
+			if _, err := tx.Exec(ctx, deleteClaim, b.scope, m.Key, id); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("%w: %w", errCommitUnknown, err)
 	}
 	committed = true
-	return next, nil
+	return end, nil
 }
 
 // budgetSpent reports whether the batch's time is so nearly up (less than a
@@ -218,23 +224,25 @@ func succeeded(r wire.BatchResult) bool {
 // taken before the mutation's savepoint, so rolling back a 4xx's writes
 // keeps it (no other copy of the batch can claim the key meanwhile); a 5xx
 // or error rolls back to the savepoint and deletes the claim. An error
-// means tx is unusable and the batch fails. savepoint reports whether the
-// mutation ran under one.
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, h Handler, log *slog.Logger) (res wire.BatchResult, savepoint bool, err error) {
+// means tx is unusable and the batch fails. claimID is the key's claim
+// when claimAll took it, else "".
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, claimID string, h Handler, log *slog.Logger) (res wire.BatchResult, err error) {
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
 	log = log.With("key", m.Key, "op", req.OperationID)
 	res.Key = m.Key
-	claimID := newClaimID()
-	outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
-	if err != nil {
-		return res, false, err
-	}
-	if outcome != claimed {
-		return rc.unrun(res, outcome, rec), false, nil
+	if claimID == "" { // not claimed up front: the key has a record
+		claimID = newClaimID()
+		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
+		if err != nil {
+			return res, err
+		}
+		if outcome != claimed {
+			return rc.unrun(res, outcome, rec), nil
+		}
 	}
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
-		return res, false, err
+		return res, err
 	}
 	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
 		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
@@ -242,18 +250,18 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.Batc
 	})
 	if !stored {
 		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
-			return res, true, err
+			return res, err
 		}
 	}
 	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return res, true, err
+		return res, err
 	}
 	switch {
 	case err != nil:
 		p, retryAfter := runErrorProblem(log, err)
 		res = problemResult(res, wire.BatchRetry, p)
 		res.RetryAfter = time.Duration(retryAfter) * time.Second
-		return res, true, nil
+		return res, nil
 	case !stored:
 		res.Outcome = wire.BatchRetry
 		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
@@ -263,7 +271,7 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.Batc
 		res.Outcome = wire.BatchApplied
 	}
 	res.Status, res.Body = resp.Status, resp.Body
-	return res, true, nil
+	return res, nil
 }
 
 // undoMutation drops what a mutation that is not stored wrote: its writes
