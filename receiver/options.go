@@ -23,6 +23,8 @@ const (
 	// DefaultMaxBodyMemory lets 64 bodies of the default MaxBody be
 	// received at once.
 	DefaultMaxBodyMemory = 64 << 20
+	// DefaultMaxBatch is the most mutations one batch may carry.
+	DefaultMaxBatch = 100
 )
 
 // Options configure a Receiver. The zero value of each field means its default.
@@ -34,6 +36,10 @@ type Options struct {
 	// MaxBody is the largest request body accepted (default 1 MiB); larger
 	// bodies get 413 and nothing is stored.
 	MaxBody int64
+	// MaxBatch is the most mutations a HandleBatch request may carry
+	// (default 100); more get 413 batch-too-large and nothing is stored.
+	// The batch's body is bounded by MaxBody too.
+	MaxBatch int
 	// BodyTimeout bounds the time from the start of a request's handling
 	// to the last byte of its body (default 20s), as a read deadline on the
 	// connection: a client that sends its body too slowly gets 408 and the
@@ -78,6 +84,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout

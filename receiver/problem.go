@@ -96,6 +96,13 @@ var (
 		Detail: "The body must be valid UTF-8; nothing was stored."}
 	probInvalidText = Problem{Type: wire.ProblemInvalidText, Title: "Text cannot be stored", Status: http.StatusUnprocessableEntity,
 		Detail: "A text field holds a NUL character or invalid UTF-8, which the database cannot store; the command had no effect."}
+	probBatchMalformed = Problem{Type: wire.ProblemBatchMalformed, Title: "Batch malformed", Status: http.StatusBadRequest,
+		Detail: `Send {"mutations":[{"key":"...","endpoint":"/path","id":"...","op":"...","entity":"...","payload":...}]}, each key valid and once, each endpoint an origin-relative path; nothing was stored.`}
+	probBatchTooLarge = Problem{Type: wire.ProblemBatchTooLarge, Title: "Too many mutations in one batch", Status: http.StatusRequestEntityTooLarge}
+	// probBatchDeadline answers the mutations a batch had no time left to
+	// start (see budgetSpent).
+	probBatchDeadline = Problem{Type: wire.ProblemBusy, Title: "Batch out of time", Status: http.StatusServiceUnavailable,
+		Detail: "The batch ran out of time before this mutation started; nothing of it was stored. Send it again."}
 	probMethod = Problem{Type: wire.ProblemBase + "method-not-allowed", Title: "Method not allowed", Status: http.StatusMethodNotAllowed}
 )
 

@@ -24,6 +24,8 @@ import (
 // itself is kept, so a rejected command has no effect however often it is
 // retried. An error wrapping ErrInvalidText (text the store refused) is
 // client input, not a failure: it is answered and stored as 422 invalid-text.
+// Under HandleBatch the same rules hold per mutation, "everything" being
+// that mutation's savepoint.
 type Handler func(ctx context.Context, tx Tx, r *Request) (Response, error)
 
 // Receiver guards business handlers with idempotency keys and fencing tokens.
@@ -134,21 +136,31 @@ func (rc *Receiver) admit(w http.ResponseWriter, r *http.Request) (scope string,
 		writeProblem(w, probMethod)
 		return "", hd, false
 	}
-	scope, err := rc.opts.Scope(r)
-	if err != nil || scope == "" || !ValidText(scope) {
-		writeProblem(w, probUnauthenticated)
+	scope, ok = rc.authenticate(w, r)
+	if !ok {
 		return "", hd, false
 	}
-	if p := checkClientUser(r.Header, scope); p != nil {
-		writeProblem(w, *p)
-		return "", hd, false
-	}
-	hd, err = parseHeaders(r.Header)
+	hd, err := parseHeaders(r.Header)
 	if err != nil {
 		writeProblem(w, headerProblem(err))
 		return "", hd, false
 	}
 	return scope, hd, true
+}
+
+// authenticate finds the request's scope and checks the client user header
+// against it. It has answered the request when ok is false.
+func (rc *Receiver) authenticate(w http.ResponseWriter, r *http.Request) (scope string, ok bool) {
+	scope, err := rc.opts.Scope(r)
+	if err != nil || scope == "" || !ValidText(scope) {
+		writeProblem(w, probUnauthenticated)
+		return "", false
+	}
+	if p := checkClientUser(r.Header, scope); p != nil {
+		writeProblem(w, *p)
+		return "", false
+	}
+	return scope, true
 }
 
 // answerWithoutRunning answers a claim that does not run the handler: a
@@ -177,20 +189,30 @@ func (rc *Receiver) answerWithoutRunning(log *slog.Logger, outcome claimOutcome,
 // runErrorResponse answers an attempt that failed in run. Only a fence
 // rejection's problem goes to the client as is; errors are logged, never sent.
 func runErrorResponse(log *slog.Logger, err error) Response {
+	p, retryAfter := runErrorProblem(log, err)
+	resp := ProblemResponse(p)
+	if retryAfter > 0 {
+		resp.Header.Set(wire.HeaderRetryAfter, strconv.Itoa(retryAfter))
+	}
+	return resp
+}
+
+// runErrorProblem is the problem (and Retry-After seconds, 0 for none)
+// answering an attempt that failed with err, alone or in a batch. A lost
+// claim means another attempt took the key over: in flight.
+func runErrorProblem(log *slog.Logger, err error) (Problem, int) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p):
-		return ProblemResponse(*p)
+		return *p, 0
 	case errors.Is(err, errClaimLost):
-		resp := ProblemResponse(probInFlight)
-		resp.Header.Set(wire.HeaderRetryAfter, "1")
-		return resp
+		return probInFlight, 1
 	case errors.Is(err, errCommitUnknown):
 		log.Error("commit", "err", err)
-		return ProblemResponse(probCommitUnknown)
+		return probCommitUnknown, 0
 	default:
 		log.Error("handler", "err", err)
-		return ProblemResponse(probInternal)
+		return probInternal, 0
 	}
 }
 
@@ -207,18 +229,11 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 			_ = tx.Rollback()
 		}
 	}()
-	// Re-assert the claim first: it locks the record row (PostgreSQL), and
-	// fails if a takeover after ClaimTTL made this attempt obsolete.
-	now := rc.opts.Clock().UnixMilli()
-	n, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET claim_expires = $4
-		WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		req.Scope, req.Key, claimID, now+rc.opts.ClaimTTL.Milliseconds())
-	if err != nil {
-		return Response{}, false, err
-	}
-	if n != 1 {
-		return Response{}, false, errClaimLost
-	}
+	// The key's row is not touched before finish, which asserts the claim
+	// (errClaimLost after a takeover past ClaimTTL: nothing commits). So
+	// while the handler runs, a batch carrying the key reads it in flight
+	// instead of waiting on the row (PostgreSQL), and locks are taken in
+	// a batch's order: the fence, then the key.
 	if req.Resource != "" {
 		if err := rc.checkFence(ctx, tx, req.Scope, req.Resource, req.Token); err != nil {
 			return Response{}, false, err
@@ -227,6 +242,29 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
 		return Response{}, false, err
 	}
+	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h, func() error {
+		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`)
+		return err
+	})
+	if err != nil || !stored {
+		return resp, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		// The connection may have died after the database committed: the
+		// claim's release then matches nothing, and a retry replays.
+		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
+	}
+	committed = true
+	return resp, true, nil
+}
+
+// runHandler runs the handler of a claimed key in tx and, for a 2xx or 4xx
+// answer, stores it with the key (a 4xx's own writes undone first: undo
+// rolls back to a savepoint taken before the handler, keeping the claim).
+// stored is false for a 5xx, whose writes the caller rolls back; an error,
+// a panic or an invalid status is err. Handle and a batch's mutations
+// share it.
+func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler, undo func() error) (resp Response, stored bool, err error) {
 	resp, err = callHandler(ctx, tx, req, h)
 	if errors.Is(err, ErrInvalidText) {
 		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
@@ -244,19 +282,13 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 		return resp, false, nil
 	}
 	if resp.Status >= 400 {
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`); err != nil {
+		if err := undo(); err != nil {
 			return Response{}, false, err
 		}
 	}
 	if err := rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp); err != nil {
 		return Response{}, false, err
 	}
-	if err := tx.Commit(); err != nil {
-		// The connection may have died after the database committed: the
-		// claim's release then matches nothing, and a retry replays.
-		return Response{}, false, fmt.Errorf("%w: %w", errCommitUnknown, err)
-	}
-	committed = true
 	return resp, true, nil
 }
 
@@ -269,6 +301,11 @@ var errCommitUnknown = errors.New("receiver: commit failed, outcome unknown")
 // orphaned by a crash) is polled with doubling waits, and never more than the
 // claim's remaining time, after which a retry takes it over.
 func (rc *Receiver) inFlightRetryAfter(rec record) string {
+	return strconv.FormatInt(rc.inFlightWait(rec), 10)
+}
+
+// inFlightWait is inFlightRetryAfter in seconds.
+func (rc *Receiver) inFlightWait(rec record) int64 {
 	now := rc.opts.Clock().UnixMilli()
 	remaining := rec.claimExpires - now
 	age := now - (rec.claimExpires - rc.opts.ClaimTTL.Milliseconds())
@@ -276,7 +313,7 @@ func (rc *Receiver) inFlightRetryAfter(rec record) string {
 	if age < remaining {
 		secs = age / 1000
 	}
-	return strconv.FormatInt(max(secs, 1), 10)
+	return max(secs, 1)
 }
 
 // ErrBadStatus is returned (and answered with 500) when a handler answers

@@ -97,33 +97,9 @@ func (rc *Receiver) claim(ctx context.Context, scope, key, fp, claimID, resource
 		if fenceErr != nil {
 			return claimFenced, record{}, fenceErr
 		}
-		var query string
-		var args []any
-		claimExp := now + rc.opts.ClaimTTL.Milliseconds()
-		expires := now + rc.opts.Retention.Milliseconds()
-		switch {
-		case !found:
-			query = `INSERT INTO tabfence_idempotency
-				(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires)
-				VALUES ($1, $2, $3, 1, $4, $5, 0, '', $6, $7, $8) ON CONFLICT (scope, idem_key) DO NOTHING`
-			args = []any{scope, key, fp, claimID, claimExp, []byte{}, now, expires}
-		case rec.expires <= now:
-			// Past retention: the record is as good as reaped, the key runs anew.
-			query = `UPDATE tabfence_idempotency SET fingerprint = $3, state = 1, claim = $4, claim_expires = $5,
-				status = 0, header = '', body = $6, created = $7, expires = $8
-				WHERE scope = $1 AND idem_key = $2 AND claim = $9 AND expires <= $7`
-			args = []any{scope, key, fp, claimID, claimExp, []byte{}, now, expires, rec.claim}
-		case rec.fingerprint != fp:
-			return claimReuse, rec, nil
-		case rec.state == stateFinished:
-			return claimReplay, rec, nil
-		case rec.claimExpires > now:
-			return claimInFlight, rec, nil
-		default:
-			// In flight but its claim expired: the process that held it died.
-			query = `UPDATE tabfence_idempotency SET claim = $3, claim_expires = $4
-				WHERE scope = $1 AND idem_key = $2 AND claim = $5 AND state = 1`
-			args = []any{scope, key, claimID, claimExp, rec.claim}
+		outcome, query, args := rc.claimStep(rec, found, scope, key, fp, claimID, now)
+		if query == "" {
+			return outcome, rec, nil
 		}
 		n, err := rc.exec(ctx, query, args...)
 		if err != nil {
@@ -133,6 +109,74 @@ func (rc *Receiver) claim(ctx context.Context, scope, key, fp, claimID, resource
 			return claimed, rec, nil
 		}
 		// Lost a race with another request for the key: look again.
+	}
+	return claimInFlight, record{}, nil
+}
+
+// claimStep decides, from the key's record as read at now (found or not),
+// what claiming the key does: the statement that takes the claim (query
+// non-empty: its one affected row means claimed, none a lost race), or an
+// outcome that writes nothing. Handle's claim and a batch's share it.
+func (rc *Receiver) claimStep(rec record, found bool, scope, key, fp, claimID string, now int64) (claimOutcome, string, []any) {
+	claimExp := now + rc.opts.ClaimTTL.Milliseconds()
+	expires := now + rc.opts.Retention.Milliseconds()
+	switch {
+	case !found:
+		return claimed, `INSERT INTO tabfence_idempotency
+			(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires)
+			VALUES ($1, $2, $3, 1, $4, $5, 0, '', $6, $7, $8) ON CONFLICT (scope, idem_key) DO NOTHING`,
+			[]any{scope, key, fp, claimID, claimExp, []byte{}, now, expires}
+	case rec.expires <= now:
+		// Past retention: the record is as good as reaped, the key runs anew.
+		return claimed, `UPDATE tabfence_idempotency SET fingerprint = $3, state = 1, claim = $4, claim_expires = $5,
+			status = 0, header = '', body = $6, created = $7, expires = $8
+			WHERE scope = $1 AND idem_key = $2 AND claim = $9 AND expires <= $7`,
+			[]any{scope, key, fp, claimID, claimExp, []byte{}, now, expires, rec.claim}
+	case rec.fingerprint != fp:
+		return claimReuse, "", nil
+	case rec.state == stateFinished:
+		return claimReplay, "", nil
+	case rec.claimExpires > now:
+		return claimInFlight, "", nil
+	}
+	// In flight but its claim expired: the process that held it died.
+	return claimed, `UPDATE tabfence_idempotency SET claim = $3, claim_expires = $4
+		WHERE scope = $1 AND idem_key = $2 AND claim = $5 AND state = 1`,
+		[]any{scope, key, claimID, claimExp, rec.claim}
+}
+
+// claimIn is claim inside the write transaction tx, for a batch: the
+// claim commits with the mutation's answer or not at all. On PostgreSQL a
+// key another transaction is inserting right now waits for that one to
+// end, then is read again, so it is never run twice. Most keys of a batch
+// are new, so the insert of a new key is tried before any read.
+func (rc *Receiver) claimIn(ctx context.Context, tx Tx, scope, key, fp, claimID string) (claimOutcome, record, error) {
+	_, insert, args := rc.claimStep(record{}, false, scope, key, fp, claimID, rc.opts.Clock().UnixMilli())
+	n, err := tx.Exec(ctx, insert, args...)
+	if err != nil {
+		return 0, record{}, fmt.Errorf("receiver: claim: %w", err)
+	}
+	if n == 1 {
+		return claimed, record{}, nil
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		now := rc.opts.Clock().UnixMilli()
+		rec, err := scanRecord(tx.QueryRow(ctx, selectRecord, scope, key))
+		found := err == nil
+		if err != nil && !errors.Is(err, ErrNoRows) {
+			return 0, rec, fmt.Errorf("receiver: read record: %w", err)
+		}
+		outcome, query, args := rc.claimStep(rec, found, scope, key, fp, claimID, now)
+		if query == "" {
+			return outcome, rec, nil
+		}
+		n, err := tx.Exec(ctx, query, args...)
+		if err != nil {
+			return 0, rec, fmt.Errorf("receiver: claim: %w", err)
+		}
+		if n == 1 {
+			return claimed, rec, nil
+		}
 	}
 	return claimInFlight, record{}, nil
 }
@@ -151,13 +195,15 @@ func (rc *Receiver) exec(ctx context.Context, query string, args ...any) (int64,
 	return n, tx.Commit()
 }
 
+// deleteClaim drops the in-flight claim $3 on key ($1, $2).
+const deleteClaim = `DELETE FROM tabfence_idempotency WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`
+
 // release drops an in-flight claim so a retry runs again. It uses a fresh
 // context: the release must happen even when the request's own was cancelled.
 func (rc *Receiver) release(scope, key, claimID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), rc.opts.Timeout)
 	defer cancel()
-	_, err := rc.exec(ctx, `DELETE FROM tabfence_idempotency WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		scope, key, claimID)
+	_, err := rc.exec(ctx, deleteClaim, scope, key, claimID)
 	if err != nil {
 		rc.log.Error("release idempotency claim", "err", err, "scope_hash", shortHash(scope))
 	}

@@ -11,7 +11,9 @@ import (
 )
 
 // Request is what a business handler sees: the original HTTP request (its
-// body already read into Body) and the parsed protocol headers.
+// body already read into Body) and the parsed protocol headers. Under
+// HandleBatch, HTTP is the batch's request (its method, URL, path values),
+// shared by all its mutations; Endpoint names the mutation's own target.
 type Request struct {
 	HTTP        *http.Request
 	Scope       string // the authenticated user/tenant, from Options.Scope
@@ -19,7 +21,14 @@ type Request struct {
 	Body        []byte
 	Resource    string // fenced resource, "" when the request is not fenced
 	Token       uint64 // accepted fencing token, 0 when not fenced
-	OperationID string // X-Client-Operation-Id, for tracing only
+	OperationID string // X-Client-Operation-Id (a batch: the mutation's id), for tracing only
+	// Operation and Entity are a batch mutation's operation type and
+	// ordering key (see HandleBatch); "" for a single request.
+	Operation string
+	Entity    string
+	// Endpoint is the path (and query) a batch mutation would have been
+	// POSTed to alone; "" for a single request (see HTTP.URL).
+	Endpoint string
 }
 
 // Response is what a business handler answers. 2xx and 4xx answers are
@@ -60,37 +69,65 @@ func parseHeaders(h http.Header) (headers, error) {
 		return out, err
 	}
 	out.key = k
+	if out.resource, out.token, err = parseFence(h); err != nil {
+		return out, err
+	}
+	out.opID = operationID(h.Get(wire.HeaderOperationID))
+	return out, nil
+}
+
+// operationID is a client's operation id if it is safe to log (a valid
+// key's alphabet and length), else "".
+func operationID(op string) string {
+	if wire.ValidKey(op) {
+		return op
+	}
+	return ""
+}
+
+// parseFence validates the fencing headers, both or neither.
+func parseFence(h http.Header) (resource string, token uint64, err error) {
 	res, tok := h.Values(wire.HeaderResource), h.Values(wire.HeaderFencingToken)
 	switch {
 	case len(res) == 0 && len(tok) == 0:
+		return "", 0, nil
 	case len(res) != 1 || len(tok) != 1:
 		if len(res) > 1 || len(tok) > 1 {
-			return out, wire.ErrTokenMalformed
+			return "", 0, wire.ErrTokenMalformed
 		}
-		return out, ErrFencePartial
-	default:
-		if !wire.ValidResource(res[0]) {
-			return out, wire.ErrResourceMalformed
-		}
-		t, err := wire.ParseToken(tok[0])
-		if err != nil {
-			return out, err
-		}
-		out.resource, out.token = res[0], t
+		return "", 0, ErrFencePartial
 	}
-	if op := h.Get(wire.HeaderOperationID); len(op) <= wire.MaxKeyLen && wire.ValidKey(op) {
-		out.opID = op
+	if !wire.ValidResource(res[0]) {
+		return "", 0, wire.ErrResourceMalformed
 	}
-	return out, nil
+	t, err := wire.ParseToken(tok[0])
+	if err != nil {
+		return "", 0, err
+	}
+	return res[0], t, nil
 }
 
 // fingerprint binds a key to the request it was first used with: method,
 // path (with the query, when there is one), scope and body, each length-prefixed so no two requests collide by
 // concatenation.
 func fingerprint(method, path, scope string, body []byte) string {
+	return hashParts([]byte(method), []byte(path), []byte(scope), body)
+}
+
+// mutationFingerprint binds a batch mutation's key exactly as the single
+// POST to its endpoint would bind it, so that a record sent alone and then
+// in a batch (or the reverse) under one key is replayed, never refused as
+// a reused key, whatever route the batch came by. The operation type is
+// not part of it: a single request has none, its endpoint stands for it.
+func mutationFingerprint(scope string, m wire.BatchMutation) string {
+	return fingerprint(http.MethodPost, m.Endpoint, scope, m.Payload)
+}
+
+// hashParts is the hex SHA-256 of the parts, each length-prefixed.
+func hashParts(parts ...[]byte) string {
 	h := sha256.New()
 	var n [8]byte
-	for _, part := range [][]byte{[]byte(method), []byte(path), []byte(scope), body} {
+	for _, part := range parts {
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])
 		h.Write(part)

@@ -21,7 +21,7 @@ import (
 // Run runs every conformance case against stores made by newDB. Cases run
 // in parallel, each on its own database.
 func Run(t *testing.T, newDB NewDB) {
-	for _, c := range append(cases, hostileCases...) {
+	for _, c := range append(append(cases, hostileCases...), batchCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t, newDB)

@@ -23,7 +23,8 @@ import (
 )
 
 // Opener opens the store of one fresh database. It may be called again after
-// the previous store was closed, to simulate a server restart: the second
+// the previous store was closed, to simulate a server restart, or while it is
+// open, as a second server instance on the same database would: the second
 // store must see what the first committed.
 type Opener func(ctx context.Context) (receiver.Store, error)
 
@@ -54,6 +55,9 @@ type env struct {
 	attempts map[string]int
 	started  chan struct{}
 	unblock  chan struct{}
+	// crashed is set by the "crashonce" mode: the process is dead from
+	// then on (see crashStore).
+	crashed atomic.Bool
 }
 
 const testUserHeader = "X-Test-User"
@@ -99,16 +103,22 @@ func (e *env) start() {
 		st = e.wrap(st)
 	}
 	e.rc = receiver.New(st, e.opts)
+	e.srv = httptest.NewServer(e.routes(e.rc))
+	e.client = e.srv.Client()
+	e.client.Timeout = 30 * time.Second
+}
+
+// routes mounts the test handler on rc: single requests, batches, fences.
+func (e *env) routes(rc *receiver.Receiver) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /things", e.rc.Handle(e.handler))
-	mux.Handle("POST /fence/{resource...}", e.rc.FenceHandler())
+	mux.Handle("POST /things", rc.Handle(e.handler))
+	mux.Handle("POST /things/batch", rc.HandleBatch(e.handler))
+	mux.Handle("POST /fence/{resource...}", rc.FenceHandler())
 	var h http.Handler = mux
 	if e.mw != nil {
 		h = e.mw(h)
 	}
-	e.srv = httptest.NewServer(h)
-	e.client = e.srv.Client()
-	e.client.Timeout = 30 * time.Second
+	return h
 }
 
 func (e *env) stop() {
@@ -130,7 +140,7 @@ func (e *env) restart() {
 
 // command is the test handler's body.
 type command struct {
-	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text
+	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text, crashonce
 	Data string `json:"data,omitempty"`
 }
 
@@ -166,6 +176,11 @@ func (e *env) handler(ctx context.Context, tx receiver.Tx, r *receiver.Request) 
 	case "block":
 		e.started <- struct{}{}
 		<-e.unblock
+	case "crashonce": // the process dies after this write, before any commit
+		if first {
+			e.crashed.Store(true)
+			return receiver.Response{}, errCrashed
+		}
 	case "text": // stores Data in a TEXT column
 		if _, err := tx.Exec(ctx, `INSERT INTO conf_text (idem_key, body) VALUES ($1, $2)`, r.Key, c.Data); err != nil {
 			return receiver.Response{}, err
@@ -222,8 +237,11 @@ func (e *env) do(q req) reply {
 	return r
 }
 
-func (e *env) try(q req) (reply, error) {
-	hr, err := http.NewRequest(http.MethodPost, e.srv.URL+"/things", bytes.NewBufferString(q.body))
+func (e *env) try(q req) (reply, error) { return e.tryAt(e.srv.URL, q) }
+
+// tryAt sends q to the server at base (another instance's).
+func (e *env) tryAt(base string, q req) (reply, error) {
+	hr, err := http.NewRequest(http.MethodPost, base+"/things", bytes.NewBufferString(q.body))
 	if err != nil {
 		return reply{}, err
 	}

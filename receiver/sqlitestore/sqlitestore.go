@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 
 	"github.com/tabfence/tabfence/receiver"
 )
@@ -52,10 +52,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 			return nil, fmt.Errorf("sqlitestore: %w", err)
 		}
 	}
-	w, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		return nil, err
-	}
+	drv := &sqlite.Driver{}
+	w := sql.OpenDB(connector{dsn(path, false), drv})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -63,11 +61,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlitestore: create schema: %w", err)
 	}
-	r, err := sql.Open("sqlite", dsn(path, true))
-	if err != nil {
-		_ = w.Close()
-		return nil, err
-	}
+	r := sql.OpenDB(connector{dsn(path, true), drv})
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	return &Store{w: w, r: r}, nil

@@ -1,7 +1,8 @@
 // Package serverbench measures the receiver behind the real tabfence server
 // handler: requests per second and p50/p99 latency for new keys, replays and
-// stale-token rejections, on SQLite and on PostgreSQL, from a load generator
-// in the same process over loopback TCP.
+// stale-token rejections, and mutations per second in batched POSTs, on
+// SQLite and on PostgreSQL, from a load generator in the same process over
+// loopback TCP.
 //
 // Each scenario is bounded (Requests or Duration, whichever comes first) so
 // a full run stays well under a minute on 2 cores.
@@ -54,27 +55,28 @@ func (r Result) RPS() float64 { return float64(r.N) / r.Elapsed.Seconds() }
 // of its own, dropped afterwards), and prints a table to w.
 func Run(ctx context.Context, w io.Writer, pgURL string) error {
 	var results []Result
+	var batches []BatchFigure
 	dir, err := os.MkdirTemp("", "tabfence-serverbench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	rs, err := measure(ctx, "sqlite", filepath.Join(dir, "bench.db"))
+	rs, bf, err := measure(ctx, "sqlite", filepath.Join(dir, "bench.db"))
 	if err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	results = append(results, rs...)
+	results, batches = append(results, rs...), append(batches, bf)
 	if pgURL != "" {
 		u, drop, err := pgstore.NewSchema(ctx, pgURL, "bench")
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
-		rs, err := measure(ctx, "postgres", u)
+		rs, bf, err := measure(ctx, "postgres", u)
 		_ = drop(context.Background())
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
-		results = append(results, rs...)
+		results, batches = append(results, rs...), append(batches, bf)
 	}
 	tw := figures.NewTable(w)
 	fmt.Fprintf(tw, "store\tscenario\trequests\treq/s\tp50 ms\tp99 ms\t\n")
@@ -86,6 +88,9 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 		return err
 	}
 	fmt.Fprintf(w, "(%d workers, at most %d requests or %s per scenario, loopback HTTP/1.1 keep-alive)\n", Workers, Requests, Duration)
+	if err := printBatches(w, batches); err != nil {
+		return err
+	}
 	if pgURL == "" {
 		fmt.Fprintln(w, "PostgreSQL not measured: no URL (run under internal/testenv/with-postgres.sh)")
 	}
@@ -95,16 +100,16 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // measure runs the scenarios against a fresh server on db: new keys,
-// replays, stale tokens.
-func measure(ctx context.Context, name, db string) ([]Result, error) {
+// replays, stale tokens, then batches (beside the new keys' rate).
+func measure(ctx context.Context, name, db string) ([]Result, BatchFigure, error) {
 	srv, err := server.New(server.Config{DB: db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return nil, err
+		return nil, BatchFigure{}, err
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, BatchFigure{}, err
 	}
 	hs := &http.Server{Handler: srv}
 	go func() { _ = hs.Serve(ln) }()
@@ -116,11 +121,19 @@ func measure(ctx context.Context, name, db string) ([]Result, error) {
 	for _, scenario := range []func(context.Context, string) (Result, error){c.newKeys, c.replays, c.staleTokens} {
 		r, err := scenario(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, BatchFigure{}, err
 		}
 		results = append(results, r)
 	}
-	return results, nil
+	bf := BatchFigure{Single: results[0]}
+	for _, workers := range []int{Workers, 1} {
+		b, err := c.batches(ctx, name, workers)
+		if err != nil {
+			return nil, BatchFigure{}, err
+		}
+		bf.Batches = append(bf.Batches, b)
+	}
+	return results, bf, nil
 }
 
 // client sends the scenarios' requests to the server at base.
@@ -224,6 +237,11 @@ func expect(status int, err error, ok ...int) error {
 
 // load runs fn from Workers goroutines until Requests calls or Duration.
 func load(ctx context.Context, store, scenario string, fn func(worker, i int) error) (Result, error) {
+	return loadN(ctx, store, scenario, Workers, Requests, fn)
+}
+
+// loadN runs fn from workers goroutines until limit calls or Duration.
+func loadN(ctx context.Context, store, scenario string, workers, limit int, fn func(worker, i int) error) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, Duration)
 	defer cancel()
 	var next atomic.Int64
@@ -232,12 +250,12 @@ func load(ctx context.Context, store, scenario string, fn func(worker, i int) er
 	var firstErr error
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < Workers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			mine := make([]time.Duration, 0, Requests/Workers+1)
-			for i := 0; ctx.Err() == nil && next.Add(1) <= Requests; i++ {
+			mine := make([]time.Duration, 0, limit/workers+1)
+			for i := 0; ctx.Err() == nil && next.Add(1) <= int64(limit); i++ {
 				t0 := time.Now()
 				err := fn(w, i)
 				if err != nil {

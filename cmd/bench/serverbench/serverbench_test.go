@@ -18,4 +18,5 @@ func TestRun(t *testing.T) {
 	require.NoError(t, Run(context.Background(), &out, os.Getenv("TABFENCE_PG_URL")))
 	t.Log("\n" + out.String())
 	require.Contains(t, out.String(), "stale token", "table incomplete")
+	require.Contains(t, out.String(), "batched POSTs", "batch table missing")
 }

@@ -261,6 +261,7 @@ func validUser(u string) bool {
 func (s *Server) routes(dist string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/notes", s.rc.Handle(putNote))
+	mux.Handle("POST /api/notes/batch", s.rc.HandleBatch(putNote))
 	mux.HandleFunc("GET /api/notes", s.listNotes)
 	mux.HandleFunc("GET /api/effects", s.effects)
 	mux.Handle("GET /realtime", s.rt)
