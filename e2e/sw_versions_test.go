@@ -24,10 +24,13 @@ func TestSWNewWorkerVersionBesideAnOldPage(t *testing.T) {
 	q := scope(t)
 	old := e.swTab(q, "alice", url.Values{"bgsync": {"0"}, "schema": {"1"}})
 	v1 := e.active(1)
-	offline(t, old, true)
-	enqueue(t, old, "old", 5)
+	// Both pages open, and go offline, before anything is queued: a page
+	// online with queued records flushes them at open (the schema-2 page
+	// would send the old records itself, migrated).
 	cur := e.tab(q, "alice", url.Values{"bgsync": {"0"}, "schema": {"2"}}) // its worker not installed yet
+	offline(t, old, true)
 	offline(t, cur, true)
+	enqueue(t, old, "old", 5)
 	enqueue(t, cur, "new", 5)
 	tag := syncTag(t, old)
 	require.Equal(t, tag, syncTag(t, cur), "one queue")
