@@ -102,12 +102,12 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 			err = rejection
 		}
 		if err != nil {
-			return runErrorResponse(log, err)
+			return errorVerdict(log, err).response()
 		}
 	}
 	results, err := rc.runBatch(ctx, b, h, log)
 	if err != nil {
-		return runErrorResponse(log, err)
+		return errorVerdict(log, err).response()
 	}
 	hd := http.Header{}
 	hd.Set("Content-Type", "application/json")
@@ -135,10 +135,9 @@ func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.
 			return nil, err
 		}
 		if err != nil {
-			p, retryAfter := runErrorProblem(log, err)
+			v := errorVerdict(log, err)
 			for i := start; i < len(b.ms); i++ {
-				results[i] = problemResult(wire.BatchResult{Key: b.ms[i].Key}, wire.BatchRetry, p)
-				results[i].RetryAfter = time.Duration(retryAfter) * time.Second
+				results[i] = v.result(b.ms[i].Key)
 			}
 			return results, nil
 		}
@@ -177,12 +176,14 @@ func (rc *Receiver) runChunk(ctx context.Context, b batch, h Handler, log *slog.
 		case m.Entity != "" && stopped[m.Entity]:
 			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
 		case rc.budgetSpent(ctx):
-			results[i] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
+			results[i] = problemVerdict(wire.BatchRetry, probBatchDeadline, 0).result(m.Key)
 			stopped[m.Entity] = true
 		default:
-			if results[i], err = rc.runMutation(ctx, tx, b, m, claims[m.Key], h, log); err != nil {
+			v, err := rc.runMutation(ctx, tx, b, m, claims[m.Key], h, log)
+			if err != nil {
 				return 0, err
 			}
+			results[i] = v.result(m.Key)
 			delete(claims, m.Key) // used
 			if !succeeded(results[i]) {
 				stopped[m.Entity] = true
@@ -226,23 +227,22 @@ func succeeded(r wire.BatchResult) bool {
 // or error rolls back to the savepoint and deletes the claim. An error
 // means tx is unusable and the batch fails. claimID is the key's claim
 // when claimAll took it, else "".
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, claimID string, h Handler, log *slog.Logger) (res wire.BatchResult, err error) {
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, claimID string, h Handler, log *slog.Logger) (verdict, error) {
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
 	log = log.With("key", m.Key, "op", req.OperationID)
-	res.Key = m.Key
 	if claimID == "" { // not claimed up front: the key has a record
 		claimID = newClaimID()
 		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
 		if err != nil {
-			return res, err
+			return verdict{}, err
 		}
-		if outcome != claimed {
-			return rc.unrun(res, outcome, rec), nil
+		if v, answered := rc.unrun(outcome, rec); answered {
+			return v, nil
 		}
 	}
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
+		return verdict{}, err
 	}
 	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
 		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
@@ -250,28 +250,34 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.Batc
 	})
 	if !stored {
 		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
-			return res, err
+			return verdict{}, err
 		}
 	}
 	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
+		return verdict{}, err
 	}
+	if err != nil {
+		return errorVerdict(log, err), nil
+	}
+	return rc.handlerVerdict(resp, stored), nil
+}
+
+// handlerVerdict answers a mutation by its handler's answer: applied (2xx)
+// or rejected (4xx) when stored, else (a 5xx) retry after the handler's
+// Retry-After, if any.
+func (rc *Receiver) handlerVerdict(resp Response, stored bool) verdict {
+	v := verdict{resp: resp}
 	switch {
-	case err != nil:
-		p, retryAfter := runErrorProblem(log, err)
-		res = problemResult(res, wire.BatchRetry, p)
-		res.RetryAfter = time.Duration(retryAfter) * time.Second
-		return res, nil
 	case !stored:
-		res.Outcome = wire.BatchRetry
-		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
+		v.outcome = wire.BatchRetry
+		v.retryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
 	case resp.Status >= 400:
-		res.Outcome = wire.BatchRejected
+		v.outcome = wire.BatchRejected
 	default:
-		res.Outcome = wire.BatchApplied
+		v.outcome = wire.BatchApplied
 	}
-	res.Status, res.Body = resp.Status, resp.Body
-	return res, nil
+	v.resp.Header = nil // a batch's results carry no headers
+	return v
 }
 
 // undoMutation drops what a mutation that is not stored wrote: its writes
@@ -282,25 +288,4 @@ func (rc *Receiver) undoMutation(ctx context.Context, tx Tx, req *Request, claim
 	}
 	_, err := tx.Exec(ctx, deleteClaim, req.Scope, req.Key, claimID)
 	return err
-}
-
-// unrun answers a mutation whose claim does not run it: a replay, a key
-// reused for another mutation, a key in flight elsewhere.
-func (rc *Receiver) unrun(res wire.BatchResult, outcome claimOutcome, rec record) wire.BatchResult {
-	switch outcome {
-	case claimReplay:
-		res.Outcome, res.Status, res.Body = wire.BatchReplayed, int(rec.status), rec.body
-		return res
-	case claimReuse:
-		return problemResult(res, wire.BatchRejected, probKeyReuse)
-	}
-	res = problemResult(res, wire.BatchRetry, probInFlight)
-	res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
-	return res
-}
-
-// problemResult is res answered with the receiver's own problem p.
-func problemResult(res wire.BatchResult, o wire.BatchOutcome, p Problem) wire.BatchResult {
-	res.Outcome, res.Status, res.Problem, res.Body = o, p.Status, p.Type, ProblemResponse(p).Body
-	return res
 }
