@@ -1,6 +1,9 @@
 package receiver_test
 
 import (
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,4 +53,34 @@ func effectsOf(e *batchEnv, ms []wire.BatchMutation) []int {
 		n[i] = e.effects(m.Key)
 	}
 	return n
+}
+
+// A batch of new mutations costs, per mutation, its savepoint and its
+// handler's statements: the claims and the stored answers are one
+// statement each for the whole transaction (claimAll, finishAll), and a
+// single request with a batch's key replays the stored headers.
+func TestBatchStatementsPerMutation(t *testing.T) {
+	eachStoreWith(t, func(st receiver.Store) receiver.Store { return &hookStore{Store: st} }, func(t *testing.T, e *batchEnv) {
+		hs := e.store.(*hookStore)
+		var mu sync.Mutex
+		var execs []string
+		hs.before = func(query string) { mu.Lock(); execs = append(execs, query); mu.Unlock() }
+		var ms []wire.BatchMutation
+		for i := 0; i < 64; i++ {
+			ms = append(ms, mut(fmt.Sprintf("s%d", i), "ok", fmt.Sprintf("E%d", i)))
+		}
+		_, rs, raw := e.post(ms)
+		require.Len(t, rs, 64, "%s", raw)
+		mu.Lock()
+		n := len(execs)
+		mu.Unlock()
+		require.Equal(t, 2*64, n, "statements besides the transaction's two: %q", execs[:min(n, 6)])
+		require.Equal(t, effectsOf(e, ms), slices.Repeat([]int{1}, 64))
+
+		resp, body, err := e.single(ms[3].Key, ms[3].Payload)
+		require.NoError(t, err)
+		require.Equal(t, 201, resp.StatusCode, "%s", body)
+		require.Equal(t, "true", resp.Header.Get(wire.HeaderReplayed))
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "the stored header")
+	})
 }

@@ -27,6 +27,7 @@ type batchRun struct {
 	stopped map[string]bool
 	size    int64  // bytes of the results document so far
 	scratch []byte // encodes one result, to measure it
+	kept    []kept // the current chunk's answers to store
 }
 
 // runBatch runs the batch's mutations and commits them, in one
@@ -78,6 +79,7 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 	if err != nil {
 		return 0, err
 	}
+	run.kept = run.kept[:0]
 	for i := start; i < end; i++ {
 		m := b.ms[i]
 		v, err := run.mutation(ctx, tx, m, claims[m.Key])
@@ -85,6 +87,9 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 			return 0, err
 		}
 		run.answer(i, v)
+	}
+	if err := rc.finishAll(ctx, tx, b.scope, run.kept); err != nil {
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("%w: %w", errCommitUnknown, err)
@@ -164,15 +169,20 @@ func succeeded(r wire.BatchResult) bool {
 // taken before the mutation's savepoint, so rolling back a 4xx's writes
 // keeps it (no other copy of the batch can claim the key meanwhile); a 5xx,
 // an error, or an answer that does not fit the batch's answer rolls back to
-// the savepoint and deletes the claim. An error means tx is unusable and
+// the savepoint and deletes the claim. A stored answer is kept for the
+// chunk's finishAll, and its savepoint left open (nested under the next
+// mutation's: releasing it would cost a statement and change nothing, the
+// transaction commits them all), so a mutation that runs costs its
+// SAVEPOINT and its handler's statements. An error means tx is unusable and
 // the batch fails. claimID is the key's claim when claimAll took it, else "".
 func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wire.BatchMutation, claimID string) (verdict, error) {
 	b := run.b
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
+	fp := mutationFingerprint(b.scope, m)
 	if claimID == "" { // not claimed up front: the key has a record
 		claimID = newClaimID()
-		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
+		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
 		if err != nil {
 			return verdict{}, err
 		}
@@ -186,10 +196,20 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wir
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
 		return verdict{}, err
 	}
-	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, run.h, func() error {
-		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
+	open := true
+	rollback := func() error { // to the savepoint, once, and out of it
+		if !open {
+			return nil
+		}
+		open = false
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`)
 		return err
-	})
+	}
+	var answer Response
+	resp, stored, err := rc.runHandler(ctx, tx, req, run.h, rollback, func(r Response) error { answer = r; return nil })
 	var v verdict
 	if err != nil {
 		v = errorVerdict(run.log.With("key", m.Key, "op", req.OperationID), err)
@@ -200,13 +220,16 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wir
 		stored, v = false, problemVerdict(wire.BatchRetry, probBatchFull, 0)
 	}
 	if !stored {
-		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
+		if err := rollback(); err != nil {
 			return verdict{}, err
 		}
+		if _, err := tx.Exec(ctx, deleteClaim, req.Scope, req.Key, claimID); err != nil {
+			return verdict{}, err
+		}
+		return v, nil
 	}
-	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return verdict{}, err
-	}
+	run.kept = append(run.kept, kept{key: m.Key, fp: fp, claimID: claimID, status: int64(answer.Status),
+		header: rc.storedHeader(answer), body: storedBody(answer)})
 	return v, nil
 }
 
@@ -226,14 +249,4 @@ func (rc *Receiver) handlerVerdict(resp Response, stored bool) verdict {
 	}
 	v.resp.Header = nil // a batch's results carry no headers
 	return v
-}
-
-// undoMutation drops what a mutation that is not stored wrote: its writes
-// (back to its savepoint) and its claim, so a retry runs it again.
-func (rc *Receiver) undoMutation(ctx context.Context, tx Tx, req *Request, claimID string) error {
-	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, deleteClaim, req.Scope, req.Key, claimID)
-	return err
 }

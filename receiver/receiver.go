@@ -189,9 +189,11 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
 		return Response{}, false, err
 	}
-	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h, func() error {
+	resp, stored, err = rc.runHandler(ctx, tx, req, h, func() error {
 		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`)
 		return err
+	}, func(resp Response) error {
+		return rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp)
 	})
 	if err != nil || !stored {
 		return resp, false, err
@@ -206,12 +208,12 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 }
 
 // runHandler runs the handler of a claimed key in tx and, for a 2xx or 4xx
-// answer, stores it with the key (a 4xx's own writes undone first: undo
-// rolls back to a savepoint taken before the handler, keeping the claim).
-// stored is false for a 5xx, whose writes the caller rolls back; an error,
-// a panic or an invalid status is err. Handle and a batch's mutations
-// share it.
-func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler, undo func() error) (resp Response, stored bool, err error) {
+// answer, stores it with the key by keep (a 4xx's own writes undone first:
+// undo rolls back to a savepoint taken before the handler, keeping the
+// claim). stored is false for a 5xx, whose writes the caller rolls back; an
+// error, a panic or an invalid status is err. Handle and a batch's
+// mutations share it (a batch keeps its answers to store them together).
+func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, h Handler, undo func() error, keep func(Response) error) (resp Response, stored bool, err error) {
 	resp, err = callHandler(ctx, tx, req, h)
 	if errors.Is(err, ErrInvalidText) {
 		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
@@ -233,7 +235,7 @@ func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID
 			return Response{}, false, err
 		}
 	}
-	if err := rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp); err != nil {
+	if err := keep(resp); err != nil {
 		return Response{}, false, err
 	}
 	return resp, true, nil

@@ -212,20 +212,9 @@ func (rc *Receiver) release(scope, key, claimID string) {
 
 // finish stores the answer with the key inside the business transaction.
 func (rc *Receiver) finish(ctx context.Context, tx Tx, scope, key, claimID string, resp Response) error {
-	h := http.Header{}
-	for _, name := range rc.replay {
-		if v := resp.Header.Values(name); len(v) > 0 {
-			h[http.CanonicalHeaderKey(name)] = v
-		}
-	}
-	hj, _ := json.Marshal(h)
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
 	n, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET state = 2, status = $4, header = $5, body = $6
 		WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		scope, key, claimID, int64(resp.Status), string(hj), body)
+		scope, key, claimID, int64(resp.Status), rc.storedHeader(resp), storedBody(resp))
 	if err != nil {
 		return err
 	}
@@ -236,3 +225,27 @@ func (rc *Receiver) finish(ctx context.Context, tx Tx, scope, key, claimID strin
 }
 
 var errClaimLost = errors.New("receiver: in-flight claim lost")
+
+// storedHeader is the part of resp's header a replay gives back, as the
+// record stores it.
+func (rc *Receiver) storedHeader(resp Response) string {
+	h := http.Header{}
+	for _, name := range rc.replay {
+		if v := resp.Header.Values(name); len(v) > 0 {
+			h[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	if len(h) == 0 {
+		return "{}"
+	}
+	hj, _ := json.Marshal(h)
+	return string(hj)
+}
+
+// storedBody is resp's body as the record stores it (never NULL).
+func storedBody(resp Response) []byte {
+	if resp.Body == nil {
+		return []byte{}
+	}
+	return resp.Body
+}
