@@ -28,6 +28,7 @@ type batchRun struct {
 	size    int64  // bytes of the results document so far
 	scratch []byte // encodes one result, to measure it
 	kept    []kept // the current chunk's answers to store
+	claimID string // the current chunk's claim on its keys
 }
 
 // runBatch runs the batch's mutations and commits them, in one
@@ -75,20 +76,25 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 		}
 	}
 	end := min(start+maxSavepoints, len(b.ms))
-	claims, err := rc.claimAll(ctx, tx, b.scope, b.ms[start:end])
+	ms := b.ms[start:end]
+	fps := make([]string, len(ms))
+	for i, m := range ms {
+		fps[i] = mutationFingerprint(b.scope, m)
+	}
+	run.claimID = newClaimID()
+	claimed, err := rc.claimAll(ctx, tx, b.scope, run.claimID, ms, fps)
 	if err != nil {
 		return 0, err
 	}
 	run.kept = run.kept[:0]
-	for i := start; i < end; i++ {
-		m := b.ms[i]
-		v, err := run.mutation(ctx, tx, m, claims[m.Key])
+	for i, m := range ms {
+		v, err := run.mutation(ctx, tx, m, fps[i], claimed[m.Key])
 		if err != nil {
 			return 0, err
 		}
-		run.answer(i, v)
+		run.answer(start+i, v)
 	}
-	if err := rc.finishAll(ctx, tx, b.scope, run.kept); err != nil {
+	if err := rc.finishAll(ctx, tx, b.scope, run.claimID, run.kept); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -100,9 +106,9 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 
 // mutation answers one mutation of the batch in tx: not attempted after a
 // failure of its entity, out of time or of answer room, else claimed,
-// replayed or run. claimID is the key's claim when claimAll took it, else
-// "". An error means tx is unusable and the batch fails.
-func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, claimID string) (verdict, error) {
+// replayed or run. fp is its fingerprint, claimed whether claimAll took
+// its key. An error means tx is unusable and the batch fails.
+func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, fp string, claimed bool) (verdict, error) {
 	rc := run.rc
 	var v verdict
 	switch {
@@ -113,10 +119,10 @@ func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, 
 	case run.size >= rc.opts.MaxBatchResponse:
 		v = problemVerdict(wire.BatchRetry, probBatchFull, 0)
 	default:
-		return rc.runMutation(ctx, tx, run, m, claimID)
+		return rc.runMutation(ctx, tx, run, m, fp, claimed)
 	}
-	if claimID != "" { // claimed up front, not run: free the key
-		if _, err := tx.Exec(ctx, deleteClaim, run.b.scope, m.Key, claimID); err != nil {
+	if claimed { // claimed up front, not run: free the key
+		if _, err := tx.Exec(ctx, deleteClaim, run.b.scope, m.Key, run.claimID); err != nil {
 			return verdict{}, err
 		}
 	}
@@ -174,14 +180,13 @@ func succeeded(r wire.BatchResult) bool {
 // mutation's: releasing it would cost a statement and change nothing, the
 // transaction commits them all), so a mutation that runs costs its
 // SAVEPOINT and its handler's statements. An error means tx is unusable and
-// the batch fails. claimID is the key's claim when claimAll took it, else "".
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wire.BatchMutation, claimID string) (verdict, error) {
-	b := run.b
+// the batch fails. Every key of a chunk is claimed under the chunk's one
+// claim id; claimed says claimAll took this one.
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wire.BatchMutation, fp string, claimed bool) (verdict, error) {
+	b, claimID := run.b, run.claimID
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
-	fp := mutationFingerprint(b.scope, m)
-	if claimID == "" { // not claimed up front: the key has a record
-		claimID = newClaimID()
+	if !claimed { // the key has a record
 		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, fp, claimID)
 		if err != nil {
 			return verdict{}, err
@@ -228,7 +233,7 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wir
 		}
 		return v, nil
 	}
-	run.kept = append(run.kept, kept{key: m.Key, fp: fp, claimID: claimID, status: int64(answer.Status),
+	run.kept = append(run.kept, kept{key: m.Key, fp: fp, status: int64(answer.Status),
 		header: rc.storedHeader(answer), body: storedBody(answer)})
 	return v, nil
 }
