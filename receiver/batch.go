@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/tabfence/tabfence/wire"
 )
@@ -102,205 +100,15 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 			err = rejection
 		}
 		if err != nil {
-			return runErrorResponse(log, err)
+			return errorVerdict(log, err).response()
 		}
 	}
 	results, err := rc.runBatch(ctx, b, h, log)
 	if err != nil {
-		return runErrorResponse(log, err)
+		return errorVerdict(log, err).response()
 	}
 	hd := http.Header{}
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Cache-Control", "no-store")
 	return Response{Status: http.StatusOK, Header: hd, Body: wire.AppendBatchResponse(nil, results)}
-}
-
-// maxSavepoints is how many mutations one transaction of a batch runs
-// (each that runs under a savepoint): PostgreSQL caches 64 subtransactions per transaction
-// and slows every reader of the table past that, so a longer batch is run
-// in several transactions.
-const maxSavepoints = 64
-
-// runBatch runs the batch's mutations and commits them, in one
-// transaction per maxSavepoints mutations. An error means nothing
-// of the batch was stored (or, wrapping errCommitUnknown, that the
-// commit's outcome is unknown); a later transaction's failure answers its
-// mutations and the rest retry, the earlier ones staying committed.
-func (rc *Receiver) runBatch(ctx context.Context, b batch, h Handler, log *slog.Logger) ([]wire.BatchResult, error) {
-	results := make([]wire.BatchResult, len(b.ms))
-	stopped := map[string]bool{} // entities with a mutation that did not succeed
-	for start := 0; start < len(b.ms); {
-		next, err := rc.runChunk(ctx, b, h, log, start, results, stopped)
-		if err != nil && start == 0 {
-			return nil, err
-		}
-		if err != nil {
-			p, retryAfter := runErrorProblem(log, err)
-			for i := start; i < len(b.ms); i++ {
-				results[i] = problemResult(wire.BatchResult{Key: b.ms[i].Key}, wire.BatchRetry, p)
-				results[i].RetryAfter = time.Duration(retryAfter) * time.Second
-			}
-			return results, nil
-		}
-		start = next
-	}
-	return results, nil
-}
-
-// runChunk runs the maxSavepoints mutations from start (fewer at the end)
-// in one transaction, their new keys claimed up front (claimAll), and
-// commits it; next is the first mutation left for another transaction.
-func (rc *Receiver) runChunk(ctx context.Context, b batch, h Handler, log *slog.Logger, start int, results []wire.BatchResult, stopped map[string]bool) (next int, err error) {
-	tx, err := rc.store.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback()
-		}
-	}()
-	if b.resource != "" {
-		if err := rc.checkFence(ctx, tx, b.scope, b.resource, b.token); err != nil {
-			return 0, err
-		}
-	}
-	end := min(start+maxSavepoints, len(b.ms))
-	claims, err := rc.claimAll(ctx, tx, b.scope, b.ms[start:end])
-	if err != nil {
-		return 0, err
-	}
-	for i := start; i < end; i++ {
-		m := b.ms[i]
-		switch {
-		case m.Entity != "" && stopped[m.Entity]:
-			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
-		case rc.budgetSpent(ctx):
-			results[i] = problemResult(wire.BatchResult{Key: m.Key}, wire.BatchRetry, probBatchDeadline)
-			stopped[m.Entity] = true
-		default:
-			if results[i], err = rc.runMutation(ctx, tx, b, m, claims[m.Key], h, log); err != nil {
-				return 0, err
-			}
-			delete(claims, m.Key) // used
-			if !succeeded(results[i]) {
-				stopped[m.Entity] = true
-			}
-			continue
-		}
-		if id, ok := claims[m.Key]; ok { // claimed up front, not run: free the key
-			if _, err := tx.Exec(ctx, deleteClaim, b.scope, m.Key, id); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("%w: %w", errCommitUnknown, err)
-	}
-	committed = true
-	return end, nil
-}
-
-// budgetSpent reports whether the batch's time is so nearly up (less than a
-// quarter of Options.Timeout left) that no further mutation may start: the
-// ones run so far are committed and the rest answered retry, so a batch
-// longer than Timeout makes progress on each resend instead of rolling back
-// whole every time.
-func (rc *Receiver) budgetSpent(ctx context.Context) bool {
-	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < rc.opts.Timeout/4
-}
-
-// succeeded reports whether a mutation's later mutations of its entity may
-// run: it was applied now or before with a 2xx. A replayed 4xx stops them
-// as its first answer did, so a batch resent after a lost response is
-// answered as it was the first time.
-func succeeded(r wire.BatchResult) bool {
-	return (r.Outcome == wire.BatchApplied || r.Outcome == wire.BatchReplayed) && r.Status >= 200 && r.Status < 300
-}
-
-// runMutation claims, replays or runs one mutation in tx. The claim is
-// taken before the mutation's savepoint, so rolling back a 4xx's writes
-// keeps it (no other copy of the batch can claim the key meanwhile); a 5xx
-// or error rolls back to the savepoint and deletes the claim. An error
-// means tx is unusable and the batch fails. claimID is the key's claim
-// when claimAll took it, else "".
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, b batch, m wire.BatchMutation, claimID string, h Handler, log *slog.Logger) (res wire.BatchResult, err error) {
-	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
-		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
-	log = log.With("key", m.Key, "op", req.OperationID)
-	res.Key = m.Key
-	if claimID == "" { // not claimed up front: the key has a record
-		claimID = newClaimID()
-		outcome, rec, err := rc.claimIn(ctx, tx, req.Scope, req.Key, mutationFingerprint(b.scope, m), claimID)
-		if err != nil {
-			return res, err
-		}
-		if outcome != claimed {
-			return rc.unrun(res, outcome, rec), nil
-		}
-	}
-	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
-	}
-	resp, stored, err := rc.runHandler(ctx, tx, req, claimID, h, func() error {
-		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`)
-		return err
-	})
-	if !stored {
-		if err := rc.undoMutation(ctx, tx, req, claimID); err != nil {
-			return res, err
-		}
-	}
-	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`); err != nil {
-		return res, err
-	}
-	switch {
-	case err != nil:
-		p, retryAfter := runErrorProblem(log, err)
-		res = problemResult(res, wire.BatchRetry, p)
-		res.RetryAfter = time.Duration(retryAfter) * time.Second
-		return res, nil
-	case !stored:
-		res.Outcome = wire.BatchRetry
-		res.RetryAfter, _ = wire.ParseRetryAfter(resp.Header.Get(wire.HeaderRetryAfter), rc.now())
-	case resp.Status >= 400:
-		res.Outcome = wire.BatchRejected
-	default:
-		res.Outcome = wire.BatchApplied
-	}
-	res.Status, res.Body = resp.Status, resp.Body
-	return res, nil
-}
-
-// undoMutation drops what a mutation that is not stored wrote: its writes
-// (back to its savepoint) and its claim, so a retry runs it again.
-func (rc *Receiver) undoMutation(ctx context.Context, tx Tx, req *Request, claimID string) error {
-	if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, deleteClaim, req.Scope, req.Key, claimID)
-	return err
-}
-
-// unrun answers a mutation whose claim does not run it: a replay, a key
-// reused for another mutation, a key in flight elsewhere.
-func (rc *Receiver) unrun(res wire.BatchResult, outcome claimOutcome, rec record) wire.BatchResult {
-	switch outcome {
-	case claimReplay:
-		res.Outcome, res.Status, res.Body = wire.BatchReplayed, int(rec.status), rec.body
-		return res
-	case claimReuse:
-		return problemResult(res, wire.BatchRejected, probKeyReuse)
-	}
-	res = problemResult(res, wire.BatchRetry, probInFlight)
-	res.RetryAfter = time.Duration(rc.inFlightWait(rec)) * time.Second
-	return res
-}
-
-// problemResult is res answered with the receiver's own problem p.
-func problemResult(res wire.BatchResult, o wire.BatchOutcome, p Problem) wire.BatchResult {
-	res.Outcome, res.Status, res.Problem, res.Body = o, p.Status, p.Type, ProblemResponse(p).Body
-	return res
 }

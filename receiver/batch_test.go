@@ -27,7 +27,8 @@ import (
 // handler acts on the mutation's Operation: "ok" writes an effect row and
 // answers 201, "reject" writes one and answers 422, "fail" writes one and
 // answers 503 with Retry-After: 7 while failing is set (201 after),
-// "panic" writes one and panics.
+// "panic" writes one and panics, "big" writes one and answers 201 with
+// 300 control bytes (1,800 bytes once escaped in a batch's answer).
 type batchEnv struct {
 	t       testing.TB
 	store   receiver.Store
@@ -114,6 +115,8 @@ func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Reque
 			<-e.unblock
 		}
 		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "invalid", Title: "Invalid", Status: 422}), nil
+	case "big":
+		return receiver.Response{Status: http.StatusCreated, Body: bytes.Repeat([]byte{1}, 300)}, nil
 	case "slow":
 		time.Sleep(300 * time.Millisecond) // the work itself, not a wait for a condition
 	}

@@ -25,6 +25,8 @@ const (
 	DefaultMaxBodyMemory = 64 << 20
 	// DefaultMaxBatch is the most mutations one batch may carry.
 	DefaultMaxBatch = 100
+	// DefaultMaxBatchResponse bounds a batch's answer document.
+	DefaultMaxBatchResponse = 4 << 20
 )
 
 // Options configure a Receiver. The zero value of each field means its default.
@@ -40,6 +42,14 @@ type Options struct {
 	// (default 100); more get 413 batch-too-large and nothing is stored.
 	// The batch's body is bounded by MaxBody too.
 	MaxBatch int
+	// MaxBatchResponse bounds the bytes of a HandleBatch answer (default
+	// 4 MiB): replays of large stored answers, or bodies that grow when
+	// escaped in JSON, could make it many times the request. Once the
+	// answer would pass it, the later mutations are answered retry (or
+	// not-attempted behind them in their entity) without running; a
+	// mutation whose fresh answer does not fit is rolled back first. The
+	// first answer always fits, so every batch makes progress.
+	MaxBatchResponse int64
 	// BodyTimeout bounds the time from the start of a request's handling
 	// to the last byte of its body (default 20s), as a read deadline on the
 	// connection: a client that sends its body too slowly gets 408 and the
@@ -87,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatchResponse <= 0 {
+		o.MaxBatchResponse = DefaultMaxBatchResponse
 	}
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout

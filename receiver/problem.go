@@ -103,6 +103,10 @@ var (
 	// start (see budgetSpent).
 	probBatchDeadline = Problem{Type: wire.ProblemBusy, Title: "Batch out of time", Status: http.StatusServiceUnavailable,
 		Detail: "The batch ran out of time before this mutation started; nothing of it was stored. Send it again."}
+	// probBatchFull answers the mutations a batch's answer had no room
+	// left for (Options.MaxBatchResponse).
+	probBatchFull = Problem{Type: wire.ProblemBusy, Title: "Batch answer full", Status: http.StatusServiceUnavailable,
+		Detail: "The batch's answer reached its size limit before this mutation's; nothing of it was stored. Send it again."}
 	probMethod = Problem{Type: wire.ProblemBase + "method-not-allowed", Title: "Method not allowed", Status: http.StatusMethodNotAllowed}
 )
 

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -113,15 +112,16 @@ func (rc *Receiver) apply(ctx context.Context, method, target string, req *Reque
 		log.Error("claim", "err", err)
 		return ProblemResponse(probInternal)
 	}
-	if resp, answered := rc.answerWithoutRunning(log, outcome, rec); answered {
-		return resp
+	if v, answered := rc.unrun(outcome, rec); answered {
+		log.Debug("not run", "status", v.resp.Status, "outcome", v.outcome)
+		return v.response()
 	}
 	resp, stored, err := rc.run(ctx, req, claimID, h)
 	if !stored {
 		rc.release(req.Scope, req.Key, claimID)
 	}
 	if err != nil {
-		return runErrorResponse(log, err)
+		return errorVerdict(log, err).response()
 	}
 	log.Debug("ran", "status", resp.Status, "stored", stored)
 	return resp
@@ -163,59 +163,6 @@ func (rc *Receiver) authenticate(w http.ResponseWriter, r *http.Request) (scope 
 	return scope, true
 }
 
-// answerWithoutRunning answers a claim that does not run the handler: a
-// replay of the stored answer, a key reused for another request, a key
-// whose first attempt is still running. It reports whether it answered.
-func (rc *Receiver) answerWithoutRunning(log *slog.Logger, outcome claimOutcome, rec record) (Response, bool) {
-	switch outcome {
-	case claimReplay:
-		resp := rec.response()
-		if resp.Header == nil {
-			resp.Header = http.Header{}
-		}
-		resp.Header.Set(wire.HeaderReplayed, "true")
-		log.Debug("replayed", "status", resp.Status)
-		return resp, true
-	case claimReuse:
-		return ProblemResponse(probKeyReuse), true
-	case claimInFlight:
-		resp := ProblemResponse(probInFlight)
-		resp.Header.Set(wire.HeaderRetryAfter, rc.inFlightRetryAfter(rec))
-		return resp, true
-	}
-	return Response{}, false
-}
-
-// runErrorResponse answers an attempt that failed in run. Only a fence
-// rejection's problem goes to the client as is; errors are logged, never sent.
-func runErrorResponse(log *slog.Logger, err error) Response {
-	p, retryAfter := runErrorProblem(log, err)
-	resp := ProblemResponse(p)
-	if retryAfter > 0 {
-		resp.Header.Set(wire.HeaderRetryAfter, strconv.Itoa(retryAfter))
-	}
-	return resp
-}
-
-// runErrorProblem is the problem (and Retry-After seconds, 0 for none)
-// answering an attempt that failed with err, alone or in a batch. A lost
-// claim means another attempt took the key over: in flight.
-func runErrorProblem(log *slog.Logger, err error) (Problem, int) {
-	var p *Problem
-	switch {
-	case errors.As(err, &p):
-		return *p, 0
-	case errors.Is(err, errClaimLost):
-		return probInFlight, 1
-	case errors.Is(err, errCommitUnknown):
-		log.Error("commit", "err", err)
-		return probCommitUnknown, 0
-	default:
-		log.Error("handler", "err", err)
-		return probInternal, 0
-	}
-}
-
 // run executes the fence check, the handler and the record update in one
 // transaction. stored reports whether the answer was committed with the key.
 func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Handler) (resp Response, stored bool, err error) {
@@ -242,9 +189,11 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_handler`); err != nil {
 		return Response{}, false, err
 	}
-	resp, stored, err = rc.runHandler(ctx, tx, req, claimID, h, func() error {
+	resp, stored, err = rc.runHandler(ctx, tx, req, h, func() error {
 		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_handler`)
 		return err
+	}, func(resp Response) error {
+		return rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp)
 	})
 	if err != nil || !stored {
 		return resp, false, err
@@ -259,12 +208,12 @@ func (rc *Receiver) run(ctx context.Context, req *Request, claimID string, h Han
 }
 
 // runHandler runs the handler of a claimed key in tx and, for a 2xx or 4xx
-// answer, stores it with the key (a 4xx's own writes undone first: undo
-// rolls back to a savepoint taken before the handler, keeping the claim).
-// stored is false for a 5xx, whose writes the caller rolls back; an error,
-// a panic or an invalid status is err. Handle and a batch's mutations
-// share it.
-func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID string, h Handler, undo func() error) (resp Response, stored bool, err error) {
+// answer, stores it with the key by keep (a 4xx's own writes undone first:
+// undo rolls back to a savepoint taken before the handler, keeping the
+// claim). stored is false for a 5xx, whose writes the caller rolls back; an
+// error, a panic or an invalid status is err. Handle and a batch's
+// mutations share it (a batch keeps its answers to store them together).
+func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, h Handler, undo func() error, keep func(Response) error) (resp Response, stored bool, err error) {
 	resp, err = callHandler(ctx, tx, req, h)
 	if errors.Is(err, ErrInvalidText) {
 		resp, err = ProblemResponse(probInvalidText), nil // client input: a 4xx, stored
@@ -286,7 +235,7 @@ func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID
 			return Response{}, false, err
 		}
 	}
-	if err := rc.finish(ctx, tx, req.Scope, req.Key, claimID, resp); err != nil {
+	if err := keep(resp); err != nil {
 		return Response{}, false, err
 	}
 	return resp, true, nil
@@ -295,16 +244,11 @@ func (rc *Receiver) runHandler(ctx context.Context, tx Tx, req *Request, claimID
 // errCommitUnknown wraps a failed COMMIT, whose outcome is unknown.
 var errCommitUnknown = errors.New("receiver: commit failed, outcome unknown")
 
-// inFlightRetryAfter is how many seconds a duplicate should wait for a claim
+// inFlightWait is how many seconds a duplicate should wait for a claim
 // it cannot take: the claim's age, so that a request that just started is
 // picked up within a second while a claim held longer (more and more likely
 // orphaned by a crash) is polled with doubling waits, and never more than the
 // claim's remaining time, after which a retry takes it over.
-func (rc *Receiver) inFlightRetryAfter(rec record) string {
-	return strconv.FormatInt(rc.inFlightWait(rec), 10)
-}
-
-// inFlightWait is inFlightRetryAfter in seconds.
 func (rc *Receiver) inFlightWait(rec record) int64 {
 	now := rc.opts.Clock().UnixMilli()
 	remaining := rec.claimExpires - now

@@ -73,42 +73,67 @@ const (
 // stale or unissued now stays so. The check in the write transaction
 // remains the authoritative one.
 func (rc *Receiver) claim(ctx context.Context, scope, key, fp, claimID, resource string, token uint64) (claimOutcome, record, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		now := rc.opts.Clock().UnixMilli()
-		var rec record
-		found := true
-		var fenceErr error
-		err := rc.store.View(ctx, func(q Tx) error {
+	var fenceErr error
+	read := func(now int64) (rec record, found bool, err error) {
+		err = rc.store.View(ctx, func(q Tx) error {
 			var err error
-			rec, err = scanRecord(q.QueryRow(ctx, selectRecord, scope, key))
-			if errors.Is(err, ErrNoRows) {
-				found, err = false, nil
-			} else if err != nil {
-				return err
-			}
-			if resource != "" && (!found || rec.expires <= now) {
+			rec, found, err = readRecord(ctx, q, scope, key)
+			if err == nil && resource != "" && (!found || rec.expires <= now) {
 				fenceErr, err = precheckFence(ctx, q, scope, resource, token)
+			}
+			if err == nil {
+				err = fenceErr
 			}
 			return err
 		})
+		return rec, found, err
+	}
+	outcome, rec, err := rc.claimLoop(scope, key, fp, claimID, read, func(query string, args []any) (int64, error) {
+		return rc.exec(ctx, query, args...)
+	})
+	if fenceErr != nil {
+		return claimFenced, record{}, fenceErr
+	}
+	return outcome, rec, err
+}
+
+// readRecord reads the key's record; found is false when it has none.
+func readRecord(ctx context.Context, q Tx, scope, key string) (rec record, found bool, err error) {
+	rec, err = scanRecord(q.QueryRow(ctx, selectRecord, scope, key))
+	if errors.Is(err, ErrNoRows) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, fmt.Errorf("receiver: read record: %w", err)
+	}
+	return rec, true, nil
+}
+
+// claimLoop takes the claim on (scope, key) for fp: read gives the key's
+// record as of now, take runs the statement claimStep chose, whose one
+// affected row means claimed and none a lost race with another request for
+// the key, after which it looks again. Handle's claim (reads outside any
+// write transaction, each take its own) and a batch's claimIn (both in the
+// batch's transaction) share it.
+func (rc *Receiver) claimLoop(scope, key, fp, claimID string, read func(now int64) (record, bool, error),
+	take func(query string, args []any) (int64, error)) (claimOutcome, record, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		now := rc.opts.Clock().UnixMilli()
+		rec, found, err := read(now)
 		if err != nil {
-			return 0, rec, fmt.Errorf("receiver: read record: %w", err)
-		}
-		if fenceErr != nil {
-			return claimFenced, record{}, fenceErr
+			return 0, rec, err
 		}
 		outcome, query, args := rc.claimStep(rec, found, scope, key, fp, claimID, now)
 		if query == "" {
 			return outcome, rec, nil
 		}
-		n, err := rc.exec(ctx, query, args...)
+		n, err := take(query, args)
 		if err != nil {
 			return 0, rec, fmt.Errorf("receiver: claim: %w", err)
 		}
 		if n == 1 {
 			return claimed, rec, nil
 		}
-		// Lost a race with another request for the key: look again.
 	}
 	return claimInFlight, record{}, nil
 }
@@ -145,40 +170,16 @@ func (rc *Receiver) claimStep(rec record, found bool, scope, key, fp, claimID st
 		[]any{scope, key, claimID, claimExp, rec.claim}
 }
 
-// claimIn is claim inside the write transaction tx, for a batch: the
-// claim commits with the mutation's answer or not at all. On PostgreSQL a
-// key another transaction is inserting right now waits for that one to
-// end, then is read again, so it is never run twice. Most keys of a batch
-// are new, so the insert of a new key is tried before any read.
+// claimIn is claim inside the write transaction tx, for a batch's key
+// that claimAll could not insert (it has a record): the claim commits with
+// the mutation's answer or not at all. On PostgreSQL a key another
+// transaction is inserting right now waits for that one to end, then is
+// read again, so it is never run twice.
 func (rc *Receiver) claimIn(ctx context.Context, tx Tx, scope, key, fp, claimID string) (claimOutcome, record, error) {
-	_, insert, args := rc.claimStep(record{}, false, scope, key, fp, claimID, rc.opts.Clock().UnixMilli())
-	n, err := tx.Exec(ctx, insert, args...)
-	if err != nil {
-		return 0, record{}, fmt.Errorf("receiver: claim: %w", err)
-	}
-	if n == 1 {
-		return claimed, record{}, nil
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		now := rc.opts.Clock().UnixMilli()
-		rec, err := scanRecord(tx.QueryRow(ctx, selectRecord, scope, key))
-		found := err == nil
-		if err != nil && !errors.Is(err, ErrNoRows) {
-			return 0, rec, fmt.Errorf("receiver: read record: %w", err)
-		}
-		outcome, query, args := rc.claimStep(rec, found, scope, key, fp, claimID, now)
-		if query == "" {
-			return outcome, rec, nil
-		}
-		n, err := tx.Exec(ctx, query, args...)
-		if err != nil {
-			return 0, rec, fmt.Errorf("receiver: claim: %w", err)
-		}
-		if n == 1 {
-			return claimed, rec, nil
-		}
-	}
-	return claimInFlight, record{}, nil
+	read := func(int64) (record, bool, error) { return readRecord(ctx, tx, scope, key) }
+	return rc.claimLoop(scope, key, fp, claimID, read, func(query string, args []any) (int64, error) {
+		return tx.Exec(ctx, query, args...)
+	})
 }
 
 // exec runs one statement in its own write transaction.
@@ -211,20 +212,9 @@ func (rc *Receiver) release(scope, key, claimID string) {
 
 // finish stores the answer with the key inside the business transaction.
 func (rc *Receiver) finish(ctx context.Context, tx Tx, scope, key, claimID string, resp Response) error {
-	h := http.Header{}
-	for _, name := range rc.replay {
-		if v := resp.Header.Values(name); len(v) > 0 {
-			h[http.CanonicalHeaderKey(name)] = v
-		}
-	}
-	hj, _ := json.Marshal(h)
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
 	n, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET state = 2, status = $4, header = $5, body = $6
 		WHERE scope = $1 AND idem_key = $2 AND claim = $3 AND state = 1`,
-		scope, key, claimID, int64(resp.Status), string(hj), body)
+		scope, key, claimID, int64(resp.Status), rc.storedHeader(resp), storedBody(resp))
 	if err != nil {
 		return err
 	}
@@ -235,3 +225,27 @@ func (rc *Receiver) finish(ctx context.Context, tx Tx, scope, key, claimID strin
 }
 
 var errClaimLost = errors.New("receiver: in-flight claim lost")
+
+// storedHeader is the part of resp's header a replay gives back, as the
+// record stores it.
+func (rc *Receiver) storedHeader(resp Response) string {
+	h := http.Header{}
+	for _, name := range rc.replay {
+		if v := resp.Header.Values(name); len(v) > 0 {
+			h[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+	if len(h) == 0 {
+		return "{}"
+	}
+	hj, _ := json.Marshal(h)
+	return string(hj)
+}
+
+// storedBody is resp's body as the record stores it (never NULL).
+func storedBody(resp Response) []byte {
+	if resp.Body == nil {
+		return []byte{}
+	}
+	return resp.Body
+}

@@ -109,26 +109,32 @@ func AppendBatchResponse(b []byte, rs []BatchResult) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"key":`...)
-		b = appendString(b, r.Key)
-		b = appendMember(b, "outcome", string(r.Outcome))
-		b = append(b, `,"status":`...)
-		b = strconv.AppendInt(b, int64(r.Status), 10)
-		if len(r.Body) > 0 {
-			b = append(b, `,"body":`...)
-			b = appendBytes(b, r.Body)
-		}
-		if r.Problem != "" {
-			b = appendMember(b, "problem", r.Problem)
-		}
-		if r.RetryAfter > 0 {
-			secs := (min(r.RetryAfter, MaxRetryAfter) + time.Second - 1) / time.Second
-			b = append(b, `,"retryAfter":`...)
-			b = strconv.AppendInt(b, int64(secs), 10)
-		}
-		b = append(b, '}')
+		b = AppendBatchResult(b, r)
 	}
 	return append(b, "]}"...)
+}
+
+// AppendBatchResult appends r as one element of a response document's
+// results, so a server can measure its answer as it grows.
+func AppendBatchResult(b []byte, r BatchResult) []byte {
+	b = append(b, `{"key":`...)
+	b = appendString(b, r.Key)
+	b = appendMember(b, "outcome", string(r.Outcome))
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	if len(r.Body) > 0 {
+		b = append(b, `,"body":`...)
+		b = appendBytes(b, r.Body)
+	}
+	if r.Problem != "" {
+		b = appendMember(b, "problem", r.Problem)
+	}
+	if r.RetryAfter > 0 {
+		secs := (min(r.RetryAfter, MaxRetryAfter) + time.Second - 1) / time.Second
+		b = append(b, `,"retryAfter":`...)
+		b = strconv.AppendInt(b, int64(secs), 10)
+	}
+	return append(b, '}')
 }
 
 // ParseBatchRequest parses a request document of at most max mutations.

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -24,6 +25,7 @@ var batchCases = []struct {
 	{"BatchKeyReuseRejectsThatMutationOnly", testBatchKeyReuse},
 	{"BatchFailedMutationStopsItsEntityOnly", testBatchEntityStop},
 	{"BatchServerErrorLeavesNothing", testBatchServerError},
+	{"BatchFailedStatementRolledBackToSavepoint", testBatchFailedStatement},
 	{"BatchStaleTokenRefusedWhole", testBatchStale},
 	{"BatchStaleTokenRaceRejectedInTransaction", testBatchStaleRace},
 	{"BatchCrashMidBatchLeavesNothing", testBatchCrash},
@@ -160,6 +162,50 @@ func testBatchServerError(t *testing.T, newDB NewDB) {
 	}
 	wantOutcome(t, rs[4], "ok2", wire.BatchReplayed, 201)
 	wantEffects(t, e, 5)
+}
+
+// testBatchFailedStatement: a handler whose SQL statement fails (a
+// constraint violation, which on PostgreSQL aborts the transaction until a
+// rollback) and that answers 409 or 503 loses its writes to its savepoint;
+// the 409 is stored, and the later mutations of other entities in the same
+// batch run their statements and commit.
+func testBatchFailedStatement(t *testing.T, newDB NewDB) {
+	e := newEnv(t, newDB, nil)
+	ctx := context.Background()
+	tx, err := e.store.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO conf_unique (v) VALUES ('taken')`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	muts := []wire.BatchMutation{
+		mut("a1", "A", okBody), mut("d1", "D", `{"mode":"dupreject","data":"taken"}`), mut("d2", "D", okBody),
+		mut("b1", "B", `{"mode":"dupreject","data":"fresh"}`), mut("f1", "F", `{"mode":"dupfail","data":"taken"}`),
+		mut("c1", "C", `{"mode":"text","data":"after"}`),
+	}
+	rs := e.wantBatch(breq{user: "alice", muts: muts})
+	wantOutcome(t, rs[0], "a1", wire.BatchApplied, 201)
+	wantOutcome(t, rs[1], "d1", wire.BatchRejected, 409)
+	wantOutcome(t, rs[2], "d2", wire.BatchNotAttempted, 0)
+	wantOutcome(t, rs[3], "b1", wire.BatchApplied, 201)
+	wantOutcome(t, rs[4], "f1", wire.BatchRetry, 503)
+	wantOutcome(t, rs[5], "c1", wire.BatchApplied, 201)
+	for key, n := range map[string]int{"a1": 1, "d1": 0, "d2": 0, "b1": 1, "f1": 0, "c1": 1} {
+		require.Equal(t, n, e.effectsOf(key), "%s: committed effects", key)
+	}
+	var unique, text int64
+	require.NoError(t, e.store.View(ctx, func(q receiver.Tx) error {
+		if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM conf_unique`).Scan(&unique); err != nil {
+			return err
+		}
+		return q.QueryRow(ctx, `SELECT COUNT(*) FROM conf_text WHERE idem_key = 'c1'`).Scan(&text)
+	}))
+	require.Equal(t, []int64{2, 1}, []int64{unique, text}, "b1's and c1's rows after the failed statements")
+	// Sent again: the 409 is replayed (stored), the 503 runs again.
+	rs = e.wantBatch(breq{user: "alice", muts: muts})
+	wantOutcome(t, rs[1], "d1", wire.BatchReplayed, 409)
+	wantOutcome(t, rs[4], "f1", wire.BatchRetry, 503)
+	require.Equal(t, 2, e.attemptsOf("f1"), "f1 ran again")
+	require.Equal(t, 1, e.attemptsOf("d1"), "d1 ran again")
 }
 
 // testBatchStale: a batch with a stale token is refused whole, as a single

@@ -193,3 +193,10 @@ func (s *beginSignal) Begin(ctx context.Context) (receiver.WriteTx, error) {
 	}
 	return s.Store.Begin(ctx)
 }
+
+// attemptsOf counts the handler's runs for alice's key, committed or not.
+func (e *env) attemptsOf(key string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.attempts["alice\x00"+key]
+}

@@ -450,7 +450,10 @@ func testCrashedClaim(t *testing.T, newDB NewDB) {
 // while the new leader's request is still running, so the stale token is
 // caught by the check inside the write transaction.
 func testStaleRace(t *testing.T, newDB NewDB) {
-	e := newEnv(t, newDB, nil)
+	begun := make(chan struct{}, 1)
+	e := newEnv(t, newDB, func(e *env) {
+		e.wrap = func(st receiver.Store) receiver.Store { return &beginSignal{Store: st, begun: begun} }
+	})
 	t1 := e.issue("alice", "doc:1")
 	t2 := e.issue("alice", "doc:1")
 	newDone := make(chan reply, 1)
@@ -464,13 +467,21 @@ func testStaleRace(t *testing.T, newDB NewDB) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("handler did not start")
 	}
+	select {
+	case <-begun: // the new request's own transactions
+	default:
+	}
 	oldDone := make(chan reply, 1)
 	go func() {
 		r, err := e.try(req{user: "alice", key: "old", resource: "doc:1", token: tok(t1), body: okBody})
 		assert.NoError(t, err)
 		oldDone <- r
 	}()
-	time.Sleep(300 * time.Millisecond) // let the old request pass its pre-check and queue
+	select { // the old request passed its pre-check and begins a write transaction
+	case <-begun:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old request did not pass its pre-check")
+	}
 	close(e.unblock)
 	want(t, <-newDone, 201)
 	r := <-oldDone

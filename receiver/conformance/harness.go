@@ -94,6 +94,9 @@ func (e *env) start() {
 			_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conf_text (idem_key TEXT NOT NULL, body TEXT NOT NULL)`)
 		}
 		if err == nil {
+			_, err = tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS conf_unique (v TEXT PRIMARY KEY)`)
+		}
+		if err == nil {
 			err = tx.Commit()
 		}
 	}
@@ -140,7 +143,7 @@ func (e *env) restart() {
 
 // command is the test handler's body.
 type command struct {
-	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text, crashonce
+	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text, crashonce, dupreject, dupfail
 	Data string `json:"data,omitempty"`
 }
 
@@ -180,6 +183,13 @@ func (e *env) handler(ctx context.Context, tx receiver.Tx, r *receiver.Request) 
 		if first {
 			e.crashed.Store(true)
 			return receiver.Response{}, errCrashed
+		}
+	case "dupreject", "dupfail": // inserts Data into conf_unique: a constraint violation when it is there
+		if _, err := tx.Exec(ctx, `INSERT INTO conf_unique (v) VALUES ($1)`, c.Data); err != nil {
+			if c.Mode == "dupfail" {
+				return receiver.Response{Status: 503, Body: []byte("constraint failed")}, nil
+			}
+			return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "duplicate", Title: "duplicate", Status: 409}), nil
 		}
 	case "text": // stores Data in a TEXT column
 		if _, err := tx.Exec(ctx, `INSERT INTO conf_text (idem_key, body) VALUES ($1, $2)`, r.Key, c.Data); err != nil {

@@ -172,6 +172,74 @@ type writeTx struct {
 	c    *pgx.Conn
 	p    *pool
 	done bool
+	// savepoint is a SAVEPOINT statement held back to be sent in one round
+	// trip with the next Exec (see Exec), "" for none.
+	savepoint string
+}
+
+// Exec holds a SAVEPOINT back and sends it with the next Exec in one
+// pipeline: a batch's mutation, which opens a savepoint and then runs its
+// handler's statements, costs one round trip less. The order of the
+// statements is kept; a SAVEPOINT can only fail in a transaction that is
+// already failing, where the next statement reports the failure.
+func (t *writeTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if len(args) == 0 && strings.HasPrefix(query, "SAVEPOINT ") {
+		if err := t.flush(ctx); err != nil {
+			return 0, err
+		}
+		t.savepoint = query
+		return 0, nil
+	}
+	if t.savepoint == "" {
+		return t.q.Exec(ctx, query, args...)
+	}
+	if err := receiver.CheckArgs(args); err != nil {
+		return 0, errors.Join(t.flush(ctx), err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(t.savepoint)
+	b.Queue(query, args...)
+	t.savepoint = ""
+	br := t.tx.SendBatch(ctx, b)
+	_, serr := br.Exec()
+	tag, err := br.Exec()
+	cerr := br.Close()
+	switch {
+	case serr != nil:
+		return 0, textError(serr)
+	case err != nil:
+		return 0, textError(err)
+	case cerr != nil:
+		return 0, cerr
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Query sends a held SAVEPOINT first.
+func (t *writeTx) Query(ctx context.Context, query string, args ...any) (receiver.Rows, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.q.Query(ctx, query, args...)
+}
+
+// QueryRow sends a held SAVEPOINT first.
+func (t *writeTx) QueryRow(ctx context.Context, query string, args ...any) receiver.Row {
+	if err := t.flush(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.q.QueryRow(ctx, query, args...)
+}
+
+// flush sends a held SAVEPOINT alone.
+func (t *writeTx) flush(ctx context.Context) error {
+	if t.savepoint == "" {
+		return nil
+	}
+	sp := t.savepoint
+	t.savepoint = ""
+	_, err := t.q.Exec(ctx, sp)
+	return err
 }
 
 func (t *writeTx) Commit() error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tabfence/tabfence/receiver"
 	"github.com/tabfence/tabfence/receiver/conformance"
 	"github.com/tabfence/tabfence/receiver/pgstore"
@@ -16,4 +18,50 @@ func TestConformance(t *testing.T) {
 		url := pgtest.SchemaURL(t)
 		return func(ctx context.Context) (receiver.Store, error) { return pgstore.Open(ctx, url, 0) }
 	})
+}
+
+// A SAVEPOINT held back to travel with the next statement is still a
+// savepoint: rolling back to it undoes that statement, a statement that
+// fails in its pipeline is rolled back to it, and what follows commits.
+func TestSavepointPipelined(t *testing.T) {
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, pgtest.SchemaURL(t), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	tx, err := st.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `CREATE TABLE sp (v TEXT PRIMARY KEY)`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+
+	tx, err = st.Begin(ctx)
+	require.NoError(t, err)
+	exec := func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err }
+	require.NoError(t, exec(`SAVEPOINT s`))
+	require.NoError(t, exec(`INSERT INTO sp (v) VALUES ($1)`, "undone"))
+	require.NoError(t, exec(`ROLLBACK TO SAVEPOINT s`))
+	require.NoError(t, exec(`INSERT INTO sp (v) VALUES ($1)`, "kept"))
+	require.NoError(t, exec(`SAVEPOINT s`))
+	require.Error(t, exec(`INSERT INTO sp (v) VALUES ($1)`, "kept"), "a duplicate key in the pipeline")
+	require.NoError(t, exec(`ROLLBACK TO SAVEPOINT s`))
+	require.NoError(t, exec(`SAVEPOINT s`))
+	require.NoError(t, exec(`INSERT INTO sp (v) VALUES ($1)`, "after"))
+	require.NoError(t, tx.Commit())
+	var vs []string
+	require.NoError(t, st.View(ctx, func(q receiver.Tx) error {
+		rows, err := q.Query(ctx, `SELECT v FROM sp ORDER BY v`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			vs = append(vs, v)
+		}
+		return rows.Err()
+	}))
+	require.Equal(t, []string{"after", "kept"}, vs)
 }

@@ -7,7 +7,9 @@
 // BEGIN IMMEDIATE so a transaction holds the write lock from its start.
 // Reads use a separate pool of read-only connections, which WAL lets run
 // alongside the writer: a duplicate of a running request is answered from
-// there at once instead of queueing behind it.
+// there at once instead of queueing behind it. The writer keeps its
+// temporary files in memory: a batch's savepoints journal the pages each
+// mutation touches, past 64 KiB SQLite would write that journal to a file.
 package sqlitestore
 
 import (
@@ -36,7 +38,7 @@ func dsn(path string, readOnly bool) string {
 	if readOnly {
 		q += "&_pragma=query_only(1)"
 	} else {
-		q += "&_txlock=immediate"
+		q += "&_txlock=immediate&_pragma=temp_store(memory)"
 	}
 	return "file:" + path + "?" + q
 }

@@ -60,3 +60,19 @@ func TestKeptStatements(t *testing.T) {
 	require.Equal(t, int64(7), k)
 	require.NoError(t, tx.Commit())
 }
+
+// The writer keeps its temporary files in memory: a batch's savepoint
+// journal grows past SQLite's 64 KiB spill size and would otherwise be
+// written to a temporary file page by page.
+func TestWriterTempStoreInMemory(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "t.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	tx, err := st.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var mode int64
+	require.NoError(t, tx.QueryRow(ctx, `PRAGMA temp_store`).Scan(&mode))
+	require.Equal(t, int64(2), mode, "temp_store MEMORY")
+}

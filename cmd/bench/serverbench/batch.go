@@ -22,7 +22,7 @@ const (
 	batchNotes    = 100 // notes (entities) per batch: a note per mutation
 )
 
-// Targets of the batched rate, in mutations per second.
+// Targets of the receiver-alone batched rate, in mutations per second.
 var batchTargets = map[string]float64{"sqlite": 20000, "postgres": 10000}
 
 // BatchFigure is the batch scenario of one store, from Workers and from one
@@ -46,13 +46,13 @@ func (c *client) batches(ctx context.Context, name string, workers int) (Result,
 			ms[j] = wire.BatchMutation{Key: prefix + strconv.Itoa(j), Endpoint: "/api/notes", OperationID: prefix + strconv.Itoa(j),
 				Operation: "put", Entity: id, Payload: []byte(`{"id":"` + id + `","text":"bench"}`)}
 		}
-		return c.postBatch(ms)
+		return c.postBatch("/api/notes/batch", ms)
 	})
 }
 
 // postBatch sends one batch and requires every mutation applied.
-func (c *client) postBatch(ms []wire.BatchMutation) error {
-	req, _ := http.NewRequestWithContext(c.ctx, "POST", c.base+"/api/notes/batch",
+func (c *client) postBatch(path string, ms []wire.BatchMutation) error {
+	req, _ := http.NewRequestWithContext(c.ctx, "POST", c.base+path,
 		bytes.NewReader(wire.AppendBatchRequest(nil, ms)))
 	req.Header.Set(server.DemoUserHeader, "bench")
 	req.Header.Set("Content-Type", "application/json")
@@ -88,17 +88,17 @@ func (c *client) postBatch(ms []wire.BatchMutation) error {
 // new-key rate.
 func printBatches(w io.Writer, figs []BatchFigure) error {
 	tw := figures.NewTable(w)
-	fmt.Fprintf(tw, "store\tworkers\tbatched POSTs\tmutations/s\tp50 ms per POST\tp99 ms per POST\tsingle new key req/s\tbatched / single\ttarget mutations/s\t\n")
+	fmt.Fprintf(tw, "store\tworkers\tbatched POSTs\tmutations/s\tp50 ms per POST\tp99 ms per POST\tsingle new key req/s\tbatched / single\t\n")
 	for _, f := range figs {
 		for _, b := range f.Batches {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2fx\t%.0f\t\n", b.Store, b.Scenario, b.N, mutationsPerSec(b),
-				ms(b.P50), ms(b.P99), f.Single.RPS(), mutationsPerSec(b)/f.Single.RPS(), batchTargets[b.Store])
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2fx\t\n", b.Store, b.Scenario, b.N, mutationsPerSec(b),
+				ms(b.P50), ms(b.P99), f.Single.RPS(), mutationsPerSec(b)/f.Single.RPS())
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "(batched push: %d new keys over %d notes per POST to /api/notes/batch, at most %d POSTs or %s per row; the single-request rate is the new-key row above, %d workers)\n",
+	fmt.Fprintf(w, "(the demo's batched push: %d new keys over %d notes per POST to /api/notes/batch, at most %d POSTs or %s per row; the single-request rate is the new-key row above, %d workers)\n",
 		BatchSize, batchNotes, BatchRequests, Duration, Workers)
 	return nil
 }

@@ -56,6 +56,7 @@ func (r Result) RPS() float64 { return float64(r.N) / r.Elapsed.Seconds() }
 func Run(ctx context.Context, w io.Writer, pgURL string) error {
 	var results []Result
 	var batches []BatchFigure
+	var alone []AloneFigure
 	dir, err := os.MkdirTemp("", "tabfence-serverbench")
 	if err != nil {
 		return err
@@ -66,6 +67,11 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	results, batches = append(results, rs...), append(batches, bf)
+	af, err := runAlone(ctx, "sqlite", dir, "")
+	if err != nil {
+		return fmt.Errorf("sqlite alone: %w", err)
+	}
+	alone = append(alone, af)
 	if pgURL != "" {
 		u, drop, err := pgstore.NewSchema(ctx, pgURL, "bench")
 		if err != nil {
@@ -77,6 +83,11 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 			return fmt.Errorf("postgres: %w", err)
 		}
 		results, batches = append(results, rs...), append(batches, bf)
+		af, err := runAlonePG(ctx, pgURL)
+		if err != nil {
+			return fmt.Errorf("postgres alone: %w", err)
+		}
+		alone = append(alone, af)
 	}
 	tw := figures.NewTable(w)
 	fmt.Fprintf(tw, "store\tscenario\trequests\treq/s\tp50 ms\tp99 ms\t\n")
@@ -89,6 +100,9 @@ func Run(ctx context.Context, w io.Writer, pgURL string) error {
 	}
 	fmt.Fprintf(w, "(%d workers, at most %d requests or %s per scenario, loopback HTTP/1.1 keep-alive)\n", Workers, Requests, Duration)
 	if err := printBatches(w, batches); err != nil {
+		return err
+	}
+	if err := printAlone(w, alone); err != nil {
 		return err
 	}
 	if pgURL == "" {

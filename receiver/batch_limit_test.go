@@ -1,0 +1,86 @@
+package receiver_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/receiver"
+	"github.com/tabfence/tabfence/wire"
+)
+
+// A batch's answer stays within Options.MaxBatchResponse however large the
+// answers it carries (a "big" one is 1,800 bytes escaped, two fit in
+// 4,000): past it, a fresh answer is rolled back and answered retry, a
+// replay is answered retry, later mutations do not run, and the entity of
+// one stopped is not attempted further. Sent again without what was
+// answered, the rest goes through.
+func TestBatchAnswerBounded(t *testing.T) {
+	const limit = 4000
+	eachStore(t, receiver.Options{MaxBatchResponse: limit}, func(t *testing.T, e *batchEnv) {
+		all := []wire.BatchMutation{mut("b1", "big", "E1"), mut("b2", "big", "E2"), mut("b3", "big", "E3"), mut("b4", "ok", "E3"), mut("n1", "ok", "N")}
+		bounded := func(raw []byte) {
+			t.Helper()
+			require.LessOrEqual(t, len(raw), limit+3*512, "the answer passed its limit by more than three small problems")
+		}
+		_, rs, raw := e.post(all)
+		bounded(raw)
+		require.Equal(t, []string{"applied Created", "applied Created", "retry Service Unavailable", "not-attempted ", "retry Service Unavailable"},
+			outcomes(rs), "%s", raw)
+		require.Equal(t, wire.ProblemBusy, rs[2].Problem)
+		require.Equal(t, wire.ProblemBusy, rs[4].Problem)
+		require.Equal(t, []int{1, 1, 0, 0, 0}, effectsOf(e, all), "b3's answer did not fit: rolled back")
+
+		_, rs, raw = e.post(all[2:])
+		require.Equal(t, []string{"applied Created", "applied Created", "applied Created"}, outcomes(rs), "%s", raw)
+
+		// Replays are bounded the same way: a client cannot make the
+		// server answer many copies of large stored answers at once.
+		_, rs, raw = e.post(all)
+		bounded(raw)
+		require.Equal(t, []string{"replayed Created", "replayed Created", "retry Service Unavailable", "not-attempted ", "retry Service Unavailable"},
+			outcomes(rs), "%s", raw)
+		require.Equal(t, []int{1, 1, 1, 1, 1}, effectsOf(e, all))
+	})
+}
+
+func effectsOf(e *batchEnv, ms []wire.BatchMutation) []int {
+	n := make([]int, len(ms))
+	for i, m := range ms {
+		n[i] = e.effects(m.Key)
+	}
+	return n
+}
+
+// A batch of new mutations costs, per mutation, its savepoint and its
+// handler's statements: the claims and the stored answers are one
+// statement each for the whole transaction (claimAll, finishAll), and a
+// single request with a batch's key replays the stored headers.
+func TestBatchStatementsPerMutation(t *testing.T) {
+	eachStoreWith(t, func(st receiver.Store) receiver.Store { return &hookStore{Store: st} }, func(t *testing.T, e *batchEnv) {
+		hs := e.store.(*hookStore)
+		var mu sync.Mutex
+		var execs []string
+		hs.before = func(query string) { mu.Lock(); execs = append(execs, query); mu.Unlock() }
+		var ms []wire.BatchMutation
+		for i := 0; i < 64; i++ {
+			ms = append(ms, mut(fmt.Sprintf("s%d", i), "ok", fmt.Sprintf("E%d", i)))
+		}
+		_, rs, raw := e.post(ms)
+		require.Len(t, rs, 64, "%s", raw)
+		mu.Lock()
+		n := len(execs)
+		mu.Unlock()
+		require.Equal(t, 2*64, n, "statements besides the transaction's two: %q", execs[:min(n, 6)])
+		require.Equal(t, effectsOf(e, ms), slices.Repeat([]int{1}, 64))
+
+		resp, body, err := e.single(ms[3].Key, ms[3].Payload)
+		require.NoError(t, err)
+		require.Equal(t, 201, resp.StatusCode, "%s", body)
+		require.Equal(t, "true", resp.Header.Get(wire.HeaderReplayed))
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "the stored header")
+	})
+}
