@@ -100,6 +100,12 @@ func (s *Stats) add(o Stats) {
 	s.Purged += o.Purged
 	s.StaleRejected += o.StaleRejected
 	s.Offline += o.Offline
+	s.Batches += o.Batches
+	s.BatchedMutations += o.BatchedMutations
+	s.BatchesAnswered += o.BatchesAnswered
+	s.ServerCrashes += o.ServerCrashes
+	s.ClientBatchCrashes += o.ClientBatchCrashes
+	s.BatchTabs += o.BatchTabs
 }
 
 // TestDeterministic: a seed replays exactly.

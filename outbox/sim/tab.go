@@ -159,36 +159,42 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	user := w.user
 	if err := t.step(); err != nil { // request on the wire
 		if w.chance(0.5) { // the tab died, its request still arrives
-			w.srv.Handle(w.time(), user, req)
-			w.tracef("%s orphan request %s delivered", t.owner, req.RecordID)
+			w.deliver(user, req)
+			w.tracef("%s orphan request %s delivered", t.owner, describe(req))
+		} else if req.RecordID == "" {
+			w.stats.ClientBatchCrashes++ // charged, never sent
+			w.tracef("%s died before sending %s", t.owner, describe(req))
 		}
 		return outbox.Response{}, err
 	}
 	if w.offline {
 		if w.chance(0.2) { // it left just as the network dropped: the answer is lost
-			w.srv.Handle(w.time(), user, req)
-			w.tracef("%s request %s delivered, then offline", t.owner, req.RecordID)
+			w.deliver(user, req)
+			w.tracef("%s request %s delivered, then offline", t.owner, describe(req))
 		}
-		w.tracef("%s request %s: offline", t.owner, req.RecordID)
+		w.tracef("%s request %s: offline", t.owner, describe(req))
 		w.stats.Offline++
 		return outbox.Response{}, errors.Join(outbox.ErrOffline, errNetwork)
 	}
 	if w.chance(w.pDropBefore) {
-		w.tracef("%s request %s dropped before server", t.owner, req.RecordID)
+		w.tracef("%s request %s dropped before server", t.owner, describe(req))
 		return outbox.Response{}, errNetwork
 	}
-	resp := w.srv.Handle(w.time(), user, req)
+	resp, answered := w.deliver(user, req)
 	if w.chance(w.pDup) { // the browser resends on a new connection
-		resp = w.srv.Handle(w.time(), user, req)
-		w.tracef("%s request %s duplicated", t.owner, req.RecordID)
+		resp, answered = w.deliver(user, req)
+		w.tracef("%s request %s duplicated", t.owner, describe(req))
 	}
-	w.tracef("%s sent %s tok=%s -> %d", t.owner, req.RecordID, req.Header.Get("X-Client-Fencing-Token"), resp.Status)
+	if !answered {
+		return outbox.Response{}, errNetwork
+	}
+	w.tracef("%s sent %s tok=%s -> %d", t.owner, describe(req), req.Header.Get("X-Client-Fencing-Token"), resp.Status)
 	if err := t.step(); err != nil { // response on the wire
-		w.tracef("%s died after server answered %s", t.owner, req.RecordID)
+		w.tracef("%s died after server answered %s", t.owner, describe(req))
 		return outbox.Response{}, err
 	}
 	if w.chance(w.pDropAfter) {
-		w.tracef("%s response for %s lost", t.owner, req.RecordID)
+		w.tracef("%s response for %s lost", t.owner, describe(req))
 		return outbox.Response{}, errNetwork
 	}
 	return resp, nil

@@ -64,6 +64,7 @@ type World struct {
 	failed []string
 
 	pDropBefore, pDropAfter, pDup, pCrash, pFreeze float64
+	batch                                          batchKnobs
 
 	// offlineUntil: the device has no network until then (the browser
 	// knows it: sends fail with outbox.ErrOffline); at its end every tab
@@ -78,13 +79,20 @@ type Stats struct {
 	Acked, Discarded, Purged, StaleRejected                                          int
 	// Offline: sends that failed because the device was offline.
 	Offline int
+	// Batches: batch requests the server received (BatchedMutations their
+	// mutations, BatchesAnswered those answered 200); ServerCrashes:
+	// batches the server died in; ClientBatchCrashes: batches whose tab
+	// died after charging them and before sending.
+	Batches, BatchedMutations, BatchesAnswered, ServerCrashes, ClientBatchCrashes int
+	// BatchTabs: tab (re)starts with BatchEndpoint set.
+	BatchTabs int
 }
 
 type enqInfo struct {
-	user, entity, key, hash string
-	seq                     uint64
-	deps                    []string
-	gone                    string // "discarded" or "purged": allowed to vanish
+	user, entity, key, hash, op string
+	seq                         uint64
+	deps                        []string
+	gone                        string // "discarded" or "purged": allowed to vanish
 }
 
 func (w *World) time() time.Time { return w.now }
@@ -125,6 +133,7 @@ func NewWorld(seed uint64, opt Options) *World {
 	w.pDup = w.rng.Float64() * 0.15
 	w.pCrash = w.rng.Float64() * 0.04
 	w.pFreeze = w.rng.Float64() * 0.04
+	w.drawBatchKnobs()
 	w.store.OnWrite = func(wr memstore.Write) {
 		if wr.Token != wr.Current || wr.Token != w.maxToken {
 			w.violation("stale write: %s %s by %s token %d, lease row %d, highest issued %d", wr.Op, wr.RecordID, wr.Owner, wr.Token, wr.Current, w.maxToken)
@@ -139,6 +148,14 @@ func NewWorld(seed uint64, opt Options) *World {
 	return w
 }
 
+// endpointOf is where a record of operation op is POSTed alone.
+func endpointOf(op string) string {
+	if op == "star" {
+		return "/api/stars"
+	}
+	return "/api/commands"
+}
+
 func (w *World) newID() string {
 	w.ids++
 	return "r" + strconv.Itoa(w.ids)
@@ -149,7 +166,7 @@ func (w *World) start(t *Tab) {
 	t.gen++
 	t.owner = "tab" + strconv.Itoa(t.idx) + "." + strconv.Itoa(t.gen)
 	t.alive, t.killed, t.flushing, t.frozen = true, false, false, false
-	ob, err := outbox.New(outbox.Config{
+	cfg := outbox.Config{
 		Name: "sim", Store: tabStore{t}, Transport: tabTransport{t}, Clock: vclock{w},
 		Policies: map[string]queue.Policy{
 			"comment": {Dedupe: queue.Append},
@@ -157,7 +174,7 @@ func (w *World) start(t *Tab) {
 			"tags": {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) {
 				return append(append(append([]byte{}, a...), '|'), b...), nil
 			}},
-			"star": {Dedupe: queue.DropIfExists},
+			"star": {Dedupe: queue.DropIfExists, Endpoint: endpointOf("star")},
 		},
 		MaxAttempts:      3 + w.rng.IntN(5),
 		Backoff:          &outbox.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(w.Seed, uint64(t.idx*1000+t.gen)))},
@@ -168,7 +185,13 @@ func (w *World) start(t *Tab) {
 		Concurrency:      1,
 		LeaseTTL:         2 * time.Second,
 		NewID:            w.newID,
-	})
+	}
+	if w.batching() {
+		w.stats.BatchTabs++
+		setBatch(&cfg, w.srv.BatchEndpoint, w.batch.max)
+		t.owner += "b"
+	}
+	ob, err := outbox.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -388,7 +411,7 @@ func (w *World) enqueue() {
 	switch res.Action {
 	case queue.ActionAppended:
 		w.enq[res.ID] = &enqInfo{user: res.Record.UserID, entity: res.Record.EntityKey(), key: res.Record.IdempotencyKey,
-			hash: res.Record.PayloadHash, seq: res.Record.Seq, deps: deps}
+			hash: res.Record.PayloadHash, seq: res.Record.Seq, deps: deps, op: op}
 	case queue.ActionReplaced, queue.ActionMerged:
 		w.stats.Coalesced++
 		w.enq[res.ID].hash = res.Record.PayloadHash

@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"strings"
+	"time"
+
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
+)
+
+// batchKnobs are a world's batch settings and fault rates, all from its seed.
+type batchKnobs struct {
+	mode      int // 0: every tab sends one by one; 1: every tab batches; 2: each (re)opened tab picks
+	max       int // Config.BatchMax of the batching tabs
+	pCrash    float64
+	pBusy     float64
+	pFail     float64
+	pInFlight float64
+}
+
+func (w *World) drawBatchKnobs() {
+	k := &w.batch
+	k.mode = w.rng.IntN(3)
+	if k.mode == 0 {
+		return
+	}
+	k.max = 1 + w.rng.IntN(12)
+	w.srv.MaxBatch = 2 + w.rng.IntN(12) // below max: 413, then halved pages
+	w.srv.NoBatch = w.rng.IntN(12) == 0 // an old server: 404, then one by one
+	k.pCrash = w.rng.Float64() * 0.1
+	k.pBusy = w.rng.Float64() * 0.2
+	k.pFail = w.rng.Float64() * 0.15
+	k.pInFlight = w.rng.Float64() * 0.05
+}
+
+// batching reports whether a (re)opened tab sends batches.
+func (w *World) batching() bool {
+	switch w.batch.mode {
+	case 1:
+		return true
+	case 2:
+		return w.rng.IntN(2) == 0
+	}
+	return false
+}
+
+// deliver hands req to the server; a batch gets the server-side faults the
+// world picks for it and is checked first. answered is false when the
+// server crashed mid-batch.
+func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, answered bool) {
+	if req.Endpoint != w.srv.BatchEndpoint {
+		return w.srv.Handle(w.now, user, req), true
+	}
+	n := w.checkBatch(req)
+	var f BatchFaults
+	pick := func(p float64) int {
+		if n > 0 && w.chance(p) {
+			return 1 + w.rng.IntN(n)
+		}
+		return 0
+	}
+	f.CrashAt, f.BusyFrom, f.FailAt, f.InFlightAt = pick(w.batch.pCrash), pick(w.batch.pBusy), pick(w.batch.pFail), pick(w.batch.pInFlight)
+	if f.FailAt > 0 && w.rng.IntN(2) == 0 {
+		f.RetryAfter = time.Duration(1+w.rng.IntN(3)) * time.Second
+	}
+	resp, answered = w.srv.HandleBatch(w.now, user, req, f)
+	switch {
+	case !answered:
+		w.stats.ServerCrashes++
+		w.tracef("server crashed at mutation %d of %s: nothing committed", f.CrashAt, describe(req))
+	case f != (BatchFaults{}):
+		w.tracef("batch faults %+v", f)
+	}
+	if answered && resp.Status == 200 {
+		w.stats.BatchesAnswered++
+	}
+	return resp, answered
+}
+
+// checkBatch checks what the client put in a batch: a valid document of
+// known records, each under its own key and its single endpoint, all of
+// the user the request names, an entity's records in order and a
+// dependency before its dependents. It returns the mutation count.
+func (w *World) checkBatch(req outbox.Request) int {
+	w.stats.Batches++
+	ms, err := wire.ParseBatchRequest(req.Body, 1<<20)
+	if err != nil {
+		w.violation("client sent a malformed batch: %v", err)
+		return 0
+	}
+	if len(ms) == 0 {
+		w.violation("client sent an empty batch")
+	}
+	w.stats.BatchedMutations += len(ms)
+	last := map[string]uint64{}
+	at := map[string]int{}
+	for i, m := range ms {
+		in := w.enq[m.OperationID]
+		if in == nil {
+			w.violation("batch names unknown record %q", m.OperationID)
+			continue
+		}
+		at[m.OperationID] = i
+		if m.Key != in.key {
+			w.violation("batch sends %s under key %s, not its own", m.OperationID, m.Key)
+		}
+		if m.Endpoint != endpointOf(in.op) {
+			w.violation("batch sends %s to endpoint %q, alone it goes to %q", m.OperationID, m.Endpoint, endpointOf(in.op))
+		}
+		if cu, ok := req.Header[wire.HeaderClientUser]; !ok || cu != wire.FormatClientUser(in.user) {
+			w.violation("batch for user %q holds %s of %s", cu, m.OperationID, in.user)
+		}
+		if s, ok := last[in.entity]; ok && in.seq <= s {
+			w.violation("batch holds %s (seq %d) of entity %q after seq %d", m.OperationID, in.seq, in.entity, s)
+		}
+		last[in.entity] = in.seq
+	}
+	for i, m := range ms { // a dependency placed after its dependent
+		if in := w.enq[m.OperationID]; in != nil {
+			for _, d := range in.deps {
+				if j, ok := at[d]; ok && j > i {
+					w.violation("batch holds %s before its dependency %s", m.OperationID, d)
+				}
+			}
+		}
+	}
+	return len(ms)
+}
+
+// describe names a request in the trace: its record, or a batch's records.
+func describe(req outbox.Request) string {
+	if req.RecordID != "" {
+		return req.RecordID
+	}
+	ms, err := wire.ParseBatchRequest(req.Body, 1<<20)
+	if err != nil {
+		return "batch(malformed)"
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.OperationID
+	}
+	return "batch[" + strings.Join(ids, " ") + "]"
+}
