@@ -76,7 +76,7 @@ func (s *Server) HandleBatch(now time.Time, user string, req outbox.Request, f B
 		switch {
 		case n == f.CrashAt:
 			return outbox.Response{}, false
-		case m.Entity != "" && stopped[m.Entity]:
+		case m.Entity != "" && stopped[m.Entity] && !s.breakEntityStop:
 			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
 			continue
 		case f.BusyFrom > 0 && n >= f.BusyFrom:
@@ -105,6 +105,7 @@ func (s *Server) HandleBatch(now time.Time, user string, req outbox.Request, f B
 func (s *Server) runMutation(tx *batchTx, now time.Time, user string, tok uint64, m wire.BatchMutation) wire.BatchResult {
 	k := user + "\x00" + m.Key
 	fp := fingerprint(m.Endpoint, m.Payload)
+	s.sent(k, 2)
 	st, ok := tx.keys[k]
 	if !ok {
 		st, ok = s.keys[k]

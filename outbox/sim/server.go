@@ -47,11 +47,15 @@ type Server struct {
 	// BatchEndpoint is the route of the batch format; MaxBatch its limit
 	// (413 above). NoBatch makes the route answer 404, as a server that
 	// does not speak the format.
-	BatchEndpoint string
-	MaxBatch      int
-	NoBatch       bool
-	breakIdem     bool // test of the checker: apply every request
-	breakSession  bool // test of the checker: no session check (X-Client-User ignored)
+	BatchEndpoint   string
+	MaxBatch        int
+	NoBatch         bool
+	breakIdem       bool // test of the checker: apply every request
+	breakSession    bool // test of the checker: no session check (X-Client-User ignored)
+	breakEntityStop bool // test of the checker: a batch's failed mutation stops nothing
+	// Crossed counts keys sent both alone and in a batch.
+	Crossed int
+	sentHow map[string]byte // user + "\x00" + key -> 1 alone, 2 in a batch, 3 both
 }
 
 // NewServer returns an empty receiver.
@@ -111,6 +115,18 @@ func (s *Server) fence(req outbox.Request) (res string, tok uint64, refusal outb
 
 // fingerprint is what a key is bound to: the target path and the body, as
 // the receiver's (a record sent alone or in a batch is one mutation).
+// sent notes how a key was sent, to count the keys sent both ways.
+func (s *Server) sent(k string, how byte) {
+	if s.sentHow == nil {
+		s.sentHow = map[string]byte{}
+	}
+	old := s.sentHow[k]
+	s.sentHow[k] = old | how
+	if old != 0 && old != 3 && old|how == 3 {
+		s.Crossed++
+	}
+}
+
 func fingerprint(endpoint string, payload []byte) string {
 	return endpoint + " " + queue.HashPayload(payload)
 }
@@ -148,6 +164,7 @@ func (s *Server) Handle(now time.Time, user string, req outbox.Request) outbox.R
 	s.accepted[res] = tok
 	fp := fingerprint(req.Endpoint, req.Body)
 	k := user + "\x00" + key
+	s.sent(k, 1)
 	if st, ok := s.keys[k]; ok && !s.breakIdem {
 		if st.fingerprint != fp {
 			return problem(422, wire.ProblemKeyReuse)

@@ -106,6 +106,7 @@ func (s *Stats) add(o Stats) {
 	s.ServerCrashes += o.ServerCrashes
 	s.ClientBatchCrashes += o.ClientBatchCrashes
 	s.BatchTabs += o.BatchTabs
+	s.Crossed += o.Crossed
 }
 
 // TestDeterministic: a seed replays exactly.
@@ -153,3 +154,4 @@ func TestCheckerCatchesCrossUserWrites(t *testing.T) {
 	}
 	t.Logf("caught in %d of 200 runs", caught)
 }
+

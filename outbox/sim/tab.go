@@ -37,6 +37,9 @@ type Tab struct {
 	lease    queue.Lease
 	frozen   bool
 	thawAt   int64 // virtual ms
+	// noBatch: this Outbox was told the server has no batch route (404):
+	// it must send one by one from then on.
+	noBatch bool
 }
 
 // step is a yield point: the world may run other tabs, advance time, freeze
@@ -157,11 +160,15 @@ type tabTransport struct{ t *Tab }
 func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
 	t, w := n.t, n.t.w
 	user := w.user
+	isBatch := req.Endpoint == w.srv.BatchEndpoint
+	if isBatch && t.noBatch {
+		w.violation("%s sent a batch after the server answered 404 to one", t.owner)
+	}
 	if err := t.step(); err != nil { // request on the wire
 		if w.chance(0.5) { // the tab died, its request still arrives
 			w.deliver(user, req)
 			w.tracef("%s orphan request %s delivered", t.owner, describe(req))
-		} else if req.RecordID == "" {
+		} else if isBatch {
 			w.stats.ClientBatchCrashes++ // charged, never sent
 			w.tracef("%s died before sending %s", t.owner, describe(req))
 		}
@@ -196,6 +203,9 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	if w.chance(w.pDropAfter) {
 		w.tracef("%s response for %s lost", t.owner, describe(req))
 		return outbox.Response{}, errNetwork
+	}
+	if isBatch && resp.Status == 404 {
+		t.noBatch = true
 	}
 	return resp, nil
 }

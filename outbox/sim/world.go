@@ -34,6 +34,10 @@ type Options struct {
 	// has not heard of another tab's switch of user then stores the old
 	// user's records as the new one's, which the checker must catch.
 	BreakSessionCheck bool
+	// BreakEntityStop makes the server's batches go on with an entity's
+	// later mutations after one failed: the checker must then report
+	// effects out of entity order (a test of the checker).
+	BreakEntityStop bool
 	// Trace keeps every trace line (for replaying one seed), not just the tail.
 	Trace bool
 }
@@ -84,8 +88,9 @@ type Stats struct {
 	// batches the server died in; ClientBatchCrashes: batches whose tab
 	// died after charging them and before sending.
 	Batches, BatchedMutations, BatchesAnswered, ServerCrashes, ClientBatchCrashes int
-	// BatchTabs: tab (re)starts with BatchEndpoint set.
-	BatchTabs int
+	// BatchTabs: tab (re)starts with BatchEndpoint set. Crossed: keys the
+	// server got both alone and in a batch.
+	BatchTabs, Crossed int
 }
 
 type enqInfo struct {
@@ -127,6 +132,7 @@ func NewWorld(seed uint64, opt Options) *World {
 		users: []string{"u1", "u2"}, user: "u1"}
 	w.srv.breakIdem = opt.BreakIdempotency
 	w.srv.breakSession = opt.BreakSessionCheck
+	w.srv.breakEntityStop = opt.BreakEntityStop
 	w.webLocks = w.rng.IntN(4) != 0
 	w.pDropBefore = w.rng.Float64() * 0.2
 	w.pDropAfter = w.rng.Float64() * 0.2
@@ -165,7 +171,7 @@ func (w *World) newID() string {
 func (w *World) start(t *Tab) {
 	t.gen++
 	t.owner = "tab" + strconv.Itoa(t.idx) + "." + strconv.Itoa(t.gen)
-	t.alive, t.killed, t.flushing, t.frozen = true, false, false, false
+	t.alive, t.killed, t.flushing, t.frozen, t.noBatch = true, false, false, false, false
 	cfg := outbox.Config{
 		Name: "sim", Store: tabStore{t}, Transport: tabTransport{t}, Clock: vclock{w},
 		Policies: map[string]queue.Policy{
@@ -213,7 +219,7 @@ func (w *World) Run() []string {
 	if len(w.failed) == 0 {
 		w.check()
 	}
-	w.stats.Effects, w.stats.Requests = len(w.srv.Effects), w.srv.Requests
+	w.stats.Effects, w.stats.Requests, w.stats.Crossed = len(w.srv.Effects), w.srv.Requests, w.srv.Crossed
 	return w.failed
 }
 
