@@ -127,6 +127,12 @@ func (w *World) checkBatch(req outbox.Request) int {
 	return len(ms)
 }
 
+// batchLen is the mutation count of a batch request (0 if malformed).
+func batchLen(req outbox.Request) int {
+	ms, _ := wire.ParseBatchRequest(req.Body, 1<<20)
+	return len(ms)
+}
+
 // describe names a request in the trace: its record, or a batch's records.
 func describe(req outbox.Request) string {
 	if req.RecordID != "" {

@@ -155,3 +155,44 @@ func TestCheckerCatchesCrossUserWrites(t *testing.T) {
 	t.Logf("caught in %d of 200 runs", caught)
 }
 
+// TestBatchFaultsExercised: the default run must really send batches and
+// hit each batch fault, or its green says nothing about batches.
+func TestBatchFaultsExercised(t *testing.T) {
+	var total Stats
+	for s := uint64(1); s <= 200; s++ {
+		w := NewWorld(s, Options{})
+		w.Run()
+		total.add(w.stats)
+	}
+	t.Logf("200 seeds: %+v", total)
+	for name, n := range map[string]int{"batching tabs": total.BatchTabs, "batches": total.Batches,
+		"batches answered": total.BatchesAnswered, "server crashes mid-batch": total.ServerCrashes,
+		"client crashes between charge and send": total.ClientBatchCrashes,
+		"keys sent alone and in a batch":         total.Crossed} {
+		if n == 0 {
+			t.Errorf("no %s in 200 seeds", name)
+		}
+	}
+	if total.BatchedMutations < 2*total.Batches {
+		t.Errorf("%d mutations in %d batches: batches of about one say nothing", total.BatchedMutations, total.Batches)
+	}
+}
+
+// TestCheckerCatchesBatchOrder: a server whose batches go on with an
+// entity's later mutations after one failed applies them out of order;
+// the checker must report it.
+func TestCheckerCatchesBatchOrder(t *testing.T) {
+	caught := 0
+	for s := uint64(1); s <= 200; s++ {
+		for _, f := range NewWorld(s, Options{BreakEntityStop: true}).Run() {
+			if strings.Contains(f, "entity order") {
+				caught++
+				break
+			}
+		}
+	}
+	if caught == 0 {
+		t.Fatal("the checker caught no out-of-order effect in 200 runs without the batch's entity stop")
+	}
+	t.Logf("caught in %d of 200 runs", caught)
+}

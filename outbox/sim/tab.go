@@ -40,6 +40,9 @@ type Tab struct {
 	// noBatch: this Outbox was told the server has no batch route (404):
 	// it must send one by one from then on.
 	noBatch bool
+	// pageMax is the most mutations this Outbox may put in a batch:
+	// Config.BatchMax, halved by each 413 it was answered.
+	pageMax int
 }
 
 // step is a yield point: the world may run other tabs, advance time, freeze
@@ -161,8 +164,13 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	t, w := n.t, n.t.w
 	user := w.user
 	isBatch := req.Endpoint == w.srv.BatchEndpoint
-	if isBatch && t.noBatch {
-		w.violation("%s sent a batch after the server answered 404 to one", t.owner)
+	if isBatch {
+		if t.noBatch {
+			w.violation("%s sent a batch after the server answered 404 to one", t.owner)
+		}
+		if n := batchLen(req); n > t.pageMax {
+			w.violation("%s sent a batch of %d mutations, more than its limit %d", t.owner, n, t.pageMax)
+		}
 	}
 	if err := t.step(); err != nil { // request on the wire
 		if w.chance(0.5) { // the tab died, its request still arrives
@@ -204,8 +212,11 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 		w.tracef("%s response for %s lost", t.owner, describe(req))
 		return outbox.Response{}, errNetwork
 	}
-	if isBatch && resp.Status == 404 {
+	switch {
+	case isBatch && resp.Status == 404:
 		t.noBatch = true
+	case isBatch && resp.Status == 413:
+		t.pageMax = max(1, t.pageMax/2)
 	}
 	return resp, nil
 }

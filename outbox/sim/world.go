@@ -196,6 +196,7 @@ func (w *World) start(t *Tab) {
 		w.stats.BatchTabs++
 		setBatch(&cfg, w.srv.BatchEndpoint, w.batch.max)
 		t.owner += "b"
+		t.pageMax = w.batch.max
 	}
 	ob, err := outbox.New(cfg)
 	if err != nil {
