@@ -28,6 +28,7 @@ func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error
 		return nil, ErrSessionChanged
 	}
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
+	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now = o.cfg.Clock.Now()
 	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
 		// No network: not the record's fault, so not charged. The flush
