@@ -5,5 +5,5 @@ import "github.com/tabfence/tabfence/outbox"
 // setBatch makes cfg's Outbox send its due records in batches to endpoint,
 // at most max per request.
 func setBatch(cfg *outbox.Config, endpoint string, max int) {
-	_, _, _ = cfg, endpoint, max // until the outbox has the batch flush
+	cfg.BatchEndpoint, cfg.BatchMax = endpoint, max
 }

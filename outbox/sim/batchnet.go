@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ func (w *World) drawBatchKnobs() {
 	w.srv.NoBatch = w.rng.IntN(12) == 0 // an old server: 404, then one by one
 	k.pCrash = w.rng.Float64() * 0.1
 	k.pBusy = w.rng.Float64() * 0.2
-	k.pFail = w.rng.Float64() * 0.15
+	k.pFail = w.rng.Float64() * 0.2 // per mutation
 	k.pInFlight = w.rng.Float64() * 0.05
 }
 
@@ -59,16 +60,21 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 		}
 		return 0
 	}
-	f.CrashAt, f.BusyFrom, f.FailAt, f.InFlightAt = pick(w.batch.pCrash), pick(w.batch.pBusy), pick(w.batch.pFail), pick(w.batch.pInFlight)
-	if f.FailAt > 0 && w.rng.IntN(2) == 0 {
-		f.RetryAfter = time.Duration(1+w.rng.IntN(3)) * time.Second
+	f.CrashAt, f.BusyFrom, f.InFlightAt = pick(w.batch.pCrash), pick(w.batch.pBusy), pick(w.batch.pInFlight)
+	for i := 1; i <= n; i++ {
+		if w.chance(w.batch.pFail) {
+			if f.Fail == nil {
+				f.Fail = map[int]time.Duration{}
+			}
+			f.Fail[i] = time.Duration(w.rng.IntN(3)) * time.Second
+		}
 	}
 	resp, answered = w.srv.HandleBatch(w.now, user, req, f)
 	switch {
 	case !answered:
 		w.stats.ServerCrashes++
 		w.tracef("server crashed at mutation %d of %s: nothing committed", f.CrashAt, describe(req))
-	case f != (BatchFaults{}):
+	case f.CrashAt+f.BusyFrom+f.InFlightAt+len(f.Fail) > 0:
 		w.tracef("batch faults %+v", f)
 	}
 	if answered && resp.Status == 200 {
@@ -110,8 +116,11 @@ func (w *World) checkBatch(req outbox.Request) int {
 		if cu, ok := req.Header[wire.HeaderClientUser]; !ok || cu != wire.FormatClientUser(in.user) {
 			w.violation("batch for user %q holds %s of %s", cu, m.OperationID, in.user)
 		}
-		if s, ok := last[in.entity]; ok && in.seq <= s {
-			w.violation("batch holds %s (seq %d) of entity %q after seq %d", m.OperationID, in.seq, in.entity, s)
+		if s, ok := last[in.entity]; ok {
+			if in.seq <= s {
+				w.violation("batch holds %s (seq %d) of entity %q after seq %d", m.OperationID, in.seq, in.entity, s)
+			}
+			w.stats.SameEntity++
 		}
 		last[in.entity] = in.seq
 	}
@@ -131,6 +140,31 @@ func (w *World) checkBatch(req outbox.Request) int {
 func batchLen(req outbox.Request) int {
 	ms, _ := wire.ParseBatchRequest(req.Body, 1<<20)
 	return len(ms)
+}
+
+// outcomesOf lists a batch answer's outcomes for the trace ("" for
+// anything else).
+func outcomesOf(req outbox.Request, resp outbox.Response) string {
+	ms, err := wire.ParseBatchRequest(req.Body, 1<<20)
+	if err != nil || resp.Status != 200 || req.Endpoint == "" {
+		return ""
+	}
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = m.Key
+	}
+	rs, err := wire.ParseBatchResponse(resp.Body, keys)
+	if err != nil {
+		return " (results malformed)"
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r.Outcome)
+		if r.Status != 0 {
+			out[i] += " " + strconv.Itoa(r.Status)
+		}
+	}
+	return " [" + strings.Join(out, ", ") + "]"
 }
 
 // describe names a request in the trace: its record, or a batch's records.

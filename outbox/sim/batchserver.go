@@ -19,10 +19,9 @@ type BatchFaults struct {
 	// and every later one is answered retry 503 (the receiver's budget
 	// rule); the ones run before are committed.
 	BusyFrom int
-	// FailAt: the handler of mutation FailAt answers 5xx (retry, not
-	// stored), with RetryAfter when set.
-	FailAt     int
-	RetryAfter time.Duration
+	// Fail: the handlers of these mutations answer 5xx (retry, not
+	// stored), with the Retry-After given (0: none).
+	Fail map[int]time.Duration
 	// InFlightAt: mutation InFlightAt's key is running elsewhere (retry
 	// 409 request-in-flight, 1 s).
 	InFlightAt int
@@ -83,8 +82,12 @@ func (s *Server) HandleBatch(now time.Time, user string, req outbox.Request, f B
 			results[i] = problemResult(m.Key, wire.BatchRetry, 503, wire.ProblemBusy, 0)
 		case n == f.InFlightAt:
 			results[i] = problemResult(m.Key, wire.BatchRetry, 409, wire.ProblemInFlight, time.Second)
-		case n == f.FailAt:
-			results[i] = problemResult(m.Key, wire.BatchRetry, 500, wire.ProblemInternal, f.RetryAfter)
+		case failed(f.Fail, n):
+			status := 500
+			if f.Fail[n] > 0 {
+				status = 503
+			}
+			results[i] = problemResult(m.Key, wire.BatchRetry, status, wire.ProblemInternal, f.Fail[n])
 		default:
 			results[i] = s.runMutation(&tx, now, user, tok, m)
 		}
@@ -135,6 +138,11 @@ func (s *Server) runMutation(tx *batchTx, now time.Time, user string, tok uint64
 // first answer did).
 func succeeded(r wire.BatchResult) bool {
 	return (r.Outcome == wire.BatchApplied || r.Outcome == wire.BatchReplayed) && r.Status >= 200 && r.Status < 300
+}
+
+func failed(m map[int]time.Duration, k int) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func problemResult(key string, o wire.BatchOutcome, status int, typ string, retryAfter time.Duration) wire.BatchResult {

@@ -120,7 +120,7 @@ func TestBatchServerFaults(t *testing.T) {
 	require.Equal(t, wire.BatchRetry, rs[2].Outcome)
 	require.Equal(t, wire.BatchRetry, rs[3].Outcome)
 	// A handler's 5xx and a key in flight elsewhere: retry, their entity stops.
-	resp, _ = s.HandleBatch(epoch, "u1", batchReq(s, tok, ms...), BatchFaults{FailAt: 1, RetryAfter: 2 * time.Second, InFlightAt: 2})
+	resp, _ = s.HandleBatch(epoch, "u1", batchReq(s, tok, ms...), BatchFaults{Fail: map[int]time.Duration{1: 2 * time.Second}, InFlightAt: 2})
 	rs, err = wire.ParseBatchResponse(resp.Body, keys)
 	require.NoError(t, err)
 	require.Equal(t, wire.BatchRetry, rs[0].Outcome)

@@ -107,6 +107,7 @@ func (s *Stats) add(o Stats) {
 	s.ClientBatchCrashes += o.ClientBatchCrashes
 	s.BatchTabs += o.BatchTabs
 	s.Crossed += o.Crossed
+	s.SameEntity += o.SameEntity
 }
 
 // TestDeterministic: a seed replays exactly.
@@ -141,7 +142,7 @@ func TestCheckerCatchesDuplicates(t *testing.T) {
 // receiver's session check the checker must report them.
 func TestCheckerCatchesCrossUserWrites(t *testing.T) {
 	caught := 0
-	for s := uint64(1); s <= 200; s++ {
+	for s := uint64(1); s <= 400; s++ {
 		for _, f := range NewWorld(s, Options{BreakSessionCheck: true}).Run() {
 			if strings.Contains(f, "session boundary") {
 				caught++
@@ -150,9 +151,9 @@ func TestCheckerCatchesCrossUserWrites(t *testing.T) {
 		}
 	}
 	if caught == 0 {
-		t.Fatal("the checker caught no cross-user write in 200 runs without the session check")
+		t.Fatal("the checker caught no cross-user write in 400 runs without the session check")
 	}
-	t.Logf("caught in %d of 200 runs", caught)
+	t.Logf("caught in %d of 400 runs", caught)
 }
 
 // TestBatchFaultsExercised: the default run must really send batches and

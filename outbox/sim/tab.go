@@ -203,7 +203,7 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	if !answered {
 		return outbox.Response{}, errNetwork
 	}
-	w.tracef("%s sent %s tok=%s -> %d", t.owner, describe(req), req.Header.Get("X-Client-Fencing-Token"), resp.Status)
+	w.tracef("%s sent %s tok=%s -> %d%s", t.owner, describe(req), req.Header.Get("X-Client-Fencing-Token"), resp.Status, outcomesOf(req, resp))
 	if err := t.step(); err != nil { // response on the wire
 		w.tracef("%s died after server answered %s", t.owner, describe(req))
 		return outbox.Response{}, err

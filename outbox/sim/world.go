@@ -91,6 +91,8 @@ type Stats struct {
 	// BatchTabs: tab (re)starts with BatchEndpoint set. Crossed: keys the
 	// server got both alone and in a batch.
 	BatchTabs, Crossed int
+	// SameEntity: mutations that followed one of their entity in a batch.
+	SameEntity int
 }
 
 type enqInfo struct {
@@ -265,7 +267,7 @@ func (w *World) chaosStep() {
 	case r < 96:
 		w.appResolve(w.pick())
 	case r < 97:
-		if w.chance(0.2) {
+		if w.chance(0.2) || (w.opt.BreakSessionCheck && w.chance(0.8)) { // the checker's test wants many switches
 			w.switchUser(w.chance(0.5))
 		}
 	case r < 99:
