@@ -11,6 +11,10 @@ import (
 
 // batchKnobs are a world's batch settings and fault rates, all from its seed.
 type batchKnobs struct {
+	// tags is the endpoint of "tags" records: the default, an absolute
+	// URL of the batch endpoint's origin, or of another origin (never in
+	// a batch).
+	tags      string
 	mode      int // 0: every tab sends one by one; 1: every tab batches; 2: each (re)opened tab picks
 	max       int // Config.BatchMax of the batching tabs
 	pCrash    float64
@@ -22,6 +26,15 @@ type batchKnobs struct {
 func (w *World) drawBatchKnobs() {
 	k := &w.batch
 	k.mode = w.rng.IntN(3)
+	if w.rng.IntN(2) == 0 {
+		w.srv.BatchEndpoint = appOrigin + w.srv.BatchEndpoint
+	}
+	switch w.rng.IntN(3) {
+	case 1:
+		k.tags = appOrigin + "/api/tags?v=1"
+	case 2:
+		k.tags = "https://other.example/api/tags"
+	}
 	if k.mode == 0 {
 		return
 	}
@@ -110,8 +123,12 @@ func (w *World) checkBatch(req outbox.Request) int {
 		if m.Key != in.key {
 			w.violation("batch sends %s under key %s, not its own", m.OperationID, m.Key)
 		}
-		if m.Endpoint != endpointOf(in.op) {
-			w.violation("batch sends %s to endpoint %q, alone it goes to %q", m.OperationID, m.Endpoint, endpointOf(in.op))
+		ep := w.endpointOf(in.op)
+		if origin, _ := splitOrigin(ep); origin != "" && origin != appOrigin {
+			w.violation("batch holds %s, whose endpoint %q is of another origin", m.OperationID, ep)
+		}
+		if m.Endpoint != pathOf(ep) {
+			w.violation("batch sends %s to endpoint %q, alone it goes to %q", m.OperationID, m.Endpoint, ep)
 		}
 		if cu, ok := req.Header[wire.HeaderClientUser]; !ok || cu != wire.FormatClientUser(in.user) {
 			w.violation("batch for user %q holds %s of %s", cu, m.OperationID, in.user)
@@ -134,6 +151,31 @@ func (w *World) checkBatch(req outbox.Request) int {
 		}
 	}
 	return len(ms)
+}
+
+// appOrigin is the app's origin, the one of absolute endpoints that may
+// go in a batch.
+const appOrigin = "https://app.example"
+
+// splitOrigin splits an absolute URL into origin and path ("" and ep for a
+// path).
+func splitOrigin(ep string) (origin, path string) {
+	for _, scheme := range []string{"https://", "http://"} {
+		if rest, ok := strings.CutPrefix(ep, scheme); ok {
+			if i := strings.IndexAny(rest, "/?"); i >= 0 {
+				return scheme + rest[:i], rest[i:]
+			}
+			return ep, "/"
+		}
+	}
+	return "", ep
+}
+
+// pathOf is the path and query a request to ep names, as the receiver
+// sees it.
+func pathOf(ep string) string {
+	_, p := splitOrigin(ep)
+	return p
 }
 
 // batchLen is the mutation count of a batch request (0 if malformed).

@@ -136,3 +136,46 @@ func TestBatchServerFaults(t *testing.T) {
 	resp, _ = s.HandleBatch(epoch, "u1", batchReq(s, tok, ms...), BatchFaults{})
 	require.Equal(t, 404, resp.Status)
 }
+
+// TestCheckBatchCatches: each rule the simulation checks in a client's
+// batch reports the batch that breaks it.
+func TestCheckBatchCatches(t *testing.T) {
+	base := func() (*World, []wire.BatchMutation) {
+		w := NewWorld(1, Options{})
+		w.failed = nil
+		w.enq = map[string]*enqInfo{
+			"r1": {user: "u1", entity: "e1", key: "k1", op: "comment", seq: 1},
+			"r2": {user: "u1", entity: "e1", key: "k2", op: "comment", seq: 2},
+			"r3": {user: "u1", entity: "e2", key: "k3", op: "star", seq: 3, deps: []string{"r1"}},
+		}
+		return w, []wire.BatchMutation{
+			{Key: "k1", Endpoint: "/api/commands", OperationID: "r1", Entity: "note:a", Payload: []byte("a")},
+			{Key: "k2", Endpoint: "/api/commands", OperationID: "r2", Entity: "note:a", Payload: []byte("b")},
+			{Key: "k3", Endpoint: "/api/stars", OperationID: "r3", Entity: "note:b", Payload: []byte("c")},
+		}
+	}
+	send := func(w *World, ms []wire.BatchMutation, user string) []string {
+		w.checkBatch(outbox.Request{Endpoint: w.srv.BatchEndpoint, Body: wire.AppendBatchRequest(nil, ms),
+			Header: outbox.Header{wire.HeaderClientUser: wire.FormatClientUser(user)}})
+		return w.failed
+	}
+	w, ms := base()
+	require.Empty(t, send(w, ms, "u1"), "a good batch")
+	for name, c := range map[string]struct {
+		edit func(ms []wire.BatchMutation) []wire.BatchMutation
+		user string
+		want string
+	}{
+		"entity out of order": {func(ms []wire.BatchMutation) []wire.BatchMutation { return []wire.BatchMutation{ms[1], ms[0], ms[2]} }, "u1", "of entity"},
+		"dependency after":    {func(ms []wire.BatchMutation) []wire.BatchMutation { return []wire.BatchMutation{ms[2], ms[0]} }, "u1", "before its dependency"},
+		"another key":         {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].Key = "k9"; return ms }, "u1", "not its own"},
+		"another endpoint":    {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[2].Endpoint = "/api/commands"; return ms }, "u1", "alone it goes to"},
+		"another user":        {func(ms []wire.BatchMutation) []wire.BatchMutation { return ms }, "u2", "holds r1 of u1"},
+		"unknown record":      {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].OperationID = "r9"; return ms }, "u1", "unknown record"},
+	} {
+		w, ms := base()
+		fails := send(w, c.edit(ms), c.user)
+		require.NotEmpty(t, fails, name)
+		require.Contains(t, fails[0], c.want, name)
+	}
+}

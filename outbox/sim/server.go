@@ -146,7 +146,7 @@ func business(payload []byte, effectNo int) (st stored, effect bool) {
 
 // Handle answers one request sent with the given session user.
 func (s *Server) Handle(now time.Time, user string, req outbox.Request) outbox.Response {
-	if req.Endpoint == s.BatchEndpoint {
+	if pathOf(req.Endpoint) == pathOf(s.BatchEndpoint) {
 		r, _ := s.HandleBatch(now, user, req, BatchFaults{})
 		return r
 	}
@@ -162,7 +162,7 @@ func (s *Server) Handle(now time.Time, user string, req outbox.Request) outbox.R
 		return refusal
 	}
 	s.accepted[res] = tok
-	fp := fingerprint(req.Endpoint, req.Body)
+	fp := fingerprint(pathOf(req.Endpoint), req.Body)
 	k := user + "\x00" + key
 	s.sent(k, 1)
 	if st, ok := s.keys[k]; ok && !s.breakIdem {

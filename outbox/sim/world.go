@@ -157,9 +157,12 @@ func NewWorld(seed uint64, opt Options) *World {
 }
 
 // endpointOf is where a record of operation op is POSTed alone.
-func endpointOf(op string) string {
-	if op == "star" {
+func (w *World) endpointOf(op string) string {
+	switch {
+	case op == "star":
 		return "/api/stars"
+	case op == "tags" && w.batch.tags != "":
+		return w.batch.tags
 	}
 	return "/api/commands"
 }
@@ -179,10 +182,10 @@ func (w *World) start(t *Tab) {
 		Policies: map[string]queue.Policy{
 			"comment": {Dedupe: queue.Append},
 			"title":   {Dedupe: queue.ReplaceLatest},
-			"tags": {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) {
+			"tags": {Dedupe: queue.Merge, Endpoint: w.endpointOf("tags"), Merge: func(a, b []byte) ([]byte, error) {
 				return append(append(append([]byte{}, a...), '|'), b...), nil
 			}},
-			"star": {Dedupe: queue.DropIfExists, Endpoint: endpointOf("star")},
+			"star": {Dedupe: queue.DropIfExists, Endpoint: w.endpointOf("star")},
 		},
 		MaxAttempts:      3 + w.rng.IntN(5),
 		Backoff:          &outbox.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(w.Seed, uint64(t.idx*1000+t.gen)))},
