@@ -90,8 +90,20 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 	case f.CrashAt+f.BusyFrom+f.InFlightAt+len(f.Fail) > 0:
 		w.tracef("batch faults %+v", f)
 	}
-	if answered && resp.Status == 200 {
+	switch {
+	case !answered:
+	case resp.Status == 200:
 		w.stats.BatchesAnswered++
+		if f.BusyFrom > 0 {
+			w.stats.BatchPartial++
+		}
+		w.stats.BatchFailed += len(f.Fail)
+	case resp.Status == 409:
+		w.stats.BatchStale++
+	case resp.Status == 413:
+		w.stats.BatchTooLarge++
+	case resp.Status == 404:
+		w.stats.BatchNoRoute++
 	}
 	return resp, answered
 }

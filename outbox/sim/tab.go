@@ -199,6 +199,9 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	if w.chance(w.pDup) { // the browser resends on a new connection
 		resp, answered = w.deliver(user, req)
 		w.tracef("%s request %s duplicated", t.owner, describe(req))
+		if isBatch {
+			w.stats.BatchDup++
+		}
 	}
 	if !answered {
 		return outbox.Response{}, errNetwork
@@ -210,6 +213,9 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	}
 	if w.chance(w.pDropAfter) {
 		w.tracef("%s response for %s lost", t.owner, describe(req))
+		if isBatch {
+			w.stats.BatchLost++
+		}
 		return outbox.Response{}, errNetwork
 	}
 	switch {

@@ -93,6 +93,10 @@ type Stats struct {
 	BatchTabs, Crossed int
 	// SameEntity: mutations that followed one of their entity in a batch.
 	SameEntity int
+	// Batch faults met: answers lost, batches sent twice, partial
+	// results (a suffix out of time), 5xx mutations, whole batches
+	// refused as stale (409), too large (413), or by an old server (404).
+	BatchLost, BatchDup, BatchPartial, BatchFailed, BatchStale, BatchTooLarge, BatchNoRoute int
 }
 
 type enqInfo struct {
