@@ -191,6 +191,7 @@ func (f *flushRun) runPages(ctx context.Context, lanes []*batchLane) {
 		pageDone(<-done)
 		inflight--
 	}
+	f.writeAcks(ctx)
 	for _, l := range lanes {
 		f.released(len(l.recs) - l.next)
 	}

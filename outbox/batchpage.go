@@ -42,26 +42,49 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 // chargePage charges every record of p in one transaction (chargeUpdate),
 // each lane's part a chain of its own: a record that cannot be charged
 // stops its lane there, not the page. The records not charged are
-// released (the claim wrote nothing for them).
+// released (the claim wrote nothing for them). The same transaction
+// writes the acks of the clean pages answered since the last one
+// (deferAcks); if one of them was not made, nothing is charged: its lane
+// may be in this page, and its next record must not leave before it.
 func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	now := f.o.cfg.Clock.Now()
+	acks := f.takeAcks()
+	acksOK := make([]bool, len(acks))
+	ups := make([]RecordUpdate, 0, len(acks))
+	cctx := ctx
+	for i, a := range acks {
+		ups = append(ups, a.update(&acksOK[i]))
+		cctx = context.WithoutCancel(ctx) // acks are written even when ctx is done
+	}
+	acked := func() bool {
+		for _, ok := range acksOK {
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
 	chains := make([]bool, len(p.parts))
-	var ups []RecordUpdate
 	for i, part := range p.parts {
 		chains[i] = true
 		for _, rec := range part.recs {
-			ups = append(ups, f.chargeUpdate(ctx, rec, now, &chains[i], nil))
+			ups = append(ups, f.chargeUpdate(ctx, rec, now, &chains[i], acked))
 		}
 	}
-	res, err := f.commit(ctx, ups)
+	res, err := f.commit(cctx, ups)
 	if err != nil {
 		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 			f.fail(err)
 		}
-		f.released(len(ups))
+		f.released(len(ups) - len(acks))
 		return
 	}
-	k := 0
+	for i, a := range acks {
+		if err := f.settled(a, res[i]); err != nil {
+			f.fail(err)
+		}
+	}
+	k := len(acks)
 	for _, part := range p.parts {
 		for _, m := range res[k : k+len(part.recs)] {
 			if m.Err != nil {
@@ -74,6 +97,35 @@ func (f *flushRun) chargePage(ctx context.Context, p *page) {
 		}
 		k += len(part.recs)
 		f.released(len(part.recs) - len(part.charged))
+	}
+}
+
+// deferAcks keeps the acks of a clean page (every record acked, nothing
+// else to write) for the next page's charge: one transaction per page
+// instead of two, as a lane's acks ride with its next charge. A crash
+// before that write leaves the records in flight: recovered after their
+// lease, resent first, and answered replayed (their keys).
+func (f *flushRun) deferAcks(ops []*settleOp) {
+	f.mu.Lock()
+	f.pageAcks = append(f.pageAcks, ops...)
+	f.mu.Unlock()
+}
+
+// takeAcks returns the deferred acks, and forgets them.
+func (f *flushRun) takeAcks() []*settleOp {
+	f.mu.Lock()
+	acks := f.pageAcks
+	f.pageAcks = nil
+	f.mu.Unlock()
+	return acks
+}
+
+// writeAcks writes the deferred acks no later page took.
+func (f *flushRun) writeAcks(ctx context.Context) {
+	if acks := f.takeAcks(); len(acks) > 0 {
+		if err := f.settleOps(ctx, acks); err != nil {
+			f.fail(err)
+		}
 	}
 }
 
@@ -165,6 +217,13 @@ func (f *flushRun) answerPage(ctx context.Context, s *pageSend, resp Response, s
 // part's records were acked, and then does the page's end: end (if not
 // nil) runs after the write and its error fails the flush.
 func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, end func() error) {
+	if end == nil && len(s.unsent) == 0 && len(ops) > 0 && allAcks(ops) {
+		for _, part := range s.parts {
+			part.acked++
+		}
+		f.deferAcks(ops)
+		return
+	}
 	now := f.o.cfg.Clock.Now()
 	ups := make([]RecordUpdate, 0, len(ops)+len(s.unsent))
 	for _, op := range ops {
@@ -204,4 +263,14 @@ func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, 
 			f.fail(err)
 		}
 	}
+}
+
+// allAcks reports whether every op is an ack.
+func allAcks(ops []*settleOp) bool {
+	for _, op := range ops {
+		if op.kind != EventAck {
+			return false
+		}
+	}
+	return true
 }
