@@ -43,6 +43,7 @@ type Tab struct {
 	// pageMax is the most mutations this Outbox may put in a batch:
 	// Config.BatchMax, halved by each 413 it was answered.
 	pageMax int
+	sends   int // Transport.Send calls of the current flush
 }
 
 // step is a yield point: the world may run other tabs, advance time, freeze
@@ -163,6 +164,7 @@ type tabTransport struct{ t *Tab }
 func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
 	t, w := n.t, n.t.w
 	user := w.user
+	t.sends++
 	isBatch := req.Endpoint == w.srv.BatchEndpoint
 	if isBatch {
 		if t.noBatch {
