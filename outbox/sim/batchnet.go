@@ -21,6 +21,12 @@ type batchKnobs struct {
 	pBusy     float64
 	pFail     float64
 	pInFlight float64
+	pGarble   float64 // a 200 answer whose body is cut (a broken proxy)
+	// pUsurp: just before a batch arrives, a leader the world does not
+	// run (a window of another browser profile sharing the resource) is
+	// issued a token and the server accepts it, so the batch is stale: a
+	// frozen-and-stolen leader does this too, but rarely.
+	pUsurp float64
 }
 
 func (w *World) drawBatchKnobs() {
@@ -45,6 +51,8 @@ func (w *World) drawBatchKnobs() {
 	k.pBusy = w.rng.Float64() * 0.2
 	k.pFail = w.rng.Float64() * 0.2 // per mutation
 	k.pInFlight = w.rng.Float64() * 0.05
+	k.pGarble = w.rng.Float64() * 0.03
+	k.pUsurp = w.rng.Float64() * 0.03
 }
 
 // batching reports whether a (re)opened tab sends batches.
@@ -66,6 +74,10 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 		return w.srv.Handle(w.now, user, req), true
 	}
 	n := w.checkBatch(req)
+	if res := req.Header.Get(wire.HeaderResource); res != "" && w.chance(w.batch.pUsurp) {
+		w.srv.accepted[res] = w.srv.Issue(res)
+		w.tracef("a leader elsewhere takes the fence: token %d accepted", w.srv.accepted[res])
+	}
 	var f BatchFaults
 	pick := func(p float64) int {
 		if n > 0 && w.chance(p) {
@@ -92,6 +104,10 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 	}
 	switch {
 	case !answered:
+	case resp.Status == 200 && w.chance(w.batch.pGarble):
+		resp.Body = resp.Body[:len(resp.Body)/2]
+		w.stats.BatchGarbled++
+		w.tracef("the answer to %s is cut short", describe(req))
 	case resp.Status == 200:
 		w.stats.BatchesAnswered++
 		if f.BusyFrom > 0 {
@@ -194,6 +210,20 @@ func pathOf(ep string) string {
 func batchLen(req outbox.Request) int {
 	ms, _ := wire.ParseBatchRequest(req.Body, 1<<20)
 	return len(ms)
+}
+
+// resultsValid reports whether resp is a results document for req.
+func resultsValid(req outbox.Request, resp outbox.Response) bool {
+	ms, err := wire.ParseBatchRequest(req.Body, 1<<20)
+	if err != nil {
+		return false
+	}
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = m.Key
+	}
+	_, err = wire.ParseBatchResponse(resp.Body, keys)
+	return err == nil
 }
 
 // outcomesOf lists a batch answer's outcomes for the trace ("" for

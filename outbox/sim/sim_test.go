@@ -118,6 +118,7 @@ func (s *Stats) add(o Stats) {
 	s.BatchStale += o.BatchStale
 	s.BatchTooLarge += o.BatchTooLarge
 	s.BatchNoRoute += o.BatchNoRoute
+	s.BatchGarbled += o.BatchGarbled
 }
 
 // TestDeterministic: a seed replays exactly.
@@ -177,7 +178,7 @@ func exercised(t *testing.T, total Stats) {
 		"batch answers lost": total.BatchLost, "batches sent twice": total.BatchDup,
 		"partial results": total.BatchPartial, "5xx mutations": total.BatchFailed,
 		"stale batches": total.BatchStale, "batches too large": total.BatchTooLarge,
-		"batches to an old server": total.BatchNoRoute} {
+		"batches to an old server": total.BatchNoRoute, "answers cut short": total.BatchGarbled} {
 		if n == 0 {
 			t.Errorf("no %s in the run", name)
 		}

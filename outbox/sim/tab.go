@@ -37,8 +37,9 @@ type Tab struct {
 	lease    queue.Lease
 	frozen   bool
 	thawAt   int64 // virtual ms
-	// noBatch: this Outbox was told the server has no batch route (404):
-	// it must send one by one from then on.
+	// noBatch: this Outbox was told the server has no batch route (404,
+	// or a 200 that is no results document): it must send one by one from
+	// then on.
 	noBatch bool
 	// pageMax is the most mutations this Outbox may put in a batch:
 	// Config.BatchMax, halved by each 413 it was answered.
@@ -168,7 +169,7 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 	isBatch := req.Endpoint == w.srv.BatchEndpoint
 	if isBatch {
 		if t.noBatch {
-			w.violation("%s sent a batch after the server answered 404 to one", t.owner)
+			w.violation("%s sent a batch after the server answered one with 404 or a broken results document", t.owner)
 		}
 		if n := batchLen(req); n > t.pageMax {
 			w.violation("%s sent a batch of %d mutations, more than its limit %d", t.owner, n, t.pageMax)
@@ -221,8 +222,8 @@ func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Respon
 		return outbox.Response{}, errNetwork
 	}
 	switch {
-	case isBatch && resp.Status == 404:
-		t.noBatch = true
+	case isBatch && (resp.Status == 404 || resp.Status == 200 && !resultsValid(req, resp)):
+		t.noBatch = true // the server does not speak the format
 	case isBatch && resp.Status == 413:
 		t.pageMax = max(1, t.pageMax/2)
 	}

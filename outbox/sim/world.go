@@ -97,6 +97,8 @@ type Stats struct {
 	// results (a suffix out of time), 5xx mutations, whole batches
 	// refused as stale (409), too large (413), or by an old server (404).
 	BatchLost, BatchDup, BatchPartial, BatchFailed, BatchStale, BatchTooLarge, BatchNoRoute int
+	// BatchGarbled: 200 answers cut short (the client must fall back).
+	BatchGarbled int
 }
 
 type enqInfo struct {
