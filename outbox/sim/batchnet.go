@@ -47,6 +47,9 @@ func (w *World) drawBatchKnobs() {
 	k.max = 1 + w.rng.IntN(12)
 	w.srv.MaxBatch = 2 + w.rng.IntN(12) // below max: 413, then halved pages
 	w.srv.NoBatch = w.rng.IntN(12) == 0 // an old server: 404, then one by one
+	if w.rng.IntN(4) == 0 {
+		w.srv.MaxBody = 300 + w.rng.IntN(1000) // a few mutations' worth
+	}
 	k.pCrash = w.rng.Float64() * 0.1
 	k.pBusy = w.rng.Float64() * 0.2
 	k.pFail = w.rng.Float64() * 0.2 // per mutation

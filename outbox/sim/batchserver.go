@@ -56,6 +56,9 @@ func (s *Server) HandleBatch(now time.Time, user string, req outbox.Request, f B
 	if _, err := wire.ParseToken(req.Header.Get(wire.HeaderFencingToken)); err != nil || !wire.ValidResource(req.Header.Get(wire.HeaderResource)) {
 		return problem(400, wire.ProblemMalformedToken), true
 	}
+	if s.MaxBody > 0 && len(req.Body) > s.MaxBody {
+		return problem(413, wire.ProblemBodyTooLarge), true
+	}
 	ms, err := wire.ParseBatchRequest(req.Body, s.MaxBatch)
 	if err != nil {
 		if errors.Is(err, wire.ErrBatchTooLarge) {

@@ -47,9 +47,11 @@ type Server struct {
 	// BatchEndpoint is the route of the batch format; MaxBatch its limit
 	// (413 above). NoBatch makes the route answer 404, as a server that
 	// does not speak the format.
-	BatchEndpoint   string
-	MaxBatch        int
-	NoBatch         bool
+	BatchEndpoint string
+	MaxBatch      int
+	NoBatch       bool
+	// MaxBody, when set, refuses a longer batch body with 413 body-too-large.
+	MaxBody         int
 	breakIdem       bool // test of the checker: apply every request
 	breakSession    bool // test of the checker: no session check (X-Client-User ignored)
 	breakEntityStop bool // test of the checker: a batch's failed mutation stops nothing
