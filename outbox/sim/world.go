@@ -205,7 +205,7 @@ func (w *World) start(t *Tab) {
 	}
 	if w.batching() {
 		w.stats.BatchTabs++
-		setBatch(&cfg, w.srv.BatchEndpoint, w.batch.max)
+		cfg.BatchEndpoint, cfg.BatchMax = w.srv.BatchEndpoint, w.batch.max
 		t.owner += "b"
 		t.pageMax = w.batch.max
 	}
