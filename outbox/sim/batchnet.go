@@ -26,7 +26,8 @@ type batchKnobs struct {
 	// run (a window of another browser profile sharing the resource) is
 	// issued a token and the server accepts it, so the batch is stale: a
 	// frozen-and-stolen leader does this too, but rarely.
-	pUsurp float64
+	pUsurp  float64
+	pTxFail float64
 }
 
 func (w *World) drawBatchKnobs() {
@@ -56,6 +57,7 @@ func (w *World) drawBatchKnobs() {
 	k.pInFlight = w.rng.Float64() * 0.05
 	k.pGarble = w.rng.Float64() * 0.03
 	k.pUsurp = w.rng.Float64() * 0.03
+	k.pTxFail = w.rng.Float64() * 0.05
 }
 
 // batching reports whether a (re)opened tab sends batches.
@@ -89,6 +91,11 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 		return 0
 	}
 	f.CrashAt, f.BusyFrom, f.InFlightAt = pick(w.batch.pCrash), pick(w.batch.pBusy), pick(w.batch.pInFlight)
+	if n > 1 {
+		if f.TxFailFrom = pick(w.batch.pTxFail); f.TxFailFrom == 1 {
+			f.TxFailFrom = 0 // the first transaction's failure is a 500 for the whole batch
+		}
+	}
 	for i := 1; i <= n; i++ {
 		if w.chance(w.batch.pFail) {
 			if f.Fail == nil {
@@ -102,7 +109,7 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 	case !answered:
 		w.stats.ServerCrashes++
 		w.tracef("server crashed at mutation %d of %s: nothing committed", f.CrashAt, describe(req))
-	case f.CrashAt+f.BusyFrom+f.InFlightAt+len(f.Fail) > 0:
+	case f.CrashAt+f.BusyFrom+f.InFlightAt+f.TxFailFrom+len(f.Fail) > 0:
 		w.tracef("batch faults %+v", f)
 	}
 	switch {
@@ -113,7 +120,7 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 		w.tracef("the answer to %s is cut short", describe(req))
 	case resp.Status == 200:
 		w.stats.BatchesAnswered++
-		if f.BusyFrom > 0 {
+		if f.BusyFrom+f.TxFailFrom > 0 {
 			w.stats.BatchPartial++
 		}
 		w.stats.BatchFailed += len(f.Fail)

@@ -19,6 +19,11 @@ type BatchFaults struct {
 	// and every later one is answered retry 503 (the receiver's budget
 	// rule); the ones run before are committed.
 	BusyFrom int
+	// TxFailFrom: the batch ran in several transactions (the receiver's
+	// 64 mutations each) and the one from mutation TxFailFrom failed: it
+	// and every later mutation answer retry 500, whatever their entity;
+	// the earlier ones stay committed.
+	TxFailFrom int
 	// Fail: the handlers of these mutations answer 5xx (retry, not
 	// stored), with the Retry-After given (0: none).
 	Fail map[int]time.Duration
@@ -78,6 +83,8 @@ func (s *Server) HandleBatch(now time.Time, user string, req outbox.Request, f B
 		switch {
 		case n == f.CrashAt:
 			return outbox.Response{}, false
+		case f.TxFailFrom > 0 && n >= f.TxFailFrom:
+			results[i] = problemResult(m.Key, wire.BatchRetry, 500, wire.ProblemInternal, 0)
 		case m.Entity != "" && stopped[m.Entity] && !s.breakEntityStop:
 			results[i] = wire.BatchResult{Key: m.Key, Outcome: wire.BatchNotAttempted}
 			continue

@@ -131,6 +131,16 @@ func TestBatchServerFaults(t *testing.T) {
 	require.Equal(t, wire.BatchNotAttempted, rs[2].Outcome)
 	require.Equal(t, wire.BatchApplied, rs[3].Outcome)
 	require.Len(t, s.Effects, 2)
+	// A later transaction of the batch failed: its mutations retry, even
+	// those after a failure of their entity; the earlier ones commit.
+	ms = append(ms, mut("k5", "d", "d:5"), mut("k6", "a", "a:6"))
+	keys = append(keys, "k5", "k6")
+	resp, _ = s.HandleBatch(epoch, "u1", batchReq(s, tok, ms...), BatchFaults{InFlightAt: 1, TxFailFrom: 5})
+	rs, err = wire.ParseBatchResponse(resp.Body, keys)
+	require.NoError(t, err)
+	require.Equal(t, []wire.BatchOutcome{wire.BatchRetry, wire.BatchApplied, wire.BatchNotAttempted, wire.BatchReplayed, wire.BatchRetry, wire.BatchRetry},
+		[]wire.BatchOutcome{rs[0].Outcome, rs[1].Outcome, rs[2].Outcome, rs[3].Outcome, rs[4].Outcome, rs[5].Outcome})
+	require.Len(t, s.Effects, 3)
 	// A server without the batch route.
 	s.NoBatch = true
 	resp, _ = s.HandleBatch(epoch, "u1", batchReq(s, tok, ms...), BatchFaults{})
