@@ -119,6 +119,7 @@ func (s *Stats) add(o Stats) {
 	s.BatchTooLarge += o.BatchTooLarge
 	s.BatchNoRoute += o.BatchNoRoute
 	s.BatchGarbled += o.BatchGarbled
+	s.RefundsChecked += o.RefundsChecked
 }
 
 // TestDeterministic: a seed replays exactly.
@@ -178,7 +179,8 @@ func exercised(t *testing.T, total Stats) {
 		"batch answers lost": total.BatchLost, "batches sent twice": total.BatchDup,
 		"partial results": total.BatchPartial, "5xx mutations": total.BatchFailed,
 		"stale batches": total.BatchStale, "batches too large": total.BatchTooLarge,
-		"batches to an old server": total.BatchNoRoute, "answers cut short": total.BatchGarbled} {
+		"batches to an old server": total.BatchNoRoute, "answers cut short": total.BatchGarbled,
+		"resends after refunds": total.RefundsChecked} {
 		if n == 0 {
 			t.Errorf("no %s in the run", name)
 		}

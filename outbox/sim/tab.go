@@ -80,6 +80,7 @@ func (s tabStore) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Re
 	if err := s.t.step(); err != nil {
 		return nil, err
 	}
+	s.t.w.noteRecovered(ctx, req)
 	return s.t.w.store.Claim(ctx, req)
 }
 
@@ -162,7 +163,14 @@ func (s tabStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (
 // the user the world last logged in, attached at send time.
 type tabTransport struct{ t *Tab }
 
-func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
+func (n tabTransport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
+	n.t.w.checkAttempts(req)
+	resp, err := n.send(ctx, req)
+	n.t.w.noteCharges(req, resp, err)
+	return resp, err
+}
+
+func (n tabTransport) send(_ context.Context, req outbox.Request) (outbox.Response, error) {
 	t, w := n.t, n.t.w
 	user := w.user
 	t.sends++

@@ -60,12 +60,16 @@ type World struct {
 	users []string
 	user  string // the browser's session
 
-	enq    map[string]*enqInfo
-	ids    int
-	calm   bool
-	stats  Stats
-	trace  []string
-	failed []string
+	enq   map[string]*enqInfo
+	ids   int
+	calm  bool
+	stats Stats
+	// charged: records one of whose attempts stayed charged (see
+	// checkAttempts); the others were refunded at every send.
+	charged    map[string]bool
+	sentBefore map[string]bool
+	trace      []string
+	failed     []string
 
 	pDropBefore, pDropAfter, pDup, pCrash, pFreeze float64
 	batch                                          batchKnobs
@@ -99,6 +103,9 @@ type Stats struct {
 	BatchLost, BatchDup, BatchPartial, BatchFailed, BatchStale, BatchTooLarge, BatchNoRoute int
 	// BatchGarbled: 200 answers cut short (the client must fall back).
 	BatchGarbled int
+	// RefundsChecked: resends of a record refunded at every earlier send,
+	// checked to carry one attempt.
+	RefundsChecked int
 }
 
 type enqInfo struct {
@@ -136,7 +143,7 @@ func (w *World) violation(format string, args ...any) {
 // NewWorld builds the world for seed: every knob comes from the seed.
 func NewWorld(seed uint64, opt Options) *World {
 	w := &World{Seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x7ab_fe_ce)), now: epoch,
-		store: memstore.New(), srv: NewServer(), enq: map[string]*enqInfo{},
+		store: memstore.New(), srv: NewServer(), enq: map[string]*enqInfo{}, charged: map[string]bool{}, sentBefore: map[string]bool{},
 		users: []string{"u1", "u2"}, user: "u1"}
 	w.srv.breakIdem = opt.BreakIdempotency
 	w.srv.breakSession = opt.BreakSessionCheck
