@@ -1,6 +1,7 @@
 // Run: go test ./outbox/sim (2000 seeds; 200 in wasm or -short),
 // -sim.seeds=N for more, -sim.first=F to start elsewhere, and
-// -sim.seed=S -v to replay one seed with its full trace.
+// -sim.seed=S -v to replay one seed with its full trace. The default run
+// also fails if it met none of some batch fault (exercised).
 
 package sim
 

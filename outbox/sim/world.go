@@ -2,7 +2,11 @@
 // store, contend for a simulated Web Lock (ifAvailable, steal) or the
 // IndexedDB lease fallback, crash and freeze at every yield point, and flush
 // over a lossy, slow, duplicating network to a receiver with idempotency and
-// fencing, through 429/5xx storms, auth expiry and user switches. Everything
+// fencing, through 429/5xx storms, auth expiry and user switches. Some
+// worlds' tabs (all, or some beside single senders) send batches to the
+// receiver's batch route, which crashes mid-batch, answers a suffix retry,
+// fails single mutations, refuses too large or stale batches, or does not
+// speak the format (batchnet.go, batchserver.go). Everything
 // is driven by one seed (math/rand/v2 PCG) and a virtual clock; tabs are
 // coroutines that run one at a time, so a seed replays exactly.
 package sim
