@@ -136,8 +136,9 @@ func (w *World) deliver(user string, req outbox.Request) (resp outbox.Response, 
 
 // checkBatch checks what the client put in a batch: a valid document of
 // known records, each under its own key and its single endpoint, all of
-// the user the request names, an entity's records in order and a
-// dependency before its dependents. It returns the mutation count.
+// the user the request names, an entity's records in order, and a
+// dependency only of the same entity and before its dependents. It returns
+// the mutation count.
 func (w *World) checkBatch(req outbox.Request) int {
 	w.stats.Batches++
 	ms, err := wire.ParseBatchRequest(req.Body, 1<<20)
@@ -184,6 +185,10 @@ func (w *World) checkBatch(req outbox.Request) int {
 			for _, d := range in.deps {
 				if j, ok := at[d]; ok && j > i {
 					w.violation("batch holds %s before its dependency %s", m.OperationID, d)
+				} else if ok && (ms[j].Entity != m.Entity || m.Entity == "") {
+					// The receiver stops only an entity's later mutations:
+					// a failed dependency would not stop this one.
+					w.violation("batch holds %s with its dependency %s of another entity", m.OperationID, d)
 				}
 			}
 		}

@@ -156,7 +156,7 @@ func TestCheckBatchCatches(t *testing.T) {
 		w.enq = map[string]*enqInfo{
 			"r1": {user: "u1", entity: "e1", key: "k1", op: "comment", seq: 1},
 			"r2": {user: "u1", entity: "e1", key: "k2", op: "comment", seq: 2},
-			"r3": {user: "u1", entity: "e2", key: "k3", op: "star", seq: 3, deps: []string{"r1"}},
+			"r3": {user: "u1", entity: "e2", key: "k3", op: "star", seq: 3},
 		}
 		return w, []wire.BatchMutation{
 			{Key: "k1", Endpoint: "/api/commands", OperationID: "r1", Entity: "note:a", Payload: []byte("a")},
@@ -175,15 +175,23 @@ func TestCheckBatchCatches(t *testing.T) {
 		edit func(ms []wire.BatchMutation) []wire.BatchMutation
 		user string
 		want string
+		dep  string // r3 depends on it
 	}{
-		"entity out of order": {func(ms []wire.BatchMutation) []wire.BatchMutation { return []wire.BatchMutation{ms[1], ms[0], ms[2]} }, "u1", "of entity"},
-		"dependency after":    {func(ms []wire.BatchMutation) []wire.BatchMutation { return []wire.BatchMutation{ms[2], ms[0]} }, "u1", "before its dependency"},
-		"another key":         {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].Key = "k9"; return ms }, "u1", "not its own"},
-		"another endpoint":    {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[2].Endpoint = "/api/commands"; return ms }, "u1", "alone it goes to"},
-		"another user":        {func(ms []wire.BatchMutation) []wire.BatchMutation { return ms }, "u2", "holds r1 of u1"},
-		"unknown record":      {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].OperationID = "r9"; return ms }, "u1", "unknown record"},
+		"entity out of order": {func(ms []wire.BatchMutation) []wire.BatchMutation { return []wire.BatchMutation{ms[1], ms[0], ms[2]} }, "u1", "of entity", ""},
+		"dependency after": {func(ms []wire.BatchMutation) []wire.BatchMutation {
+			ms[0].Entity = "note:b"
+			return []wire.BatchMutation{ms[2], ms[0]}
+		}, "u1", "before its dependency", "r1"},
+		"dependency of another entity": {func(ms []wire.BatchMutation) []wire.BatchMutation { return ms }, "u1", "of another entity", "r1"},
+		"another key":                  {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].Key = "k9"; return ms }, "u1", "not its own", ""},
+		"another endpoint":             {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[2].Endpoint = "/api/commands"; return ms }, "u1", "alone it goes to", ""},
+		"another user":                 {func(ms []wire.BatchMutation) []wire.BatchMutation { return ms }, "u2", "holds r1 of u1", ""},
+		"unknown record":               {func(ms []wire.BatchMutation) []wire.BatchMutation { ms[0].OperationID = "r9"; return ms }, "u1", "unknown record", ""},
 	} {
 		w, ms := base()
+		if c.dep != "" {
+			w.enq["r3"].deps = []string{c.dep}
+		}
 		fails := send(w, c.edit(ms), c.user)
 		require.NotEmpty(t, fails, name)
 		require.Contains(t, fails[0], c.want, name)
