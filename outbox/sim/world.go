@@ -42,6 +42,10 @@ type Options struct {
 	// later mutations after one failed: the checker must then report
 	// effects out of entity order (a test of the checker).
 	BreakEntityStop bool
+	// NonUTF8 gives some payloads bytes that are not UTF-8 (the JS API
+	// sends a Uint8Array body as is). Off by default: the batch format
+	// turns them into U+FFFD (TestBatchCarriesPayloadBytes).
+	NonUTF8 bool
 	// Trace keeps every trace line (for replaying one seed), not just the tail.
 	Trace bool
 }
@@ -396,6 +400,30 @@ func (w *World) online() {
 	}
 }
 
+// shape sometimes gives a payload the form of a JSON document (which the
+// batch format embeds as is), a JSON string, text with escapes, or (with
+// Options.NonUTF8) bytes that are not UTF-8: alone or in a batch, the
+// receiver must see the same bytes.
+func (w *World) shape(p string) string {
+	n := w.rng.IntN(8)
+	if n == 2 && !w.opt.NonUTF8 {
+		n = 3
+	}
+	switch n {
+	case 0:
+		return `{"p": "` + p + `", "n": [1, 2.5e3, true, null]}`
+	case 1:
+		return `"` + p + `"`
+	case 2:
+		return p + "\xff\xfe"
+	case 3:
+		return p + " \"quoted\"\n\tÿ€ "
+	case 4:
+		return "42"
+	}
+	return p
+}
+
 func (w *World) enqueue() {
 	t := w.pick()
 	if !t.alive {
@@ -416,6 +444,7 @@ func (w *World) enqueue() {
 	case 2, 3:
 		payload += ":" + strings.Repeat("x", 20) // blob store
 	}
+	payload = w.shape(payload)
 	var deps []string
 	if w.rng.IntN(6) == 0 {
 		if w.ids > 0 {
