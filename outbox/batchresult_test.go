@@ -142,3 +142,43 @@ func TestBatchOtherHostEndpointSentAlone(t *testing.T) {
 		}
 	}
 }
+
+// A payload kept in the blob store travels in the batch like an inline one.
+func TestBatchSendsBlobPayloads(t *testing.T) {
+	h, fr := batchHarness(t, func(c *outbox.Config) { c.InlineLimit = 4 })
+	big := h.enqueue(outbox.Op{OperationType: "comment", EntityType: "n", EntityID: "1", Payload: []byte(`{"text":"a long note"}`)})
+	small := h.enqueue(outbox.Op{OperationType: "comment", EntityType: "n", EntityID: "1", Payload: []byte(`1`)})
+	require.NotEmpty(t, h.get(big.ID).PayloadRef)
+	drain(t, h)
+	require.Len(t, fr.batches, 1)
+	require.Equal(t, `{"text":"a long note"}`, string(fr.batches[0][0].Payload))
+	require.Equal(t, `1`, string(fr.batches[0][1].Payload))
+	require.Equal(t, queue.StatusAcked, h.get(small.ID).Status)
+}
+
+// A newer session announced after the claim: nothing of the page is sent
+// (the transport would attach the new user's credentials), and its
+// records are handed back with no attempt or send counted.
+func TestBatchSessionChangedBeforeSendSendsNothing(t *testing.T) {
+	var ob *outbox.Outbox
+	h, fr := batchHarness(t, func(c *outbox.Config) {
+		c.Events = outbox.EventsFunc(func(e outbox.Event) {
+			if e.Kind == outbox.EventClaim {
+				ob.NoteSession(99)
+			}
+		})
+	})
+	ob = h.ob
+	ids := enqueueEntities(h, 2, 2)
+	_, err := h.flush("A")
+	require.ErrorIs(t, err, outbox.ErrSessionChanged)
+	require.Empty(t, fr.batches)
+	for _, l := range ids {
+		for _, id := range l {
+			r := h.get(id)
+			require.Equal(t, queue.StatusPending, r.Status)
+			require.Equal(t, 0, r.Attempts)
+			require.Equal(t, 0, r.Sends)
+		}
+	}
+}
