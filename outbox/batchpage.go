@@ -18,6 +18,17 @@ type pageSend struct {
 	keys   []string
 	muts   []wire.BatchMutation
 	unsent []queue.Record
+	alone  []aloneSend // sent by the single path instead (sendAlone)
+}
+
+// aloneSend is a charged record of a page that goes alone, the first of
+// its part: its body would not survive the batch document (wire.BatchSafe),
+// or a page of it alone was refused as too large.
+type aloneSend struct {
+	rec  queue.Record
+	part *pagePart
+	ev   Event
+	body []byte
 }
 
 // sendPage charges p in one transaction, sends it as one request and
@@ -26,6 +37,7 @@ type pageSend struct {
 func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	f.chargePage(ctx, p)
 	s := f.preparePage(ctx, p)
+	defer f.sendAlone(ctx, s)
 	if len(s.recs) == 0 || f.ending(ctx) {
 		s.unsent = append(s.unsent, s.recs...)
 		f.writePage(ctx, s, nil, false)
@@ -128,6 +140,17 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				s.unsent = append(s.unsent, part.charged[j+1:]...)
 				break
 			}
+			if !wire.BatchSafe(body) {
+				// Not bytes a batch carries as they are: sent alone
+				// when first of its part, else its lane is cut here
+				// and a later page starts with it.
+				rest := part.charged[j:]
+				if j == 0 {
+					s.alone, rest = append(s.alone, aloneSend{rec: rec, part: part, ev: ev, body: body}), rest[1:]
+				}
+				s.unsent = append(s.unsent, rest...)
+				break
+			}
 			ep, _ := f.batchPath(&rec)
 			s.recs, s.parts, s.evs = append(s.recs, rec), append(s.parts, part), append(s.evs, ev)
 			s.keys = append(s.keys, rec.IdempotencyKey)
@@ -139,6 +162,30 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 		s.unsent, s.recs = append(s.unsent, s.recs...), nil
 	}
 	return s
+}
+
+// sendAlone sends s.alone by the single path (sendBody), each answered as
+// that record's own, once the page is written; it counts as acked in its
+// part when it was. Each is first of its part, the rest of which was not
+// sent, so its entity is in no other request. The flush ending takes them
+// back unsent.
+func (f *flushRun) sendAlone(ctx context.Context, s *pageSend) {
+	for _, a := range s.alone {
+		if f.ending(ctx) {
+			f.writeBack(ctx, nil, []queue.Record{a.rec})
+			continue
+		}
+		op, err := f.sendBody(ctx, a.rec, a.ev, a.body)
+		if err != nil {
+			f.fail(err)
+		}
+		if op == nil {
+			continue
+		}
+		if res := f.writeBack(ctx, []*settleOp{op}, nil); len(res) == 1 && res[0].Err == nil && res[0].Record.Status == queue.StatusAcked {
+			a.part.acked++
+		}
+	}
 }
 
 // batchEntity is the ordering key a mutation carries: its entity within

@@ -14,13 +14,18 @@ import (
 // Any other outcome is settled here and returns nil; err is fatal for the
 // whole flush.
 func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error) {
-	o, l := f.o, f.lease
-	now := o.cfg.Clock.Now()
 	ev := f.recordEvent(rec)
-	body, ok, err := f.body(ctx, rec, ev, now)
+	body, ok, err := f.body(ctx, rec, ev, f.o.cfg.Clock.Now())
 	if !ok {
 		return nil, err
 	}
+	return f.sendBody(ctx, rec, ev, body)
+}
+
+// sendBody is send once rec's body was made.
+func (f *flushRun) sendBody(ctx context.Context, rec queue.Record, ev Event, body []byte) (*settleOp, error) {
+	o, l := f.o, f.lease
+	now := o.cfg.Clock.Now()
 	if !f.sendable(&rec) {
 		// The transport attaches the current session's credentials: never
 		// send a record under another user's session (session.go).

@@ -17,8 +17,8 @@ import (
 // receiver must see the very bytes it sees when the record is sent alone:
 // else the effect is not the record's, and a record whose first answer
 // was lost and that is resent in a batch is refused as a reused key.
-// (The batch format turns invalid UTF-8 into U+FFFD: such a record must
-// go alone.)
+// (The batch format cannot carry bytes that are not UTF-8 as they are
+// (wire.BatchSafe): such a record goes alone.)
 
 type bytesWorld struct {
 	srv   *Server

@@ -17,7 +17,7 @@ var (
 	flagSeeds = flag.Int("sim.seeds", 0, "number of seeds to run (default 2000 native, 200 in wasm)")
 	flagSeed  = flag.Uint64("sim.seed", 0, "replay one seed with its full trace")
 	flagFirst = flag.Uint64("sim.first", 1, "first seed of the range")
-	flagBytes = flag.Bool("sim.nonutf8", false, "give some payloads bytes that are not UTF-8")
+	flagBytes = flag.Bool("sim.nonutf8", true, "give some payloads bytes that are not UTF-8 (false: UTF-8 only)")
 )
 
 func replayCmd(seed uint64) string {
@@ -53,7 +53,7 @@ func tail(xs []string, n int) []string {
 // TestSimulation runs many seeds; -sim.seed=S replays one with its trace.
 func TestSimulation(t *testing.T) {
 	if *flagSeed != 0 {
-		w := NewWorld(*flagSeed, Options{Trace: true, NonUTF8: *flagBytes})
+		w := NewWorld(*flagSeed, Options{Trace: true, UTF8Only: !*flagBytes})
 		fails := w.Run()
 		for _, l := range w.trace {
 			t.Log(l)
@@ -75,7 +75,7 @@ func TestSimulation(t *testing.T) {
 	var total Stats
 	failures := 0
 	for s := *flagFirst; s < *flagFirst+uint64(n); s++ {
-		w := NewWorld(s, Options{NonUTF8: *flagBytes})
+		w := NewWorld(s, Options{UTF8Only: !*flagBytes})
 		if fails := w.Run(); len(fails) > 0 {
 			report(t, w, fails)
 			if failures++; failures >= 3 {

@@ -42,10 +42,10 @@ type Options struct {
 	// later mutations after one failed: the checker must then report
 	// effects out of entity order (a test of the checker).
 	BreakEntityStop bool
-	// NonUTF8 gives some payloads bytes that are not UTF-8 (the JS API
-	// sends a Uint8Array body as is). Off by default: the batch format
-	// turns them into U+FFFD (TestBatchCarriesPayloadBytes).
-	NonUTF8 bool
+	// UTF8Only keeps every payload UTF-8. Off by default: some payloads
+	// are bytes that are not UTF-8 (the JS API sends a Uint8Array body as
+	// is), which a batch cannot carry as they are, so they go alone.
+	UTF8Only bool
 	// Trace keeps every trace line (for replaying one seed), not just the tail.
 	Trace bool
 }
@@ -401,12 +401,12 @@ func (w *World) online() {
 }
 
 // shape sometimes gives a payload the form of a JSON document (which the
-// batch format embeds as is), a JSON string, text with escapes, or (with
-// Options.NonUTF8) bytes that are not UTF-8: alone or in a batch, the
+// batch format embeds as is), a JSON string, text with escapes, or (unless
+// Options.UTF8Only) bytes that are not UTF-8: alone or in a batch, the
 // receiver must see the same bytes.
 func (w *World) shape(p string) string {
 	n := w.rng.IntN(8)
-	if n == 2 && !w.opt.NonUTF8 {
+	if n == 2 && w.opt.UTF8Only {
 		n = 3
 	}
 	switch n {
