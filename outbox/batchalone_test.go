@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,4 +57,48 @@ func TestBatchSendsNonUTF8PayloadsAlone(t *testing.T) {
 	st, err := h.ob.Status(t.Context())
 	require.NoError(t, err)
 	require.Nil(t, st.LastError, "sending alone is no fallback")
+}
+
+// A 413 to a page of one record: the record, not the page, may be too
+// large. It is sent alone, its 413 answered as a single send's (terminal,
+// one attempt); the other records, and later flushes, are still batched.
+func TestBatchTooLargeSingleRecordSentAlone(t *testing.T) {
+	h, fr := batchHarness(t, nil)
+	const limit = 64
+	fr.whole = func(_ int, ms []wire.BatchMutation) (outbox.Response, bool) {
+		for _, m := range ms {
+			if len(m.Payload) > limit {
+				return outbox.Response{Status: 413, Body: []byte(`{"type":"` + wire.ProblemBatchTooLarge + `"}`)}, true
+			}
+		}
+		return outbox.Response{}, false
+	}
+	fr.handle = func(m wire.BatchMutation) wire.BatchResult {
+		if len(m.Payload) > limit {
+			return wire.BatchResult{Status: 413, Body: []byte(`{"title":"payload too large"}`)}
+		}
+		return wire.BatchResult{}
+	}
+	big := h.enqueue(outbox.Op{OperationType: "comment", EntityType: "n", EntityID: "big", Payload: []byte(`"` + strings.Repeat("x", 2*limit) + `"`)})
+	ids := enqueueEntities(h, 3, 2)
+	rep := drain(t, h)
+	require.Equal(t, 6, rep.Acked)
+	require.Equal(t, 1, rep.Terminal)
+	require.Equal(t, []string{keyOf(h, big.ID)}, fr.singles, "only the large record goes alone")
+	r := h.get(big.ID)
+	require.Equal(t, queue.StatusTerminalFailed, r.Status)
+	require.Equal(t, 413, r.LastError.Status)
+	require.Equal(t, 1, r.Attempts)
+	requireAllAckedOnce(t, h, fr, ids)
+	st, err := h.ob.Status(t.Context())
+	require.NoError(t, err)
+	require.True(t, st.LastError == nil || st.LastError.Code != outbox.CodeBatchUnsupported, "no fallback to single sends")
+	more := enqueueEntities(h, 1, 2)
+	n := len(fr.batches)
+	drain(t, h)
+	require.Greater(t, len(fr.batches), n, "later records are still batched")
+	require.Len(t, fr.singles, 1)
+	for _, r := range allRecords(h, more) {
+		require.Equal(t, queue.StatusAcked, r.Status)
+	}
 }

@@ -100,7 +100,8 @@ func resultVerdict(r wire.BatchResult, now time.Time) (Verdict, Response, bool) 
 // request's verdict v. A network error, a 5xx or 429 (Retry-After
 // honoured), a 401, a session mismatch or a stale token do to every record
 // what they do to one sent alone. A 413 hands the page back uncharged and
-// halves the pages of this Outbox. Anything else (404, 405, 501,
+// halves the pages of this Outbox; of a page of one record, it sends that
+// record alone (sendAlone), the others still batched. Anything else (404, 405, 501,
 // batch-malformed, another 4xx, a 2xx that is not a results document for
 // the keys sent) says the receiver does not speak this batch format: the
 // page is handed back uncharged and this Outbox sends one record per
@@ -113,7 +114,12 @@ func (f *flushRun) batchVerdict(s *pageSend, v Verdict, resp Response, serr erro
 	}
 	st := resp.Status
 	switch {
-	case serr == nil && st == 413 && len(s.recs) > 1:
+	case serr == nil && st == 413 && len(s.recs) == 1:
+		// The record itself may be too large: it goes alone, and its
+		// own answer decides, as today's single sends.
+		s.alone = append(s.alone, aloneSend{rec: s.recs[0], part: s.parts[0], ev: s.evs[0], body: s.muts[0].Payload})
+		return nil, nil
+	case serr == nil && st == 413:
 		f.halvePages(len(s.recs))
 		e := queue.ErrorInfo{Code: CodeBatchTooLarge, Message: "batch too large: pages halved", Status: st}
 		return refund(EventRetry, &e), nil
