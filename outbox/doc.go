@@ -30,9 +30,10 @@
 //   - The batch flush (Config.BatchEndpoint), on the same steps: batch.go
 //     (pages cut from the claim's lanes, at most Concurrency in flight),
 //     batchpage.go (a page charged, sent as one request, its outcomes
-//     written in one transaction), batchanswer.go (the answer read as each
-//     record's own answer, or as the whole request's: fallback to single
-//     sends, smaller pages).
+//     written in one transaction; a record whose bytes a batch cannot
+//     carry sent alone), batchanswer.go (the answer read as each record's
+//     own answer, or as the whole request's: fallback to single sends,
+//     smaller pages).
 //
 // The package is compiled into tabfence.wasm, so it avoids fmt, encoding/json,
 // reflect, net/http and log: every byte is downloaded by every user.
