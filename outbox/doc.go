@@ -13,8 +13,9 @@
 // tests here are external (package outbox_test) because they run on
 // outbox/memstore; export_test.go lends them the internals they check.
 //
-//   - backoff.go, classify.go: retry timing (Backoff) and the receiver's
-//     answers (Classify); errors.go: the Outbox's and the stores' errors.
+//   - classify.go: the receiver's answers (Classify) and the retry timing
+//     (Backoff, from outbox/queue); errors.go: the Outbox's and the
+//     stores' errors.
 //   - store.go, transport.go, events.go: the plug-in interfaces (the Store,
 //     the Transport and its Request, events and the clock).
 //   - outbox.go: the Outbox API; session.go, health.go: the queue's session
@@ -26,6 +27,13 @@
 //     send), send.go (the request and the receiver's verdict), settle.go
 //     (the transition written, counted and emitted), commit.go (the group
 //     commit of concurrent lanes).
+//   - The batch flush (Config.BatchEndpoint), on the same steps: batch.go
+//     (pages cut from the claim's lanes, at most Concurrency in flight),
+//     batchpage.go (a page charged, sent as one request, its outcomes
+//     written in one transaction; a record whose bytes a batch cannot
+//     carry sent alone), batchanswer.go (the answer read as each record's
+//     own answer, or as the whole request's: fallback to single sends,
+//     smaller pages).
 //
 // The package is compiled into tabfence.wasm, so it avoids fmt, encoding/json,
 // reflect, net/http and log: every byte is downloaded by every user.

@@ -1,12 +1,14 @@
 package outbox
 
+import "github.com/tabfence/tabfence/outbox/queue"
+
 // Internals the external tests (package outbox_test) check directly. Those
 // tests are external because they run on outbox/memstore, which imports this
 // package: an internal test may not import it back.
 var (
 	MaxPendingAppends = maxPendingAppends
-	FailureOf         = failureOf
-	FenceFailureOf    = fenceFailureOf
+	FailureOf         = queue.FailureOf
+	FenceFailureOf    = queue.FenceFailureOf
 	Apply             = apply
 )
 

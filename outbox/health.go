@@ -3,84 +3,27 @@ package outbox
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/tabfence/tabfence/outbox/queue"
-	"github.com/tabfence/tabfence/wire"
 )
 
-// FailureKind says why sending fails (SendFailure.Kind).
-type FailureKind string
+// Why sending fails, kept in the queue's metadata (queue.SendFailure).
+type (
+	FailureKind = queue.FailureKind
+	SendFailure = queue.SendFailure
+)
 
+// The kinds of failure (queue.FailureKind).
 const (
-	FailureOffline     FailureKind = "offline"      // the browser reports no network
-	FailureUnreachable FailureKind = "unreachable"  // no answer: the server is down, a network error or timeout
-	FailureServerError FailureKind = "server-error" // 5xx, 408 or 425
-	FailureRateLimited FailureKind = "rate-limited" // 429
-	FailurePausedAuth  FailureKind = "paused-auth"  // a record's 401: the user's queue waits for Resume
-	// FailureUnauthorized and FailureRefused are answers to the fencing
-	// token request (401, other 4xx): nothing can be sent until it gets one;
-	// it is retried with backoff.
-	FailureUnauthorized FailureKind = "unauthorized"
-	FailureRefused      FailureKind = "refused"
+	FailureOffline      = queue.FailureOffline
+	FailureUnreachable  = queue.FailureUnreachable
+	FailureServerError  = queue.FailureServerError
+	FailureRateLimited  = queue.FailureRateLimited
+	FailurePausedAuth   = queue.FailurePausedAuth
+	FailureUnauthorized = queue.FailureUnauthorized
+	FailureRefused      = queue.FailureRefused
 )
-
-// SendFailure is the flush owner's last failure to send, kept in the
-// queue's metadata (Meta.Failure) so that the status of every tab says that
-// sending fails, why and when it is tried next, not only the owner's event
-// stream. The owner clears it once a flush reaches the server again.
-type SendFailure struct {
-	Kind  FailureKind     // "": sending works (or was never tried)
-	Error queue.ErrorInfo // a stable code and a short message; never a payload or credential
-	Since time.Time       // the first failure of this spell
-	// NextAttemptAt is when the owner tries again; zero when an event
-	// does it (the online event, Resume).
-	NextAttemptAt time.Time
-}
-
-// Failing reports whether sending is failing.
-func (f SendFailure) Failing() bool { return f.Kind != "" }
-
-// failureOf is the kind of failure a send's error is, false for one that
-// concerns its record only (a terminal 4xx, a conflict, a stale owner). The
-// policy is wire.Classify's (the single table): its auth outcome pauses,
-// its retried answers are server errors, 429 being told apart as a rate
-// limit for the status only.
-func failureOf(e queue.ErrorInfo) (FailureKind, bool) {
-	switch {
-	case e.Code == queue.CodeOffline:
-		return FailureOffline, true
-	case e.Code == queue.CodeNetwork:
-		return FailureUnreachable, true
-	case e.Status == 0: // no answer's status: a local error about the record
-		return "", false
-	}
-	switch wire.Classify(e.Status, false) {
-	case wire.OutcomeAuth:
-		return FailurePausedAuth, true
-	case wire.OutcomeRetry:
-		if e.Status == 429 {
-			return FailureRateLimited, true
-		}
-		return FailureServerError, true
-	}
-	return "", false
-}
-
-// fenceFailureOf is the kind of failure a failed fencing token request is:
-// failureOf's, except that a 401 pauses nothing (the request is retried) and
-// any other answer is a refusal.
-func fenceFailureOf(e queue.ErrorInfo) FailureKind {
-	k, ok := failureOf(e)
-	switch {
-	case k == FailurePausedAuth:
-		return FailureUnauthorized
-	case !ok:
-		return FailureRefused
-	}
-	return k
-}
 
 // noteFailure records a failure of kind k at now, tried again at next: the
 // status shows it, and LastError is its error.
@@ -120,7 +63,7 @@ func (h *flushHealth) observe(e *queue.ErrorInfo, n *queue.Record) {
 		}
 		return
 	}
-	k, ok := failureOf(*e)
+	k, ok := queue.FailureOf(*e)
 	if !ok {
 		if e.Status != 0 { // an answer about the record: the server works
 			h.failure, h.reached, h.next = nil, true, time.Time{}
@@ -196,23 +139,14 @@ func (o *Outbox) NoteFenceFailure(ctx context.Context, e queue.ErrorInfo, next t
 	now := o.cfg.Clock.Now()
 	e.At = now
 	_, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
-		m.noteFailure(fenceFailureOf(e), e, now, next)
+		m.noteFailure(queue.FenceFailureOf(e), e, now, next)
 		return nil
 	})
 	return err
 }
 
-// FenceError is the ErrorInfo of a failed fencing token request: its
-// answer's status, or the transport's error (offline, network).
+// FenceError is the ErrorInfo of a failed fencing token request
+// (queue.FenceError).
 func FenceError(status int, err error, offline bool) queue.ErrorInfo {
-	switch {
-	case err != nil && offline:
-		return queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short("fence: " + err.Error())}
-	case err != nil:
-		return queue.ErrorInfo{Code: queue.CodeNetwork, Message: queue.Short("fence: " + err.Error())}
-	case status == 200:
-		return queue.ErrorInfo{Code: "fence_malformed", Message: "fence: answer without a token", Status: status}
-	}
-	n := strconv.Itoa(status)
-	return queue.ErrorInfo{Code: "http_" + n, Message: "fence: answered " + n, Status: status}
+	return queue.FenceError(status, err, offline)
 }

@@ -220,15 +220,30 @@ func appendMember(b []byte, name, v string) []byte {
 	return appendString(b, v)
 }
 
+// BatchSafe reports whether p travels in a batch document byte for byte,
+// as a payload or a body: a JSON value goes as is, any other bytes as a
+// JSON string, which holds only UTF-8 (other bytes would arrive as U+FFFD,
+// another payload under the same key). A payload that is not safe must be
+// sent alone, as the request's own body.
+func BatchSafe(p []byte) bool { return verbatim(p) || utf8.Valid(p) }
+
+// verbatim reports whether p goes in a batch document as itself: a JSON
+// value other than a string, without white space around it (which a
+// parser would drop).
+func verbatim(p []byte) bool {
+	if len(p) == 0 || p[0] == '"' || isJSONSpace(p[0]) || isJSONSpace(p[len(p)-1]) {
+		return false
+	}
+	s := scanner{b: p}
+	return s.value(1) && s.i == len(p)
+}
+
 // appendBytes appends p as a payload or body member's value: p itself when
-// it is a JSON value other than a string, without white space around it
-// (which a parser would drop), else p's text as a JSON string.
+// verbatim, else p's text as a JSON string (BatchSafe says when that loses
+// nothing).
 func appendBytes(b, p []byte) []byte {
-	if p[0] != '"' && !isJSONSpace(p[0]) && !isJSONSpace(p[len(p)-1]) {
-		s := scanner{b: p}
-		if s.value(1) && s.i == len(p) {
-			return append(b, p...)
-		}
+	if verbatim(p) {
+		return append(b, p...)
 	}
 	return appendString(b, string(p))
 }

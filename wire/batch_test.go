@@ -107,3 +107,42 @@ func TestParseBatchRequestRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ms, 3)
 }
+
+// BatchSafe is exactly when a payload survives the batch document byte for
+// byte: bytes that are not UTF-8 (a binary body) do not, in a string.
+func TestBatchSafe(t *testing.T) {
+	cases := map[string]bool{
+		"":                     true,
+		"plain text\n\x01":     true,
+		`"a JSON string"`:      true,
+		` {"padded": true} `:   true,
+		`[1,-2.5e3,null]`:      true,
+		"é€😀":                  true,
+		"not UTF-8: \xff\xfe":  false,
+		"\xc3":                 false, // a cut rune
+		"\xed\xa0\x80":         false, // a surrogate half
+		"\"\xff\"":             false,
+		" [\"\xff\"] ":         false,
+		"\x00\x01\x02\x80\x81": false,
+	}
+	for p, safe := range cases {
+		require.Equal(t, safe, BatchSafe([]byte(p)), "%q", p)
+		doc := AppendBatchRequest(nil, []BatchMutation{{Key: "k", Endpoint: "/n", Payload: []byte(p)}})
+		got, err := ParseBatchRequest(doc, 1)
+		require.NoError(t, err)
+		require.Equal(t, safe, string(got[0].Payload) == p, "BatchSafe(%q) must say whether it round-trips", p)
+	}
+}
+
+// FuzzBatchSafe: BatchSafe says true only of payloads that round-trip.
+func FuzzBatchSafe(f *testing.F) {
+	for _, p := range []string{"x", "\xff", `{"a":"\xff"}`, `"q"`, " 1 "} {
+		f.Add([]byte(p))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		doc := AppendBatchRequest(nil, []BatchMutation{{Key: "k", Endpoint: "/n", Payload: p}})
+		got, err := ParseBatchRequest(doc, 1)
+		require.NoError(t, err)
+		require.Equal(t, BatchSafe(p), string(got[0].Payload) == string(p), "%q", p)
+	})
+}

@@ -50,7 +50,11 @@ func (w *World) trigger(t *Tab, why string) {
 	w.tracef("%s flushes with token %d fence %d", t.owner, lease.Token, lease.FenceToken)
 	seq := func(yield func(struct{}) bool) {
 		t.yield = yield
-		_, err := t.ob.Flush(context.Background(), lease)
+		t.sends = 0
+		rep, err := t.ob.Flush(context.Background(), lease)
+		if !t.killed && rep.Requests != t.sends {
+			w.violation("%s flush reported %d requests, it sent %d", t.owner, rep.Requests, t.sends)
+		}
 		if errors.Is(err, queue.ErrStaleOwner) || errors.Is(err, outbox.ErrStepDown) {
 			w.stats.StaleRejected++
 		}

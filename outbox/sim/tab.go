@@ -37,6 +37,14 @@ type Tab struct {
 	lease    queue.Lease
 	frozen   bool
 	thawAt   int64 // virtual ms
+	// noBatch: this Outbox was told the server has no batch route (404,
+	// or a 200 that is no results document): it must send one by one from
+	// then on.
+	noBatch bool
+	// pageMax is the most mutations this Outbox may put in a batch:
+	// Config.BatchMax, halved by each 413 it was answered.
+	pageMax int
+	sends   int // Transport.Send calls of the current flush
 }
 
 // step is a yield point: the world may run other tabs, advance time, freeze
@@ -72,6 +80,7 @@ func (s tabStore) Claim(ctx context.Context, req queue.ClaimRequest) ([]queue.Re
 	if err := s.t.step(); err != nil {
 		return nil, err
 	}
+	s.t.w.noteRecovered(ctx, req)
 	return s.t.w.store.Claim(ctx, req)
 }
 
@@ -154,42 +163,77 @@ func (s tabStore) UpdateMeta(ctx context.Context, fn func(*outbox.Meta) error) (
 // the user the world last logged in, attached at send time.
 type tabTransport struct{ t *Tab }
 
-func (n tabTransport) Send(_ context.Context, req outbox.Request) (outbox.Response, error) {
+func (n tabTransport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
+	n.t.w.checkAttempts(req)
+	resp, err := n.send(ctx, req)
+	n.t.w.noteCharges(req, resp, err)
+	return resp, err
+}
+
+func (n tabTransport) send(_ context.Context, req outbox.Request) (outbox.Response, error) {
 	t, w := n.t, n.t.w
 	user := w.user
+	t.sends++
+	isBatch := req.Endpoint == w.srv.BatchEndpoint
+	if isBatch {
+		if t.noBatch {
+			w.violation("%s sent a batch after the server answered one with 404 or a broken results document", t.owner)
+		}
+		if n := batchLen(req); n > t.pageMax {
+			w.violation("%s sent a batch of %d mutations, more than its limit %d", t.owner, n, t.pageMax)
+		}
+	}
 	if err := t.step(); err != nil { // request on the wire
 		if w.chance(0.5) { // the tab died, its request still arrives
-			w.srv.Handle(w.time(), user, req)
-			w.tracef("%s orphan request %s delivered", t.owner, req.RecordID)
+			w.deliver(user, req)
+			w.tracef("%s orphan request %s delivered", t.owner, describe(req))
+		} else if isBatch {
+			w.stats.ClientBatchCrashes++ // charged, never sent
+			w.tracef("%s died before sending %s", t.owner, describe(req))
 		}
 		return outbox.Response{}, err
 	}
 	if w.offline {
 		if w.chance(0.2) { // it left just as the network dropped: the answer is lost
-			w.srv.Handle(w.time(), user, req)
-			w.tracef("%s request %s delivered, then offline", t.owner, req.RecordID)
+			w.deliver(user, req)
+			w.tracef("%s request %s delivered, then offline", t.owner, describe(req))
 		}
-		w.tracef("%s request %s: offline", t.owner, req.RecordID)
+		w.tracef("%s request %s: offline", t.owner, describe(req))
 		w.stats.Offline++
 		return outbox.Response{}, errors.Join(outbox.ErrOffline, errNetwork)
 	}
 	if w.chance(w.pDropBefore) {
-		w.tracef("%s request %s dropped before server", t.owner, req.RecordID)
+		w.tracef("%s request %s dropped before server", t.owner, describe(req))
 		return outbox.Response{}, errNetwork
 	}
-	resp := w.srv.Handle(w.time(), user, req)
+	resp, answered := w.deliver(user, req)
 	if w.chance(w.pDup) { // the browser resends on a new connection
-		resp = w.srv.Handle(w.time(), user, req)
-		w.tracef("%s request %s duplicated", t.owner, req.RecordID)
+		resp, answered = w.deliver(user, req)
+		w.tracef("%s request %s duplicated", t.owner, describe(req))
+		if isBatch {
+			w.stats.BatchDup++
+		}
 	}
-	w.tracef("%s sent %s tok=%s -> %d", t.owner, req.RecordID, req.Header.Get("X-Client-Fencing-Token"), resp.Status)
+	if !answered {
+		return outbox.Response{}, errNetwork
+	}
+	w.tracef("%s sent %s tok=%s -> %d%s", t.owner, describe(req), req.Header.Get("X-Client-Fencing-Token"), resp.Status, outcomesOf(req, resp))
 	if err := t.step(); err != nil { // response on the wire
-		w.tracef("%s died after server answered %s", t.owner, req.RecordID)
+		w.tracef("%s died after server answered %s", t.owner, describe(req))
 		return outbox.Response{}, err
 	}
 	if w.chance(w.pDropAfter) {
-		w.tracef("%s response for %s lost", t.owner, req.RecordID)
+		w.tracef("%s response for %s lost", t.owner, describe(req))
+		if isBatch {
+			w.stats.BatchLost++
+		}
 		return outbox.Response{}, errNetwork
+	}
+	switch {
+	case isBatch && (resp.Status == 404 || resp.Status == 200 && !resultsValid(req, resp)):
+		t.noBatch = true // the server does not speak the format
+	case isBatch && resp.Status == 413:
+		t.pageMax = max(1, t.pageMax/2)
 	}
 	return resp, nil
 }

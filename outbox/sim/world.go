@@ -2,7 +2,11 @@
 // store, contend for a simulated Web Lock (ifAvailable, steal) or the
 // IndexedDB lease fallback, crash and freeze at every yield point, and flush
 // over a lossy, slow, duplicating network to a receiver with idempotency and
-// fencing, through 429/5xx storms, auth expiry and user switches. Everything
+// fencing, through 429/5xx storms, auth expiry and user switches. Some
+// worlds' tabs (all, or some beside single senders) send batches to the
+// receiver's batch route, which crashes mid-batch, answers a suffix retry,
+// fails single mutations, refuses too large or stale batches, or does not
+// speak the format (batchnet.go, batchserver.go). Everything
 // is driven by one seed (math/rand/v2 PCG) and a virtual clock; tabs are
 // coroutines that run one at a time, so a seed replays exactly.
 package sim
@@ -34,6 +38,14 @@ type Options struct {
 	// has not heard of another tab's switch of user then stores the old
 	// user's records as the new one's, which the checker must catch.
 	BreakSessionCheck bool
+	// BreakEntityStop makes the server's batches go on with an entity's
+	// later mutations after one failed: the checker must then report
+	// effects out of entity order (a test of the checker).
+	BreakEntityStop bool
+	// UTF8Only keeps every payload UTF-8. Off by default: some payloads
+	// are bytes that are not UTF-8 (the JS API sends a Uint8Array body as
+	// is), which a batch cannot carry as they are, so they go alone.
+	UTF8Only bool
 	// Trace keeps every trace line (for replaying one seed), not just the tail.
 	Trace bool
 }
@@ -56,14 +68,19 @@ type World struct {
 	users []string
 	user  string // the browser's session
 
-	enq    map[string]*enqInfo
-	ids    int
-	calm   bool
-	stats  Stats
-	trace  []string
-	failed []string
+	enq   map[string]*enqInfo
+	ids   int
+	calm  bool
+	stats Stats
+	// charged: records one of whose attempts stayed charged (see
+	// checkAttempts); the others were refunded at every send.
+	charged    map[string]bool
+	sentBefore map[string]bool
+	trace      []string
+	failed     []string
 
 	pDropBefore, pDropAfter, pDup, pCrash, pFreeze float64
+	batch                                          batchKnobs
 
 	// offlineUntil: the device has no network until then (the browser
 	// knows it: sends fail with outbox.ErrOffline); at its end every tab
@@ -78,13 +95,32 @@ type Stats struct {
 	Acked, Discarded, Purged, StaleRejected                                          int
 	// Offline: sends that failed because the device was offline.
 	Offline int
+	// Batches: batch requests the server received (BatchedMutations their
+	// mutations, BatchesAnswered those answered 200); ServerCrashes:
+	// batches the server died in; ClientBatchCrashes: batches whose tab
+	// died after charging them and before sending.
+	Batches, BatchedMutations, BatchesAnswered, ServerCrashes, ClientBatchCrashes int
+	// BatchTabs: tab (re)starts with BatchEndpoint set. Crossed: keys the
+	// server got both alone and in a batch.
+	BatchTabs, Crossed int
+	// SameEntity: mutations that followed one of their entity in a batch.
+	SameEntity int
+	// Batch faults met: answers lost, batches sent twice, partial
+	// results (a suffix out of time), 5xx mutations, whole batches
+	// refused as stale (409), too large (413), or by an old server (404).
+	BatchLost, BatchDup, BatchPartial, BatchFailed, BatchStale, BatchTooLarge, BatchNoRoute int
+	// BatchGarbled: 200 answers cut short (the client must fall back).
+	BatchGarbled int
+	// RefundsChecked: resends of a record refunded at every earlier send,
+	// checked to carry one attempt.
+	RefundsChecked int
 }
 
 type enqInfo struct {
-	user, entity, key, hash string
-	seq                     uint64
-	deps                    []string
-	gone                    string // "discarded" or "purged": allowed to vanish
+	user, entity, key, hash, op string
+	seq                         uint64
+	deps                        []string
+	gone                        string // "discarded" or "purged": allowed to vanish
 }
 
 func (w *World) time() time.Time { return w.now }
@@ -115,16 +151,18 @@ func (w *World) violation(format string, args ...any) {
 // NewWorld builds the world for seed: every knob comes from the seed.
 func NewWorld(seed uint64, opt Options) *World {
 	w := &World{Seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x7ab_fe_ce)), now: epoch,
-		store: memstore.New(), srv: NewServer(), enq: map[string]*enqInfo{},
+		store: memstore.New(), srv: NewServer(), enq: map[string]*enqInfo{}, charged: map[string]bool{}, sentBefore: map[string]bool{},
 		users: []string{"u1", "u2"}, user: "u1"}
 	w.srv.breakIdem = opt.BreakIdempotency
 	w.srv.breakSession = opt.BreakSessionCheck
+	w.srv.breakEntityStop = opt.BreakEntityStop
 	w.webLocks = w.rng.IntN(4) != 0
 	w.pDropBefore = w.rng.Float64() * 0.2
 	w.pDropAfter = w.rng.Float64() * 0.2
 	w.pDup = w.rng.Float64() * 0.15
 	w.pCrash = w.rng.Float64() * 0.04
 	w.pFreeze = w.rng.Float64() * 0.04
+	w.drawBatchKnobs()
 	w.store.OnWrite = func(wr memstore.Write) {
 		if wr.Token != wr.Current || wr.Token != w.maxToken {
 			w.violation("stale write: %s %s by %s token %d, lease row %d, highest issued %d", wr.Op, wr.RecordID, wr.Owner, wr.Token, wr.Current, w.maxToken)
@@ -139,6 +177,17 @@ func NewWorld(seed uint64, opt Options) *World {
 	return w
 }
 
+// endpointOf is where a record of operation op is POSTed alone.
+func (w *World) endpointOf(op string) string {
+	switch {
+	case op == "star":
+		return "/api/stars"
+	case op == "tags" && w.batch.tags != "":
+		return w.batch.tags
+	}
+	return "/api/commands"
+}
+
 func (w *World) newID() string {
 	w.ids++
 	return "r" + strconv.Itoa(w.ids)
@@ -148,16 +197,16 @@ func (w *World) newID() string {
 func (w *World) start(t *Tab) {
 	t.gen++
 	t.owner = "tab" + strconv.Itoa(t.idx) + "." + strconv.Itoa(t.gen)
-	t.alive, t.killed, t.flushing, t.frozen = true, false, false, false
-	ob, err := outbox.New(outbox.Config{
+	t.alive, t.killed, t.flushing, t.frozen, t.noBatch = true, false, false, false, false
+	cfg := outbox.Config{
 		Name: "sim", Store: tabStore{t}, Transport: tabTransport{t}, Clock: vclock{w},
 		Policies: map[string]queue.Policy{
 			"comment": {Dedupe: queue.Append},
 			"title":   {Dedupe: queue.ReplaceLatest},
-			"tags": {Dedupe: queue.Merge, Merge: func(a, b []byte) ([]byte, error) {
+			"tags": {Dedupe: queue.Merge, Endpoint: w.endpointOf("tags"), Merge: func(a, b []byte) ([]byte, error) {
 				return append(append(append([]byte{}, a...), '|'), b...), nil
 			}},
-			"star": {Dedupe: queue.DropIfExists},
+			"star": {Dedupe: queue.DropIfExists, Endpoint: w.endpointOf("star")},
 		},
 		MaxAttempts:      3 + w.rng.IntN(5),
 		Backoff:          &outbox.Backoff{Base: 100 * time.Millisecond, Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(w.Seed, uint64(t.idx*1000+t.gen)))},
@@ -168,7 +217,14 @@ func (w *World) start(t *Tab) {
 		Concurrency:      1,
 		LeaseTTL:         2 * time.Second,
 		NewID:            w.newID,
-	})
+	}
+	if w.batching() {
+		w.stats.BatchTabs++
+		cfg.BatchEndpoint, cfg.BatchMax = w.srv.BatchEndpoint, w.batch.max
+		t.owner += "b"
+		t.pageMax = w.batch.max
+	}
+	ob, err := outbox.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -190,7 +246,7 @@ func (w *World) Run() []string {
 	if len(w.failed) == 0 {
 		w.check()
 	}
-	w.stats.Effects, w.stats.Requests = len(w.srv.Effects), w.srv.Requests
+	w.stats.Effects, w.stats.Requests, w.stats.Crossed = len(w.srv.Effects), w.srv.Requests, w.srv.Crossed
 	return w.failed
 }
 
@@ -235,7 +291,7 @@ func (w *World) chaosStep() {
 	case r < 96:
 		w.appResolve(w.pick())
 	case r < 97:
-		if w.chance(0.2) {
+		if w.chance(0.2) || (w.opt.BreakSessionCheck && w.chance(0.8)) { // the checker's test wants many switches
 			w.switchUser(w.chance(0.5))
 		}
 	case r < 99:
@@ -344,6 +400,30 @@ func (w *World) online() {
 	}
 }
 
+// shape sometimes gives a payload the form of a JSON document (which the
+// batch format embeds as is), a JSON string, text with escapes, or (unless
+// Options.UTF8Only) bytes that are not UTF-8: alone or in a batch, the
+// receiver must see the same bytes.
+func (w *World) shape(p string) string {
+	n := w.rng.IntN(8)
+	if n == 2 && w.opt.UTF8Only {
+		n = 3
+	}
+	switch n {
+	case 0:
+		return `{"p": "` + p + `", "n": [1, 2.5e3, true, null]}`
+	case 1:
+		return `"` + p + `"`
+	case 2:
+		return p + "\xff\xfe"
+	case 3:
+		return p + " \"quoted\"\n\tÿ€ "
+	case 4:
+		return "42"
+	}
+	return p
+}
+
 func (w *World) enqueue() {
 	t := w.pick()
 	if !t.alive {
@@ -364,6 +444,7 @@ func (w *World) enqueue() {
 	case 2, 3:
 		payload += ":" + strings.Repeat("x", 20) // blob store
 	}
+	payload = w.shape(payload)
 	var deps []string
 	if w.rng.IntN(6) == 0 {
 		if w.ids > 0 {
@@ -388,7 +469,7 @@ func (w *World) enqueue() {
 	switch res.Action {
 	case queue.ActionAppended:
 		w.enq[res.ID] = &enqInfo{user: res.Record.UserID, entity: res.Record.EntityKey(), key: res.Record.IdempotencyKey,
-			hash: res.Record.PayloadHash, seq: res.Record.Seq, deps: deps}
+			hash: res.Record.PayloadHash, seq: res.Record.Seq, deps: deps, op: op}
 	case queue.ActionReplaced, queue.ActionMerged:
 		w.stats.Coalesced++
 		w.enq[res.ID].hash = res.Record.PayloadHash

@@ -1,0 +1,163 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/tabfence/tabfence/outbox/queue"
+	"github.com/tabfence/tabfence/wire"
+)
+
+// pageAnswer is the transition of every record of s for the answer to its
+// request, the verdicts whose ends (verdictEnd) follow once they are
+// written, and an error that then fails the flush. A results document is
+// answered mutation by mutation, each result as the record's own answer
+// (resultVerdict); any other answer is the whole page's (batchVerdict).
+func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, serr error, now time.Time) ([]*settleOp, []Verdict, error) {
+	l := f.lease
+	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
+		// No network: not the records' fault (send.go's rule).
+		e := queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
+		return f.eachOp(s, EventOffline, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }), nil, ErrOffline
+	}
+	v := Classify(resp, serr, now)
+	if serr != nil || v.Outcome != wire.OutcomeAck {
+		ops, vs := f.batchVerdict(s, v, resp, serr, now)
+		return ops, vs, nil
+	}
+	rs, err := wire.ParseBatchResponse(resp.Body, s.keys)
+	ops := make([]*settleOp, len(rs))
+	vs := make([]Verdict, 0, len(rs))
+	for i := 0; err == nil && i < len(rs); i++ {
+		if rs[i].Outcome == wire.BatchNotAttempted {
+			// An earlier mutation of its entity did not succeed: the
+			// record was not tried, so its attempt is not spent.
+			ev := s.evs[i]
+			ev.Reason = string(rs[i].Outcome)
+			ops[i] = &settleOp{rec: s.recs[i], ev: ev, kind: EventRetry, t: func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, nil) }}
+			continue
+		}
+		rv, rresp, ok := resultVerdict(rs[i], now)
+		if !ok {
+			err = wire.ErrBatchMalformed
+			break
+		}
+		ops[i] = f.verdictOp(s.recs[i], s.evs[i], rv, rresp, now)
+		vs = append(vs, rv)
+	}
+	if err != nil {
+		// Not a results document for the keys sent, or a result the
+		// format does not allow: none of it is believed.
+		ops, vs = f.batchVerdict(s, v, resp, nil, now)
+	}
+	return ops, vs, nil
+}
+
+// eachOp is the same transition for every record of s.
+func (f *flushRun) eachOp(s *pageSend, kind EventKind, e *queue.ErrorInfo, t func(queue.Record) (queue.Record, error)) []*settleOp {
+	ops := make([]*settleOp, len(s.recs))
+	for i, rec := range s.recs {
+		ops[i] = &settleOp{rec: rec, ev: s.evs[i], kind: kind, e: e, t: t}
+	}
+	return ops
+}
+
+// resultVerdict is the verdict on one mutation's result, as Classify gives
+// it for the same answer to the record sent alone: the result's status and
+// body, replayed marked as the Idempotent-Replayed header marks it, its
+// retryAfter as a Retry-After header, its problem type where Classify looks
+// for one. ok is false for a result the format does not allow (applied
+// without a 2xx, rejected without a 4xx, a status below 200).
+func resultVerdict(r wire.BatchResult, now time.Time) (Verdict, Response, bool) {
+	resp := Response{Status: r.Status, Body: r.Body, Header: Header{}}
+	if r.Outcome == wire.BatchReplayed {
+		resp.Header[wire.HeaderReplayed] = "true"
+	}
+	if r.RetryAfter > 0 {
+		resp.Header[wire.HeaderRetryAfter] = strconv.FormatInt(int64(r.RetryAfter/time.Second), 10)
+	}
+	c := resp
+	if r.Problem != "" {
+		c.Body = append(append(append([]byte(nil), r.Body...), ' '), r.Problem...)
+	}
+	v := Classify(c, nil, now)
+	switch {
+	case r.Status < 200,
+		r.Outcome == wire.BatchApplied && v.Outcome != wire.OutcomeAck,
+		r.Outcome == wire.BatchRejected && (r.Status < 400 || r.Status > 499):
+		return v, resp, false
+	case r.Outcome == wire.BatchRetry && v.Outcome != wire.OutcomeRetry:
+		v.Outcome = wire.OutcomeRetry
+		v.Err = queue.ErrorInfo{Code: "http_" + strconv.Itoa(r.Status), Message: v.Outcome.String(), Status: r.Status}
+	}
+	return v, resp, true
+}
+
+// batchVerdict is the page's transitions, and the verdicts whose ends
+// follow, for an answer that is not a results document: the whole
+// request's verdict v. A network error, a 5xx or 429 (Retry-After
+// honoured), a 401, a session mismatch or a stale token do to every record
+// what they do to one sent alone. A 413 hands the page back uncharged and
+// halves the pages of this Outbox; of a page of one record, it sends that
+// record alone (sendAlone), the others still batched. Anything else (404, 405, 501,
+// batch-malformed, another 4xx, a 2xx that is not a results document for
+// the keys sent) says the receiver does not speak this batch format: the
+// page is handed back uncharged and this Outbox sends one record per
+// request from then on; never a dead letter, nothing is wrong with the
+// records.
+func (f *flushRun) batchVerdict(s *pageSend, v Verdict, resp Response, serr error, now time.Time) ([]*settleOp, []Verdict) {
+	l := f.lease
+	refund := func(kind EventKind, e *queue.ErrorInfo) []*settleOp {
+		return f.eachOp(s, kind, e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, e) })
+	}
+	st := resp.Status
+	switch {
+	case serr == nil && st == 413 && len(s.recs) == 1:
+		// The record itself may be too large: it goes alone, and its
+		// own answer decides, as today's single sends.
+		s.alone = append(s.alone, aloneSend{rec: s.recs[0], part: s.parts[0], ev: s.evs[0], body: s.muts[0].Payload})
+		return nil, nil
+	case serr == nil && st == 413:
+		f.halvePages(len(s.recs))
+		e := queue.ErrorInfo{Code: CodeBatchTooLarge, Message: "batch too large: pages halved", Status: st}
+		return refund(EventRetry, &e), nil
+	case serr != nil || (st != 404 && st != 405 && st != 501 && v.Outcome != wire.OutcomeAck &&
+		v.Outcome != wire.OutcomeTerminal && v.Outcome != wire.OutcomeConflict):
+		// retry (network, 5xx, 429), auth, session or stale
+		ops := make([]*settleOp, len(s.recs))
+		for i, rec := range s.recs {
+			ops[i] = f.verdictOp(rec, s.evs[i], v, resp, now)
+		}
+		return ops, []Verdict{v}
+	}
+	f.o.batch.off.Store(true)
+	e := queue.ErrorInfo{Code: CodeBatchUnsupported, Message: "batch endpoint answered " + strconv.Itoa(st) + ": sending one record per request", Status: st}
+	return refund(EventBatchFallback, &e), nil
+}
+
+// halvePages makes this Outbox's pages half of n records (a page of n was
+// refused as too large) unless they are already smaller.
+func (f *flushRun) halvePages(n int) {
+	want := int64(max(n/2, 1))
+	for {
+		cur := f.o.batch.size.Load()
+		if (cur != 0 && cur <= want) || f.o.batch.size.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
+
+// The batch flush's error codes and event.
+const (
+	// CodeBatchTooLarge: the receiver refused a page as too large (413);
+	// its records went back uncharged and later pages are half as big.
+	CodeBatchTooLarge = "batch_too_large"
+	// CodeBatchUnsupported: the receiver does not speak the batch format
+	// at Config.BatchEndpoint; the Outbox sends one record per request.
+	CodeBatchUnsupported = "batch_unsupported"
+	// EventBatchFallback: a record went back uncharged because the batch
+	// endpoint does not speak the batch format (CodeBatchUnsupported).
+	EventBatchFallback EventKind = "outbox.batch.fallback"
+)
