@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/tabfence/tabfence/outbox/queue"
 )
@@ -36,7 +37,6 @@ var errSkipped = errors.New("outbox: skipped: the previous record of the entity 
 // idempotency key), and an undone charge costs at most the uncounted sends
 // of the records that were in flight at that moment.
 func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Record) (charged []queue.Record, err error) {
-	l := f.lease
 	now := f.o.cfg.Clock.Now()
 	acksOK := make([]bool, len(acks))
 	ups := make([]RecordUpdate, 0, len(acks)+len(next))
@@ -47,34 +47,16 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Re
 		cctx = context.WithoutCancel(ctx)
 	}
 	contiguous := true // the store runs the Fns in order, once each
-	ttl, reconnected, sess, gate := f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.SchemaGate()
+	acked := func() bool {
+		for _, ok := range acksOK {
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
 	for _, rec := range next {
-		ups = append(ups, RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r queue.Record) (queue.Record, error) {
-			for _, ok := range acksOK {
-				if !ok {
-					contiguous = false
-				}
-			}
-			if !contiguous {
-				return r, errSkipped
-			}
-			if err := ctx.Err(); err != nil {
-				contiguous = false
-				return r, err
-			}
-			// The claim planned r; what the plan checked of it that
-			// another tab can change meanwhile (an enqueue that replaced
-			// its payload) is checked again here.
-			if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == queue.SchemaUnsupported {
-				contiguous = false
-				return r, queue.OpError("charge", "record no longer fits the claim", queue.ErrInvalidTransition)
-			}
-			n, err := queue.Charge(r, l, now, ttl, reconnected)
-			if err != nil {
-				contiguous = false
-			}
-			return n, err
-		})})
+		ups = append(ups, f.chargeUpdate(ctx, rec, now, &contiguous, acked))
 	}
 	res, err := f.commit(cctx, ups)
 	if err != nil {
@@ -89,17 +71,59 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Re
 		}
 	}
 	for _, m := range res[len(acks):] {
-		switch {
-		case m.Err == nil:
+		if m.Err == nil {
 			charged = append(charged, m.Record)
 			continue
-		case errors.Is(m.Err, ErrNotFound), // purged by a logout meanwhile
-			errors.Is(m.Err, errSkipped),                 // an ack or charge before it was not made
-			errors.Is(m.Err, queue.ErrInvalidTransition), // changed since the claim planned it
-			ctx.Err() != nil && errors.Is(m.Err, ctx.Err()):
+		}
+		if chargeStops(ctx, m.Err) {
 			return charged, nil
 		}
 		return charged, m.Err
 	}
 	return charged, nil
+}
+
+// chargeUpdate is the Take update that charges rec, which the claim
+// planned (queue.Charge). The store runs a transaction's Fns in order, so
+// *chain says whether every record before rec in its entity's chain was
+// charged, and acked (if not nil) whether the acks it depends on were
+// made: when either is false rec is skipped (errSkipped), and when its own
+// charge fails it breaks the chain for the records after it.
+func (f *flushRun) chargeUpdate(ctx context.Context, rec queue.Record, now time.Time, chain *bool, acked func() bool) RecordUpdate {
+	l, ttl, reconnected, sess, gate := f.lease, f.o.cfg.LeaseTTL, f.o.reconnectedAt(), f.session, f.o.SchemaGate()
+	return RecordUpdate{ID: rec.ID, Take: true, Fn: apply(func(r queue.Record) (queue.Record, error) {
+		if acked != nil && !acked() {
+			*chain = false
+		}
+		if !*chain {
+			return r, errSkipped
+		}
+		if err := ctx.Err(); err != nil {
+			*chain = false
+			return r, err
+		}
+		// The claim planned r; what the plan checked of it that
+		// another tab can change meanwhile (an enqueue that replaced
+		// its payload) is checked again here.
+		if r.UserID != sess.UserID || r.TenantID != sess.TenantID || gate.Action(&r) == queue.SchemaUnsupported {
+			*chain = false
+			return r, queue.OpError("charge", "record no longer fits the claim", queue.ErrInvalidTransition)
+		}
+		n, err := queue.Charge(r, l, now, ttl, reconnected)
+		if err != nil {
+			*chain = false
+		}
+		return n, err
+	})}
+}
+
+// chargeStops reports whether a record's failed charge (err) only stops its
+// entity's chain there, its records handed back: it was purged by a logout
+// meanwhile, a record or ack before it was not made, it changed since the
+// claim planned it, or the flush is ending. Any other error fails the flush.
+func chargeStops(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrNotFound) ||
+		errors.Is(err, errSkipped) ||
+		errors.Is(err, queue.ErrInvalidTransition) ||
+		(ctx.Err() != nil && errors.Is(err, ctx.Err()))
 }

@@ -26,6 +26,12 @@
 //     send), send.go (the request and the receiver's verdict), settle.go
 //     (the transition written, counted and emitted), commit.go (the group
 //     commit of concurrent lanes).
+//   - The batch flush (Config.BatchEndpoint), on the same steps: batch.go
+//     (pages cut from the claim's lanes, at most Concurrency in flight),
+//     batchpage.go (a page charged, sent as one request, its outcomes
+//     written in one transaction), batchanswer.go (the answer read as each
+//     record's own answer, or as the whole request's: fallback to single
+//     sends, smaller pages).
 //
 // The package is compiled into tabfence.wasm, so it avoids fmt, encoding/json,
 // reflect, net/http and log: every byte is downloaded by every user.

@@ -13,6 +13,8 @@ import (
 // FlushReport summarises one Flush.
 type FlushReport struct {
 	Batches, Claimed, Acked, Retried, DeadLettered, Terminal, Conflicts, Released int
+	// Requests is the HTTP requests the flush made, single or batch.
+	Requests int
 	// More: the flush stopped at its deadline (MaxFlushDuration), not
 	// because nothing was due: due records may be left.
 	More bool
@@ -131,7 +133,7 @@ func (f *flushRun) loop(ctx context.Context) error {
 			return err
 		}
 		recs, err := o.cfg.Store.Claim(ctx, queue.ClaimRequest{
-			Lease: f.lease, Now: now, Limit: o.cfg.BatchSize, LeaseTTL: o.cfg.LeaseTTL,
+			Lease: f.lease, Now: now, Limit: f.claimLimit(), LeaseTTL: o.cfg.LeaseTTL,
 			UserID: f.session.UserID, TenantID: f.session.TenantID,
 			Schema: o.SchemaGate(), Paused: meta.AuthPaused,
 			Reconnected: o.reconnectedAt(),
@@ -147,7 +149,11 @@ func (f *flushRun) loop(ctx context.Context) error {
 			o.emit(Event{Kind: EventClaim, At: now, RecordID: recs[i].ID, OperationKeyHash: HashKey(recs[i].OperationKey),
 				Owner: f.lease.Owner, LeaseToken: f.lease.Token, Attempt: recs[i].Attempts + 1})
 		}
-		f.runLanes(ctx, queue.Lanes(recs))
+		if f.batching() {
+			f.runBatches(ctx, recs)
+		} else {
+			f.runLanes(ctx, queue.Lanes(recs))
+		}
 		if err := f.stopped(); err != nil {
 			return err
 		}

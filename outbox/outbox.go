@@ -49,6 +49,18 @@ type Config struct {
 	// the one before, exactly. Default 8.
 	ChargeAhead int
 
+	// BatchEndpoint is the path or URL of the receiver's batch route
+	// (receiver.HandleBatch). "" (the default) sends one POST per record.
+	// Set, the flush sends its due records in batch requests of the wire
+	// batch format, each mutation with its own idempotency key, so a batch
+	// resent after a lost answer is replayed mutation by mutation and a
+	// record may move between batches. A receiver that does not speak the
+	// format makes this Outbox fall back to one POST per record (batch.go).
+	BatchEndpoint string
+	// BatchMax is the mutations per batch request; default 100 (the
+	// receiver's default MaxBatch). A 413 halves it for this Outbox.
+	BatchMax int
+
 	SchemaVersion int // payload schema of new records; default 1
 	Migrations    []queue.Migration
 
@@ -75,6 +87,7 @@ type Outbox struct {
 	// reconnected: when the device last regained network (Reconnected),
 	// in Unix nanoseconds; 0: never.
 	reconnected atomic.Int64
+	batch       batchState // what this Outbox learnt of the batch endpoint
 }
 
 // New validates cfg and applies defaults.
@@ -119,6 +132,9 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if cfg.ChargeAhead <= 0 {
 		cfg.ChargeAhead = 8
+	}
+	if cfg.BatchMax <= 0 {
+		cfg.BatchMax = 100
 	}
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1

@@ -28,6 +28,7 @@ func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error
 		return nil, ErrSessionChanged
 	}
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
+	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now = o.cfg.Clock.Now()
 	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
 		// No network: not the record's fault, so not charged. The flush
@@ -69,39 +70,79 @@ func (f *flushRun) body(ctx context.Context, rec queue.Record, ev Event, now tim
 // answer acts on the receiver's verdict v about rec: an ack is returned
 // unwritten (see send); every other outcome is settled here.
 func (f *flushRun) answer(ctx context.Context, rec queue.Record, ev Event, v Verdict, resp Response, now time.Time) (*settleOp, error) {
+	op := f.verdictOp(rec, ev, v, resp, now)
+	if v.Outcome == wire.OutcomeAck {
+		return op, nil
+	}
+	if err := f.settleOps(ctx, []*settleOp{op}); err != nil && v.Outcome != wire.OutcomeStale {
+		return nil, err
+	}
+	return nil, f.verdictEnd(ctx, v)
+}
+
+// verdictOp is the transition of rec for the receiver's verdict v, with
+// what to count and emit: the one table of what each answer does to a
+// record, for single sends and for each mutation of a batch.
+func (f *flushRun) verdictOp(rec queue.Record, ev Event, v Verdict, resp Response, now time.Time) *settleOp {
 	o, l := f.o, f.lease
+	op := &settleOp{rec: rec, ev: ev, e: &v.Err}
 	switch v.Outcome {
 	case wire.OutcomeAck:
 		sr := queue.StoredResponse{Status: resp.Status, Body: resp.Body, Replayed: resp.Header.Get(wire.HeaderReplayed) == "true"}
-		return &settleOp{rec: rec, ev: ev, kind: EventAck, t: func(r queue.Record) (queue.Record, error) { return queue.Ack(r, l, now, sr) }}, nil
+		op.kind, op.e = EventAck, nil
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Ack(r, l, now, sr) }
 	case wire.OutcomeRetry:
 		next := now.Add(o.cfg.Backoff.Delay(rec.Attempts, v.RetryAfter, v.HasRetry))
-		kind := EventRetry
+		op.kind = EventRetry
 		if rec.MaxAttempts > 0 && rec.Attempts >= rec.MaxAttempts {
-			kind = EventDeadLetter
+			op.kind = EventDeadLetter
 		}
-		return nil, f.settle(ctx, rec, ev, kind, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Retry(r, l, now, next, v.Err) })
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Retry(r, l, now, next, v.Err) }
 	case wire.OutcomeAuth:
-		return nil, f.authRequired(ctx, rec, ev, v.Err, now)
+		// Not the record's fault: back uncharged (verdictEnd pauses the user).
+		op.kind = EventAuth
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, op.e) }
 	case wire.OutcomeSession:
-		return nil, f.sessionRefused(ctx, rec, ev, v.Err)
+		e := v.Err
+		e.Code = CodeSessionMismatch
+		op.kind, op.e = EventSessionMismatch, &e
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }
 	case wire.OutcomeStale:
-		_ = f.settle(ctx, rec, ev, EventStepDown, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &v.Err) })
-		return nil, &StepDownError{Token: l.FenceToken, Highest: v.Highest}
+		op.kind = EventStepDown
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, op.e) }
 	case wire.OutcomeConflict:
-		return nil, f.settle(ctx, rec, ev, EventConflict, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.MarkConflict(r, l, now, v.Err) })
+		op.kind = EventConflict
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.MarkConflict(r, l, now, v.Err) }
 	default:
-		return nil, f.settle(ctx, rec, ev, EventTerminal, &v.Err, func(r queue.Record) (queue.Record, error) { return queue.Terminal(r, l, now, v.Err) })
+		op.kind = EventTerminal
+		op.t = func(r queue.Record) (queue.Record, error) { return queue.Terminal(r, l, now, v.Err) }
 	}
+	return op
 }
 
-// authRequired handles a 401: the record goes back uncharged, the user's
-// queue is paused (Meta.AuthPaused) and the app told once per flush.
-func (f *flushRun) authRequired(ctx context.Context, rec queue.Record, ev Event, e queue.ErrorInfo, now time.Time) error {
-	o, l := f.o, f.lease
-	if err := f.settle(ctx, rec, ev, EventAuth, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
-		return err
+// verdictEnd is what a verdict does beyond its records, once they are
+// written: a 401 pauses the user's queue and tells the app once per flush,
+// a session mismatch holds the user's records (holdUser), a stale token
+// steps down. Each ends the flush with its error; other verdicts return nil.
+func (f *flushRun) verdictEnd(ctx context.Context, v Verdict) error {
+	switch v.Outcome {
+	case wire.OutcomeAuth:
+		return f.pauseAuth(ctx)
+	case wire.OutcomeSession:
+		if err := f.holdUser(context.WithoutCancel(ctx), f.session.UserID); err != nil {
+			return err
+		}
+		return ErrSessionMismatch
+	case wire.OutcomeStale:
+		return &StepDownError{Token: f.lease.FenceToken, Highest: v.Highest}
 	}
+	return nil
+}
+
+// pauseAuth handles a 401 once its records are back uncharged: the user's
+// queue is paused (Meta.AuthPaused) and the app told once per flush.
+func (f *flushRun) pauseAuth(ctx context.Context) error {
+	o := f.o
 	user := f.session.UserID
 	if _, err := o.cfg.Store.UpdateMeta(ctx, func(m *Meta) error {
 		if !contains(m.AuthPaused, user) {
@@ -123,20 +164,30 @@ func (f *flushRun) authRequired(ctx context.Context, rec queue.Record, ev Event,
 
 // request builds the wire request for rec.
 func (f *flushRun) request(rec *queue.Record, body []byte) Request {
-	h := Header{
-		wire.HeaderIdempotencyKey: wire.FormatIdempotencyKey(rec.IdempotencyKey),
-		wire.HeaderOperationID:    rec.ID,
-		wire.HeaderClientUser:     wire.FormatClientUser(rec.UserID),
-	}
+	h := f.header(rec.UserID)
+	h[wire.HeaderIdempotencyKey] = wire.FormatIdempotencyKey(rec.IdempotencyKey)
+	h[wire.HeaderOperationID] = rec.ID
+	return Request{Method: "POST", Endpoint: f.endpoint(rec), Header: h, Body: body, RecordID: rec.ID, UserID: rec.UserID}
+}
+
+// header is what every request of this flush carries, single or batch: the
+// user it is sent for and the lease's fencing resource and token.
+func (f *flushRun) header(user string) Header {
+	h := Header{wire.HeaderClientUser: wire.FormatClientUser(user)}
 	if f.lease.Resource != "" {
 		h[wire.HeaderResource] = f.lease.Resource
 	}
 	if f.lease.FenceToken != 0 {
 		h[wire.HeaderFencingToken] = wire.FormatToken(f.lease.FenceToken)
 	}
-	ep := f.o.cfg.Endpoint
+	return h
+}
+
+// endpoint is where rec is POSTed alone: its policy's endpoint, else the
+// Outbox's.
+func (f *flushRun) endpoint(rec *queue.Record) string {
 	if p, ok := f.o.cfg.Policies[rec.OperationType]; ok && p.Endpoint != "" {
-		ep = p.Endpoint
+		return p.Endpoint
 	}
-	return Request{Method: "POST", Endpoint: ep, Header: h, Body: body, RecordID: rec.ID, UserID: rec.UserID}
+	return f.o.cfg.Endpoint
 }

@@ -260,23 +260,6 @@ func (o *Outbox) flushSession(ctx context.Context) (Session, Meta, error) {
 	return m.Session, m, nil
 }
 
-// sessionRefused settles a record the receiver refused as another user's
-// (OutcomeSession): handed back uncharged with the error kept, its user held
-// (holdUser), and the flush stopped with ErrSessionMismatch. Not a terminal
-// failure (nothing is wrong with the record) and not a retry (the same
-// credentials would be refused again at once).
-func (f *flushRun) sessionRefused(ctx context.Context, rec queue.Record, ev Event, e queue.ErrorInfo) error {
-	l, now := f.lease, f.o.cfg.Clock.Now()
-	e.Code = CodeSessionMismatch
-	if err := f.settle(ctx, rec, ev, EventSessionMismatch, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
-		return err
-	}
-	if err := f.holdUser(context.WithoutCancel(ctx), rec.UserID); err != nil {
-		return err
-	}
-	return ErrSessionMismatch
-}
-
 // EventSessionMismatch: the receiver refused a record as another user's.
 const EventSessionMismatch EventKind = "outbox.session_mismatch"
 

@@ -37,12 +37,27 @@ func (op *settleOp) update(ok *bool) RecordUpdate {
 // write happens even when ctx is done (the answer arrived; recording it is
 // what keeps a retry from being needed). A missing record is not an error.
 func (f *flushRun) settle(ctx context.Context, rec queue.Record, ev Event, kind EventKind, e *queue.ErrorInfo, t func(queue.Record) (queue.Record, error)) error {
-	op := &settleOp{rec: rec, ev: ev, kind: kind, e: e, t: t}
-	res, err := f.commit(context.WithoutCancel(ctx), []RecordUpdate{op.update(nil)})
+	return f.settleOps(ctx, []*settleOp{{rec: rec, ev: ev, kind: kind, e: e, t: t}})
+}
+
+// settleOps writes ops in one transaction, as settle does one, then counts
+// and emits each (settled); the first error is returned.
+func (f *flushRun) settleOps(ctx context.Context, ops []*settleOp) error {
+	ups := make([]RecordUpdate, len(ops))
+	for i, op := range ops {
+		ups[i] = op.update(nil)
+	}
+	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {
 		return err
 	}
-	return f.settled(op, res[0])
+	var first error
+	for i, op := range ops {
+		if err := f.settled(op, res[i]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // settled counts and emits a committed settle (res is its UpdateResult).
