@@ -839,7 +839,11 @@ export type OutboxErrorCode =
   | "lease_expired"
   | "payload_unreadable"
   | "schema_unsupported"
-  | "session_mismatch";
+  | "session_mismatch"
+  /** The batch endpoint refused a page as too large (413): later pages are half as big. */
+  | "batch_too_large"
+  /** The batch endpoint does not speak the batch format (404, 405, 501, malformed): the outbox sends one record per request. */
+  | "batch_unsupported";
 
 export interface OutboxError {
   code: OutboxErrorCode;
@@ -854,7 +858,7 @@ export interface OutboxEvent {
     | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
     | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
     | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.record.unsupported"
-    | "outbox.session_mismatch" | "outbox.flush.end";
+    | "outbox.session_mismatch" | "outbox.batch.fallback" | "outbox.flush.end";
   at: number;
   recordId?: string;
   operationKeyHash?: string;
