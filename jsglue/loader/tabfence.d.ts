@@ -695,8 +695,9 @@ export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
    * mutation. An entity's records stay in order and in one request at a
    * time. A server that does not speak the format (404, 405, 501, a
    * malformed answer) makes this outbox fall back to one POST per record;
-   * a 413 halves the page. Without it records go one by one. Records with
-   * a policy endpoint on another origin are sent alone.
+   * a 413 halves the page. Without it records go one by one. A record
+   * whose endpoint is an absolute URL is sent alone, unless the batch
+   * endpoint is an absolute URL of the same origin.
    */
   batch?: { endpoint: string; max?: number };
   /**
