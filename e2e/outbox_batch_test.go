@@ -246,8 +246,27 @@ func TestOutboxBatchResponseLost(t *testing.T) {
 // The Service Worker opens the queue with the pages' options, the batch
 // endpoint among them (the demo's worker takes batch from its script URL):
 // with every tab closed, its drain sends the queue in batches, each
-// mutation once, and its report counts the requests.
+// mutation once.
 func TestSWDrainsInBatches(t *testing.T) {
+	_, bc, rep := swBatchDrain(t)
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	t.Logf("the worker drained in %d batch requests (sizes %v), report %+v", bc.requests, bc.sizes, rep)
+}
+
+// The drain's report counts its requests (SyncReport.requests), as the
+// server saw them.
+func TestSWDrainReportCountsRequests(t *testing.T) {
+	_, bc, rep := swBatchDrain(t)
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	require.Equal(t, bc.requests, rep.Requests, "the report's requests against the server's count (report %+v)", rep)
+}
+
+// swBatchDrain queues 250 mutations offline in 5 entities in a tab with
+// batch=1, closes it, dispatches the sync event and checks that the worker
+// sent each once, in batches; it returns the worker's report.
+func swBatchDrain(t *testing.T) (*swEnv, *batchCtl, harness.SyncReport) {
 	bc := newBatchCtl()
 	e := setupSWMW(t, bc.middleware)
 	q := scope(t)
@@ -273,9 +292,7 @@ func TestSWDrainsInBatches(t *testing.T) {
 	single, _ := e.ctl.keys()
 	require.Equal(t, 0, single, "records the worker sent one by one")
 	bc.mu.Lock()
-	reqs, sizes := bc.requests, slices.Clone(bc.sizes)
-	bc.mu.Unlock()
-	require.LessOrEqual(t, reqs, 10, "%d batch requests for %d mutations (sizes %v)", reqs, n, sizes)
-	require.Equal(t, reqs, rep.Requests, "the report's requests against the server's count (report %+v)", rep)
-	t.Logf("the worker drained %d mutations in %d batch requests (sizes %v)", n, reqs, sizes)
+	defer bc.mu.Unlock()
+	require.LessOrEqual(t, bc.requests, 10, "%d batch requests for %d mutations (sizes %v)", bc.requests, n, bc.sizes)
+	return e, bc, rep
 }
