@@ -23,12 +23,13 @@ type fakeReceiver struct {
 	t        *testing.T
 	mu       sync.Mutex
 	maxBatch int
-	handle   func(m wire.BatchMutation) (int, []byte) // a new key's answer
+	batchURL string                                      // where batches are POSTed (default batchRoute)
+	handle   func(m wire.BatchMutation) wire.BatchResult // a new key's answer: Status (0: 201), Body, RetryAfter, Problem
 	// whole, when set, answers a batch request instead (ok false: go on).
 	whole    func(n int, ms []wire.BatchMutation) (outbox.Response, bool)
 	stored   map[string]wire.BatchResult
-	effects  map[string]int      // key -> times its handler ran with a 2xx
-	applied  map[string][]string // entity -> record ids, in the order applied
+	effects  map[string]int // key -> times its handler ran with a 2xx
+	order    []string       // record ids, in the order applied
 	batches  [][]wire.BatchMutation
 	singles  []string // keys of single POSTs
 	inflight map[string]bool
@@ -40,8 +41,8 @@ type fakeReceiver struct {
 }
 
 func newFakeReceiver(t *testing.T) *fakeReceiver {
-	return &fakeReceiver{t: t, maxBatch: 100, stored: map[string]wire.BatchResult{}, effects: map[string]int{},
-		applied: map[string][]string{}, inflight: map[string]bool{}}
+	return &fakeReceiver{t: t, maxBatch: 100, batchURL: batchRoute, stored: map[string]wire.BatchResult{}, effects: map[string]int{},
+		inflight: map[string]bool{}}
 }
 
 // batchHarness is a harness whose outbox batches to a fakeReceiver.
@@ -58,7 +59,7 @@ func batchHarness(t *testing.T, mod func(*outbox.Config)) (*harness, *fakeReceiv
 }
 
 func (fr *fakeReceiver) serve(req outbox.Request) (outbox.Response, error) {
-	if req.Endpoint != batchRoute {
+	if req.Endpoint != fr.batchURL {
 		return fr.single(req), nil
 	}
 	require.Empty(fr.t, req.Header.Get(wire.HeaderIdempotencyKey), "a batch has no Idempotency-Key")
@@ -136,17 +137,20 @@ func (fr *fakeReceiver) answer(m wire.BatchMutation) wire.BatchResult {
 		s.Outcome = wire.BatchReplayed
 		return s
 	}
-	st, body := 201, []byte(`{"ok":true}`)
+	r := wire.BatchResult{Status: 201, Body: []byte(`{"ok":true}`)}
 	if fr.handle != nil {
-		st, body = fr.handle(m)
+		if h := fr.handle(m); h.Status != 0 {
+			r = h
+		}
 	}
-	r := wire.BatchResult{Key: m.Key, Status: st, Body: body}
+	r.Key = m.Key
+	st := r.Status
 	switch {
 	case st >= 200 && st < 300:
 		r.Outcome = wire.BatchApplied
 		fr.effects[m.Key]++
-		fr.applied[m.Entity] = append(fr.applied[m.Entity], m.OperationID)
-	case st >= 400 && st < 500:
+		fr.order = append(fr.order, m.OperationID)
+	case st >= 400 && st < 500 && r.Problem != wire.ProblemInFlight:
 		r.Outcome = wire.BatchRejected
 	default:
 		r.Outcome = wire.BatchRetry
@@ -167,6 +171,12 @@ func (fr *fakeReceiver) single(req outbox.Request) outbox.Response {
 	h := outbox.Header{}
 	if r.Outcome == wire.BatchReplayed {
 		h[wire.HeaderReplayed] = "true"
+	}
+	if r.RetryAfter > 0 {
+		h[wire.HeaderRetryAfter] = strconv.Itoa(int(r.RetryAfter.Seconds()))
+	}
+	if r.Problem != "" && len(r.Body) == 0 {
+		r.Body = []byte(`{"type":"` + r.Problem + `"}`)
 	}
 	return outbox.Response{Status: r.Status, Body: r.Body, Header: h}
 }

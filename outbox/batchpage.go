@@ -8,9 +8,9 @@ import (
 	"github.com/tabfence/tabfence/wire"
 )
 
-// pageSend is a charged page as it is sent: the records in the request,
-// in order, with their events, and the charged ones left out (their
-// lane stopped before them), which are taken back unsent.
+// pageSend is a charged page as it is sent: the records in the request, in
+// order, with their parts and events, and the charged records left out
+// (their lane stopped before them), which are taken back unsent.
 type pageSend struct {
 	recs   []queue.Record
 	parts  []*pagePart // recs[i]'s part
@@ -20,50 +20,73 @@ type pageSend struct {
 	unsent []queue.Record
 }
 
-// sendPage charges p in one transaction, sends it in one request and
-// writes every record's outcome in one more. A fatal error fails the flush.
+// sendPage charges p in one transaction, sends it as one request and
+// writes every record's outcome in one more (or with the next page's
+// charge). A fatal error fails the flush.
 func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	f.chargePage(ctx, p)
 	s := f.preparePage(ctx, p)
 	if len(s.recs) == 0 || f.ending(ctx) {
 		s.unsent = append(s.unsent, s.recs...)
-		f.writePage(ctx, s, nil, nil)
+		f.writePage(ctx, s, nil, false)
 		return
 	}
-	req := Request{
-		Method: "POST", Endpoint: f.o.cfg.BatchEndpoint, Header: f.header(f.session.UserID),
-		Body: wire.AppendBatchRequest(make([]byte, 0, batchBodySize(s.muts)), s.muts), UserID: f.session.UserID,
-	}
+	req := Request{Method: "POST", Endpoint: f.o.cfg.BatchEndpoint, Header: f.header(f.session.UserID),
+		Body: wire.AppendBatchRequest(nil, s.muts), UserID: f.session.UserID}
 	resp, serr := f.o.cfg.Transport.Send(ctx, req)
 	f.count(func(r *FlushReport) { r.Requests++ }, nil)
-	f.answerPage(ctx, s, resp, serr)
+	now := f.o.cfg.Clock.Now()
+	ops, vs, err := f.pageAnswer(ctx, s, resp, serr, now)
+	f.writePage(ctx, s, ops, err == nil)
+	ended := map[wire.Outcome]bool{}
+	for _, v := range vs {
+		if !ended[v.Outcome] {
+			ended[v.Outcome] = true
+			if err := f.verdictEnd(ctx, v); err != nil {
+				f.fail(err)
+			}
+		}
+	}
+	if err != nil {
+		f.fail(err)
+	}
 }
 
 // chargePage charges every record of p in one transaction (chargeUpdate),
 // each lane's part a chain of its own: a record that cannot be charged
 // stops its lane there, not the page. The records not charged are
-// released (the claim wrote nothing for them).
+// released (the claim wrote nothing for them). The transaction begins with
+// the acks of the clean pages answered since the last charge (deferAcks);
+// if one of them was not made nothing is charged, as its lane's next
+// record may be in this page.
 func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	now := f.o.cfg.Clock.Now()
+	f.mu.Lock()
+	acks := f.pageAcks
+	f.pageAcks = nil
+	f.mu.Unlock()
+	ups, acked, cctx := ackUpdates(ctx, acks, 0)
 	chains := make([]bool, len(p.parts))
-	var ups []RecordUpdate
 	for i, part := range p.parts {
 		chains[i] = true
-		for _, rec := range part.recs {
-			ups = append(ups, f.chargeUpdate(ctx, rec, now, &chains[i], nil))
+		for _, rec := range part.Records {
+			ups = append(ups, f.chargeUpdate(ctx, rec, now, &chains[i], acked))
 		}
 	}
-	res, err := f.commit(ctx, ups)
+	res, err := f.commit(cctx, ups)
 	if err != nil {
 		if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 			f.fail(err)
 		}
-		f.released(len(ups))
+		f.released(len(ups) - len(acks))
 		return
 	}
-	k := 0
+	if err := f.settleAcks(acks, res); err != nil {
+		f.fail(err)
+	}
+	k := len(acks)
 	for _, part := range p.parts {
-		for _, m := range res[k : k+len(part.recs)] {
+		for _, m := range res[k : k+len(part.Records)] {
 			if m.Err != nil {
 				if !chargeStops(ctx, m.Err) {
 					f.fail(m.Err)
@@ -72,8 +95,8 @@ func (f *flushRun) chargePage(ctx context.Context, p *page) {
 			}
 			part.charged = append(part.charged, m.Record)
 		}
-		k += len(part.recs)
-		f.released(len(part.recs) - len(part.charged))
+		k += len(part.Records)
+		f.released(len(part.Records) - len(part.charged))
 	}
 }
 
@@ -86,15 +109,13 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 	now := f.o.cfg.Clock.Now()
 	for _, part := range p.parts {
 		for j, rec := range part.charged {
-			if f.stopped() != nil {
-				s.unsent = append(s.unsent, part.charged[j:]...)
-				break
-			}
-			if !f.sendable(&rec) {
+			if f.stopped() == nil && !f.sendable(&rec) {
 				// The transport attaches the current session's
 				// credentials: never send a record under another
 				// user's session (session.go).
 				f.fail(ErrSessionChanged)
+			}
+			if f.stopped() != nil {
 				s.unsent = append(s.unsent, part.charged[j:]...)
 				break
 			}
@@ -108,26 +129,16 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				break
 			}
 			ep, _ := f.batchPath(&rec)
-			s.recs = append(s.recs, rec)
-			s.parts = append(s.parts, part)
-			s.evs = append(s.evs, ev)
+			s.recs, s.parts, s.evs = append(s.recs, rec), append(s.parts, part), append(s.evs, ev)
 			s.keys = append(s.keys, rec.IdempotencyKey)
-			s.muts = append(s.muts, wire.BatchMutation{
-				Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
-				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body,
-			})
+			s.muts = append(s.muts, wire.BatchMutation{Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
+				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body})
 		}
 	}
 	if f.stopped() != nil {
-		s.unsent = append(s.unsent, s.recs...)
-		s.recs = nil
+		s.unsent, s.recs = append(s.unsent, s.recs...), nil
 	}
 	return s
-}
-
-// recordEvent is the event template of a charged record's send.
-func (f *flushRun) recordEvent(rec queue.Record) Event {
-	return Event{RecordID: rec.ID, OperationKeyHash: HashKey(rec.OperationKey), Owner: f.lease.Owner, LeaseToken: f.lease.Token, Attempt: rec.Attempts}
 }
 
 // batchEntity is the ordering key a mutation carries: its entity within
@@ -141,67 +152,48 @@ func batchEntity(rec *queue.Record) string {
 	return rec.EntityType + ":" + rec.EntityID
 }
 
-// batchBodySize is about the size of the request document of ms.
-func batchBodySize(ms []wire.BatchMutation) int {
-	n := 16
-	for i := range ms {
-		m := &ms[i]
-		n += 64 + len(m.Key) + len(m.Endpoint) + len(m.OperationID) + len(m.Operation) + len(m.Entity) + len(m.Payload)
-	}
-	return n
-}
-
-// answerPage acts on the answer to a page's request: every record's
-// transition and the page's end (pageAnswer) are written in one
-// transaction (writePage).
-func (f *flushRun) answerPage(ctx context.Context, s *pageSend, resp Response, serr error) {
-	now := f.o.cfg.Clock.Now()
-	ops, end := f.pageAnswer(ctx, s, resp, serr, now)
-	f.writePage(ctx, s, ops, end)
-}
-
 // writePage writes ops (s.recs' outcomes, in order) and takes back
-// s.unsent in one transaction, counts and emits each, marks which of each
-// part's records were acked, and then does the page's end: end (if not
-// nil) runs after the write and its error fails the flush.
-func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, end func() error) {
-	now := f.o.cfg.Clock.Now()
-	ups := make([]RecordUpdate, 0, len(ops)+len(s.unsent))
+// s.unsent in one transaction (writeBack), and marks how many of each
+// part's records, from the first, were acked. A clean page (mayDefer, only
+// acks, nothing unsent) is not written here: its acks ride with the next
+// page's charge (one transaction per page instead of two, as a lane's acks
+// ride with its next charge), or are written when the pages end
+// (writeAcks). A crash before that leaves them in flight: recovered after
+// their lease, resent first, and answered replayed (their keys).
+func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) {
+	clean := mayDefer && len(s.unsent) == 0 && len(ops) > 0
 	for _, op := range ops {
-		ups = append(ups, op.update(nil))
+		clean = clean && op.kind == EventAck
 	}
-	for i := range s.unsent {
-		ups = append(ups, RecordUpdate{ID: s.unsent[i].ID, Fn: apply(func(r queue.Record) (queue.Record, error) { return queue.Unsend(r, f.lease, now) })})
+	if clean {
+		for _, part := range s.parts {
+			part.acked++
+		}
+		f.mu.Lock()
+		f.pageAcks = append(f.pageAcks, ops...)
+		f.mu.Unlock()
+		return
 	}
-	if len(ups) > 0 {
-		res, err := f.commit(context.WithoutCancel(ctx), ups)
-		if err != nil {
-			f.fail(err)
-			return
+	res := f.writeBack(ctx, ops, s.unsent)
+	var prev *pagePart
+	broken := false
+	for i, r := range res {
+		part := s.parts[i]
+		if part != prev {
+			prev, broken = part, false
 		}
-		broken := map[*pagePart]bool{}
-		for i, op := range ops {
-			if err := f.settled(op, res[i]); err != nil {
-				f.fail(err)
-			}
-			part := s.parts[i]
-			if !broken[part] && res[i].Err == nil && res[i].Record.Status == queue.StatusAcked {
-				part.acked++
-			} else {
-				broken[part] = true
-			}
-		}
-		n := 0
-		for _, u := range res[len(ops):] {
-			if u.Err == nil {
-				n++
-			}
-		}
-		f.released(n)
-	}
-	if end != nil {
-		if err := end(); err != nil {
-			f.fail(err)
+		broken = broken || r.Err != nil || r.Record.Status != queue.StatusAcked
+		if !broken {
+			part.acked++
 		}
 	}
+}
+
+// writeAcks writes the deferred acks no page's charge took.
+func (f *flushRun) writeAcks(ctx context.Context) {
+	f.mu.Lock()
+	acks := f.pageAcks
+	f.pageAcks = nil
+	f.mu.Unlock()
+	f.writeBack(ctx, acks, nil)
 }

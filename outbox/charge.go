@@ -38,23 +38,8 @@ var errSkipped = errors.New("outbox: skipped: the previous record of the entity 
 // of the records that were in flight at that moment.
 func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Record) (charged []queue.Record, err error) {
 	now := f.o.cfg.Clock.Now()
-	acksOK := make([]bool, len(acks))
-	ups := make([]RecordUpdate, 0, len(acks)+len(next))
-	cctx := ctx
-	for i, a := range acks {
-		ups = append(ups, a.update(&acksOK[i]))
-		// The acks are written even when ctx is done; the charges are not.
-		cctx = context.WithoutCancel(ctx)
-	}
+	ups, acked, cctx := ackUpdates(ctx, acks, len(next))
 	contiguous := true // the store runs the Fns in order, once each
-	acked := func() bool {
-		for _, ok := range acksOK {
-			if !ok {
-				return false
-			}
-		}
-		return true
-	}
 	for _, rec := range next {
 		ups = append(ups, f.chargeUpdate(ctx, rec, now, &contiguous, acked))
 	}
@@ -65,10 +50,8 @@ func (f *flushRun) charge(ctx context.Context, acks []*settleOp, next []queue.Re
 		}
 		return nil, err
 	}
-	for i, a := range acks {
-		if err := f.settled(a, res[i]); err != nil {
-			return nil, err
-		}
+	if err := f.settleAcks(acks, res); err != nil {
+		return nil, err
 	}
 	for _, m := range res[len(acks):] {
 		if m.Err == nil {
@@ -126,4 +109,38 @@ func chargeStops(ctx context.Context, err error) bool {
 		errors.Is(err, errSkipped) ||
 		errors.Is(err, queue.ErrInvalidTransition) ||
 		(ctx.Err() != nil && errors.Is(err, ctx.Err()))
+}
+
+// ackUpdates begins a charge transaction with acks, deferred acks of
+// earlier sends (may be empty), room for more updates after them. acked
+// reports, as the store runs the later Fns, whether every ack was made.
+// cctx is the transaction's context: the acks are written even when ctx is
+// done (the answers arrived), the charges are not (chargeUpdate checks).
+func ackUpdates(ctx context.Context, acks []*settleOp, more int) (ups []RecordUpdate, acked func() bool, cctx context.Context) {
+	oks := make([]bool, len(acks))
+	ups = make([]RecordUpdate, 0, len(acks)+more)
+	cctx = ctx
+	for i, a := range acks {
+		ups = append(ups, a.update(&oks[i]))
+		cctx = context.WithoutCancel(ctx)
+	}
+	return ups, func() bool {
+		for _, ok := range oks {
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}, cctx
+}
+
+// settleAcks counts and emits the acks that began a committed charge
+// transaction (res: its results).
+func (f *flushRun) settleAcks(acks []*settleOp, res []UpdateResult) error {
+	for i, a := range acks {
+		if err := f.settled(a, res[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -62,3 +62,7 @@ func bodyContains(b []byte, sub string) bool {
 	}
 	return false
 }
+
+// Backoff is the retry timing of records (queue.Backoff): exponential
+// backoff with full jitter, Retry-After a floor.
+type Backoff = queue.Backoff

@@ -13,8 +13,9 @@
 // tests here are external (package outbox_test) because they run on
 // outbox/memstore; export_test.go lends them the internals they check.
 //
-//   - backoff.go, classify.go: retry timing (Backoff) and the receiver's
-//     answers (Classify); errors.go: the Outbox's and the stores' errors.
+//   - classify.go: the receiver's answers (Classify) and the retry timing
+//     (Backoff, from outbox/queue); errors.go: the Outbox's and the
+//     stores' errors.
 //   - store.go, transport.go, events.go: the plug-in interfaces (the Store,
 //     the Transport and its Request, events and the clock).
 //   - outbox.go: the Outbox API; session.go, health.go: the queue's session

@@ -36,6 +36,9 @@ type flushRun struct {
 	authAsked bool
 
 	gc groupCommit // commit's state (Concurrency > 1)
+	// pageAcks: the acks of pages whose every record was acked, not yet
+	// written: the next page's charge writes them (batchpage.go).
+	pageAcks []*settleOp
 }
 
 func (f *flushRun) stopped() error {

@@ -127,18 +127,27 @@ func (f *flushRun) take(st *laneStep) (charged []queue.Record, short bool) {
 	return st.got, len(st.got) < st.want || st.err != nil
 }
 
-// wrapUp ends a lane in one transaction: the acks not yet written and the
-// charges of records it will not send taken back (Unsend: they were never
-// handed to the transport). The records it did not charge are left as they
-// are: the claim only planned them.
+// wrapUp ends a lane in one transaction (writeBack): the acks not yet
+// written, and the charges of records it will not send taken back. The
+// records it did not charge are left as they are: the claim only planned
+// them.
 func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []queue.Record) {
 	f.released(len(rest))
-	if len(acks)+len(unsent) == 0 {
-		return
+	f.writeBack(ctx, acks, unsent)
+}
+
+// writeBack writes ops and takes back unsent (charged but never handed to
+// the transport: Unsend) in one transaction, even when ctx is done; it
+// counts and emits each op (settled) and counts the unsent as released.
+// It returns the ops' results; nil when the write failed, which fails the
+// flush.
+func (f *flushRun) writeBack(ctx context.Context, ops []*settleOp, unsent []queue.Record) []UpdateResult {
+	if len(ops)+len(unsent) == 0 {
+		return nil
 	}
 	now := f.o.cfg.Clock.Now()
-	ups := make([]RecordUpdate, 0, len(acks)+len(unsent))
-	for _, a := range acks {
+	ups := make([]RecordUpdate, 0, len(ops)+len(unsent))
+	for _, a := range ops {
 		ups = append(ups, a.update(nil))
 	}
 	for i := range unsent {
@@ -147,20 +156,21 @@ func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []
 	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {
 		f.fail(err)
-		return
+		return nil
 	}
-	for i, a := range acks {
+	for i, a := range ops {
 		if err := f.settled(a, res[i]); err != nil {
 			f.fail(err)
 		}
 	}
 	n := 0
-	for _, u := range res[len(acks):] {
+	for _, u := range res[len(ops):] {
 		if u.Err == nil {
 			n++
 		}
 	}
 	f.released(n)
+	return res[:len(ops)]
 }
 
 // released counts n claimed records a lane did not send as released. The

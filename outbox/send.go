@@ -16,7 +16,7 @@ import (
 func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error) {
 	o, l := f.o, f.lease
 	now := o.cfg.Clock.Now()
-	ev := Event{RecordID: rec.ID, OperationKeyHash: HashKey(rec.OperationKey), Owner: l.Owner, LeaseToken: l.Token, Attempt: rec.Attempts}
+	ev := f.recordEvent(rec)
 	body, ok, err := f.body(ctx, rec, ev, now)
 	if !ok {
 		return nil, err
@@ -41,6 +41,11 @@ func (f *flushRun) send(ctx context.Context, rec queue.Record) (*settleOp, error
 		return nil, ErrOffline
 	}
 	return f.answer(ctx, rec, ev, Classify(resp, serr, now), resp, now)
+}
+
+// recordEvent is the event template of a charged record's send.
+func (f *flushRun) recordEvent(rec queue.Record) Event {
+	return Event{RecordID: rec.ID, OperationKeyHash: HashKey(rec.OperationKey), Owner: f.lease.Owner, LeaseToken: f.lease.Token, Attempt: rec.Attempts}
 }
 
 // body is what to send of rec: its payload (from its blob when stored by

@@ -9,7 +9,8 @@
 //   - policy.go: the dedupe policies (one table, dedupeRules) and
 //     PlanEnqueue.
 //   - schedule.go: which records are due and claimable (PlanClaim) and the
-//     claim's per-entity lanes.
+//     claim's per-entity lanes; pages.go: a batch flush's pages cut from
+//     those lanes (Pager); backoff.go: the retry timing (Backoff).
 //   - schema.go, migrate.go: the queue's names per protocol, the payload
 //     schemas a runtime sends, migrates or leaves alone, the migrations.
 //   - errors.go: the transitions' and plans' errors; sort.go: the seq order

@@ -1,4 +1,4 @@
-package outbox
+package queue
 
 import (
 	"math/rand/v2"
