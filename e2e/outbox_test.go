@@ -184,15 +184,23 @@ func setupOutbox(t *testing.T) *obEnv { return setupOutboxWith(t, harness.Option
 // setupOutboxWith starts the server and a browser with o (Throttle and
 // SharedWindow: hidden background tabs with throttled timers, as users'
 // tabs are).
-func setupOutboxWith(t *testing.T, o harness.Options) *obEnv {
+func setupOutboxWith(t *testing.T, o harness.Options) *obEnv { return setupOutboxMW(t, o, nil) }
+
+// setupOutboxMW is setupOutboxWith with mw, when not nil, in front of
+// noteCtl's middleware (e.g. batchCtl's, for the batch route).
+func setupOutboxMW(t *testing.T, o harness.Options, mw func(http.Handler) http.Handler) *obEnv {
 	t.Helper()
 	require.NoError(t, harness.CheckDist(distDir))
 	ctl := newNoteCtl()
+	chain := ctl.middleware
+	if mw != nil {
+		chain = func(h http.Handler) http.Handler { return mw(ctl.middleware(h)) }
+	}
 	srv, err := server.New(server.Config{
 		DB:         filepath.Join(t.TempDir(), "e2e.db"),
 		Dist:       distDir,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Middleware: ctl.middleware,
+		Middleware: chain,
 	})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
@@ -213,7 +221,9 @@ func (e *obEnv) tab(queue, user string, extra url.Values) *harness.Tab {
 // loads the demo (e.g. harness.Tab.HideSyncManager).
 func (e *obEnv) tabWith(queue, user string, extra url.Values, before func(*harness.Tab) error) *harness.Tab {
 	e.t.Helper()
-	q := url.Values{"scope": {queue}, "outbox": {queue}, "user": {user}}
+	// One POST /api/notes per record (batch=0), which noteCtl observes,
+	// unless extra asks for the demo's default, batches (batch=1).
+	q := url.Values{"scope": {queue}, "outbox": {queue}, "user": {user}, "batch": {"0"}}
 	for k, v := range extra {
 		q[k] = v
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -39,9 +40,12 @@ type swEnv struct {
 	w     *harness.Worker
 }
 
-func setupSW(t *testing.T) *swEnv {
+func setupSW(t *testing.T) *swEnv { return setupSWMW(t, nil) }
+
+// setupSWMW is setupSW with mw in front of noteCtl (setupOutboxMW).
+func setupSWMW(t *testing.T, mw func(http.Handler) http.Handler) *swEnv {
 	t.Helper()
-	e := &swEnv{obEnv: setupOutbox(t)}
+	e := &swEnv{obEnv: setupOutboxMW(t, harness.Options{}, mw)}
 	var err error
 	e.sw, err = e.b.ServiceWorkers()
 	require.NoError(t, err)

@@ -117,6 +117,11 @@ func TestOutboxAPI(t *testing.T) {
 	wantName(t, err, "TypeError")
 	_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "guess"}}})`)))
 	wantName(t, err, "TypeError")
+	for _, batch := range []string{`"/x/batch"`, `{}`, `{endpoint: ""}`, `{endpoint: "/x/batch", max: 0}`, `{endpoint: "/x/batch", max: 1.5}`} {
+		_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "append"}}, batch: `+batch+`})`)))
+		wantName(t, err, "TypeError")
+		require.Contains(t, err.Error(), "batch", "batch: %s", batch)
+	}
 	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "nope", payload: "x"})`)))
 	wantName(t, err, "UnknownOperationError")
 	_, err = await(t, ob.Call("enqueue", eval(`({operationType: "put-note"})`)))

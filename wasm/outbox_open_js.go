@@ -59,6 +59,7 @@ func flushCounts(rep outbox.FlushReport) js.Value {
 	r.Set("deadLettered", rep.DeadLettered)
 	r.Set("terminal", rep.Terminal)
 	r.Set("conflicts", rep.Conflicts)
+	r.Set("requests", rep.Requests)
 	return r
 }
 
@@ -84,6 +85,9 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 	if err := readLimits(opts, &cfg); err != nil {
 		return cfg, err
 	}
+	if err := readBatch(jsapi.Field(opts, "batch"), &cfg.Outbox); err != nil {
+		return cfg, err
+	}
 	if err := outboxVersions(opts, &cfg); err != nil {
 		return cfg, err
 	}
@@ -97,6 +101,17 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 		cfg.Authorize = authorize(h)
 	}
 	return cfg, nil
+}
+
+// readBatch reads batch: {endpoint, max?}, the receiver's batch route
+// (jsapi.BatchArgs has the rules); without it records go one by one.
+func readBatch(b js.Value, cfg *outbox.Config) error {
+	ep, max, err := jsapi.BatchArgs(jsapi.ArgOf(b), jsapi.ArgOf(jsapi.Field(b, "endpoint")), jsapi.ArgOf(jsapi.Field(b, "max")))
+	if err != nil {
+		return err
+	}
+	cfg.BatchEndpoint, cfg.BatchMax = ep, max
+	return nil
 }
 
 // readPolicies reads policies: {operationType: {dedupe, merge?, maxAttempts?, endpoint?}}.

@@ -295,6 +295,7 @@ type SyncReport struct {
 	Retried      int     `json:"retried"`
 	DeadLettered int     `json:"deadLettered"`
 	Claimed      int     `json:"claimed"`
+	Requests     int     `json:"requests"` // HTTP requests the drain made
 	Remaining    int     `json:"remaining"`
 	Retry        bool    `json:"retry"`
 	Reason       string  `json:"reason"`

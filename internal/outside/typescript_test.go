@@ -100,8 +100,9 @@ await inferred.enqueue({ operationType: "note.update", payload: 1 });
 }
 
 // TestWorkerEntryTypeChecks: a worker importing "tabfence/sw" with the
-// pages' outbox options compiles, its report's reason is the union, and a
-// misspelt option does not compile.
+// pages' outbox options (a batch endpoint among them) compiles, its
+// report's reason is the union, and a misspelt option, or a batch option
+// without its endpoint, does not compile.
 func TestWorkerEntryTypeChecks(t *testing.T) {
 	tsc := tscPath(t)
 	dir := tsProject(t, moduleRoot(t))
@@ -109,10 +110,11 @@ func TestWorkerEntryTypeChecks(t *testing.T) {
 import type { OutboxOptions, SyncReason } from "tabfence";
 type Note = { id: string; text: string };
 const notes: OutboxOptions<{ "note.update": Note }> = { name: "notes", endpoint: "/api/notes",
+  batch: { endpoint: "/api/notes/batch", max: 100 },
   headers: async (user) => ({ "X-Demo-User": user }), policies: { "note.update": { dedupe: "replace-latest" } } };
 backgroundSync({ outboxes: [notes], cache: false, lockWaitMs: 60000, onReport(r) {
   const reason: SyncReason = r.reason;
-  console.log(r.tag, r.lastChance, r.acked, r.remaining, r.retry, reason);
+  console.log(r.tag, r.lastChance, r.acked, r.requests, r.remaining, r.retry, reason);
 } });
 `
 	writeFile(t, filepath.Join(dir, "sw.ts"), worker)
@@ -122,6 +124,16 @@ backgroundSync({ outboxes: [notes], cache: false, lockWaitMs: 60000, onReport(r)
 	out, err = runTSC(tsc, dir)
 	require.Error(t, err, "a misspelt option compiles")
 	require.Contains(t, out, "lockWaitMS")
+	for _, c := range []struct{ bad, want string }{
+		{`batch: { endpoint: "/api/notes/batch", maxx: 100 }`, "'maxx'"},
+		{`batch: { max: 100 }`, "'endpoint'"},
+		{`batch: "/api/notes/batch"`, "{ endpoint: string;"},
+	} {
+		writeFile(t, filepath.Join(dir, "sw.ts"), strings.Replace(worker, `batch: { endpoint: "/api/notes/batch", max: 100 }`, c.bad, 1))
+		out, err = runTSC(tsc, dir)
+		require.Error(t, err, "%s compiles", c.bad)
+		require.Contains(t, out, c.want, "%s", c.bad)
+	}
 }
 
 // tscPath is the TypeScript compiler make installs (TABFENCE_TSC). Outside

@@ -129,7 +129,7 @@ async function onSync(cfg, tag, lastChance) {
 function failedReport(cfg, err, lastChance, bad) {
   if (err?.name === "RuntimeExitedError") cfg.opened.fill(undefined); // the next event loads a new runtime
   if (bad) console.error("tabfence/sw: bad outbox options", err);
-  return { acked: 0, retried: 0, deadLettered: 0, claimed: 0, terminal: 0, conflicts: 0, remaining: 0, retry: !lastChance && !bad, reason: "error", error: String(err) };
+  return { acked: 0, retried: 0, deadLettered: 0, claimed: 0, terminal: 0, conflicts: 0, requests: 0, remaining: 0, retry: !lastChance && !bad, reason: "error", error: String(err) };
 }
 
 // loadRuntime is load with the worker's cached fetch, bounded by

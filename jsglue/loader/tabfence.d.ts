@@ -684,6 +684,23 @@ export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
   /** Where records are POSTed (path or URL), e.g. "/api/notes". */
   endpoint: string;
   /**
+   * The receiver's batch route (e.g. "/api/notes/batch", a receiver's
+   * HandleBatch): due records are sent up to `max` (default 100, at most
+   * 1000) per request, in the batch format, instead of one POST each. The
+   * receiver applies each mutation as its single POST would be (same
+   * fingerprint: the record's own endpoint travels with it) and answers a
+   * result per mutation, which the outbox applies to that record alone:
+   * records keep their own idempotency keys, attempts, backoff and dead
+   * letters, so a batch resent after a lost answer is replayed mutation by
+   * mutation. An entity's records stay in order and in one request at a
+   * time. A server that does not speak the format (404, 405, 501, a
+   * malformed answer) makes this outbox fall back to one POST per record;
+   * a 413 halves the page. Without it records go one by one. A record
+   * whose endpoint is an absolute URL is sent alone, unless the batch
+   * endpoint is an absolute URL of the same origin.
+   */
+  batch?: { endpoint: string; max?: number };
+  /**
    * The logged-in user: opening with it is a {@link Outbox.login} (for every
    * tab of the queue). Without it the tab takes the user the queue is logged
    * in as, if any.
@@ -823,7 +840,11 @@ export type OutboxErrorCode =
   | "lease_expired"
   | "payload_unreadable"
   | "schema_unsupported"
-  | "session_mismatch";
+  | "session_mismatch"
+  /** The batch endpoint refused a page as too large (413): later pages are half as big. */
+  | "batch_too_large"
+  /** The batch endpoint does not speak the batch format (404, 405, 501, malformed): the outbox sends one record per request. */
+  | "batch_unsupported";
 
 export interface OutboxError {
   code: OutboxErrorCode;
@@ -838,7 +859,7 @@ export interface OutboxEvent {
     | "outbox.enqueue" | "outbox.flush.start" | "outbox.flush.skip_locked" | "outbox.record.claim"
     | "outbox.record.ack" | "outbox.record.retry" | "outbox.record.terminal" | "outbox.conflict"
     | "outbox.dead_letter" | "outbox.flush.step_down" | "outbox.auth_required" | "outbox.offline" | "outbox.record.unsupported"
-    | "outbox.session_mismatch" | "outbox.flush.end";
+    | "outbox.session_mismatch" | "outbox.batch.fallback" | "outbox.flush.end";
   at: number;
   recordId?: string;
   operationKeyHash?: string;
@@ -891,7 +912,7 @@ export interface Outbox<Ops extends OperationMap = OperationMap> {
   /** Durably records op (resolves after the IndexedDB commit), announces it to every tab, and triggers a flush. */
   enqueue(op: OutboxOp<Ops>): Promise<{ id: string; action: "appended" | "replaced" | "merged" | "dropped" }>;
   /** Flushes now if no other tab does (skipped: another tab holds the lock and flushes). */
-  flush(): Promise<{ skipped: boolean; paused: boolean; claimed: number; acked: number; retried: number; deadLettered: number; terminal: number; conflicts: number }>;
+  flush(): Promise<{ skipped: boolean; paused: boolean; claimed: number; acked: number; retried: number; deadLettered: number; terminal: number; conflicts: number; /** HTTP requests made (single or batch). */ requests: number }>;
   /** The shared projection, read from IndexedDB. */
   status(): Promise<OutboxStatus>;
   /** Pushed after every change in any tab. Returns the unsubscribe function. */
@@ -987,6 +1008,8 @@ export interface SyncReport {
   /** Records that failed for good (4xx), and conflicts, in this drain. */
   terminal: number;
   conflicts: number;
+  /** HTTP requests the drain made (single POSTs or batches). */
+  requests: number;
   /** Unsettled records of the queue's user left (of every user without a session). */
   remaining: number;
   /**

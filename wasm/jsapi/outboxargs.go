@@ -51,6 +51,32 @@ func MsArg(name string, a Arg) (time.Duration, error) {
 	return time.Duration(a.Num * float64(time.Millisecond)), nil
 }
 
+// MaxBatchMax bounds batch.max: a page of records is built and parsed in
+// memory, and a receiver refuses pages above its own limit anyway (413).
+const MaxBatchMax = 1000
+
+// BatchArgs validates batch: {endpoint, max?} (absent: no batch endpoint,
+// records go one by one; absent max: 0, the outbox's default).
+func BatchArgs(batch, endpoint, max Arg) (string, int, error) {
+	if batch.Absent() {
+		return "", 0, nil
+	}
+	if batch.Kind != KindObject {
+		return "", 0, TypeErr("outbox", "batch must be an object {endpoint, max?}, got "+batch.Kind.String())
+	}
+	ep, err := OutboxString("batch.endpoint", endpoint, true)
+	if err != nil {
+		return "", 0, err
+	}
+	if max.Absent() {
+		return ep, 0, nil
+	}
+	if max.Kind != KindNumber || !(max.Num >= 1) || max.Num > MaxBatchMax || max.Num != float64(int(max.Num)) {
+		return "", 0, TypeErr("outbox", "batch.max must be an integer from 1 to "+strconv.Itoa(MaxBatchMax))
+	}
+	return ep, int(max.Num), nil
+}
+
 // MaxSchemaVersion keeps a schema version an exact int and its migrations
 // a short list.
 const MaxSchemaVersion = 1 << 20

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"log"
+	"net/url"
 	"os"
 
 	"github.com/tabfence/tabfence/cmd/bench/outboxbench"
@@ -21,6 +22,7 @@ func main() {
 	figure := flag.String("figure", "enqueue", "with -ab: the figure to compare: enqueue, flush or flush8")
 	flushProf := flag.Int("flushprofile", 0, "profile only the flush of this many entities (-1: the raw fetch loop), into -profile")
 	delay := flag.Duration("delay", 0, "with -eval: the server holds each POST /api/notes this long (a receiver that far away)")
+	page := flag.String("page", "", "with -eval: the demo page's extra parameters (a query: batch=1&batchMax=100)")
 	frozen := flag.Int("frozen", 0, "run only the frozen-owner figure, this many runs (rounded up to the bench's runs per group)")
 	flag.Parse()
 	if *frozen > 0 {
@@ -46,7 +48,11 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b), *prof, *delay); err != nil {
+		q, err := url.ParseQuery(*page)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := outboxbench.EvalInPage(context.Background(), os.Stdout, *dist, string(b), *prof, *delay, q); err != nil {
 			log.Fatal(err)
 		}
 		return

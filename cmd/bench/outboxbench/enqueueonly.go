@@ -93,8 +93,8 @@ func RunEnqueue(ctx context.Context, w io.Writer, distDir string, rounds int, pr
 // expression, awaited) returns as a string: for ad-hoc experiments. With
 // profileDir, the page's CPU profile goes to profileDir/eval.cpuprofile.
 // delay is held before every POST /api/notes (a receiver that far away).
-func EvalInPage(ctx context.Context, w io.Writer, distDir, js, profileDir string, delay time.Duration) error {
-	tab, stop, err := startTab(ctx, distDir, delay)
+func EvalInPage(ctx context.Context, w io.Writer, distDir, js, profileDir string, delay time.Duration, page url.Values) error {
+	tab, stop, err := startTab(ctx, distDir, delay, page)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func RunAB(ctx context.Context, w io.Writer, figure, distA, distB string, rounds
 // sequential fetch loop instead (profileDir/raw.cpuprofile). It prints the
 // rate.
 func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities int, profileDir string) error {
-	tab, stop, err := startTab(ctx, distDir, 0)
+	tab, stop, err := startTab(ctx, distDir, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -237,15 +237,20 @@ func RunFlushProfile(ctx context.Context, w io.Writer, distDir string, entities 
 	return nil
 }
 
-// startTab is start with the demo page open (a fresh queue) in one tab and
-// delay held before every POST /api/notes; stop closes the tab too.
-func startTab(ctx context.Context, distDir string, delay time.Duration) (*harness.Tab, func(), error) {
+// startTab is start with the demo page open (a fresh queue, the demo's
+// parameters page added) in one tab and delay held before every POST
+// /api/notes; stop closes the tab too.
+func startTab(ctx context.Context, distDir string, delay time.Duration, page url.Values) (*harness.Tab, func(), error) {
 	bn, b, stop, err := start(ctx, distDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	bn.delay.Store(int64(delay))
-	tab, err := bn.open(b, url.Values{})
+	q := url.Values{}
+	for k, v := range page {
+		q[k] = v
+	}
+	tab, err := bn.open(b, q)
 	if err != nil {
 		stop()
 		return nil, nil, err

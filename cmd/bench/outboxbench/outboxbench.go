@@ -3,12 +3,12 @@
 // the same run, against the real server in-process on loopback.
 //
 // Figures: durable enqueues per second beside a raw IndexedDB put
-// loop (one readwrite transaction per put, same durability); flush
-// throughput for one ordered entity beside a raw sequential fetch loop to
-// the same receiver, and for eight independent entities beside its ceiling,
-// eight raw sequential fetch loops at once; and how long a
-// frozen flush owner stalls the queue (CDP freeze -> the server counts a new
-// effect), p50/p95.
+// loop (one readwrite transaction per put, same durability); the drain of
+// a queue of DrainN records (one entity, and DrainEntities) through the
+// receiver's batch route beside a raw JavaScript loop POSTing the same
+// records in batches of the same size to the same route, and a raw
+// sequential fetch loop of single POSTs; and how long a frozen flush owner
+// stalls the queue (CDP freeze -> the server counts a new effect), p50/p95.
 package outboxbench
 
 import (
@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,26 +46,21 @@ const (
 	// tabfence and the raw put loop alternating in EnqueueRounds rounds in
 	// one page (see enqueueVsRawJS).
 	EnqueueOps, EnqueueWarm, EnqueueRounds = 600, 150, 60
-	// The flush figures: FlushN records per round, FlushRounds rounds per
-	// side (see flushVsRawJS).
-	FlushRounds = 6
-	FlushN      = 200
-	// BacklogN records in BacklogEntities entities: a long offline queue
-	// drains at the rate of a short one (claims and status reads do not
-	// grow with the queue).
-	BacklogN, BacklogEntities = 2000, 50
-	// The flush figures with a receiver FarDelay away (the server holds
-	// each POST that long): FarN records per round.
-	FarDelay   = 10 * time.Millisecond
-	FarN       = 80
-	FrozenRuns = 10
+	// FlushN records per run of the A/B tool's flush figures.
+	FlushN = 200
+	// The drain figures: DrainN queued records, in one entity and in
+	// DrainEntities, DrainPer per batch request (the outbox's default
+	// batch.max and the receiver's MaxBatch), DrainRounds timed rounds per
+	// side (see drainVsRawJS).
+	DrainN, DrainEntities, DrainPer, DrainRounds = 2000, 50, 100, 3
+	FrozenRuns                                   = 10
 )
 
 // Targets of the outbox.
 const (
+	targetVsBatch     = 0.8 // x the raw batch loop
+	targetVsSingle    = 5.0 // x the raw sequential fetch loop of single POSTs
 	targetEnqueue     = 0.8 // x raw IndexedDB put loop
-	targetFlushOne    = 0.9 // x raw sequential fetch loop
-	targetFlushEight  = 3.0 // x tabfence's single-entity rate
 	frozenStallMs     = 1000
 	frozenTimeoutMs   = 1500
 	frozenSlackMs     = 2000
@@ -74,7 +70,10 @@ const (
 type bench struct {
 	url   string
 	delay atomic.Int64 // ns before every POST /api/notes
-	seq   int
+	// batches counts the outbox's POSTs to the batch route (the raw loop's,
+	// under a "raw-" fencing resource, are not counted).
+	batches atomic.Int64
+	seq     int
 	// newest is, per fencing resource, the highest server fencing token
 	// whose send made a new effect (a 2xx answer that is not a replay).
 	mu     sync.Mutex
@@ -89,6 +88,9 @@ func (bn *bench) newestOf(resource string) uint64 {
 
 func (bn *bench) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/notes/batch" && !strings.HasPrefix(r.Header.Get("X-Client-Resource"), "raw-") {
+			bn.batches.Add(1)
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/api/notes" {
 			next.ServeHTTP(w, r)
 			return
@@ -140,11 +142,25 @@ func Run(ctx context.Context, w io.Writer, distDir string) error {
 
 // results are Run's figures.
 type results struct {
-	enq, enqModel, one, eight, model rates
-	oneFar, eightFar                 rates // with the receiver FarDelay away
-	backlog                          float64
-	frozen                           []float64
+	enq, enqModel rates
+	one, many     drain // DrainN records in 1 entity, in DrainEntities
+	frozen        []float64
 }
+
+// drain is one drain figure (drainVsRawJS): tabfence's rate beside the raw
+// batch loop's and the raw single-POST loop's, per-round ratios to each,
+// and the outbox's batch requests per drain of DrainN.
+type drain struct {
+	TF       float64   `json:"tf"`
+	Batch    float64   `json:"batch"`
+	Single   float64   `json:"single"`
+	VsBatch  []float64 `json:"vsBatch"`
+	VsSingle []float64 `json:"vsSingle"`
+	Requests float64   `json:"-"`
+}
+
+func (d drain) vsBatch() rates  { return rates{Go: d.TF, Raw: d.Batch, Ratios: d.VsBatch} }
+func (d drain) vsSingle() rates { return rates{Go: d.TF, Raw: d.Single, Ratios: d.VsSingle} }
 
 // measure takes Run's figures, one after the other.
 func (bn *bench) measure(b *harness.Browser) (r results, err error) {
@@ -155,21 +171,16 @@ func (bn *bench) measure(b *harness.Browser) (r results, err error) {
 		{&r.enq, "enqueue", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, false)},
 		// The ceiling of an enqueue that writes the outbox's record.
 		{&r.enqModel, "enqueue model", enqueueVsRawJS(EnqueueOps, EnqueueWarm, EnqueueRounds, true)},
-		{&r.one, "flush one entity", flushVsRawJS(FlushN, FlushRounds, 1, false)},
-		{&r.eight, "flush eight entities", flushVsRawJS(FlushN, FlushRounds, 8, false)},
-		// The ceiling of a flush that makes the outbox's durable steps: the
-		// same steps in raw JavaScript (flushModelJS).
-		{&r.model, "flush model", flushVsRawJS(FlushN, FlushRounds, 1, true)},
 	} {
 		if *c.to, err = bn.inPage(b, c.name, c.js); err != nil {
 			return r, err
 		}
 	}
-	if r.oneFar, r.eightFar, err = bn.farFlush(b); err != nil {
-		return r, err
+	if r.one, err = bn.drain(b, 1); err != nil {
+		return r, fmt.Errorf("drain, 1 entity: %w", err)
 	}
-	if r.backlog, err = bn.backlog(b); err != nil {
-		return r, fmt.Errorf("backlog: %w", err)
+	if r.many, err = bn.drain(b, DrainEntities); err != nil {
+		return r, fmt.Errorf("drain, %d entities: %w", DrainEntities, err)
 	}
 	if r.frozen, err = bn.frozen(b); err != nil {
 		return r, fmt.Errorf("frozen owner: %w", err)
@@ -196,53 +207,45 @@ func (bn *bench) inPage(b *harness.Browser, name, js string) (rates, error) {
 	return r, nil
 }
 
-// farFlush is the flush figures again with a receiver FarDelay away: every
-// POST waits that long in the server, as on a network rather than loopback.
-func (bn *bench) farFlush(b *harness.Browser) (one, eight rates, err error) {
-	bn.delay.Store(int64(FarDelay))
-	defer bn.delay.Store(0)
-	if one, err = bn.inPage(b, "flush one entity, far receiver", flushVsRawJS(FarN, FlushRounds, 1, false)); err != nil {
-		return one, eight, err
-	}
-	eight, err = bn.inPage(b, "flush eight entities, far receiver", flushVsRawJS(FarN, FlushRounds, 8, false))
-	return one, eight, err
-}
-
-// backlog is the rate at which a long queue drains (backlogJS).
-func (bn *bench) backlog(b *harness.Browser) (float64, error) {
-	tab, err := bn.open(b, url.Values{})
+// drain measures drainVsRawJS in a fresh demo tab whose outbox sends to the
+// batch route, DrainPer records per request.
+func (bn *bench) drain(b *harness.Browser, entities int) (drain, error) {
+	tab, err := bn.open(b, url.Values{"batch": {"1"}, "batchMax": {strconv.Itoa(DrainPer)}})
 	if err != nil {
-		return 0, err
+		return drain{}, err
 	}
 	defer tab.Close()
-	// Minutes, not EvalTimeout: 2000 enqueues and their flush.
-	ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(tab.Ctx(), 10*time.Minute)
 	defer cancel()
-	return chromedp.Run(ctx, chromedp.Evaluate[float64](backlogJS(BacklogN, BacklogEntities), chromedp.EvalAwaitPromise))
+	before := bn.batches.Load()
+	d, err := chromedp.Run(ctx, chromedp.Evaluate[drain](drainVsRawJS(DrainN, entities, DrainPer, DrainRounds), chromedp.EvalAwaitPromise))
+	if err == nil && len(d.VsBatch) == 0 {
+		err = errors.New("no rounds")
+	}
+	// The untimed round drains 2 pages' worth: DrainRounds drains of
+	// DrainN and that one.
+	d.Requests = float64(bn.batches.Load()-before) * float64(DrainN) / float64(DrainRounds*DrainN+2*DrainPer)
+	return d, err
 }
 
 func (r results) print(w io.Writer) error {
 	fmt.Fprintf(w, "outbox: enqueue: %d per side (strict durability, queue paused) after %d untimed, alternating with the raw put loop in %d rounds in one page; ratio: median of the per-round ratios (pooled and per-round range beside)\n", EnqueueOps, EnqueueWarm, EnqueueRounds)
-	fmt.Fprintf(w, "  flush: %d records per round to POST /api/notes (SQLite, loopback) against as many raw fetches (the same headers), after one untimed round of each, alternating in %d rounds in one page; same statistics\n", FlushN, FlushRounds)
-	fmt.Fprintf(w, "  models (the ceilings of the figures above them): the enqueue's write of the outbox's record into its database, and the flush's IndexedDB and fetch steps, in raw JavaScript (no Go, no events, no status), against the same baselines, same statistics; far: the flush figures with the server holding each POST %v (%d records per round)\n", FarDelay, FarN)
+	fmt.Fprintf(w, "  drain: %d records queued (paused, untimed) in 1 and in %d entities, resume -> the last ack, through the batch route POST /api/notes/batch (%d per request; SQLite, loopback), beside in the same page a raw JS loop POSTing the same records %d per request to the same route and a raw sequential fetch loop of single POSTs to /api/notes (the same headers), after a short untimed round of each, %d rounds rotating the order; same statistics\n", DrainN, DrainEntities, DrainPer, DrainPer, DrainRounds)
+	fmt.Fprintf(w, "  model (the ceiling of the enqueue figure): the enqueue's write of the outbox's record into its database in raw JavaScript (no Go, no events, no status), same baseline, same statistics\n")
 	tw := benchfigures.NewTable(w)
 	fmt.Fprintln(tw, "figure\ttabfence\traw JS\tratio\ttarget\tmet\t")
-	ratioOf := func(x rates) (float64, string) {
-		return x.Ratio(), fmt.Sprintf("%.2fx (%s)", x.Ratio(), x.Spread())
-	}
-	er, es := ratioOf(r.enq)
-	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", r.enq.Go, r.enq.Raw, es, targetEnqueue, yes(er >= targetEnqueue))
+	er := r.enq.Ratio()
+	fmt.Fprintf(tw, "durable enqueues/s\t%.0f\t%.0f\t%.2fx (%s)\t>= %.1fx\t%s\t\n", r.enq.Go, r.enq.Raw, er, r.enq.Spread(), targetEnqueue, yes(er >= targetEnqueue))
 	fmt.Fprintf(tw, "raw JS model of the enqueue's write\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", r.enqModel.Go, r.enqModel.Raw, r.enqModel.Ratio(), r.enqModel.Spread())
-	fr, fs := ratioOf(r.one)
-	fmt.Fprintf(tw, "flush 1 entity (records/s)\t%.0f\t%.0f\t%s\t>= %.1fx\t%s\t\n", r.one.Go, r.one.Raw, fs, targetFlushOne, yes(fr >= targetFlushOne))
-	fmt.Fprintf(tw, "flush 8 entities (records/s)\t%.0f\t\t%.2fx of 1\t>= %.1fx\t%s\t\n", r.eight.Go, r.eight.Go/r.one.Go, targetFlushEight, yes(r.eight.Go/r.one.Go >= targetFlushEight))
-	// The ceiling of the eight-entity figure: eight raw sequential fetch
-	// loops at once to the same receiver (Chromium, loopback, this machine).
-	fmt.Fprintf(tw, "raw fetch, 8 parallel loops (records/s)\t\t%.0f\t%.2fx of 1 loop\t\t\t\n", r.eight.Raw, r.eight.Raw/r.one.Raw)
-	fmt.Fprintf(tw, "raw JS model of the flush's steps, 1 entity\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", r.model.Go, r.model.Raw, r.model.Ratio(), r.model.Spread())
-	fmt.Fprintf(tw, "flush 1 entity, receiver %v away\t%.0f\t%.0f\t%.2fx (%s)\t\t\t\n", FarDelay, r.oneFar.Go, r.oneFar.Raw, r.oneFar.Ratio(), r.oneFar.Spread())
-	fmt.Fprintf(tw, "flush 8 entities, receiver %v away\t%.0f\t%.0f\t%.2fx of 1 (raw 8 loops %.2fx of 1)\t\t\t\n", FarDelay, r.eightFar.Go, r.eightFar.Raw, r.eightFar.Go/r.oneFar.Go, r.eightFar.Raw/r.oneFar.Raw)
-	fmt.Fprintf(tw, "flush backlog of %d, %d entities (records/s)\t%.0f\t\t%.2fx of 8 entities\t\t\t\n", BacklogN, BacklogEntities, r.backlog, r.backlog/r.eight.Go)
+	for _, d := range []struct {
+		name string
+		d    drain
+	}{{"1 entity", r.one}, {strconv.Itoa(DrainEntities) + " entities", r.many}} {
+		vb, vs := d.d.vsBatch(), d.d.vsSingle()
+		fmt.Fprintf(tw, "drain %d, %s, vs raw batch loop (records/s)\t%.0f\t%.0f\t%.2fx (%s)\t>= %.1fx\t%s\t\n", DrainN, d.name, vb.Go, vb.Raw, vb.Ratio(), vb.Spread(), targetVsBatch, yes(vb.Ratio() >= targetVsBatch))
+		fmt.Fprintf(tw, "drain %d, %s, vs raw single POSTs (records/s)\t%.0f\t%.0f\t%.2fx (%s)\t>= %.1fx\t%s\t\n", DrainN, d.name, vs.Go, vs.Raw, vs.Ratio(), vs.Spread(), targetVsSingle, yes(vs.Ratio() >= targetVsSingle))
+		fmt.Fprintf(tw, "drain %d, %s: outbox requests per drain\t%.0f\t%d\t\t\t\t\n", DrainN, d.name, d.d.Requests, (DrainN+DrainPer-1)/DrainPer)
+	}
 	p50, p95 := harness.Percentile(r.frozen, 50), harness.Percentile(r.frozen, 95)
 	limit := float64(frozenStallMs + frozenTimeoutMs + frozenSlackMs)
 	fmt.Fprintf(tw, "frozen owner -> moving p50 (ms)\t%.0f\t\t\t\t\t\n", p50)
@@ -250,7 +253,7 @@ func (r results) print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request; CDP freeze -> the server counts a new effect from a newer owner (a higher server fencing token)\n",
+	fmt.Fprintf(w, "frozen owner: %d runs, stall %d ms + status timeout %d ms, server delay %v per request, records one POST each; CDP freeze -> the server counts a new effect from a newer owner (a higher server fencing token)\n",
 		len(r.frozen), frozenStallMs, frozenTimeoutMs, frozenServerDelay)
 	return nil
 }
@@ -308,6 +311,11 @@ func (bn *bench) open(b *harness.Browser, q url.Values) (*harness.Tab, error) {
 		q.Set("scope", name)
 	}
 	q.Set("user", "bench")
+	// One POST per record unless the figure asks for the batch route
+	// (batch=1): the middleware observes POST /api/notes.
+	if q.Get("batch") == "" {
+		q.Set("batch", "0")
+	}
 	// The demo's notes list refetches and redraws every note of the user
 	// after each burst of acks: thousands by the later figures, on the
 	// main thread the flush and the raw loops share.

@@ -136,7 +136,8 @@ func start(ctx context.Context, distDir string) (bn *bench, stop func(), err err
 // every later one reads.
 func (bn *bench) install(ctx context.Context) error {
 	bn.name = "swbench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	bn.page = url.Values{"outbox": {bn.name}, "scope": {bn.name}, "user": {"bench"}, "list": {"0"}, "sw": {"1"}}
+	// batch=0: one POST /api/notes per record, which the arrivals observe.
+	bn.page = url.Values{"outbox": {bn.name}, "scope": {bn.name}, "user": {"bench"}, "list": {"0"}, "sw": {"1"}, "batch": {"0"}}
 	tab, err := bn.open(ctx)
 	if err != nil {
 		return err

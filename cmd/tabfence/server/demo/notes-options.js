@@ -8,12 +8,14 @@
 // migrates schema-1 notes by adding v: 2), maxAttempts, backoffBase,
 // backoffCap, statusTimeout, stallAfter (ms), concurrency, auth=cookie (the
 // credentials are a cookie every tab and the worker send; otherwise the
-// X-Demo-User header from the record's user) and bgsync=0 (pages do not
-// register Background Sync).
+// X-Demo-User header from the record's user), bgsync=0 (pages do not
+// register Background Sync), batch=0 (one POST /api/notes per record
+// instead of batches to POST /api/notes/batch) and batchMax (mutations per
+// batch, default 100).
 
 /** The parameters of notesOptions that the worker needs. */
 export const workerParams = ["outbox", "protocol", "schema", "maxAttempts", "backoffBase", "backoffCap",
-  "statusTimeout", "stallAfter", "concurrency", "auth"];
+  "statusTimeout", "stallAfter", "concurrency", "auth", "batch", "batchMax"];
 
 /** The worker's script URL query for a page of params: its workerParams only. */
 export function workerSearch(params) {
@@ -32,6 +34,9 @@ export function notesOptions(params) {
   return {
     name: params.get("outbox") || "notes",
     endpoint: "/api/notes",
+    // Due records go up to batchMax at a time to the receiver's batch
+    // route, each with its own key; batch=0 sends them one by one.
+    ...(params.get("batch") === "0" ? {} : { batch: { endpoint: "/api/notes/batch", ...(params.has("batchMax") ? { max: num("batchMax", 100) } : {}) } }),
     // demo only: real apps add their auth here (or rely on their cookie)
     headers: params.get("auth") === "cookie" ? undefined : (user) => ({ "X-Demo-User": user }),
     policies: {

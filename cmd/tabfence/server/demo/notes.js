@@ -6,7 +6,7 @@
 // Tests read window.tabfenceNotes (outbox, status, events) rather than the
 // markup. Query parameters: user, the outbox's (notes-options.js: outbox,
 // protocol, schema, maxAttempts, backoffBase, backoffCap, statusTimeout,
-// stallAfter, concurrency, bgsync=0, auth), list=0 (no notes list: the
+// stallAfter, concurrency, bgsync=0, auth, batch=0, batchMax), list=0 (no notes list: the
 // benchmarks measure the outbox, not a list that refetches and redraws every
 // note of the user after each burst of acks), sw=1: register the demo's
 // Service Worker (/sw.js with the outbox's parameters; on by default for a
