@@ -222,6 +222,7 @@ func (r *Runtime) flushOwned(ctx context.Context, lease queue.Lease, webLock boo
 		rep.Terminal += one.Terminal
 		rep.Conflicts += one.Conflicts
 		rep.Released += one.Released
+		rep.Requests += one.Requests
 		rep.More = one.More
 		if err != nil || ctx.Err() != nil || one.Claimed == 0 {
 			return rep, err
