@@ -99,7 +99,8 @@ func resultVerdict(r wire.BatchResult, now time.Time) (Verdict, Response, bool) 
 // follow, for an answer that is not a results document: the whole
 // request's verdict v. A network error, a 5xx or 429 (Retry-After
 // honoured), a 401, a session mismatch or a stale token do to every record
-// what they do to one sent alone. A 413 hands the page back uncharged and
+// what they do to one sent alone. A 413, or an answer larger than the
+// Transport reads (ErrResponseTooLarge), hands the page back uncharged and
 // halves the pages of this Outbox; of a page of one record, it sends that
 // record alone (sendAlone), the others still batched. Anything else (404, 405, 501,
 // batch-malformed, another 4xx, a 2xx that is not a results document for
@@ -113,13 +114,16 @@ func (f *flushRun) batchVerdict(s *pageSend, v Verdict, resp Response, serr erro
 		return f.eachOp(s, kind, e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, e) })
 	}
 	st := resp.Status
+	tooLarge := (serr == nil && st == 413) || errors.Is(serr, ErrResponseTooLarge)
 	switch {
-	case serr == nil && st == 413 && len(s.recs) == 1:
+	case tooLarge && len(s.recs) == 1:
 		// The record itself may be too large: it goes alone, and its
 		// own answer decides, as today's single sends.
 		s.alone = append(s.alone, aloneSend{rec: s.recs[0], part: s.parts[0], ev: s.evs[0], body: s.muts[0].Payload})
 		return nil, nil
-	case serr == nil && st == 413:
+	case tooLarge:
+		// A request or an answer too large (the Transport's response
+		// cap, ErrResponseTooLarge): the same page cut in half fits.
 		f.halvePages(len(s.recs))
 		e := queue.ErrorInfo{Code: CodeBatchTooLarge, Message: "batch too large: pages halved", Status: st}
 		return refund(EventRetry, &e), nil

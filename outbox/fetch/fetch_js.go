@@ -17,8 +17,9 @@ import (
 const DefaultMaxResponseBytes = 1 << 20
 
 // ErrResponseTooLarge: the receiver's answer exceeded MaxResponseBytes. It is
-// returned as a Send error (no usable answer), so the outbox retries.
-var ErrResponseTooLarge = errors.New("outbox: response body too large")
+// returned as a Send error (no usable answer): the outbox retries a single
+// send and halves a batch page (outbox.ErrResponseTooLarge).
+var ErrResponseTooLarge = outbox.ErrResponseTooLarge
 
 // Transport is the browser Transport: one fetch per Send.
 //

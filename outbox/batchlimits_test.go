@@ -1,0 +1,44 @@
+package outbox_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/outbox/queue"
+	"github.com/tabfence/tabfence/wire"
+)
+
+// The browser transport refuses answers over its cap (1 MiB) with
+// ErrResponseTooLarge. 100 answers of 20 KiB in one batch answer are 2 MiB:
+// the page is halved until the answers fit, every record acked once, none
+// charged for the refusals, none a dead letter.
+func TestBatchAnswerTooLargeHalvesPages(t *testing.T) {
+	h, fr := batchHarness(t, nil)
+	big := `{"doc":"` + strings.Repeat("x", 20<<10) + `"}`
+	fr.handle = func(wire.BatchMutation) wire.BatchResult { return wire.BatchResult{Status: 201, Body: []byte(big)} }
+	h.reply = func(req outbox.Request) (outbox.Response, error) {
+		resp, err := fr.serve(req)
+		if err == nil && len(resp.Body) > 1<<20 {
+			return outbox.Response{}, outbox.ErrResponseTooLarge
+		}
+		return resp, err
+	}
+	ids := enqueueEntities(h, 100, 1)
+	for i := 0; i < 12; i++ {
+		_, _ = h.ob.Flush(t.Context(), h.lease("A"))
+		h.clock.Add(time.Hour)
+	}
+	for _, l := range ids {
+		rec := h.get(l[0])
+		require.Equal(t, queue.StatusAcked, rec.Status, "%s: %+v", rec.ID, rec.LastError)
+		require.Equal(t, 1, rec.Attempts, "a refused answer is not charged")
+	}
+	require.Len(t, fr.effects, 100)
+	for _, n := range fr.sizes()[1:] {
+		require.LessOrEqual(t, n, 50, "pages halved after the first refusal: %v", fr.sizes())
+	}
+}
