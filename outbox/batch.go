@@ -100,13 +100,16 @@ func (f *flushRun) batchPath(rec *queue.Record) (string, bool) {
 }
 
 // runPages sends the pages of pg, at most Concurrency in flight; each
-// answered page frees its lanes for the next. Concurrency 1 runs inline,
-// without goroutines (the simulation's determinism).
+// answered page frees its lanes for the next. A clean page's acks ride
+// with the charge of the page started after it (writePage), or are written
+// at once when none is. Concurrency 1 runs inline, without goroutines (the
+// simulation's determinism).
 func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 	workers := max(f.o.cfg.Concurrency, 1)
 	done := make(chan *page, workers)
 	inflight := 0
 	for {
+		charged := false // a page was started since the last one answered
 		for inflight < workers && f.batching() && !f.ending(ctx) {
 			parts := pg.Next(f.pageSize())
 			if parts == nil {
@@ -116,9 +119,11 @@ func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 			for i := range parts {
 				p.parts[i] = &pagePart{PagePart: parts[i]}
 			}
+			charged = true
 			if workers == 1 {
 				f.sendPage(ctx, p)
 				pageDone(pg, p)
+				charged = false
 				continue
 			}
 			inflight++
@@ -126,6 +131,11 @@ func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 				f.sendPage(ctx, p)
 				done <- p
 			}()
+		}
+		if !charged {
+			// No charge takes the acks of the pages answered: written
+			// now, not when the slowest page in flight is answered.
+			f.writeAcks(ctx)
 		}
 		if inflight == 0 {
 			break

@@ -68,9 +68,9 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 // each lane's part a chain of its own: a record that cannot be charged
 // stops its lane there, not the page. The records not charged are
 // released (the claim wrote nothing for them). The transaction begins with
-// the acks of the clean pages answered since the last charge (deferAcks);
-// if one of them was not made nothing is charged, as its lane's next
-// record may be in this page.
+// the acks of the clean pages answered since the last write (pageAcks,
+// writePage); if one of them was not made nothing is charged, as its
+// lane's next record may be in this page.
 func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	now := f.o.cfg.Clock.Now()
 	f.mu.Lock()
@@ -202,15 +202,17 @@ func batchEntity(rec *queue.Record) string {
 // writePage writes ops (s.recs' outcomes, in order) and takes back
 // s.unsent in one transaction (writeBack), and marks how many of each
 // part's records, from the first, were acked. A clean page (mayDefer, only
-// acks, nothing unsent) is not written here: its acks ride with the next
-// page's charge (one transaction per page instead of two, as a lane's acks
-// ride with its next charge), or are written when the pages end
-// (writeAcks). A crash before that leaves them in flight: recovered after
-// their lease, resent first, and answered replayed (their keys).
+// acks, nothing unsent) is not written here: its acks wait in pageAcks for
+// the charge of the page runPages starts next (one transaction per page
+// instead of two, as a lane's acks ride with its next charge), or for
+// writeAcks when runPages starts none. A crash before that leaves them in
+// flight, charged: recovered after their lease and resent, answered from
+// their keys. So a record at its last attempt is never deferred: recovered,
+// it would be a dead letter although the receiver applied it.
 func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) {
 	clean := mayDefer && len(s.unsent) == 0 && len(ops) > 0
 	for _, op := range ops {
-		clean = clean && op.kind == EventAck
+		clean = clean && op.kind == EventAck && (op.rec.MaxAttempts <= 0 || op.rec.Attempts < op.rec.MaxAttempts)
 	}
 	if clean {
 		for _, part := range s.parts {
