@@ -40,7 +40,9 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	defer f.sendAlone(ctx, s)
 	if len(s.recs) == 0 || f.ending(ctx) {
 		s.unsent = append(s.unsent, s.recs...)
-		f.writePage(ctx, s, nil, false)
+		if err := f.writePage(ctx, s, nil, false); err != nil {
+			f.fail(err)
+		}
 		return
 	}
 	req := Request{Method: "POST", Endpoint: f.o.cfg.BatchEndpoint, Header: f.header(f.session.UserID),
@@ -49,12 +51,15 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now := f.o.cfg.Clock.Now()
 	ops, vs, err := f.pageAnswer(ctx, s, resp, serr, now)
-	f.writePage(ctx, s, ops, err == nil)
+	werr := f.writePage(ctx, s, ops, err == nil)
+	if len(vs) == 0 && werr != nil {
+		f.fail(werr)
+	}
 	ended := map[wire.Outcome]bool{}
 	for _, v := range vs {
 		if !ended[v.Outcome] {
 			ended[v.Outcome] = true
-			if err := f.verdictEnd(ctx, v); err != nil {
+			if err := f.endAfter(ctx, v, werr); err != nil {
 				f.fail(err)
 			}
 		}
@@ -208,8 +213,9 @@ func batchEntity(rec *queue.Record) string {
 // writeAcks when runPages starts none. A crash before that leaves them in
 // flight, charged: recovered after their lease and resent, answered from
 // their keys. So a record at its last attempt is never deferred: recovered,
-// it would be a dead letter although the receiver applied it.
-func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) {
+// it would be a dead letter although the receiver applied it. The write's
+// error is returned, not failed: the verdict decides (endAfter).
+func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) error {
 	clean := mayDefer && len(s.unsent) == 0 && len(ops) > 0
 	for _, op := range ops {
 		clean = clean && op.kind == EventAck && (op.rec.MaxAttempts <= 0 || op.rec.Attempts < op.rec.MaxAttempts)
@@ -221,9 +227,9 @@ func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, 
 		f.mu.Lock()
 		f.pageAcks = append(f.pageAcks, ops...)
 		f.mu.Unlock()
-		return
+		return nil
 	}
-	res := f.writeBack(ctx, ops, s.unsent)
+	res, err := f.writeBackErr(ctx, ops, s.unsent)
 	var prev *pagePart
 	broken := false
 	for i, r := range res {
@@ -236,6 +242,7 @@ func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, 
 			part.acked++
 		}
 	}
+	return err
 }
 
 // writeAcks writes the deferred acks no page's charge took.

@@ -84,10 +84,19 @@ func (f *flushRun) answer(ctx context.Context, rec queue.Record, ev Event, v Ver
 	if v.Outcome == wire.OutcomeAck {
 		return op, nil
 	}
-	if err := f.settleOps(ctx, []*settleOp{op}); err != nil && v.Outcome != wire.OutcomeStale {
-		return nil, err
+	return nil, f.endAfter(ctx, v, f.settleOps(ctx, []*settleOp{op}))
+}
+
+// endAfter is the error a verdict ends the flush with once the write of
+// its records returned werr, single or batch: a stale token's step-down
+// wins over the write's failure (the owner must step down either way; the
+// records left in flight are recovered after their lease), any other
+// verdict's write failure comes first.
+func (f *flushRun) endAfter(ctx context.Context, v Verdict, werr error) error {
+	if werr != nil && v.Outcome != wire.OutcomeStale {
+		return werr
 	}
-	return nil, f.verdictEnd(ctx, v)
+	return f.verdictEnd(ctx, v)
 }
 
 // verdictOp is the transition of rec for the receiver's verdict v, with
