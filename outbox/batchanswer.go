@@ -30,22 +30,19 @@ func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, s
 	rs, err := wire.ParseBatchResponse(resp.Body, s.keys)
 	ops := make([]*settleOp, len(rs))
 	vs := make([]Verdict, 0, len(rs))
+	failed := map[string]bool{} // entities with a record not acked earlier in the page
 	for i := 0; err == nil && i < len(rs); i++ {
-		if rs[i].Outcome == wire.BatchNotAttempted {
-			// An earlier mutation of its entity did not succeed: the
-			// record was not tried, so its attempt is not spent.
-			ev := s.evs[i]
-			ev.Reason = string(rs[i].Outcome)
-			ops[i] = &settleOp{rec: s.recs[i], ev: ev, kind: EventRetry, t: func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, nil) }}
-			continue
-		}
-		rv, rresp, ok := resultVerdict(rs[i], now)
+		ent := s.muts[i].Entity
+		op, rv, ok := f.resultOp(s, i, rs[i], ent != "" && failed[ent], now)
 		if !ok {
 			err = wire.ErrBatchMalformed
 			break
 		}
-		ops[i] = f.verdictOp(s.recs[i], s.evs[i], rv, rresp, now)
-		vs = append(vs, rv)
+		failed[ent] = failed[ent] || op.kind != EventAck
+		ops[i] = op
+		if rv != nil {
+			vs = append(vs, *rv)
+		}
 	}
 	if err != nil {
 		// Not a results document for the keys sent, or a result the
@@ -53,6 +50,43 @@ func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, s
 		ops, vs = f.batchVerdict(s, v, resp, nil, now)
 	}
 	return ops, vs, nil
+}
+
+// resultOp is the transition of s.recs[i] for its result r, and the
+// verdict whose end follows (nil for none); ok is false for a result the
+// format does not allow (resultVerdict). A mutation not attempted after a
+// failure of its entity earlier in the page (afterFailure) was not tried:
+// handed back uncharged. Not attempted without one breaks the format's
+// rule: retried as any retry (charged, backoff), or a server always saying
+// so would be resent at once until the flush's end. A retry of problem
+// server-busy (the receiver's time or answer budget ran out before it
+// started) is handed back uncharged and due at once, the first in a row:
+// the next in a row (LastError CodeServerBusy) is charged and backs off, so
+// a server always busy costs an attempt every other try, not a resend loop.
+func (f *flushRun) resultOp(s *pageSend, i int, r wire.BatchResult, afterFailure bool, now time.Time) (*settleOp, *Verdict, bool) {
+	l, rec, ev := f.lease, s.recs[i], s.evs[i]
+	refund := func(e *queue.ErrorInfo) *settleOp {
+		ev.Reason = string(r.Outcome)
+		return &settleOp{rec: rec, ev: ev, kind: EventRetry, e: e, t: func(x queue.Record) (queue.Record, error) { return queue.Refund(x, l, now, e) }}
+	}
+	if r.Outcome == wire.BatchNotAttempted && afterFailure {
+		return refund(nil), nil, true
+	}
+	if r.Outcome == wire.BatchNotAttempted {
+		v := Verdict{Outcome: wire.OutcomeRetry, Err: queue.ErrorInfo{Code: CodeNotAttempted, Message: "not attempted, no earlier failure of its entity"}}
+		return f.verdictOp(rec, ev, v, Response{}, now), &v, true
+	}
+	rv, rresp, ok := resultVerdict(r, now)
+	if !ok {
+		return nil, nil, false
+	}
+	if r.Outcome == wire.BatchRetry && r.Problem == wire.ProblemBusy {
+		rv.Err.Code = CodeServerBusy
+		if rec.LastError == nil || rec.LastError.Code != CodeServerBusy {
+			return refund(&rv.Err), nil, true
+		}
+	}
+	return f.verdictOp(rec, ev, rv, rresp, now), &rv, true
 }
 
 // eachOp is the same transition for every record of s.
@@ -161,6 +195,12 @@ const (
 	// CodeBatchUnsupported: the receiver does not speak the batch format
 	// at Config.BatchEndpoint; the Outbox sends one record per request.
 	CodeBatchUnsupported = "batch_unsupported"
+	// CodeNotAttempted: the receiver did not attempt a mutation although
+	// no earlier one of its entity failed in the batch; retried.
+	CodeNotAttempted = "not_attempted"
+	// CodeServerBusy: the receiver's batch ran out of time or answer room
+	// before the mutation started (problem server-busy).
+	CodeServerBusy = "server_busy"
 	// EventBatchFallback: a record went back uncharged because the batch
 	// endpoint does not speak the batch format (CodeBatchUnsupported).
 	EventBatchFallback EventKind = "outbox.batch.fallback"
