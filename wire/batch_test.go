@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,26 @@ func FuzzBatchSafe(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, BatchSafe(p), string(got[0].Payload) == string(p), "%q", p)
 	})
+}
+
+// A result's retryAfter beyond MaxRetryAfter, however many digits, is
+// MaxRetryAfter (as a Retry-After header is read), not a malformed
+// document that would turn batching off; a status no HTTP answer has is
+// still refused.
+func TestParseBatchResponseClampsRetryAfter(t *testing.T) {
+	max := strconv.FormatInt(int64(MaxRetryAfter/time.Second), 10)
+	for _, ra := range []string{max + "1", "99999999999999999999999999", max} {
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,"retryAfter":` + ra + `}]}`
+		rs, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.NoError(t, err, ra)
+		require.Equal(t, MaxRetryAfter, rs[0].RetryAfter, ra)
+	}
+	for _, bad := range []string{`"retryAfter":-1`, `"retryAfter":01`, `"status":1000`} {
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,` + bad + `}]}`
+		if bad == `"status":1000` {
+			doc = `{"results":[{"key":"a","outcome":"retry",` + bad + `}]}`
+		}
+		_, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.ErrorIs(t, err, ErrBatchMalformed, bad)
+	}
 }
