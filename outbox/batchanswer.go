@@ -17,10 +17,8 @@ import (
 // (resultVerdict); any other answer is the whole page's (batchVerdict).
 func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, serr error, now time.Time) ([]*settleOp, []Verdict, error) {
 	l := f.lease
-	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
-		// No network: not the records' fault (send.go's rule).
-		e := queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
-		return f.eachOp(s, EventOffline, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }), nil, ErrOffline
+	if e := offline(ctx, serr); e != nil {
+		return f.eachOp(s, EventOffline, e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, e) }), nil, ErrOffline
 	}
 	v := Classify(resp, serr, now)
 	if serr != nil || v.Outcome != wire.OutcomeAck {
@@ -124,7 +122,7 @@ func resultVerdict(r wire.BatchResult, now time.Time) (Verdict, Response, bool) 
 		return v, resp, false
 	case r.Outcome == wire.BatchRetry && v.Outcome != wire.OutcomeRetry:
 		v.Outcome = wire.OutcomeRetry
-		v.Err = queue.ErrorInfo{Code: "http_" + strconv.Itoa(r.Status), Message: v.Outcome.String(), Status: r.Status}
+		v.Err = httpError(v.Outcome, r.Status)
 	}
 	return v, resp, true
 }

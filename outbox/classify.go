@@ -46,9 +46,14 @@ func Classify(resp Response, err error, now time.Time) Verdict {
 		v.RetryAfter, v.HasRetry = wire.ParseRetryAfter(ra, now)
 	}
 	if v.Outcome != wire.OutcomeAck {
-		v.Err = queue.ErrorInfo{Code: "http_" + strconv.Itoa(resp.Status), Message: v.Outcome.String(), Status: resp.Status}
+		v.Err = httpError(v.Outcome, resp.Status)
 	}
 	return v
+}
+
+// httpError is the error of an answer of status that is not an ack.
+func httpError(o wire.Outcome, status int) queue.ErrorInfo {
+	return queue.ErrorInfo{Code: "http_" + strconv.Itoa(status), Message: o.String(), Status: status}
 }
 
 // bodyContains reports whether sub is within b. It is bytes.Contains without

@@ -35,12 +35,8 @@ func (f *flushRun) sendBody(ctx context.Context, rec queue.Record, ev Event, bod
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
 	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now = o.cfg.Clock.Now()
-	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
-		// No network: not the record's fault, so not charged. The flush
-		// stops (every other send would fail the same way) and the queue
-		// waits for the network (Reconnected) rather than backing off.
-		e := queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
-		if err := f.settle(ctx, rec, ev, EventOffline, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
+	if e := offline(ctx, serr); e != nil {
+		if err := f.settle(ctx, rec, ev, EventOffline, e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, e) }); err != nil {
 			return nil, err
 		}
 		return nil, ErrOffline
@@ -75,6 +71,18 @@ func (f *flushRun) body(ctx context.Context, rec queue.Record, ev Event, now tim
 		}
 	}
 	return body, true, nil
+}
+
+// offline is the error of a send that failed for want of a network
+// (ErrOffline while ctx is live), nil for any other result, single or
+// batch: not the records' fault, so they go back uncharged, the flush
+// stops with ErrOffline (every other send would fail the same way) and the
+// queue waits for the network (Reconnected) rather than backing off.
+func offline(ctx context.Context, serr error) *queue.ErrorInfo {
+	if serr == nil || !errors.Is(serr, ErrOffline) || ctx.Err() != nil {
+		return nil
+	}
+	return &queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
 }
 
 // answer acts on the receiver's verdict v about rec: an ack is returned
