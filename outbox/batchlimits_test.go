@@ -42,3 +42,29 @@ func TestBatchAnswerTooLargeHalvesPages(t *testing.T) {
 		require.LessOrEqual(t, n, 50, "pages halved after the first refusal: %v", fr.sizes())
 	}
 }
+
+// Pages are cut by bytes too: 12 records of 100 KiB in one entity go in
+// requests of at most BatchMaxBytes (default 512 KiB, under the receiver's
+// 1 MiB body limit), in order; a record larger than that alone goes by the
+// single path, in its entity's order.
+func TestBatchPagesCutByBytes(t *testing.T) {
+	h, fr := batchHarness(t, nil)
+	var ids []string
+	for i := 0; i < 13; i++ {
+		n := 100 << 10
+		if i == 6 {
+			n = 600 << 10
+		}
+		r := h.enqueue(outbox.Op{OperationType: "comment", EntityType: "note", EntityID: "e", Payload: []byte(`"` + strings.Repeat("x", n) + `"`)})
+		ids = append(ids, r.ID)
+	}
+	drain(t, h)
+	requireAllAckedOnce(t, h, fr, map[string][]string{"note:e": ids})
+	for _, req := range h.sent() {
+		if req.Endpoint == batchRoute {
+			require.LessOrEqual(t, len(req.Body), 512<<10)
+		}
+	}
+	require.Len(t, fr.singles, 1, "the 600 KiB record alone")
+	require.Equal(t, ids, fr.order)
+}

@@ -19,6 +19,7 @@ type pageSend struct {
 	muts   []wire.BatchMutation
 	unsent []queue.Record
 	alone  []aloneSend // sent by the single path instead (sendAlone)
+	bytes  int         // the request body's size so far, about
 }
 
 // aloneSend is a charged record of a page that goes alone, the first of
@@ -117,7 +118,8 @@ func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	}
 }
 
-// preparePage builds the mutations of p's charged records. A record whose
+// preparePage builds the mutations of p's charged records, at most
+// BatchMaxBytes of them. A record whose
 // body cannot be made is settled by body, and its lane's later records are
 // left out; a record that may not be sent under this flush's session
 // (sendable) fails the flush, and nothing of the page is sent.
@@ -145,10 +147,15 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				s.unsent = append(s.unsent, part.charged[j+1:]...)
 				break
 			}
-			if !wire.BatchSafe(body) {
-				// Not bytes a batch carries as they are: sent alone
-				// when first of its part, else its lane is cut here
-				// and a later page starts with it.
+			ep, _ := f.batchPath(&rec)
+			m := wire.BatchMutation{Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
+				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body}
+			size := len(wire.AppendBatchRequest(nil, []wire.BatchMutation{m}))
+			if !wire.BatchSafe(body) || size > f.o.cfg.BatchMaxBytes {
+				// Not bytes a batch carries as they are, or more
+				// than a batch may hold: sent alone when first of
+				// its part, else its lane is cut here and a later
+				// page starts with it.
 				rest := part.charged[j:]
 				if j == 0 {
 					s.alone, rest = append(s.alone, aloneSend{rec: rec, part: part, ev: ev, body: body}), rest[1:]
@@ -156,11 +163,14 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				s.unsent = append(s.unsent, rest...)
 				break
 			}
-			ep, _ := f.batchPath(&rec)
+			if s.bytes += size; s.bytes > f.o.cfg.BatchMaxBytes {
+				// The page is full: its lane goes on in a later one.
+				s.bytes -= size
+				s.unsent = append(s.unsent, part.charged[j:]...)
+				break
+			}
 			s.recs, s.parts, s.evs = append(s.recs, rec), append(s.parts, part), append(s.evs, ev)
-			s.keys = append(s.keys, rec.IdempotencyKey)
-			s.muts = append(s.muts, wire.BatchMutation{Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
-				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body})
+			s.keys, s.muts = append(s.keys, rec.IdempotencyKey), append(s.muts, m)
 		}
 	}
 	if f.stopped() != nil {

@@ -60,6 +60,10 @@ type Config struct {
 	// BatchMax is the mutations per batch request; default 100 (the
 	// receiver's default MaxBatch). A 413 halves it for this Outbox.
 	BatchMax int
+	// BatchMaxBytes bounds a batch request's body; default 512 KiB, under
+	// the receiver's default 1 MiB body limit. A page is cut before the
+	// mutation that would pass it; a record larger alone is sent alone.
+	BatchMaxBytes int
 
 	SchemaVersion int // payload schema of new records; default 1
 	Migrations    []queue.Migration
@@ -135,6 +139,9 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if cfg.BatchMax <= 0 {
 		cfg.BatchMax = 100
+	}
+	if cfg.BatchMaxBytes <= 0 {
+		cfg.BatchMaxBytes = 512 << 10
 	}
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1
