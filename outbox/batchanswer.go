@@ -14,7 +14,7 @@ import (
 // request, the verdicts whose ends (verdictEnd) follow once they are
 // written, and an error that then fails the flush. A results document is
 // answered mutation by mutation, each result as the record's own answer
-// (resultVerdict); any other answer is the whole page's (batchVerdict).
+// (queue.ResultVerdict); any other answer is the whole page's (batchVerdict).
 func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, serr error, now time.Time) ([]*settleOp, []Verdict, error) {
 	l := f.lease
 	if e := offline(ctx, serr); e != nil {
@@ -52,7 +52,7 @@ func (f *flushRun) pageAnswer(ctx context.Context, s *pageSend, resp Response, s
 
 // resultOp is the transition of s.recs[i] for its result r, and the
 // verdict whose end follows (nil for none); ok is false for a result the
-// format does not allow (resultVerdict). A mutation not attempted after a
+// format does not allow (queue.ResultVerdict). A mutation not attempted after a
 // failure of its entity earlier in the page (afterFailure) was not tried:
 // handed back uncharged. Not attempted without one breaks the format's
 // rule: retried as any retry (charged, backoff), or a server always saying
@@ -74,10 +74,11 @@ func (f *flushRun) resultOp(s *pageSend, i int, r wire.BatchResult, afterFailure
 		v := Verdict{Outcome: wire.OutcomeRetry, Err: queue.ErrorInfo{Code: CodeNotAttempted, Message: "not attempted, no earlier failure of its entity"}}
 		return f.verdictOp(rec, ev, v, Response{}, now), &v, true
 	}
-	rv, rresp, ok := resultVerdict(r, now)
+	rv, hdr, ok := queue.ResultVerdict(r, now)
 	if !ok {
 		return nil, nil, false
 	}
+	rresp := Response{Status: r.Status, Body: r.Body, Header: hdr}
 	if r.Outcome == wire.BatchRetry && r.Problem == wire.ProblemBusy {
 		rv.Err.Code = CodeServerBusy
 		if rec.LastError == nil || rec.LastError.Code != CodeServerBusy {
@@ -94,37 +95,6 @@ func (f *flushRun) eachOp(s *pageSend, kind EventKind, e *queue.ErrorInfo, t fun
 		ops[i] = &settleOp{rec: rec, ev: s.evs[i], kind: kind, e: e, t: t}
 	}
 	return ops
-}
-
-// resultVerdict is the verdict on one mutation's result, as Classify gives
-// it for the same answer to the record sent alone: the result's status and
-// body, replayed marked as the Idempotent-Replayed header marks it, its
-// retryAfter as a Retry-After header, its problem type where Classify looks
-// for one. ok is false for a result the format does not allow (applied
-// without a 2xx, rejected without a 4xx, a status below 200).
-func resultVerdict(r wire.BatchResult, now time.Time) (Verdict, Response, bool) {
-	resp := Response{Status: r.Status, Body: r.Body, Header: Header{}}
-	if r.Outcome == wire.BatchReplayed {
-		resp.Header[wire.HeaderReplayed] = "true"
-	}
-	if r.RetryAfter > 0 {
-		resp.Header[wire.HeaderRetryAfter] = strconv.FormatInt(int64(r.RetryAfter/time.Second), 10)
-	}
-	c := resp
-	if r.Problem != "" {
-		c.Body = append(append(append([]byte(nil), r.Body...), ' '), r.Problem...)
-	}
-	v := Classify(c, nil, now)
-	switch {
-	case r.Status < 200,
-		r.Outcome == wire.BatchApplied && v.Outcome != wire.OutcomeAck,
-		r.Outcome == wire.BatchRejected && (r.Status < 400 || r.Status > 499):
-		return v, resp, false
-	case r.Outcome == wire.BatchRetry && v.Outcome != wire.OutcomeRetry:
-		v.Outcome = wire.OutcomeRetry
-		v.Err = httpError(v.Outcome, r.Status)
-	}
-	return v, resp, true
 }
 
 // batchVerdict is the page's transitions, and the verdicts whose ends
