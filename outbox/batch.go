@@ -94,9 +94,14 @@ func (f *flushRun) batchable(lane []queue.Record) bool {
 	return true
 }
 
-// batchPath is rec's endpoint as a batch mutation names it (wire.BatchPath).
+// batchPath is rec's endpoint as a batch mutation names it: wire.BatchPath
+// of where the Transport sends the batch and rec alone (Resolver).
 func (f *flushRun) batchPath(rec *queue.Record) (string, bool) {
-	return wire.BatchPath(f.o.cfg.BatchEndpoint, f.endpoint(rec))
+	b, ep := f.o.cfg.BatchEndpoint, f.endpoint(rec)
+	if r, ok := f.o.cfg.Transport.(Resolver); ok {
+		b, ep = r.Resolve(b), r.Resolve(ep)
+	}
+	return wire.BatchPath(b, ep)
 }
 
 // runPages sends the pages of pg, at most Concurrency in flight; each

@@ -68,3 +68,28 @@ func TestBatchPagesCutByBytes(t *testing.T) {
 	require.Len(t, fr.singles, 1, "the 600 KiB record alone")
 	require.Equal(t, ids, fr.order)
 }
+
+// resolving is a Transport with a base URL of a path prefix, as
+// fetch.Transport{BaseURL: "https://app.example/app"} sends.
+type resolving struct {
+	outbox.Transport
+	base string
+}
+
+func (r resolving) Resolve(ep string) string { return wire.ResolveEndpoint(r.base, ep) }
+
+// Behind a Transport whose base has a path prefix, a mutation names the
+// path its single request reaches (/app/api/commands), so a record sent
+// alone and then in a batch under its key is one mutation to the receiver.
+func TestBatchEndpointResolvedByTransport(t *testing.T) {
+	h, fr := batchHarness(t, func(c *outbox.Config) {
+		c.Transport = resolving{Transport: c.Transport, base: "https://app.example/app"}
+	})
+	ids := enqueueEntities(h, 2, 2)
+	drain(t, h)
+	requireAllAckedOnce(t, h, fr, ids)
+	require.Len(t, fr.batches, 1)
+	for _, m := range fr.batches[0] {
+		require.Equal(t, "/app/api/commands", m.Endpoint)
+	}
+}

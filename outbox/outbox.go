@@ -56,6 +56,9 @@ type Config struct {
 	// resent after a lost answer is replayed mutation by mutation and a
 	// record may move between batches. A receiver that does not speak the
 	// format makes this Outbox fall back to one POST per record (batch.go).
+	// A record is batched only when its single request goes to the batch
+	// endpoint's origin: both paths, or absolute URLs of one origin, as the
+	// Transport resolves them (Resolver: fetch's BaseURL); others go alone.
 	BatchEndpoint string
 	// BatchMax is the mutations per batch request; default 100 (the
 	// receiver's default MaxBatch). A 413 halves it for this Outbox.
