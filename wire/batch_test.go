@@ -169,3 +169,22 @@ func TestParseBatchResponseClampsRetryAfter(t *testing.T) {
 		require.ErrorIs(t, err, ErrBatchMalformed, bad)
 	}
 }
+
+// Any whole number of seconds, however long, parses, at most MaxRetryAfter.
+func FuzzBatchResultRetryAfter(f *testing.F) {
+	f.Add(uint64(3), uint8(0))
+	f.Add(uint64(1<<63), uint8(30))
+	f.Fuzz(func(t *testing.T, n uint64, extra uint8) {
+		digits := strconv.FormatUint(n, 10)
+		if n != 0 {
+			digits += strings.Repeat("9", int(extra%40))
+		}
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,"retryAfter":` + digits + `}]}`
+		rs, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.NoError(t, err)
+		require.LessOrEqual(t, rs[0].RetryAfter, MaxRetryAfter)
+		if n >= uint64(MaxRetryAfter/time.Second) || len(digits) > 19 {
+			require.Equal(t, MaxRetryAfter, rs[0].RetryAfter)
+		}
+	})
+}
