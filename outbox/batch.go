@@ -94,19 +94,27 @@ func (f *flushRun) batchable(lane []queue.Record) bool {
 	return true
 }
 
-// batchPath is rec's endpoint as a batch mutation names it (wire.BatchPath).
+// batchPath is rec's endpoint as a batch mutation names it: wire.BatchPath
+// of where the Transport sends the batch and rec alone (Resolver).
 func (f *flushRun) batchPath(rec *queue.Record) (string, bool) {
-	return wire.BatchPath(f.o.cfg.BatchEndpoint, f.endpoint(rec))
+	b, ep := f.o.cfg.BatchEndpoint, f.endpoint(rec)
+	if r, ok := f.o.cfg.Transport.(Resolver); ok {
+		b, ep = r.Resolve(b), r.Resolve(ep)
+	}
+	return wire.BatchPath(b, ep)
 }
 
 // runPages sends the pages of pg, at most Concurrency in flight; each
-// answered page frees its lanes for the next. Concurrency 1 runs inline,
-// without goroutines (the simulation's determinism).
+// answered page frees its lanes for the next. A clean page's acks ride
+// with the charge of the page started after it (writePage), or are written
+// at once when none is. Concurrency 1 runs inline, without goroutines (the
+// simulation's determinism).
 func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 	workers := max(f.o.cfg.Concurrency, 1)
 	done := make(chan *page, workers)
 	inflight := 0
 	for {
+		charged := false // a page was started since the last one answered
 		for inflight < workers && f.batching() && !f.ending(ctx) {
 			parts := pg.Next(f.pageSize())
 			if parts == nil {
@@ -116,9 +124,11 @@ func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 			for i := range parts {
 				p.parts[i] = &pagePart{PagePart: parts[i]}
 			}
+			charged = true
 			if workers == 1 {
 				f.sendPage(ctx, p)
 				pageDone(pg, p)
+				charged = false
 				continue
 			}
 			inflight++
@@ -126,6 +136,11 @@ func (f *flushRun) runPages(ctx context.Context, pg *queue.Pager) {
 				f.sendPage(ctx, p)
 				done <- p
 			}()
+		}
+		if !charged {
+			// No charge takes the acks of the pages answered: written
+			// now, not when the slowest page in flight is answered.
+			f.writeAcks(ctx)
 		}
 		if inflight == 0 {
 			break

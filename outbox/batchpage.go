@@ -19,6 +19,7 @@ type pageSend struct {
 	muts   []wire.BatchMutation
 	unsent []queue.Record
 	alone  []aloneSend // sent by the single path instead (sendAlone)
+	bytes  int         // the request body's size so far, about
 }
 
 // aloneSend is a charged record of a page that goes alone, the first of
@@ -40,7 +41,9 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	defer f.sendAlone(ctx, s)
 	if len(s.recs) == 0 || f.ending(ctx) {
 		s.unsent = append(s.unsent, s.recs...)
-		f.writePage(ctx, s, nil, false)
+		if err := f.writePage(ctx, s, nil, false); err != nil {
+			f.fail(err)
+		}
 		return
 	}
 	req := Request{Method: "POST", Endpoint: f.o.cfg.BatchEndpoint, Header: f.header(f.session.UserID),
@@ -49,12 +52,15 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now := f.o.cfg.Clock.Now()
 	ops, vs, err := f.pageAnswer(ctx, s, resp, serr, now)
-	f.writePage(ctx, s, ops, err == nil)
+	werr := f.writePage(ctx, s, ops, err == nil)
+	if len(vs) == 0 && werr != nil {
+		f.fail(werr)
+	}
 	ended := map[wire.Outcome]bool{}
 	for _, v := range vs {
 		if !ended[v.Outcome] {
 			ended[v.Outcome] = true
-			if err := f.verdictEnd(ctx, v); err != nil {
+			if err := f.endAfter(ctx, v, werr); err != nil {
 				f.fail(err)
 			}
 		}
@@ -68,9 +74,9 @@ func (f *flushRun) sendPage(ctx context.Context, p *page) {
 // each lane's part a chain of its own: a record that cannot be charged
 // stops its lane there, not the page. The records not charged are
 // released (the claim wrote nothing for them). The transaction begins with
-// the acks of the clean pages answered since the last charge (deferAcks);
-// if one of them was not made nothing is charged, as its lane's next
-// record may be in this page.
+// the acks of the clean pages answered since the last write (pageAcks,
+// writePage); if one of them was not made nothing is charged, as its
+// lane's next record may be in this page.
 func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	now := f.o.cfg.Clock.Now()
 	f.mu.Lock()
@@ -112,7 +118,8 @@ func (f *flushRun) chargePage(ctx context.Context, p *page) {
 	}
 }
 
-// preparePage builds the mutations of p's charged records. A record whose
+// preparePage builds the mutations of p's charged records, at most
+// BatchMaxBytes of them. A record whose
 // body cannot be made is settled by body, and its lane's later records are
 // left out; a record that may not be sent under this flush's session
 // (sendable) fails the flush, and nothing of the page is sent.
@@ -140,10 +147,15 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				s.unsent = append(s.unsent, part.charged[j+1:]...)
 				break
 			}
-			if !wire.BatchSafe(body) {
-				// Not bytes a batch carries as they are: sent alone
-				// when first of its part, else its lane is cut here
-				// and a later page starts with it.
+			ep, _ := f.batchPath(&rec)
+			m := wire.BatchMutation{Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
+				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body}
+			size := len(wire.AppendBatchRequest(nil, []wire.BatchMutation{m}))
+			if !wire.BatchSafe(body) || size > f.o.cfg.BatchMaxBytes {
+				// Not bytes a batch carries as they are, or more
+				// than a batch may hold: sent alone when first of
+				// its part, else its lane is cut here and a later
+				// page starts with it.
 				rest := part.charged[j:]
 				if j == 0 {
 					s.alone, rest = append(s.alone, aloneSend{rec: rec, part: part, ev: ev, body: body}), rest[1:]
@@ -151,11 +163,14 @@ func (f *flushRun) preparePage(ctx context.Context, p *page) *pageSend {
 				s.unsent = append(s.unsent, rest...)
 				break
 			}
-			ep, _ := f.batchPath(&rec)
+			if s.bytes += size; s.bytes > f.o.cfg.BatchMaxBytes {
+				// The page is full: its lane goes on in a later one.
+				s.bytes -= size
+				s.unsent = append(s.unsent, part.charged[j:]...)
+				break
+			}
 			s.recs, s.parts, s.evs = append(s.recs, rec), append(s.parts, part), append(s.evs, ev)
-			s.keys = append(s.keys, rec.IdempotencyKey)
-			s.muts = append(s.muts, wire.BatchMutation{Key: rec.IdempotencyKey, Endpoint: ep, OperationID: rec.ID,
-				Operation: rec.OperationType, Entity: batchEntity(&rec), Payload: body})
+			s.keys, s.muts = append(s.keys, rec.IdempotencyKey), append(s.muts, m)
 		}
 	}
 	if f.stopped() != nil {
@@ -202,15 +217,18 @@ func batchEntity(rec *queue.Record) string {
 // writePage writes ops (s.recs' outcomes, in order) and takes back
 // s.unsent in one transaction (writeBack), and marks how many of each
 // part's records, from the first, were acked. A clean page (mayDefer, only
-// acks, nothing unsent) is not written here: its acks ride with the next
-// page's charge (one transaction per page instead of two, as a lane's acks
-// ride with its next charge), or are written when the pages end
-// (writeAcks). A crash before that leaves them in flight: recovered after
-// their lease, resent first, and answered replayed (their keys).
-func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) {
+// acks, nothing unsent) is not written here: its acks wait in pageAcks for
+// the charge of the page runPages starts next (one transaction per page
+// instead of two, as a lane's acks ride with its next charge), or for
+// writeAcks when runPages starts none. A crash before that leaves them in
+// flight, charged: recovered after their lease and resent, answered from
+// their keys. So a record at its last attempt is never deferred: recovered,
+// it would be a dead letter although the receiver applied it. The write's
+// error is returned, not failed: the verdict decides (endAfter).
+func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, mayDefer bool) error {
 	clean := mayDefer && len(s.unsent) == 0 && len(ops) > 0
 	for _, op := range ops {
-		clean = clean && op.kind == EventAck
+		clean = clean && op.kind == EventAck && (op.rec.MaxAttempts <= 0 || op.rec.Attempts < op.rec.MaxAttempts)
 	}
 	if clean {
 		for _, part := range s.parts {
@@ -219,9 +237,9 @@ func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, 
 		f.mu.Lock()
 		f.pageAcks = append(f.pageAcks, ops...)
 		f.mu.Unlock()
-		return
+		return nil
 	}
-	res := f.writeBack(ctx, ops, s.unsent)
+	res, err := f.writeBackErr(ctx, ops, s.unsent)
 	var prev *pagePart
 	broken := false
 	for i, r := range res {
@@ -234,6 +252,7 @@ func (f *flushRun) writePage(ctx context.Context, s *pageSend, ops []*settleOp, 
 			part.acked++
 		}
 	}
+	return err
 }
 
 // writeAcks writes the deferred acks no page's charge took.

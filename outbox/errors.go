@@ -30,6 +30,12 @@ var (
 	// instead of burning attempts and backing off while offline. A
 	// Transport returns it wrapped (errors.Is).
 	ErrOffline = errors.New("outbox: offline")
+	// ErrResponseTooLarge: the receiver's answer was larger than the
+	// Transport reads (the browser transport's MaxResponseBytes). A
+	// Transport returns it wrapped (errors.Is) as a Send error: no usable
+	// answer, so a record sent alone is retried; a batch's answer too large
+	// is a page too large, refunded and halved as after a 413.
+	ErrResponseTooLarge = errors.New("outbox: response body too large")
 )
 
 // StepDownError is returned (wrapping ErrStepDown) when the receiver answered

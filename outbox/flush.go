@@ -12,6 +12,8 @@ import (
 
 // FlushReport summarises one Flush.
 type FlushReport struct {
+	// Batches is the claims the flush made (each of up to BatchSize due
+	// records), not batch requests: Requests counts those.
 	Batches, Claimed, Acked, Retried, DeadLettered, Terminal, Conflicts, Released int
 	// Requests is the HTTP requests the flush made, single or batch.
 	Requests int

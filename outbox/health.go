@@ -44,54 +44,16 @@ func (m *Meta) noteReached() {
 	}
 }
 
-// flushHealth is what one Flush learned about sending, in the order its
-// sends settled: the last failure (nil once a later send got an answer
-// that is not one), whether the server answered, and the earliest retry
-// time of its failed records.
-type flushHealth struct {
-	failure *SendFailure
-	reached bool
-	next    time.Time
-}
-
-// observe feeds one settled send: e its error (nil for an ack), n the
-// record as written.
-func (h *flushHealth) observe(e *queue.ErrorInfo, n *queue.Record) {
-	if e == nil {
-		if n.Status == queue.StatusAcked {
-			h.failure, h.reached, h.next = nil, true, time.Time{}
-		}
-		return
-	}
-	k, ok := queue.FailureOf(*e)
-	if !ok {
-		if e.Status != 0 { // an answer about the record: the server works
-			h.failure, h.reached, h.next = nil, true, time.Time{}
-		}
-		return
-	}
-	if n.Status.Settled() {
-		// Dead-lettered: nothing retries it, so it says nothing about
-		// sending from now on.
-		return
-	}
-	f := SendFailure{Kind: k, Error: *e}
-	if n.Status == queue.StatusFailed && k != FailureOffline && k != FailurePausedAuth {
-		if h.next.IsZero() || n.NextAttemptAt.Before(h.next) {
-			h.next = n.NextAttemptAt
-		}
-		f.NextAttemptAt = h.next
-	}
-	h.failure = &f
-}
+// flushHealth is what one Flush learned about sending (queue.FlushHealth).
+type flushHealth struct{ queue.FlushHealth }
 
 // apply writes the flush's outcome into m at now; a flush that sent
 // nothing changes nothing.
 func (h *flushHealth) apply(m *Meta, now time.Time) {
 	switch {
-	case h.failure != nil:
-		m.noteFailure(h.failure.Kind, h.failure.Error, now, h.failure.NextAttemptAt)
-	case h.reached:
+	case h.Failure != nil:
+		m.noteFailure(h.Failure.Kind, h.Failure.Error, now, h.Failure.NextAttemptAt)
+	case h.Reached:
 		m.noteReached()
 	}
 }

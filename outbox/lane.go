@@ -142,8 +142,18 @@ func (f *flushRun) wrapUp(ctx context.Context, acks []*settleOp, unsent, rest []
 // It returns the ops' results; nil when the write failed, which fails the
 // flush.
 func (f *flushRun) writeBack(ctx context.Context, ops []*settleOp, unsent []queue.Record) []UpdateResult {
+	res, err := f.writeBackErr(ctx, ops, unsent)
+	if err != nil {
+		f.fail(err)
+	}
+	return res
+}
+
+// writeBackErr is writeBack returning its error instead of failing the
+// flush with it (endAfter decides which error ends the flush).
+func (f *flushRun) writeBackErr(ctx context.Context, ops []*settleOp, unsent []queue.Record) ([]UpdateResult, error) {
 	if len(ops)+len(unsent) == 0 {
-		return nil
+		return nil, nil
 	}
 	now := f.o.cfg.Clock.Now()
 	ups := make([]RecordUpdate, 0, len(ops)+len(unsent))
@@ -155,12 +165,11 @@ func (f *flushRun) writeBack(ctx context.Context, ops []*settleOp, unsent []queu
 	}
 	res, err := f.commit(context.WithoutCancel(ctx), ups)
 	if err != nil {
-		f.fail(err)
-		return nil
+		return nil, err
 	}
 	for i, a := range ops {
-		if err := f.settled(a, res[i]); err != nil {
-			f.fail(err)
+		if serr := f.settled(a, res[i]); serr != nil && err == nil {
+			err = serr
 		}
 	}
 	n := 0
@@ -170,7 +179,7 @@ func (f *flushRun) writeBack(ctx context.Context, ops []*settleOp, unsent []queu
 		}
 	}
 	f.released(n)
-	return res[:len(ops)]
+	return res[:len(ops)], err
 }
 
 // released counts n claimed records a lane did not send as released. The

@@ -56,10 +56,17 @@ type Config struct {
 	// resent after a lost answer is replayed mutation by mutation and a
 	// record may move between batches. A receiver that does not speak the
 	// format makes this Outbox fall back to one POST per record (batch.go).
+	// A record is batched only when its single request goes to the batch
+	// endpoint's origin: both paths, or absolute URLs of one origin, as the
+	// Transport resolves them (Resolver: fetch's BaseURL); others go alone.
 	BatchEndpoint string
 	// BatchMax is the mutations per batch request; default 100 (the
 	// receiver's default MaxBatch). A 413 halves it for this Outbox.
 	BatchMax int
+	// BatchMaxBytes bounds a batch request's body; default 512 KiB, under
+	// the receiver's default 1 MiB body limit. A page is cut before the
+	// mutation that would pass it; a record larger alone is sent alone.
+	BatchMaxBytes int
 
 	SchemaVersion int // payload schema of new records; default 1
 	Migrations    []queue.Migration
@@ -135,6 +142,9 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if cfg.BatchMax <= 0 {
 		cfg.BatchMax = 100
+	}
+	if cfg.BatchMaxBytes <= 0 {
+		cfg.BatchMaxBytes = 512 << 10
 	}
 	if cfg.SchemaVersion <= 0 {
 		cfg.SchemaVersion = 1

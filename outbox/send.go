@@ -35,12 +35,8 @@ func (f *flushRun) sendBody(ctx context.Context, rec queue.Record, ev Event, bod
 	resp, serr := o.cfg.Transport.Send(ctx, f.request(&rec, body))
 	f.count(func(r *FlushReport) { r.Requests++ }, nil)
 	now = o.cfg.Clock.Now()
-	if serr != nil && errors.Is(serr, ErrOffline) && ctx.Err() == nil {
-		// No network: not the record's fault, so not charged. The flush
-		// stops (every other send would fail the same way) and the queue
-		// waits for the network (Reconnected) rather than backing off.
-		e := queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
-		if err := f.settle(ctx, rec, ev, EventOffline, &e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, &e) }); err != nil {
+	if e := offline(ctx, serr); e != nil {
+		if err := f.settle(ctx, rec, ev, EventOffline, e, func(r queue.Record) (queue.Record, error) { return queue.Refund(r, l, now, e) }); err != nil {
 			return nil, err
 		}
 		return nil, ErrOffline
@@ -77,6 +73,18 @@ func (f *flushRun) body(ctx context.Context, rec queue.Record, ev Event, now tim
 	return body, true, nil
 }
 
+// offline is the error of a send that failed for want of a network
+// (ErrOffline while ctx is live), nil for any other result, single or
+// batch: not the records' fault, so they go back uncharged, the flush
+// stops with ErrOffline (every other send would fail the same way) and the
+// queue waits for the network (Reconnected) rather than backing off.
+func offline(ctx context.Context, serr error) *queue.ErrorInfo {
+	if serr == nil || !errors.Is(serr, ErrOffline) || ctx.Err() != nil {
+		return nil
+	}
+	return &queue.ErrorInfo{Code: queue.CodeOffline, Message: queue.Short(serr.Error())}
+}
+
 // answer acts on the receiver's verdict v about rec: an ack is returned
 // unwritten (see send); every other outcome is settled here.
 func (f *flushRun) answer(ctx context.Context, rec queue.Record, ev Event, v Verdict, resp Response, now time.Time) (*settleOp, error) {
@@ -84,10 +92,19 @@ func (f *flushRun) answer(ctx context.Context, rec queue.Record, ev Event, v Ver
 	if v.Outcome == wire.OutcomeAck {
 		return op, nil
 	}
-	if err := f.settleOps(ctx, []*settleOp{op}); err != nil && v.Outcome != wire.OutcomeStale {
-		return nil, err
+	return nil, f.endAfter(ctx, v, f.settleOps(ctx, []*settleOp{op}))
+}
+
+// endAfter is the error a verdict ends the flush with once the write of
+// its records returned werr, single or batch: a stale token's step-down
+// wins over the write's failure (the owner must step down either way; the
+// records left in flight are recovered after their lease), any other
+// verdict's write failure comes first.
+func (f *flushRun) endAfter(ctx context.Context, v Verdict, werr error) error {
+	if werr != nil && v.Outcome != wire.OutcomeStale {
+		return werr
 	}
-	return nil, f.verdictEnd(ctx, v)
+	return f.verdictEnd(ctx, v)
 }
 
 // verdictOp is the transition of rec for the receiver's verdict v, with

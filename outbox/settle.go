@@ -79,7 +79,7 @@ func (f *flushRun) settled(op *settleOp, res UpdateResult) error {
 		ev.ErrorCode = e.Code
 	}
 	f.mu.Lock()
-	f.health.observe(e, &n)
+	f.health.Observe(e, &n)
 	f.mu.Unlock()
 	f.count(func(r *FlushReport) {
 		switch n.Status {

@@ -43,3 +43,12 @@ type TransportFunc func(ctx context.Context, req Request) (Response, error)
 
 // Send calls f.
 func (f TransportFunc) Send(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+// Resolver is a Transport that sends an Endpoint that is a path elsewhere
+// than that path of the page's origin (fetch.Transport's BaseURL): Resolve
+// is where it goes. The batch flush resolves a record's endpoint and the
+// batch endpoint alike, so a mutation names the path its single request
+// reaches (wire.BatchPath), one key one fingerprint either way.
+type Resolver interface {
+	Resolve(endpoint string) string
+}

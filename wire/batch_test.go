@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,46 @@ func FuzzBatchSafe(f *testing.F) {
 		got, err := ParseBatchRequest(doc, 1)
 		require.NoError(t, err)
 		require.Equal(t, BatchSafe(p), string(got[0].Payload) == string(p), "%q", p)
+	})
+}
+
+// A result's retryAfter beyond MaxRetryAfter, however many digits, is
+// MaxRetryAfter (as a Retry-After header is read), not a malformed
+// document that would turn batching off; a status no HTTP answer has is
+// still refused.
+func TestParseBatchResponseClampsRetryAfter(t *testing.T) {
+	max := strconv.FormatInt(int64(MaxRetryAfter/time.Second), 10)
+	for _, ra := range []string{max + "1", "99999999999999999999999999", max} {
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,"retryAfter":` + ra + `}]}`
+		rs, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.NoError(t, err, ra)
+		require.Equal(t, MaxRetryAfter, rs[0].RetryAfter, ra)
+	}
+	for _, bad := range []string{`"retryAfter":-1`, `"retryAfter":01`, `"status":1000`} {
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,` + bad + `}]}`
+		if bad == `"status":1000` {
+			doc = `{"results":[{"key":"a","outcome":"retry",` + bad + `}]}`
+		}
+		_, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.ErrorIs(t, err, ErrBatchMalformed, bad)
+	}
+}
+
+// Any whole number of seconds, however long, parses, at most MaxRetryAfter.
+func FuzzBatchResultRetryAfter(f *testing.F) {
+	f.Add(uint64(3), uint8(0))
+	f.Add(uint64(1<<63), uint8(30))
+	f.Fuzz(func(t *testing.T, n uint64, extra uint8) {
+		digits := strconv.FormatUint(n, 10)
+		if n != 0 {
+			digits += strings.Repeat("9", int(extra%40))
+		}
+		doc := `{"results":[{"key":"a","outcome":"retry","status":503,"retryAfter":` + digits + `}]}`
+		rs, err := ParseBatchResponse([]byte(doc), []string{"a"})
+		require.NoError(t, err)
+		require.LessOrEqual(t, rs[0].RetryAfter, MaxRetryAfter)
+		if n >= uint64(MaxRetryAfter/time.Second) || len(digits) > 19 {
+			require.Equal(t, MaxRetryAfter, rs[0].RetryAfter)
+		}
 	})
 }

@@ -164,7 +164,9 @@ func (s *scanner) result() (BatchResult, bool) {
 		case "problem":
 			return seen.first(16) && s.text(&r.Problem)
 		case "retryAfter":
-			n, ok := s.uint(uint64(MaxRetryAfter / time.Second))
+			// A longer wait than the format allows is the longest
+			// (as Retry-After headers are read), not a broken document.
+			n, ok := s.uintCapped(uint64(MaxRetryAfter / time.Second))
 			r.RetryAfter = time.Duration(n) * time.Second
 			return seen.first(32) && ok
 		}
@@ -208,6 +210,22 @@ func (s *scanner) uint(max uint64) (uint64, bool) {
 		if n > max {
 			return 0, false
 		}
+	}
+	digits := s.i - start
+	return n, digits > 0 && (digits == 1 || s.b[start] != '0')
+}
+
+// uintCapped is uint with a value over max read as max, however many
+// digits it has.
+func (s *scanner) uintCapped(max uint64) (uint64, bool) {
+	s.ws()
+	start := s.i
+	var n uint64
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		if n = n*10 + uint64(s.b[s.i]-'0'); n > max {
+			n = max
+		}
+		s.i++
 	}
 	digits := s.i - start
 	return n, digits > 0 && (digits == 1 || s.b[start] != '0')

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tabfence/tabfence/jsglue"
 	"github.com/tabfence/tabfence/outbox"
+	"github.com/tabfence/tabfence/wire"
 )
 
 // DefaultMaxResponseBytes bounds the response body Transport reads: the
@@ -17,8 +18,9 @@ import (
 const DefaultMaxResponseBytes = 1 << 20
 
 // ErrResponseTooLarge: the receiver's answer exceeded MaxResponseBytes. It is
-// returned as a Send error (no usable answer), so the outbox retries.
-var ErrResponseTooLarge = errors.New("outbox: response body too large")
+// returned as a Send error (no usable answer): the outbox retries a single
+// send and halves a batch page (outbox.ErrResponseTooLarge).
+var ErrResponseTooLarge = outbox.ErrResponseTooLarge
 
 // Transport is the browser Transport: one fetch per Send.
 //
@@ -51,7 +53,16 @@ type Transport struct {
 	KeepAlive bool
 }
 
-var _ outbox.Transport = (*Transport)(nil)
+var (
+	_ outbox.Transport = (*Transport)(nil)
+	_ outbox.Resolver  = (*Transport)(nil)
+)
+
+// Resolve is the URL a Request.Endpoint is fetched at: BaseURL before a
+// path, an absolute URL as it is (outbox.Resolver, wire.ResolveEndpoint).
+func (f *Transport) Resolve(endpoint string) string {
+	return wire.ResolveEndpoint(f.BaseURL, endpoint)
+}
 
 // Send implements Transport.
 func (f *Transport) Send(ctx context.Context, req outbox.Request) (outbox.Response, error) {
@@ -92,7 +103,7 @@ func (f *Transport) Send(ctx context.Context, req outbox.Request) (outbox.Respon
 	if req.Body != nil && method != "GET" && method != "HEAD" {
 		init.Set("body", jsglue.Bytes(req.Body))
 	}
-	p, err := jsglue.Call(fetch, "call", js.Global(), f.BaseURL+req.Endpoint, init)
+	p, err := jsglue.Call(fetch, "call", js.Global(), f.Resolve(req.Endpoint), init)
 	if err != nil {
 		return outbox.Response{}, &fetchError{stage: "fetch", err: err}
 	}
