@@ -54,7 +54,7 @@ func TestDTSMatchesGo(t *testing.T) {
 		{"export type LostReason =", lostReasons(), ""},
 		{"export type DropReason =", drops, ""},
 		{"export type ApplyResult =", applyResults(), ""},
-		{"export type OutboxFailure =", goConsts(t, "../outbox", "FailureKind"), ""},
+		{"export type OutboxFailure =", goConsts(t, "../outbox/queue", "FailureKind"), ""},
 		{"export interface Write {\n", ops, " op:"},
 		{"export interface OutboxEvent {\n", goConsts(t, "../outbox", "EventKind"), " kind:"},
 		{"  enqueue(op: OutboxOp<Ops>)", goConsts(t, "../outbox/queue", "Action"), " action:"},

@@ -844,7 +844,11 @@ export type OutboxErrorCode =
   /** The batch endpoint refused a page as too large (413): later pages are half as big. */
   | "batch_too_large"
   /** The batch endpoint does not speak the batch format (404, 405, 501, malformed): the outbox sends one record per request. */
-  | "batch_unsupported";
+  | "batch_unsupported"
+  /** The batch endpoint did not attempt this record though no earlier record of its entity failed in the batch: retried with backoff. */
+  | "not_attempted"
+  /** The batch endpoint ran out of time or answer room before this record (not run): resent at once, then with backoff if it says so again. */
+  | "server_busy";
 
 export interface OutboxError {
   code: OutboxErrorCode;
