@@ -117,7 +117,7 @@ func TestOutboxAPI(t *testing.T) {
 	wantName(t, err, "TypeError")
 	_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "guess"}}})`)))
 	wantName(t, err, "TypeError")
-	for _, batch := range []string{`"/x/batch"`, `{}`, `{endpoint: ""}`, `{endpoint: "/x/batch", max: 0}`, `{endpoint: "/x/batch", max: 1.5}`} {
+	for _, batch := range []string{`"/x/batch"`, `{}`, `{endpoint: ""}`, `{endpoint: "/x/batch", max: 0}`, `{endpoint: "/x/batch", max: 1.5}`, `{endpoint: "/x/batch", maxBytes: -1}`} {
 		_, err = await(t, obAPI.Call("outbox", eval(`({name: "x", endpoint: "/x", policies: {a: {dedupe: "append"}}, batch: `+batch+`})`)))
 		wantName(t, err, "TypeError")
 		require.Contains(t, err.Error(), "batch", "batch: %s", batch)

@@ -103,14 +103,15 @@ func readOutboxOptions(opts js.Value) (browser.RuntimeConfig, error) {
 	return cfg, nil
 }
 
-// readBatch reads batch: {endpoint, max?}, the receiver's batch route
-// (jsapi.BatchArgs has the rules); without it records go one by one.
+// readBatch reads batch: {endpoint, max?, maxBytes?}, the receiver's batch
+// route (jsapi.BatchArgs has the rules); without it records go one by one.
 func readBatch(b js.Value, cfg *outbox.Config) error {
-	ep, max, err := jsapi.BatchArgs(jsapi.ArgOf(b), jsapi.ArgOf(jsapi.Field(b, "endpoint")), jsapi.ArgOf(jsapi.Field(b, "max")))
+	f := func(k string) jsapi.Arg { return jsapi.ArgOf(jsapi.Field(b, k)) }
+	v, err := jsapi.BatchArgs(jsapi.ArgOf(b), f("endpoint"), f("max"), f("maxBytes"))
 	if err != nil {
 		return err
 	}
-	cfg.BatchEndpoint, cfg.BatchMax = ep, max
+	cfg.BatchEndpoint, cfg.BatchMax, cfg.BatchMaxBytes = v.Endpoint, v.Max, v.MaxBytes
 	return nil
 }
 

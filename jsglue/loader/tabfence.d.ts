@@ -695,11 +695,15 @@ export interface OutboxOptions<Ops extends OperationMap = OperationMap> {
    * mutation. An entity's records stay in order and in one request at a
    * time. A server that does not speak the format (404, 405, 501, a
    * malformed answer) makes this outbox fall back to one POST per record;
-   * a 413 halves the page. Without it records go one by one. A record
-   * whose endpoint is an absolute URL is sent alone, unless the batch
-   * endpoint is an absolute URL of the same origin.
+   * a 413 halves the page. Without it records go one by one. A request
+   * holds at most `maxBytes` of mutations (default 512 KiB, under a
+   * receiver's default 1 MiB body limit); a bigger record is sent alone. A
+   * record is batched only when its own request would go to the batch
+   * endpoint's origin (both paths, or absolute URLs of one origin), and
+   * when its payload travels in the format byte for byte (JSON, or UTF-8
+   * text); other records are sent alone, in their entity's order.
    */
-  batch?: { endpoint: string; max?: number };
+  batch?: { endpoint: string; max?: number; maxBytes?: number };
   /**
    * The logged-in user: opening with it is a {@link Outbox.login} (for every
    * tab of the queue). Without it the tab takes the user the queue is logged

@@ -55,26 +55,49 @@ func MsArg(name string, a Arg) (time.Duration, error) {
 // memory, and a receiver refuses pages above its own limit anyway (413).
 const MaxBatchMax = 1000
 
-// BatchArgs validates batch: {endpoint, max?} (absent: no batch endpoint,
-// records go one by one; absent max: 0, the outbox's default).
-func BatchArgs(batch, endpoint, max Arg) (string, int, error) {
+// MaxBatchBytes bounds batch.maxBytes: a request body held in memory.
+const MaxBatchBytes = 64 << 20
+
+// Batch is tab.outbox's batch option: the receiver's batch route, and the
+// mutations and bytes of one request (0: the outbox's defaults).
+type Batch struct {
+	Endpoint      string
+	Max, MaxBytes int
+}
+
+// BatchArgs validates batch: {endpoint, max?, maxBytes?} (absent: no batch
+// endpoint, records go one by one; absent max or maxBytes: 0, the
+// outbox's default).
+func BatchArgs(batch, endpoint, max, maxBytes Arg) (Batch, error) {
 	if batch.Absent() {
-		return "", 0, nil
+		return Batch{}, nil
 	}
 	if batch.Kind != KindObject {
-		return "", 0, TypeErr("outbox", "batch must be an object {endpoint, max?}, got "+batch.Kind.String())
+		return Batch{}, TypeErr("outbox", "batch must be an object {endpoint, max?, maxBytes?}, got "+batch.Kind.String())
 	}
 	ep, err := OutboxString("batch.endpoint", endpoint, true)
 	if err != nil {
-		return "", 0, err
+		return Batch{}, err
 	}
-	if max.Absent() {
-		return ep, 0, nil
+	b := Batch{Endpoint: ep}
+	if b.Max, err = optionalCount("batch.max", max, MaxBatchMax); err != nil {
+		return Batch{}, err
 	}
-	if max.Kind != KindNumber || !(max.Num >= 1) || max.Num > MaxBatchMax || max.Num != float64(int(max.Num)) {
-		return "", 0, TypeErr("outbox", "batch.max must be an integer from 1 to "+strconv.Itoa(MaxBatchMax))
+	if b.MaxBytes, err = optionalCount("batch.maxBytes", maxBytes, MaxBatchBytes); err != nil {
+		return Batch{}, err
 	}
-	return ep, int(max.Num), nil
+	return b, nil
+}
+
+// optionalCount validates an optional integer option from 1 to hi (absent: 0).
+func optionalCount(name string, a Arg, hi int) (int, error) {
+	if a.Absent() {
+		return 0, nil
+	}
+	if a.Kind != KindNumber || !(a.Num >= 1) || a.Num > float64(hi) || a.Num != float64(int(a.Num)) {
+		return 0, TypeErr("outbox", name+" must be an integer from 1 to "+strconv.Itoa(hi))
+	}
+	return int(a.Num), nil
 }
 
 // MaxSchemaVersion keeps a schema version an exact int and its migrations

@@ -49,34 +49,36 @@ func TestOutboxArgs(t *testing.T) {
 	}
 }
 
-// batch: {endpoint, max?}: absent means one by one; anything else but an
-// object with a non-empty endpoint and an integer max in range is a
+// batch: {endpoint, max?, maxBytes?}: absent means one by one; anything
+// else but an object with a non-empty endpoint and integers in range is a
 // TypeError, never a silent fallback to single sends.
 func TestBatchArgs(t *testing.T) {
 	obj, str := Arg{Kind: KindObject}, func(s string) Arg { return Arg{Kind: KindString, Str: s} }
 	num := func(n float64) Arg { return Arg{Kind: KindNumber, Num: n} }
-	ep, max, err := BatchArgs(Arg{}, Arg{}, Arg{})
+	b, err := BatchArgs(Arg{}, Arg{}, Arg{}, Arg{})
 	require.NoError(t, err)
-	require.Equal(t, "", ep)
-	require.Equal(t, 0, max)
-	ep, max, err = BatchArgs(obj, str("/api/notes/batch"), Arg{})
+	require.Equal(t, Batch{}, b)
+	b, err = BatchArgs(obj, str("/api/notes/batch"), Arg{}, Arg{})
 	require.NoError(t, err)
-	require.Equal(t, "/api/notes/batch", ep)
-	require.Equal(t, 0, max, "absent max: the outbox's default")
-	ep, max, err = BatchArgs(obj, str("https://api.example/batch"), num(25))
+	require.Equal(t, Batch{Endpoint: "/api/notes/batch"}, b, "absent max and maxBytes: the outbox's defaults")
+	b, err = BatchArgs(obj, str("https://api.example/batch"), num(25), num(1<<20))
 	require.NoError(t, err)
-	require.Equal(t, "https://api.example/batch", ep)
-	require.Equal(t, 25, max)
-	_, _, err = BatchArgs(str("/api/notes/batch"), Arg{}, Arg{})
-	require.EqualError(t, err, "tabfence.outbox: batch must be an object {endpoint, max?}, got string")
+	require.Equal(t, Batch{Endpoint: "https://api.example/batch", Max: 25, MaxBytes: 1 << 20}, b)
+	_, err = BatchArgs(str("/api/notes/batch"), Arg{}, Arg{}, Arg{})
+	require.EqualError(t, err, "tabfence.outbox: batch must be an object {endpoint, max?, maxBytes?}, got string")
 	for _, e := range []Arg{{}, str(""), num(1)} {
-		_, _, err = BatchArgs(obj, e, Arg{})
+		_, err = BatchArgs(obj, e, Arg{}, Arg{})
 		require.Error(t, err, "endpoint %+v", e)
 		require.Contains(t, err.Error(), "batch.endpoint")
 	}
-	for _, m := range []Arg{num(0), num(-1), num(2.5), num(MaxBatchMax + 1), str("100"), {Kind: KindBoolean, Num: 1}} {
-		_, _, err = BatchArgs(obj, str("/b"), m)
+	bad := []Arg{num(0), num(-1), num(2.5), str("100"), {Kind: KindBoolean, Num: 1}}
+	for _, m := range append(bad, num(MaxBatchMax+1)) {
+		_, err = BatchArgs(obj, str("/b"), m, Arg{})
 		require.EqualError(t, err, "tabfence.outbox: batch.max must be an integer from 1 to 1000", "max %+v", m)
+	}
+	for _, m := range append(bad, num(MaxBatchBytes+1)) {
+		_, err = BatchArgs(obj, str("/b"), Arg{}, m)
+		require.EqualError(t, err, "tabfence.outbox: batch.maxBytes must be an integer from 1 to 67108864", "maxBytes %+v", m)
 	}
 	var te *TypeError
 	require.ErrorAs(t, err, &te)
