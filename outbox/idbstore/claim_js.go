@@ -12,10 +12,22 @@ import (
 
 // getByID issues a lookup of record id through the unique id index.
 func getByID(t *txn, recs js.Value, id string) (js.Value, error) {
-	ix, err := t.call(recs, "index", indexID)
+	ix, err := idIndex(t, recs)
 	if err != nil {
 		return js.Undefined(), err
 	}
+	return t.call(ix, "get", id)
+}
+
+// idIndex is the unique id index of recs, resolved once for a
+// transaction's lookups of many records (getIn): each resolution is a
+// call into JavaScript and a js.Value the runtime tracks.
+func idIndex(t *txn, recs js.Value) (js.Value, error) {
+	return t.call(recs, "index", jsName(indexID))
+}
+
+// getIn issues a lookup of record id in ix (idIndex).
+func getIn(t *txn, ix js.Value, id string) (js.Value, error) {
 	return t.call(ix, "get", id)
 }
 

@@ -394,6 +394,14 @@ func encodeErrorInfo(e *queue.ErrorInfo) js.Value {
 // the JavaScript calls of an append; a rewrite sets every known field, so
 // no stale value survives under a newer build's extra fields.
 func encodeRecord(rec *queue.Record, base js.Value) js.Value {
+	return encodeOver(rec, base, false)
+}
+
+// encodeOver is encodeRecord; payloadStored says base already holds
+// rec.Payload (the update left the bytes as read), so its stored value is
+// kept rather than copied again from Go: a charge or an ack rewrites a
+// record's state, never its payload.
+func encodeOver(rec *queue.Record, base js.Value, payloadStored bool) js.Value {
 	if base.Type() != js.TypeObject {
 		return encodeFreshRecord(rec)
 	}
@@ -405,7 +413,9 @@ func encodeRecord(rec *queue.Record, base js.Value) js.Value {
 	if v := o.Get("v"); v.Type() != js.TypeNumber || v.Float() < recordEncoding {
 		o.Set("v", recordEncoding)
 	}
-	setBytes(o, "payload", rec.Payload)
+	if !payloadStored {
+		setBytes(o, "payload", rec.Payload)
+	}
 	o.Set("lastError", encodeErrorInfo(rec.LastError))
 	o.Set("response", encodeResponse(rec.Response))
 	if rec.Seq == 0 {

@@ -67,8 +67,12 @@ func queryRequests(t *txn, recs js.Value, f outbox.Filter) ([]js.Value, error) {
 	var reqs []js.Value
 	switch {
 	case len(f.IDs) > 0:
+		ix, err := idIndex(t, recs)
+		if err != nil {
+			return nil, err
+		}
 		for _, id := range f.IDs {
-			r, err := getByID(t, recs, id)
+			r, err := getIn(t, ix, id)
 			if err != nil {
 				return nil, err
 			}

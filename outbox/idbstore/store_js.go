@@ -328,12 +328,13 @@ func hook(op, stage string) error {
 }
 
 // end finishes a write transaction of op once every write is issued: the
-// test hook's "written" point (where a test may abort it), then the
-// commit's outcome.
+// test hook's "written" point (where a test may abort it), then the commit,
+// asked for at once (no request follows), and its outcome.
 func (t *txn) end(op string) error {
 	if err := hook(op, "written"); err != nil {
 		return t.abort(err)
 	}
+	t.commit()
 	if err := t.finish(); err != nil {
 		return wrapIDB(op, err)
 	}

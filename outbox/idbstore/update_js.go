@@ -3,6 +3,7 @@
 package idbstore
 
 import (
+	"bytes"
 	"context"
 	"syscall/js"
 
@@ -28,13 +29,17 @@ func (s *Store) UpdateBatch(ctx context.Context, lease queue.Lease, ups []outbox
 	if err != nil {
 		return nil, t.fail(op, err)
 	}
+	ix, err := idIndex(t, recs)
+	if err != nil {
+		return nil, t.fail(op, err)
+	}
 	reads := make(map[string]js.Value, len(ups))
 	last := lr
 	for _, u := range ups {
 		if _, ok := reads[u.ID]; ok {
 			continue
 		}
-		rr, err := getByID(t, recs, u.ID)
+		rr, err := getIn(t, ix, u.ID)
 		if err != nil {
 			return nil, t.fail(op, err)
 		}
@@ -66,7 +71,7 @@ func (s *Store) UpdateBatch(ctx context.Context, lease queue.Lease, ups []outbox
 		}
 		dirty[u.ID] = false
 		st := states[u.ID]
-		if _, err := t.call(recs, "put", encodeRecord(&st.rec, st.raw)); err != nil {
+		if _, err := t.call(recs, "put", encodeOver(&st.rec, st.raw, st.payloadKept())); err != nil {
 			return nil, t.fail(op, err)
 		}
 	}
@@ -83,6 +88,13 @@ type updateState struct {
 	raw js.Value
 	ok  bool
 	err error // ErrNotFound, or why the stored record does not decode
+	// stored is the payload as read (raw holds it).
+	stored []byte
+}
+
+// payloadKept says the updates left the payload as stored.
+func (st *updateState) payloadKept() bool {
+	return (st.rec.Payload == nil) == (st.stored == nil) && bytes.Equal(st.rec.Payload, st.stored)
 }
 
 // decodeReads decodes the records UpdateBatch read, by id.
@@ -97,7 +109,7 @@ func (s *Store) decodeReads(reads map[string]js.Value) map[string]*updateState {
 				s.sawCorrupt(err)
 				st.err = err
 			} else {
-				st.rec, st.raw, st.ok = r, v, true
+				st.rec, st.raw, st.ok, st.stored = r, v, true, r.Payload
 			}
 		}
 		states[id] = st

@@ -7,13 +7,15 @@ import "strconv"
 // same page and rounds, the two ceilings of a client that sends the same
 // records: a raw JavaScript loop POSTing them `per` at a time to the same
 // batch route (the wire batch format, built by hand), and a raw sequential
-// fetch loop of single POSTs to /api/notes. Each round fills the paused
+// fetch loop of single POSTs to /api/notes; and a model of the outbox's
+// durable steps in plain JavaScript (drainModelJS). Each round fills the paused
 // queue (untimed), then times resume -> the n-th ack; the raw sides time
 // their loops from the first request to the last answer read. One short
 // untimed round of each first (2 pages: compilation, the fencing token,
 // the connection), then rounds rotating the order of the sides.
-// It returns the rates of the three (records/s over all rounds) and the
-// per-round ratios of tabfence to each baseline.
+// It returns the rates of the four (records/s over all rounds), the
+// per-round ratios of tabfence to each baseline, and of the model to the
+// raw batch loop.
 func drainVsRawJS(n, entities, per, rounds int) string {
 	return `(async (n, entities, per, rounds) => {
 		const ob = tabfenceNotes.outbox; await ob.pause();
@@ -48,18 +50,23 @@ func drainVsRawJS(n, entities, per, rounds int) string {
 			}
 			return performance.now() - t0;
 		};
-		const sides = {tf, batch, single};
-		for (const fn of Object.values(sides)) await fn(2 * per);
-		const orders = [["tf", "batch", "single"], ["single", "tf", "batch"], ["batch", "single", "tf"]];
-		const total = {tf: 0, batch: 0, single: 0}, vsBatch = [], vsSingle = [];
+		const req = (r) => new Promise((ok, fail) => { r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+		const odb = await req(indexedDB.open("tabfence-outbox:" + tabfenceNotes.name));
+		await tf(2 * per);
+		` + drainModelJS + `
+		const sides = {tf, batch, single, model};
+		for (const s of ["batch", "single", "model"]) await sides[s](2 * per);
+		const orders = [["tf", "batch", "single", "model"], ["model", "single", "tf", "batch"], ["batch", "model", "single", "tf"], ["single", "tf", "model", "batch"]];
+		const total = {tf: 0, batch: 0, single: 0, model: 0}, vsBatch = [], vsSingle = [], modelVsBatch = [];
 		for (let r = 0; r < rounds; r++) {
 			const ms = {};
 			for (const s of orders[r % orders.length]) ms[s] = await sides[s](n);
 			for (const s in ms) total[s] += ms[s];
-			vsBatch.push(ms.batch / ms.tf); vsSingle.push(ms.single / ms.tf);
+			vsBatch.push(ms.batch / ms.tf); vsSingle.push(ms.single / ms.tf); modelVsBatch.push(ms.batch / ms.model);
 		}
 		const rate = (ms) => n * rounds / ms * 1000;
-		return {tf: rate(total.tf), batch: rate(total.batch), single: rate(total.single), vsBatch, vsSingle};
+		odb.close(); mdb.close();
+		return {tf: rate(total.tf), batch: rate(total.batch), single: rate(total.single), model: rate(total.model), vsBatch, vsSingle, modelVsBatch};
 	})(` + strconv.Itoa(n) + `, ` + strconv.Itoa(entities) + `, ` + strconv.Itoa(per) + `, ` + strconv.Itoa(rounds) + `)`
 }
 
