@@ -60,11 +60,11 @@ func TestBackgroundSyncAPI(t *testing.T) {
 	mustAwait(t, page.Call("close"))
 	// A budget well past the reads before the lock request, on a loaded machine.
 	rep := mustAwait(t, so.Call("drain", eval(`({timeoutMs: 1500})`)))
-	require.Equal(t, `{"claimed":0,"acked":0,"retried":0,"deadLettered":0,"terminal":0,"conflicts":0,"remaining":2,"retry":true,"reason":"busy"}`, stringify(rep))
+	require.Equal(t, `{"claimed":0,"acked":0,"retried":0,"deadLettered":0,"terminal":0,"conflicts":0,"requests":0,"remaining":2,"retry":true,"reason":"busy"}`, stringify(rep))
 
 	js.Global().Get("__releaseLock").Invoke()
 	rep = mustAwait(t, so.Call("drain"))
-	require.Equal(t, `{"claimed":2,"acked":2,"retried":0,"deadLettered":0,"terminal":0,"conflicts":0,"remaining":0,"retry":false,"reason":"done"}`, stringify(rep))
+	require.Equal(t, `{"claimed":2,"acked":2,"retried":0,"deadLettered":0,"terminal":0,"conflicts":0,"requests":2,"remaining":0,"retry":false,"reason":"done"}`, stringify(rep))
 	require.Equal(t, 2, rx.Get("effects").Int())
 	rep = mustAwait(t, so.Call("drain", eval(`({lastChance: true})`)))
 	require.Equal(t, "done", rep.Get("reason").String())
