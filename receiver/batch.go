@@ -104,6 +104,10 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 		}
 	}
 	results, err := rc.runBatch(ctx, b, h, log)
+	if errors.Is(err, errClaimLost) { // the in-flight 409 is a key's answer, not a batch's
+		log.Error("batch claim lost", "err", err)
+		return problemVerdict(wire.BatchRetry, probInternal, 0).response()
+	}
 	if err != nil {
 		return errorVerdict(log, err).response()
 	}

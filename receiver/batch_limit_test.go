@@ -110,3 +110,16 @@ func TestBatchStoreAnswersOneText(t *testing.T) {
 		require.Len(t, texts, 1, "texts of the statement storing three answers: %q", texts)
 	})
 }
+
+// A claim lost in a batch's first transaction (taken over past ClaimTTL)
+// leaves nothing stored and answers the batch 500, not the in-flight 409
+// of a single request: the batch as a whole is in flight nowhere.
+func TestBatchClaimLostWhole(t *testing.T) {
+	eachStore(t, receiver.Options{}, func(t *testing.T, e *batchEnv) {
+		ms := []wire.BatchMutation{mut("l1", "ok", "E1"), mut("l2", "steal", "E2")}
+		resp, _, raw := e.post(ms)
+		require.Equal(t, 500, resp.StatusCode, "%s", raw)
+		require.Equal(t, wire.ProblemInternal, problemType(t, raw))
+		require.Equal(t, []int{0, 0}, effectsOf(e, ms), "nothing of the batch committed")
+	})
+}
