@@ -205,8 +205,8 @@ func testBatchFailedStatement(t *testing.T, newDB NewDB) {
 	rs = e.wantBatch(breq{user: "alice", muts: muts})
 	wantOutcome(t, rs[1], "d1", wire.BatchReplayed, 409)
 	wantOutcome(t, rs[4], "f1", wire.BatchRetry, 503)
-	require.Equal(t, 2, e.attemptsOf("f1"), "f1 ran again")
-	require.Equal(t, 1, e.attemptsOf("d1"), "d1 ran again")
+	require.Equal(t, 2, e.attemptsOf("f1"), "handler runs of f1: its 503 was not stored, the resend runs it")
+	require.Equal(t, 1, e.attemptsOf("d1"), "handler runs of d1: its 409 was stored, the resend replays it")
 }
 
 // testBatchUnparsed: a mutation whose first statement the database refuses
