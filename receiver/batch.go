@@ -22,8 +22,10 @@ import (
 // back to the savepoint (nothing of it stays) and answers retry.
 // A mutation that does not succeed stops the later mutations of its Entity
 // in the batch (not-attempted, nothing stored); other entities go on. The
-// fence is checked once, before any mutation: a stale token refuses the
-// whole batch with 409 as it refuses a request. The work is bounded by
+// fence is checked in each transaction (one per 64 mutations) before its
+// mutations: a stale token refuses the whole batch with 409 as it refuses
+// a request; one gone stale after a committed transaction answers the
+// later mutations retry with the same problem. The work is bounded by
 // Options.Timeout: near it no further mutation starts (see budgetSpent).
 // The mutations are bounded by Options.MaxBatch and the body by MaxBody
 // (413).
@@ -104,6 +106,10 @@ func (rc *Receiver) applyBatch(ctx context.Context, b batch, h Handler) Response
 		}
 	}
 	results, err := rc.runBatch(ctx, b, h, log)
+	if errors.Is(err, errClaimLost) { // the in-flight 409 is a key's answer, not a batch's
+		log.Error("batch claim lost", "err", err)
+		return problemVerdict(wire.BatchRetry, probInternal, 0).response()
+	}
 	if err != nil {
 		return errorVerdict(log, err).response()
 	}

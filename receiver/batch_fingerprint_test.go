@@ -146,6 +146,7 @@ func TestBatchTimeBudget(t *testing.T) {
 type hookStore struct {
 	receiver.Store
 	before, after func(query string)
+	query         func(query string) // before each Query
 	begin         func()
 }
 
@@ -174,6 +175,13 @@ func (t hookTx) Exec(ctx context.Context, query string, args ...any) (int64, err
 		t.s.after(query)
 	}
 	return n, err
+}
+
+func (t hookTx) Query(ctx context.Context, query string, args ...any) (receiver.Rows, error) {
+	if t.s.query != nil {
+		t.s.query(query)
+	}
+	return t.WriteTx.Query(ctx, query, args...)
 }
 
 // waitLockWaiter waits until a backend waits on a lock, for a second at

@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -82,5 +83,43 @@ func TestBatchStatementsPerMutation(t *testing.T) {
 		require.Equal(t, 201, resp.StatusCode, "%s", body)
 		require.Equal(t, "true", resp.Header.Get(wire.HeaderReplayed))
 		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "the stored header")
+	})
+}
+
+// The statement storing a chunk's answers is one text per number of
+// answers, whatever their statuses and headers: statement caches (pgx's,
+// sqlitestore's) keep one entry for it, not one per mix of answers.
+func TestBatchStoreAnswersOneText(t *testing.T) {
+	eachStoreWith(t, func(st receiver.Store) receiver.Store { return &hookStore{Store: st} }, func(t *testing.T, e *batchEnv) {
+		hs := e.store.(*hookStore)
+		var mu sync.Mutex
+		texts := map[string]bool{}
+		hs.query = func(query string) {
+			if strings.Contains(query, "DO UPDATE") {
+				mu.Lock()
+				texts[query] = true
+				mu.Unlock()
+			}
+		}
+		_, rs, raw := e.post([]wire.BatchMutation{mut("m1", "ok", "E1"), mut("m2", "reject", "E2"), mut("m3", "ok", "E3")})
+		require.Equal(t, []string{"applied Created", "rejected Unprocessable Entity", "applied Created"}, outcomes(rs), "%s", raw)
+		_, rs, raw = e.post([]wire.BatchMutation{mut("n1", "reject", "E1"), mut("n2", "ok", "E2"), mut("n3", "ok", "E3")})
+		require.Equal(t, []string{"rejected Unprocessable Entity", "applied Created", "applied Created"}, outcomes(rs), "%s", raw)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, texts, 1, "texts of the statement storing three answers: %q", texts)
+	})
+}
+
+// A claim lost in a batch's first transaction (taken over past ClaimTTL)
+// leaves nothing stored and answers the batch 500, not the in-flight 409
+// of a single request: the batch as a whole is in flight nowhere.
+func TestBatchClaimLostWhole(t *testing.T) {
+	eachStore(t, receiver.Options{}, func(t *testing.T, e *batchEnv) {
+		ms := []wire.BatchMutation{mut("l1", "ok", "E1"), mut("l2", "steal", "E2")}
+		resp, _, raw := e.post(ms)
+		require.Equal(t, 500, resp.StatusCode, "%s", raw)
+		require.Equal(t, wire.ProblemInternal, problemType(t, raw))
+		require.Equal(t, []int{0, 0}, effectsOf(e, ms), "nothing of the batch committed")
 	})
 }

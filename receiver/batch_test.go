@@ -109,6 +109,10 @@ func (e *batchEnv) handle(ctx context.Context, tx receiver.Tx, r *receiver.Reque
 		}
 	case "panic":
 		panic("handler bug")
+	case "steal": // another claim takes the key over (as after ClaimTTL) before the answers are stored
+		if _, err := tx.Exec(ctx, `UPDATE tabfence_idempotency SET claim = 'stolen' WHERE idem_key = $1`, r.Key); err != nil {
+			return receiver.Response{}, err
+		}
 	case "blockreject": // the first run waits for unblock, every run answers 422
 		if e.blocked.CompareAndSwap(false, true) {
 			e.started <- struct{}{}

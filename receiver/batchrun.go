@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/tabfence/tabfence/wire"
@@ -14,6 +15,19 @@ import (
 // and slows every reader of the table past that, so a longer batch is run
 // in several transactions.
 const maxSavepoints = 64
+
+// savepointSQL is the savepoint statements of one place in a chunk.
+type savepointSQL struct{ open, rollback, release string }
+
+// savepointAt holds the statements of the savepoint of each place in a
+// chunk, one name per place, so no statement text is built per mutation.
+var savepointAt = func() (sps [maxSavepoints]savepointSQL) {
+	for i := range sps {
+		name := "tabfence_m" + strconv.Itoa(i)
+		sps[i] = savepointSQL{"SAVEPOINT " + name, "ROLLBACK TO SAVEPOINT " + name, "RELEASE SAVEPOINT " + name}
+	}
+	return sps
+}()
 
 // batchRun is one admitted batch being run: its results so far, the
 // entities stopped by a mutation that did not succeed, and the bytes its
@@ -88,7 +102,7 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 	}
 	run.kept = run.kept[:0]
 	for i, m := range ms {
-		v, err := run.mutation(ctx, tx, m, fps[i], claimed[m.Key])
+		v, err := run.mutation(ctx, tx, m, fps[i], claimed[m.Key], i)
 		if err != nil {
 			return 0, err
 		}
@@ -107,8 +121,8 @@ func (run *batchRun) chunk(ctx context.Context, start int) (next int, err error)
 // mutation answers one mutation of the batch in tx: not attempted after a
 // failure of its entity, out of time or of answer room, else claimed,
 // replayed or run. fp is its fingerprint, claimed whether claimAll took
-// its key. An error means tx is unusable and the batch fails.
-func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, fp string, claimed bool) (verdict, error) {
+// its key, at its place in the chunk. An error means tx is unusable and the batch fails.
+func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, fp string, claimed bool, at int) (verdict, error) {
 	rc := run.rc
 	var v verdict
 	switch {
@@ -119,7 +133,7 @@ func (run *batchRun) mutation(ctx context.Context, tx Tx, m wire.BatchMutation, 
 	case run.size >= rc.opts.MaxBatchResponse:
 		v = problemVerdict(wire.BatchRetry, probBatchFull, 0)
 	default:
-		return rc.runMutation(ctx, tx, run, m, fp, claimed)
+		return rc.runMutation(ctx, tx, run, m, fp, claimed, at)
 	}
 	if claimed { // claimed up front, not run: free the key
 		if _, err := tx.Exec(ctx, deleteClaim, run.b.scope, m.Key, run.claimID); err != nil {
@@ -176,13 +190,15 @@ func succeeded(r wire.BatchResult) bool {
 // keeps it (no other copy of the batch can claim the key meanwhile); a 5xx,
 // an error, or an answer that does not fit the batch's answer rolls back to
 // the savepoint and deletes the claim. A stored answer is kept for the
-// chunk's finishAll, and its savepoint left open (nested under the next
-// mutation's: releasing it would cost a statement and change nothing, the
-// transaction commits them all), so a mutation that runs costs its
-// SAVEPOINT and its handler's statements. An error means tx is unusable and
-// the batch fails. Every key of a chunk is claimed under the chunk's one
-// claim id; claimed says claimAll took this one.
-func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wire.BatchMutation, fp string, claimed bool) (verdict, error) {
+// chunk's finishAll, and its savepoint left open (releasing it would cost a
+// statement and change nothing, the transaction commits them all), so a
+// mutation that runs costs its SAVEPOINT and its handler's statements. Each
+// mutation of a chunk names its savepoint by its place (savepointAt): a
+// rollback reaches its own savepoint or fails, taking the chunk with it,
+// never an earlier mutation's whose answer is kept. An error means tx is
+// unusable and the batch fails. Every key of a chunk is claimed under the
+// chunk's one claim id; claimed says claimAll took this one.
+func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wire.BatchMutation, fp string, claimed bool, at int) (verdict, error) {
 	b, claimID := run.b, run.claimID
 	req := &Request{HTTP: b.http, Scope: b.scope, Key: m.Key, Body: m.Payload, Resource: b.resource, Token: b.token,
 		OperationID: operationID(m.OperationID), Operation: m.Operation, Entity: m.Entity, Endpoint: m.Endpoint}
@@ -198,7 +214,8 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wir
 			return v, nil
 		}
 	}
-	if _, err := tx.Exec(ctx, `SAVEPOINT tabfence_mutation`); err != nil {
+	sp := savepointAt[at]
+	if _, err := tx.Exec(ctx, sp.open); err != nil {
 		return verdict{}, err
 	}
 	open := true
@@ -207,10 +224,10 @@ func (rc *Receiver) runMutation(ctx context.Context, tx Tx, run *batchRun, m wir
 			return nil
 		}
 		open = false
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT tabfence_mutation`); err != nil {
+		if _, err := tx.Exec(ctx, sp.rollback); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `RELEASE SAVEPOINT tabfence_mutation`)
+		_, err := tx.Exec(ctx, sp.release)
 		return err
 	}
 	var answer Response

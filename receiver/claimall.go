@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/tabfence/tabfence/wire"
@@ -26,19 +25,15 @@ func (rc *Receiver) claimAll(ctx context.Context, tx Tx, scope, claimID string, 
 	}
 	sort.Slice(order, func(a, b int) bool { return ms[order[a]].Key < ms[order[b]].Key })
 	now := rc.opts.Clock().UnixMilli()
-	var q strings.Builder
-	q.WriteString(`INSERT INTO tabfence_idempotency
-		(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires) VALUES `)
 	args := make([]any, 0, 6+2*len(ms))
 	args = append(args, scope, now+rc.opts.ClaimTTL.Milliseconds(), []byte{}, now, now+rc.opts.Retention.Milliseconds(), claimID)
-	for n, i := range order {
-		if n > 0 {
-			q.WriteByte(',')
-		}
-		p := len(args)
-		fmt.Fprintf(&q, "($1, $%d, $%d, 1, $6, $2, 0, '', $3, $4, $5)", p+1, p+2)
+	for _, i := range order {
 		args = append(args, ms[i].Key, fps[i])
 	}
+	var q strings.Builder
+	insertRows(&q, len(ms), 6, 2, func(q *strings.Builder, p int) {
+		fmt.Fprintf(q, "($1, $%d, $%d, 1, $6, $2, 0, '', $3, $4, $5)", p, p+1)
+	})
 	q.WriteString(` ON CONFLICT (scope, idem_key) DO NOTHING RETURNING idem_key`)
 	rows, err := tx.Query(ctx, q.String(), args...)
 	if err != nil {
@@ -72,28 +67,26 @@ type kept struct {
 // chunk's claimID (it does: the chunk's transaction took it and holds it),
 // or nothing of the chunk commits. The insert half never applies to a
 // claimed key; it is there because INSERT is the statement both stores type
-// alike. A status or header shared by several answers is one parameter.
+// alike. Its text depends on the number of answers only, so statement
+// caches keep one entry per chunk size.
 func (rc *Receiver) finishAll(ctx context.Context, tx Tx, scope, claimID string, ks []kept) error {
 	if len(ks) == 0 {
 		return nil
 	}
 	now := rc.opts.Clock().UnixMilli()
-	var q strings.Builder
-	q.WriteString(`INSERT INTO tabfence_idempotency
-		(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires) VALUES `)
-	a := sqlArgs{args: make([]any, 0, 8+3*len(ks))}
-	a.args = append(a.args, scope, now, now+rc.opts.Retention.Milliseconds(), claimID)
-	for n, k := range ks {
-		if n > 0 {
-			q.WriteByte(',')
-		}
-		key, fp, status, header := a.add(k.key), a.add(k.fp), a.ref(k.status), a.ref(k.header)
-		fmt.Fprintf(&q, "($1, %s, %s, 2, $4, $2, %s, %s, %s, $2, $3)", key, fp, status, header, a.add(k.body))
+	args := make([]any, 0, 4+5*len(ks))
+	args = append(args, scope, now, now+rc.opts.Retention.Milliseconds(), claimID)
+	for _, k := range ks {
+		args = append(args, k.key, k.fp, k.status, k.header, k.body)
 	}
+	var q strings.Builder
+	insertRows(&q, len(ks), 4, 5, func(q *strings.Builder, p int) {
+		fmt.Fprintf(q, "($1, $%d, $%d, 2, $4, $2, $%d, $%d, $%d, $2, $3)", p, p+1, p+2, p+3, p+4)
+	})
 	q.WriteString(` ON CONFLICT (scope, idem_key) DO UPDATE SET state = 2, status = excluded.status,
 		header = excluded.header, body = excluded.body
 		WHERE tabfence_idempotency.claim = excluded.claim AND tabfence_idempotency.state = 1 RETURNING idem_key`)
-	rows, err := tx.Query(ctx, q.String(), a.args...)
+	rows, err := tx.Query(ctx, q.String(), args...)
 	if err != nil {
 		return fmt.Errorf("receiver: store answers: %w", err)
 	}
@@ -111,30 +104,20 @@ func (rc *Receiver) finishAll(ctx context.Context, tx Tx, scope, claimID string,
 	return nil
 }
 
-// sqlArgs collects a statement's arguments. Binding costs per parameter
-// (in SQLite's driver, per parameter and statement length), so a value
-// many rows share is passed once.
-type sqlArgs struct {
-	args []any
-	seen map[any]string
-}
+// insertIdem begins every statement that inserts records: a claim
+// (claimStep, claimAll) or a stored answer (finishAll).
+const insertIdem = `INSERT INTO tabfence_idempotency
+		(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires) VALUES `
 
-// add appends v and returns its placeholder.
-func (a *sqlArgs) add(v any) string {
-	a.args = append(a.args, v)
-	return "$" + strconv.Itoa(len(a.args))
-}
-
-// ref is add for a string or integer that may repeat: the placeholder of
-// an equal value passed before, else a new one.
-func (a *sqlArgs) ref(v any) string {
-	if p, ok := a.seen[v]; ok {
-		return p
+// insertRows writes insertIdem and n rows to q: after shared arguments
+// common to all rows, each row has per arguments of its own, and row writes
+// one row whose first own placeholder is $p. The text depends on n only.
+func insertRows(q *strings.Builder, n, shared, per int, row func(q *strings.Builder, p int)) {
+	q.WriteString(insertIdem)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		row(q, shared+1+i*per)
 	}
-	if a.seen == nil {
-		a.seen = map[any]string{}
-	}
-	p := a.add(v)
-	a.seen[v] = p
-	return p
 }

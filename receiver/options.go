@@ -48,7 +48,10 @@ type Options struct {
 	// answer would pass it, the later mutations are answered retry (or
 	// not-attempted behind them in their entity) without running; a
 	// mutation whose fresh answer does not fit is rolled back first. The
-	// first answer always fits, so every batch makes progress.
+	// first answer always fits, so every batch makes progress. The bound
+	// counts the results that carry answers: the document's envelope and
+	// the short retry and not-attempted results after the bound (each at
+	// most 320 bytes besides its key) come on top.
 	MaxBatchResponse int64
 	// BodyTimeout bounds the time from the start of a request's handling
 	// to the last byte of its body (default 20s), as a read deadline on the

@@ -147,9 +147,7 @@ func (rc *Receiver) claimStep(rec record, found bool, scope, key, fp, claimID st
 	expires := now + rc.opts.Retention.Milliseconds()
 	switch {
 	case !found:
-		return claimed, `INSERT INTO tabfence_idempotency
-			(scope, idem_key, fingerprint, state, claim, claim_expires, status, header, body, created, expires)
-			VALUES ($1, $2, $3, 1, $4, $5, 0, '', $6, $7, $8) ON CONFLICT (scope, idem_key) DO NOTHING`,
+		return claimed, insertIdem + `($1, $2, $3, 1, $4, $5, 0, '', $6, $7, $8) ON CONFLICT (scope, idem_key) DO NOTHING`,
 			[]any{scope, key, fp, claimID, claimExp, []byte{}, now, expires}
 	case rec.expires <= now:
 		// Past retention: the record is as good as reaped, the key runs anew.

@@ -26,6 +26,7 @@ var batchCases = []struct {
 	{"BatchFailedMutationStopsItsEntityOnly", testBatchEntityStop},
 	{"BatchServerErrorLeavesNothing", testBatchServerError},
 	{"BatchFailedStatementRolledBackToSavepoint", testBatchFailedStatement},
+	{"BatchUnparsedStatementRollsBackItsOwnMutation", testBatchUnparsed},
 	{"BatchStaleTokenRefusedWhole", testBatchStale},
 	{"BatchStaleTokenRaceRejectedInTransaction", testBatchStaleRace},
 	{"BatchCrashMidBatchLeavesNothing", testBatchCrash},
@@ -204,8 +205,29 @@ func testBatchFailedStatement(t *testing.T, newDB NewDB) {
 	rs = e.wantBatch(breq{user: "alice", muts: muts})
 	wantOutcome(t, rs[1], "d1", wire.BatchReplayed, 409)
 	wantOutcome(t, rs[4], "f1", wire.BatchRetry, 503)
-	require.Equal(t, 2, e.attemptsOf("f1"), "f1 ran again")
-	require.Equal(t, 1, e.attemptsOf("d1"), "d1 ran again")
+	require.Equal(t, 2, e.attemptsOf("f1"), "handler runs of f1: its 503 was not stored, the resend runs it")
+	require.Equal(t, 1, e.attemptsOf("d1"), "handler runs of d1: its 409 was stored, the resend replays it")
+}
+
+// testBatchUnparsed: a mutation whose first statement the database refuses
+// before running it (an unknown table) rolls back to its own savepoint,
+// never to the one of an earlier mutation whose answer is stored: the
+// mutations before and after it keep their writes, and a resend replays
+// them.
+func testBatchUnparsed(t *testing.T, newDB NewDB) {
+	e := newEnv(t, newDB, nil)
+	muts := []wire.BatchMutation{mut("a1", "A", okBody), mut("b1", "B", `{"mode":"badsql"}`), mut("c1", "C", okBody)}
+	rs := e.wantBatch(breq{user: "alice", muts: muts})
+	wantOutcome(t, rs[0], "a1", wire.BatchApplied, 201)
+	require.Contains(t, []wire.BatchOutcome{wire.BatchRetry, wire.BatchRejected}, rs[1].Outcome, "b1: outcome %q", rs[1].Outcome)
+	wantOutcome(t, rs[2], "c1", wire.BatchApplied, 201)
+	for key, n := range map[string]int{"a1": 1, "c1": 1} {
+		require.Equal(t, n, e.effectsOf(key), "%s: answered applied, committed effects", key)
+	}
+	rs = e.wantBatch(breq{user: "alice", muts: muts})
+	wantOutcome(t, rs[0], "a1", wire.BatchReplayed, 201)
+	wantOutcome(t, rs[2], "c1", wire.BatchReplayed, 201)
+	wantEffects(t, e, 2)
 }
 
 // testBatchStale: a batch with a stale token is refused whole, as a single

@@ -143,7 +143,7 @@ func (e *env) restart() {
 
 // command is the test handler's body.
 type command struct {
-	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text, crashonce, dupreject, dupfail
+	Mode string `json:"mode"` // ok, reject, flaky500, flakyerr, flakypanic, block, text, crashonce, dupreject, dupfail, badsql
 	Data string `json:"data,omitempty"`
 }
 
@@ -153,6 +153,10 @@ func (e *env) handler(ctx context.Context, tx receiver.Tx, r *receiver.Request) 
 	var c command
 	if err := json.Unmarshal(r.Body, &c); err != nil {
 		return receiver.ProblemResponse(receiver.Problem{Type: wire.ProblemBase + "bad-json", Title: "bad json", Status: 400}), nil
+	}
+	if c.Mode == "badsql" { // a first statement the database refuses before running it
+		_, err := tx.Exec(ctx, `INSERT INTO conf_no_such_table (idem_key) VALUES ($1)`, r.Key)
+		return receiver.Response{}, errors.Join(errors.New("conformance: badsql ran"), err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO conf_effects (scope, idem_key, n) VALUES ($1, $2, 1)`, r.Scope, r.Key); err != nil {
 		return receiver.Response{}, err

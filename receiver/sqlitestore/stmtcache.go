@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"strings"
 
 	"modernc.org/sqlite"
 )
@@ -105,9 +106,14 @@ func (c *cachingConn) Close() error {
 	return errors.Join(append(errs, c.Conn.Close())...)
 }
 
-// cacheable reports whether query is surely one statement: text with a ';'
-// may be a script.
+// cacheable reports whether query is surely one statement worth keeping:
+// text with a ';' may be a script, and a savepoint statement (a batch names
+// one per place in its transaction) costs next to nothing to parse and
+// would take cache slots from the statements that do.
 func cacheable(query string) bool {
+	if strings.HasPrefix(query, "SAVEPOINT ") || strings.HasPrefix(query, "RELEASE ") || strings.HasPrefix(query, "ROLLBACK TO ") {
+		return false
+	}
 	for i := 0; i < len(query); i++ {
 		if query[i] == ';' {
 			return false
