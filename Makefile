@@ -1,11 +1,12 @@
 # tabfence — two commands matter: `make demo` and `make test`.
-# Everything they need (Chromium, PostgreSQL, the wasm test runner) is
+# Everything they need (Chromium, Firefox ESR, PostgreSQL, the wasm test runner) is
 # installed by the targets themselves on a fresh Debian machine.
 
 GO        ?= go
 DIST      := dist
 BIN       := $(CURDIR)/.bin
 CHROMIUM  := /usr/bin/chromium
+FIREFOX   := /usr/bin/firefox-esr
 WASMEXEC  := $(BIN)/go_js_wasm_exec
 GOROOT    := $(shell $(GO) env GOROOT)
 WASM_PKGS := ./jsglue/... ./locks/... ./channel/... ./idb/... ./outbox/... ./wasm/... ./cmd/bench/browserbench/idbbench/
@@ -29,7 +30,7 @@ WASMPACK     := $(BIN)/wasmpack
 # make build WASMPACK_FLAGS=
 WASMPACK_FLAGS ?= -strip-lines
 
-.PHONY: all build npm test test-native test-wasm test-e2e test-types bench demo shape clean deps chromium node postgres wasmexec wasmpack brotli typescript
+.PHONY: all build npm test test-native test-wasm test-e2e test-types bench demo shape clean deps chromium firefox node postgres wasmexec wasmpack brotli typescript
 
 all: build
 
@@ -143,7 +144,7 @@ $(DIST)/tabfence-idb.js: idb/fast.js | $(DIST)
 	cp $< $@
 
 ## deps: everything the tests need that a fresh Debian machine lacks
-deps: chromium postgres wasmexec node typescript
+deps: chromium firefox postgres wasmexec node typescript
 
 # TypeScript from npm, for the check that the docs' snippets type-check
 # against tabfence.d.ts (internal/outside); kept in ./.bin/node_modules.d (not a name on PATH).
@@ -159,6 +160,13 @@ $(TSC): | node
 chromium:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# Firefox ESR: the e2e suite runs its browser-independent tests in it too,
+# over WebDriver BiDi (Debian's firefox-esr; the security suite has the
+# current ESR).
+firefox:
+	@test -x $(FIREFOX) || { echo "installing Debian's firefox-esr"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr >/dev/null; }
 
 # node and npm: the e2e test packs dist/npm, installs it with esbuild and
 # Vite into a throwaway app and bundles it (npm's cache keeps it offline
@@ -208,8 +216,9 @@ test-wasm: wasmexec chromium
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 $(WASM_PKGS)
 	GOOS=js GOARCH=wasm $(GO) test $(WASM_GCFLAGS) -count=1 -tags tabfence_core ./wasm/
 
-test-e2e: build chromium node
-	$(GO) test -tags e2e -count=1 -timeout 20m ./e2e/...
+# TABFENCE_BROWSERS=chromium (or firefox) runs the suite in one browser only.
+test-e2e: build chromium firefox node
+	$(GO) test -tags e2e -count=1 -timeout 45m ./e2e/...
 
 ## bench: figures — browser runtime vs raw JavaScript, sizes, memory, server throughput; rewrites docs/figures.md
 bench: deps brotli build
