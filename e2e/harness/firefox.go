@@ -117,6 +117,7 @@ func launchFirefox(ctx context.Context, o Options) (*firefoxProcess, string, err
 	}
 	cmd := exec.Command(path, "--headless", "--no-remote", "--profile", dir, "--remote-debugging-port=0")
 	cmd.Env = append(os.Environ(), "MOZ_HEADLESS=1", "MOZ_CRASHREPORTER_DISABLE=1")
+	dieWithParent(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		os.RemoveAll(dir)
