@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,21 +295,41 @@ func TestBiDiKilledBrowserFailsCalls(t *testing.T) {
 	require.True(t, errors.Is(err, ErrBrowserGone), "newPage: %v", err)
 }
 
-// With Throttle false, a hidden tab's short timers run at their delay:
-// five chained setTimeout(…, 10) take well under the 1 s clamp Firefox
-// gives a background tab by default.
-func TestBiDiUnthrottledHiddenTab(t *testing.T) {
-	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+// chainedTimers runs n chained setTimeout(…, 10) and returns their
+// total time in ms (performance.now has 1 ms resolution in Firefox).
+func chainedTimers(n int) string {
+	return `new Promise(r => {
+		const t0 = performance.now(); let n = 0;
+		const tick = () => ++n === ` + strconv.Itoa(n) + ` ? r(performance.now() - t0) : setTimeout(tick, 10);
+		setTimeout(tick, 10);
+	})`
+}
+
+// hiddenTab opens two tabs of one window and returns the first, hidden
+// behind the second.
+func hiddenTab(t *testing.T, o Options) pageDriver {
+	e, srv := startFirefox(t, o), newBiDiServer(t)
 	hidden := openPage(t, e, false, srv.URL+"/")
 	front := openPage(t, e, false, srv.URL+"/")
 	require.Equal(t, "visible", evalIn[string](t, front, `document.visibilityState`))
 	require.Equal(t, "hidden", evalIn[string](t, hidden, `document.visibilityState`))
-	ms := evalIn[float64](t, hidden, `new Promise(r => {
-		const t0 = performance.now(); let n = 0;
-		const tick = () => ++n === 5 ? r(performance.now() - t0) : setTimeout(tick, 10);
-		setTimeout(tick, 10);
-	})`)
+	return hidden
+}
+
+// With Throttle false, a hidden tab's short timers run at their delay:
+// five chained setTimeout(…, 10) take well under the 1 s each Firefox
+// clamps a background tab's timers to by default.
+func TestBiDiUnthrottledHiddenTab(t *testing.T) {
+	ms := evalIn[float64](t, hiddenTab(t, Options{}), chainedTimers(5))
 	t.Logf("five chained 10 ms timers in the hidden tab: %.0f ms", ms)
 	require.GreaterOrEqual(t, ms, 49.0)
 	require.Less(t, ms, 1000.0)
+}
+
+// With Throttle true, Firefox's default clamp holds: two chained 10 ms
+// timers in a hidden tab take over a second.
+func TestBiDiThrottledHiddenTab(t *testing.T) {
+	ms := evalIn[float64](t, hiddenTab(t, Options{Throttle: true}), chainedTimers(2))
+	t.Logf("two chained 10 ms timers in the throttled hidden tab: %.0f ms", ms)
+	require.Greater(t, ms, 1000.0)
 }
