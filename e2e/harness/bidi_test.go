@@ -117,6 +117,9 @@ func TestBiDiPagesShareLocksAndChannels(t *testing.T) {
 	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
 	a := openPage(t, e, true, srv.URL+"/")
 	b := openPage(t, e, true, srv.URL+"/")
+	for _, p := range []pageDriver{a, b} {
+		require.Equal(t, "visible", evalIn[string](t, p, `document.visibilityState`), "a page in a window of its own")
+	}
 
 	evalIn[any](t, a, `window.got = []; new BroadcastChannel("c").onmessage = m => got.push(m.data); null`)
 	evalIn[any](t, b, `new BroadcastChannel("c").postMessage("hello"); null`)
@@ -332,4 +335,20 @@ func TestBiDiThrottledHiddenTab(t *testing.T) {
 	ms := evalIn[float64](t, hiddenTab(t, Options{Throttle: true}), chainedTimers(2))
 	t.Logf("two chained 10 ms timers in the throttled hidden tab: %.0f ms", ms)
 	require.Greater(t, ms, 1000.0)
+}
+
+// Calls are multiplexed: a page's pending evaluate does not hold up
+// another page's navigate and evaluate.
+func TestBiDiCallsInFlightTogether(t *testing.T) {
+	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+	a := openPage(t, e, true, srv.URL+"/")
+	b := openPage(t, e, true, srv.URL+"/")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := a.evaluate(ctx, `new Promise(() => {})`); done <- err }()
+	require.NoError(t, b.navigate(within(t, 30*time.Second), srv.URL+"/init"))
+	require.True(t, evalIn[bool](t, b, `pageRan`))
+	require.Equal(t, 2, evalIn[int](t, a, `1 + 1`), "the same page answers beside its pending call")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }
