@@ -173,6 +173,12 @@ func TestBiDiEvaluateMatchesJSONStringify(t *testing.T) {
 		var ee *EvalError
 		require.ErrorAs(t, err, &ee, "JSON.stringify rejects %s too", expr)
 	}
+	// Firefox 153 cannot serialize an invalid Date (JSON.stringify gives
+	// null): the command fails in the browser, and says so.
+	var be *BiDiError
+	_, err := p.evaluate(within(t, EvalTimeout), `new Date(NaN)`)
+	require.ErrorAs(t, err, &be)
+	require.Contains(t, be.Message, "invalid date")
 	// A script of statements has its last expression's value.
 	require.Equal(t, 8, evalIn[int](t, p, `let z = 4; z * 2`))
 	require.Equal(t, []int{1, 2}, evalIn[[]int](t, p, `var arr = [1]; arr.push(2); arr`))

@@ -27,7 +27,9 @@ type remoteValue struct {
 // -0 becomes 0, undefined becomes null (omitted in an object, as a
 // function or symbol is), a Date becomes its ISO string, and a Map, Set,
 // RegExp, Error, Promise or DOM node becomes {} (none has own enumerable
-// properties). Only toJSON methods are not seen: BiDi does not call them.
+// properties). Not seen: toJSON methods (BiDi does not call them) and a
+// typed array's elements (BiDi sends none; JSON.stringify keys them by
+// index), so both come out as their plain-object form.
 func remoteJSON(raw json.RawMessage) ([]byte, error) {
 	var rv remoteValue
 	if err := json.Unmarshal(raw, &rv); err != nil {
