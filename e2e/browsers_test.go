@@ -73,7 +73,8 @@ func chromiumOnly(t *testing.T, why string, body func(t *testing.T, k harness.Ki
 
 // TestEveryTestDeclaresItsBrowsers reads the package's test files: every
 // TestXxx(t *testing.T) starts with each or chromiumOnly, every
-// chromiumOnly's reason is a non-empty string literal.
+// chromiumOnly's reason is a non-empty string literal, and docs/browsers.md
+// lists exactly the chromiumOnly tests with the same reasons.
 func TestEveryTestDeclaresItsBrowsers(t *testing.T) {
 	files, err := filepath.Glob("*_test.go")
 	require.NoError(t, err)
@@ -100,6 +101,9 @@ func TestEveryTestDeclaresItsBrowsers(t *testing.T) {
 		}
 	}
 	require.NotZero(t, n, "no tests found")
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "browsers.md"))
+	require.NoError(t, err)
+	require.Equal(t, only, docTable(string(doc)), "docs/browsers.md's table of Chromium-only tests is not what the tests declare")
 	t.Logf("%d tests: %d in every browser, %d in Chromium only", n, n-len(only), len(only))
 }
 
@@ -152,4 +156,20 @@ func declaration(fn *ast.FuncDecl) (name, why, problem string) {
 		return "", "", "chromiumOnly's why must be a non-empty string"
 	}
 	return "chromiumOnly", why, ""
+}
+
+// docTable reads the rows "| TestX | why |" of docs/browsers.md.
+func docTable(doc string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(doc, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 2 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		if strings.HasPrefix(name, "Test") && name != "Test" {
+			out[name] = strings.TrimSpace(cells[1])
+		}
+	}
+	return out
 }
