@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-
 	"github.com/tabfence/tabfence/e2e/harness"
 
 	"github.com/tabfence/tabfence/cmd/bench/figures"

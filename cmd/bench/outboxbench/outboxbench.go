@@ -29,7 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/outbox/queue"

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
