@@ -16,7 +16,7 @@ import (
 // the page registers the demo's worker, a module worker at /sw.js with the
 // scope of the whole demo, and says so under the hood.
 func TestSWDemoIndexRegistersTheWorker(t *testing.T) {
-	chromiumOnly(t, "watches the Service Worker registration and evaluates in the worker (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+	chromiumOnly(t, "expects the demo's Background Sync on (Chromium's SyncManager) and reads the worker version from the CDP ServiceWorker domain", func(t *testing.T, k harness.Kind) {
 		e := setupSW(t, k)
 		tab, err := e.b.Open(e.url + "/")
 		require.NoError(t, err)

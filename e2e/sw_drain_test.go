@@ -129,14 +129,14 @@ func TestSWSyncBesideFlushingTabs(t *testing.T) {
 // which resends the lost answer's key (the server replays it) and finishes
 // the queue: exactly once.
 func TestSWStoppedMidFlush(t *testing.T) {
-	each(t, func(t *testing.T, k harness.Kind) {
+	chromiumOnly(t, "stops the Service Worker mid-flush: ServiceWorker.stopWorker is CDP-only", func(t *testing.T, k harness.Kind) {
 		stoppedMidFlush(t, k, false)
 	})
 }
 
 // The same, with a tab opened after the stop as the next trigger.
 func TestSWStoppedMidFlushTabFinishes(t *testing.T) {
-	each(t, func(t *testing.T, k harness.Kind) {
+	chromiumOnly(t, "stops the Service Worker mid-flush: ServiceWorker.stopWorker is CDP-only", func(t *testing.T, k harness.Kind) {
 		stoppedMidFlush(t, k, true)
 	})
 }

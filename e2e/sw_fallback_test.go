@@ -21,7 +21,7 @@ import (
 // one), and the tab's own triggers send everything when the network
 // returns: the tab owns the queue, not a worker.
 func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
-	chromiumOnly(t, "watches the Service Worker and evaluates in it (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+	chromiumOnly(t, "reads the worker's versions from the CDP ServiceWorker domain (harness.ServiceWorkers)", func(t *testing.T, k harness.Kind) {
 		e := setupSW(t, k)
 		q := scope(t)
 		hide := func(tab *harness.Tab) error { return tab.HideSyncManager() }
@@ -66,7 +66,7 @@ func timedEnqueue(t *testing.T, tab *harness.Tab, prefix string, n int) time.Dur
 // server fails every request, so the event the browser fires at once asks
 // for a retry and the registration stays listed.)
 func TestSWPagesRegisterTheTag(t *testing.T) {
-	chromiumOnly(t, "watches the Service Worker and reads its reports (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+	chromiumOnly(t, "lists registration.sync tags: Background Sync (SyncManager) is Chromium's, Firefox has none", func(t *testing.T, k harness.Kind) {
 		e := setupSW(t, k)
 		q := scope(t)
 		tab := e.swTab(q, "alice", nil)
