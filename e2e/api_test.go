@@ -12,15 +12,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // Loading twice in one page — sequentially, concurrently, and through a
 // second copy of the loader module — returns the one instance the demo
 // already loaded.
 func TestLoadTwiceReturnsSameInstance(t *testing.T) {
-	e := setup(t, false)
-	tab := e.demo(scope(t), 1, "leader")
-	got := eval[map[string]bool](t, tab, `(async () => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		tab := e.demo(scope(t), 1, "leader")
+		got := eval[map[string]bool](t, tab, `(async () => {
 		const wasmURL = "/dist/tabfence.wasm";
 		const m = await import("/dist/tabfence.js");
 		const copy = await import("/dist/tabfence.js?copy=2"); // another module instance
@@ -30,18 +33,20 @@ func TestLoadTwiceReturnsSameInstance(t *testing.T) {
 		return { sameConcurrent: a === b, sameCopy: a === c, sameDemo: a === tabfenceDemo.tf,
 			sameNoOptions: a === d, oneGo: typeof globalThis.Go === "function", distinctModules: m !== copy };
 	})()`)
-	for k, v := range got {
-		assert.True(t, v, "%s is false", k)
-	}
-	require.Len(t, got, 6, "%v", got)
+		for k, v := range got {
+			assert.True(t, v, "%s is false", k)
+		}
+		require.Len(t, got, 6, "%v", got)
+	})
 }
 
 // Misuse from JavaScript is a thrown TypeError or a rejected promise with a
 // named Error, never a Go panic: the runtime keeps working afterwards.
 func TestAPIErrorsAreNamed(t *testing.T) {
-	e := setup(t, false)
-	tab := e.demo(scope(t), 1, "leader")
-	got := eval[map[string]string](t, tab, `(async () => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		tab := e.demo(scope(t), 1, "leader")
+		got := eval[map[string]string](t, tab, `(async () => {
 		const tf = tabfenceDemo.tf;
 		const out = {};
 		const sync = (k, f) => { try { f(); out[k] = "no error"; } catch (err) { out[k] = err.name + ": " + err.message; } };
@@ -72,40 +77,42 @@ func TestAPIErrorsAreNamed(t *testing.T) {
 		await ok.close();
 		return out;
 	})()`)
-	want := map[string]string{
-		"noOptions":           "TypeError: tabfence.elect: expects an options object {scope, protocol, onLeader, onFollower, onLost}, got undefined",
-		"missingScope":        "TypeError: tabfence.elect: scope must be a non-empty string, got undefined",
-		"emptyScope":          "TypeError: tabfence.elect: scope must not be empty",
-		"protocolZero":        "TypeError: tabfence.elect: protocol must be an integer from 1 to 2147483647, got 0",
-		"protocolString":      "TypeError: tabfence.elect: protocol must be a positive integer number, got string",
-		"protocolFraction":    "TypeError: tabfence.elect: protocol must be an integer from 1 to 2147483647, got 1.5",
-		"protocolBigInt":      "TypeError: tabfence.elect: protocol must be a positive integer number, got bigint",
-		"onLeaderNotFunction": "TypeError: tabfence.elect: onLeader must be a function when given, got number",
-		"controlCharScope":    `TypeError: tabfence.elect: scope "a\nb" cannot name a lock: locks: invalid lock name: control character in scope at byte 1`,
-		"lockNameBad":         "TypeError: tabfence.lockName: protocol must be an integer from 1 to 2147483647, got -1",
-		"lockName":            "tabfence:x:v3",
-		"throwingGetter":      "TypeError: tabfence.elect: scope must be a non-empty string, got undefined",
-		"bigintOptions":       "TypeError: tabfence.elect: expects an options object {scope, protocol, onLeader, onFollower, onLost}, got bigint",
-		"closeTwice":          "resolved",
-		"resignClosed":        "InvalidStateError: locks: election closed",
-		"stealClosed":         "InvalidStateError: locks: election closed",
-		"hasLeaderClosed":     "InvalidStateError: locks: election closed",
-		"isLeaderClosed":      "false",
-		"leadershipClosed":    "null",
-		"alive":               "true",
-	}
-	for k, w := range want {
-		assert.Equal(t, w, got[k], "%s", k)
-	}
+		want := map[string]string{
+			"noOptions":           "TypeError: tabfence.elect: expects an options object {scope, protocol, onLeader, onFollower, onLost}, got undefined",
+			"missingScope":        "TypeError: tabfence.elect: scope must be a non-empty string, got undefined",
+			"emptyScope":          "TypeError: tabfence.elect: scope must not be empty",
+			"protocolZero":        "TypeError: tabfence.elect: protocol must be an integer from 1 to 2147483647, got 0",
+			"protocolString":      "TypeError: tabfence.elect: protocol must be a positive integer number, got string",
+			"protocolFraction":    "TypeError: tabfence.elect: protocol must be an integer from 1 to 2147483647, got 1.5",
+			"protocolBigInt":      "TypeError: tabfence.elect: protocol must be a positive integer number, got bigint",
+			"onLeaderNotFunction": "TypeError: tabfence.elect: onLeader must be a function when given, got number",
+			"controlCharScope":    `TypeError: tabfence.elect: scope "a\nb" cannot name a lock: locks: invalid lock name: control character in scope at byte 1`,
+			"lockNameBad":         "TypeError: tabfence.lockName: protocol must be an integer from 1 to 2147483647, got -1",
+			"lockName":            "tabfence:x:v3",
+			"throwingGetter":      "TypeError: tabfence.elect: scope must be a non-empty string, got undefined",
+			"bigintOptions":       "TypeError: tabfence.elect: expects an options object {scope, protocol, onLeader, onFollower, onLost}, got bigint",
+			"closeTwice":          "resolved",
+			"resignClosed":        "InvalidStateError: locks: election closed",
+			"stealClosed":         "InvalidStateError: locks: election closed",
+			"hasLeaderClosed":     "InvalidStateError: locks: election closed",
+			"isLeaderClosed":      "false",
+			"leadershipClosed":    "null",
+			"alive":               "true",
+		}
+		for k, w := range want {
+			assert.Equal(t, w, got[k], "%s", k)
+		}
+	})
 }
 
 // load itself: a missing wasm file, a bad URL or fetch option reject, are
 // not memoized, and a later call without a URL loads tabfence.wasm from
 // beside the loader, through the fetch option when given.
 func TestLoadErrors(t *testing.T) {
-	e := setup(t, false)
-	tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
-	got := eval[map[string]string](t, tab, `(async () => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
+		got := eval[map[string]string](t, tab, `(async () => {
 		const m = await import("/dist/tabfence.js");
 		const out = {};
 		const try_ = async (k, f) => { try { await f(); out[k] = "resolved"; } catch (err) { out[k] = err.name + ": " + err.message; } };
@@ -124,17 +131,18 @@ func TestLoadErrors(t *testing.T) {
 		out.wasm = wasms().join(",");
 		return out;
 	})()`)
-	want := map[string]string{
-		"badURL":        "TypeError: tabfence.load: wasmURL must be a string or URL",
-		"missingWasm":   "Error: tabfence.load: fetching /dist/missing.wasm failed: 404 Not Found",
-		"badFetch":      "TypeError: tabfence.load: fetch must be a function",
-		"fetched":       "/dist/tabfence.wasm",
-		"afterFailures": "tabfence:s:v1",
-		"wasm":          "/dist/missing.wasm,/dist/tabfence.wasm",
-	}
-	for k, w := range want {
-		assert.Equal(t, w, got[k], "%s", k)
-	}
+		want := map[string]string{
+			"badURL":        "TypeError: tabfence.load: wasmURL must be a string or URL",
+			"missingWasm":   "Error: tabfence.load: fetching /dist/missing.wasm failed: 404 Not Found",
+			"badFetch":      "TypeError: tabfence.load: fetch must be a function",
+			"fetched":       "/dist/tabfence.wasm",
+			"afterFailures": "tabfence:s:v1",
+			"wasm":          "/dist/missing.wasm,/dist/tabfence.wasm",
+		}
+		for k, w := range want {
+			assert.Equal(t, w, got[k], "%s", k)
+		}
+	})
 }
 
 // When the runtime dies, calls pending at that moment and every later call
@@ -142,11 +150,12 @@ func TestLoadErrors(t *testing.T) {
 // simulated through wasm_exec.js's own hooks: a trap inside Go (the way a
 // WebAssembly RuntimeError surfaces) and an exit (what a Go panic does).
 func TestRuntimeDeathRejectsCalls(t *testing.T) {
-	e := setup(t, false)
-	for _, how := range []string{"trap", "exit"} {
-		t.Run(how, func(t *testing.T) {
-			tab := e.open("raw-locks.html", scope(t), 1, "waiting")
-			got := eval[map[string]string](t, tab, `(async (how) => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		for _, how := range []string{"trap", "exit"} {
+			t.Run(how, func(t *testing.T) {
+				tab := e.open("raw-locks.html", scope(t), 1, "waiting")
+				got := eval[map[string]string](t, tab, `(async (how) => {
 				await import("/dist/wasm_exec.js");
 				const Base = globalThis.Go;
 				globalThis.Go = class extends Base { constructor() { super(); globalThis.__go = this; } };
@@ -170,18 +179,19 @@ func TestRuntimeDeathRejectsCalls(t *testing.T) {
 				out.elect = await name(Promise.resolve().then(() => tf.elect({ scope: "x", protocol: 1 })));
 				return out;
 			})(`+"`"+how+"`"+`)`)
-			want := map[string]string{
-				"pending": "RuntimeExitedError (instance)",
-				"later":   "RuntimeExitedError (instance)",
-				"getter":  "RuntimeExitedError",
-				"sync":    "RuntimeExitedError",
-				"elect":   "RuntimeExitedError (instance)",
-			}
-			for k, w := range want {
-				assert.Equal(t, w, got[k], "%s", k)
-			}
-		})
-	}
+				want := map[string]string{
+					"pending": "RuntimeExitedError (instance)",
+					"later":   "RuntimeExitedError (instance)",
+					"getter":  "RuntimeExitedError",
+					"sync":    "RuntimeExitedError",
+					"elect":   "RuntimeExitedError (instance)",
+				}
+				for k, w := range want {
+					assert.Equal(t, w, got[k], "%s", k)
+				}
+			})
+		}
+	})
 }
 
 // Settled calls leave nothing behind: 80,000 awaited calls grow the heap
@@ -193,30 +203,34 @@ func TestRuntimeDeathRejectsCalls(t *testing.T) {
 // 80,000 calls of hasLeader, not growing with the number of calls). CDP's
 // collectGarbage runs a full collection before each reading.
 func TestSettledCallsLeaveNothing(t *testing.T) {
-	e := setup(t, false)
-	tab := e.demo(scope(t), 1, "leader")
-	// close() of a closed election: an async call into Go that does no I/O.
-	calls := `(async (n) => {
+	chromiumOnly(t, "measures the JS heap: Runtime.getHeapUsage and HeapProfiler.collectGarbage are CDP-only", func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		tab := e.demo(scope(t), 1, "leader")
+		// close() of a closed election: an async call into Go that does no I/O.
+		calls := `(async (n) => {
 		if (!globalThis.__el) { globalThis.__el = tabfenceDemo.tf.elect({ scope: "kept", protocol: 1 }); await __el.close(); }
 		for (let i = 0; i < n; i++) await __el.close();
 		return true;
 	})`
-	eval[bool](t, tab, calls+`(200)`)
-	used := func() float64 {
-		t.Helper()
-		_, err := chromedp.Call(tab.Ctx(), heapprofiler.CollectGarbage, cdp.Empty{})
-		require.NoError(t, err)
-		u, err := chromedp.Call(tab.Ctx(), cdpruntime.GetHeapUsage, cdp.Empty{})
-		require.NoError(t, err)
-		return u.UsedSize
-	}
-	before := used()
-	// In evaluations of 10,000 calls: one evaluation of 80,000 outlasted
-	// the harness's evaluation timeout on a busy machine.
-	for i := 0; i < 8; i++ {
-		eval[bool](t, tab, calls+`(10000)`)
-	}
-	grown := used() - before
-	t.Logf("the heap grew by %.0f bytes over 80,000 calls", grown)
-	require.LessOrEqual(t, grown, float64(6<<20), "the heap grew by %.0f bytes over 80,000 settled calls", grown)
+		eval[bool](t, tab, calls+`(200)`)
+		used := func() float64 {
+			t.Helper()
+			ctx, err := tab.CDP()
+			require.NoError(t, err)
+			_, err = chromedp.Call(ctx, heapprofiler.CollectGarbage, cdp.Empty{})
+			require.NoError(t, err)
+			u, err := chromedp.Call(ctx, cdpruntime.GetHeapUsage, cdp.Empty{})
+			require.NoError(t, err)
+			return u.UsedSize
+		}
+		before := used()
+		// In evaluations of 10,000 calls: one evaluation of 80,000 outlasted
+		// the harness's evaluation timeout on a busy machine.
+		for i := 0; i < 8; i++ {
+			eval[bool](t, tab, calls+`(10000)`)
+		}
+		grown := used() - before
+		t.Logf("the heap grew by %.0f bytes over 80,000 calls", grown)
+		require.LessOrEqual(t, grown, float64(6<<20), "the heap grew by %.0f bytes over 80,000 settled calls", grown)
+	})
 }

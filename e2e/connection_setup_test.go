@@ -34,14 +34,14 @@ type connEnv struct {
 
 // setupConn starts the server with the test page and the tap in front, and
 // a browser (throttle: see setup).
-func setupConn(t *testing.T, throttle bool) *connEnv {
+func setupConn(t *testing.T, k harness.Kind, throttle bool) *connEnv {
 	t.Helper()
 	tap := harness.NewRealtimeTap("/realtime")
 	mw := func(next http.Handler) http.Handler { return harness.ConnPage(tap.Middleware(next)) }
 	srv, err := startServer(mw)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
+	b, err := harness.Start(context.Background(), harness.Options{Browser: k, Throttle: throttle, SharedWindow: throttle})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &connEnv{env: &env{t: t, b: b, srv: srv}, tap: tap}

@@ -6,14 +6,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // tabfence-core.wasm is the runtime without the outbox. An app loading it
 // elects and fences as usual, and tf.outbox says plainly that it is absent.
 func TestCoreBuildElectsAndRefusesOutbox(t *testing.T) {
-	e := setup(t, false)
-	tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
-	got := eval[map[string]string](t, tab, `(async () => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		tab := e.open("raw-locks.html", scope(t), 1, "waiting") // a page without the runtime
+		got := eval[map[string]string](t, tab, `(async () => {
 		const m = await import("/dist/tabfence.js");
 		const tf = await m.load({ wasmURL: "/dist/tabfence-core.wasm" });
 		const out = {};
@@ -23,6 +26,7 @@ func TestCoreBuildElectsAndRefusesOutbox(t *testing.T) {
 		catch (err) { out.outbox = err.name; }
 		return out;
 	})()`)
-	require.Equal(t, "yes", got["leader"], "core build: %v", got)
-	require.Equal(t, "NotSupportedError", got["outbox"], "core build: %v", got)
+		require.Equal(t, "yes", got["leader"], "core build: %v", got)
+		require.Equal(t, "NotSupportedError", got["outbox"], "core build: %v", got)
+	})
 }

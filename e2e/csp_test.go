@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // A page whose Content-Security-Policy allows WebAssembly but not eval
@@ -17,29 +19,30 @@ import (
 // are refused, as the violation reports show, and every call
 // takes its Go path instead, with the same results.
 func TestStrictCSPPage(t *testing.T) {
-	const policy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'"
-	e := setupServing(t, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch r.URL.Path {
-			case "/test/csp.html":
-				w.Header().Set("Content-Security-Policy", policy)
-				w.Header().Set("Content-Type", "text/html; charset=utf-8")
-				w.Write([]byte(`<!doctype html><title>csp</title><script type="module" src="/test/csp.js"></script>`))
-			case "/test/csp.js":
-				w.Header().Set("Content-Type", "text/javascript")
-				w.Write([]byte(`window.violations = [];
+	each(t, func(t *testing.T, k harness.Kind) {
+		const policy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'"
+		e := setupServing(t, k, func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/test/csp.html":
+					w.Header().Set("Content-Security-Policy", policy)
+					w.Header().Set("Content-Type", "text/html; charset=utf-8")
+					w.Write([]byte(`<!doctype html><title>csp</title><script type="module" src="/test/csp.js"></script>`))
+				case "/test/csp.js":
+					w.Header().Set("Content-Type", "text/javascript")
+					w.Write([]byte(`window.violations = [];
 document.addEventListener("securitypolicyviolation", (e) => violations.push(e.violatedDirective + " " + e.blockedURI));
 window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL: "/dist/tabfence.wasm" })).then((tf) => (window.tf = tf));`))
-			default:
-				next.ServeHTTP(w, r)
-			}
+				default:
+					next.ServeHTTP(w, r)
+				}
+			})
 		})
-	})
-	tab, err := e.b.Open(e.srv.URL + "/test/csp.html")
-	require.NoError(t, err)
-	t.Cleanup(tab.Close)
+		tab, err := e.b.Open(e.srv.URL + "/test/csp.html")
+		require.NoError(t, err)
+		t.Cleanup(tab.Close)
 
-	got := eval[map[string]any](t, tab, `(async () => {
+		got := eval[map[string]any](t, tab, `(async () => {
 		const tf = await cspReady;
 		const out = {};
 		try { new Function("return 1"); out.evalRefused = false; } catch (e) { out.evalRefused = e instanceof EvalError; }
@@ -57,26 +60,27 @@ window.cspReady = import("/dist/tabfence.js").then(({ load }) => load({ wasmURL:
 		await el.close();
 		return out;
 	})()`)
-	want := map[string]any{"evalRefused": true, "leaderToken": 1.0, "apply": "accepted", "stale": "stale", "enqueued": "string"}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		want := map[string]any{"evalRefused": true, "leaderToken": 1.0, "apply": "accepted", "stale": "stale", "enqueued": "string"}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+			}
 		}
-	}
-	if a, ok := got["allocated"].([]any); !ok || len(a) != 2 || a[0] != 2.0 || a[1] != 3.0 {
-		t.Errorf("allocated = %v, want [2 3]", got["allocated"])
-	}
-	// The runtime really tried the Function constructor and was refused:
-	// package idb's freeze tracker at start, and the outbox's packed record
-	// reader if it read a record by then (reports arrive as events, after
-	// the calls). The fencing fast paths need no eval: they are the
-	// loader's ES modules (idb/fast.js).
-	n := eval[int](t, tab, `new Promise((res) => {
+		if a, ok := got["allocated"].([]any); !ok || len(a) != 2 || a[0] != 2.0 || a[1] != 3.0 {
+			t.Errorf("allocated = %v, want [2 3]", got["allocated"])
+		}
+		// The runtime really tried the Function constructor and was refused:
+		// package idb's freeze tracker at start, and the outbox's packed record
+		// reader if it read a record by then (reports arrive as events, after
+		// the calls). The fencing fast paths need no eval: they are the
+		// loader's ES modules (idb/fast.js).
+		n := eval[int](t, tab, `new Promise((res) => {
 		const count = () => violations.filter((v) => v.startsWith("script-src") && v.endsWith(" eval")).length;
 		const check = () => { if (count() >= 1) res(count()); };
 		document.addEventListener("securitypolicyviolation", () => setTimeout(check));
 		setTimeout(() => res(count()), 5000);
 		check();
 	})`)
-	require.GreaterOrEqual(t, n, 1, "%d eval violations reported, want the freeze tracker's at least (all: %v)", n, eval[[]string](t, tab, `violations`))
+		require.GreaterOrEqual(t, n, 1, "%d eval violations reported, want the freeze tracker's at least (all: %v)", n, eval[[]string](t, tab, `violations`))
+	})
 }

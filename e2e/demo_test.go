@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/e2e/harness"
@@ -17,42 +16,41 @@ import (
 // The demo's buttons do what they say, and the page shows it: Steal in the
 // follower, Resign in the leader, Leave and Join.
 func TestDemoButtons(t *testing.T) {
-	e := setup(t, false)
-	s := scope(t)
-	a := e.demo(s, 1, "leader")
-	b := e.demo(s, 1, "follower")
-	waitRole(t, a, "leader")
-	waitRole(t, b, "follower")
-	openHood(t, a) // the election's buttons are under "Under the hood"
-	openHood(t, b)
-	require.Equal(t, "tabfence:"+s+":v1", text(t, a, "lock"), "#lock shows")
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		s := scope(t)
+		a := e.demo(s, 1, "leader")
+		b := e.demo(s, 1, "follower")
+		waitRole(t, a, "leader")
+		waitRole(t, b, "follower")
+		openHood(t, a) // the election's buttons are under "Under the hood"
+		openHood(t, b)
+		require.Equal(t, "tabfence:"+s+":v1", text(t, a, "lock"), "#lock shows")
 
-	click(t, b, "steal")
-	waitRole(t, b, "leader")
-	waitRole(t, a, "follower")
+		click(t, b, "steal")
+		waitRole(t, b, "leader")
+		waitRole(t, a, "follower")
 
-	click(t, b, "resign")
-	waitRole(t, a, "leader")
-	waitRole(t, b, "follower")
-	got := text(t, a, "generation")
-	require.Equal(t, "2", got, "#generation shows %q after leading twice", got)
+		click(t, b, "resign")
+		waitRole(t, a, "leader")
+		waitRole(t, b, "follower")
+		got := text(t, a, "generation")
+		require.Equal(t, "2", got, "#generation shows %q after leading twice", got)
 
-	click(t, a, "leave")
-	waitRole(t, a, "left")
-	waitRole(t, b, "leader")
-	got = text(t, a, "leave")
-	require.Equal(t, "Join", got, "#leave says %q after leaving", got)
-	click(t, a, "leave")
-	waitRole(t, a, "follower")
+		click(t, a, "leave")
+		waitRole(t, a, "left")
+		waitRole(t, b, "leader")
+		got = text(t, a, "leave")
+		require.Equal(t, "Join", got, "#leave says %q after leaving", got)
+		click(t, a, "leave")
+		waitRole(t, a, "follower")
+	})
 }
 
 // openHood opens the page's "Under the hood" section, as a user clicks it.
 func openHood(t *testing.T, tab *harness.Tab) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("details.hood > summary")))
-	require.NoError(t, err, "open Under the hood")
+	require.NoError(t, tab.Click("details.hood > summary"), "open Under the hood")
 }
 
 // screenshot writes the README's picture of tab when TABFENCE_SCREENSHOT
@@ -62,7 +60,7 @@ func screenshot(t *testing.T, tab *harness.Tab) {
 	if path == "" {
 		return
 	}
-	png, err := chromedp.Run(tab.Ctx(), chromedp.FullScreenshot(100))
+	png, err := tab.Screenshot()
 	if err == nil {
 		err = os.WriteFile(path, png, 0o644)
 	}
@@ -78,10 +76,7 @@ func text(t *testing.T, tab *harness.Tab, id string) string {
 
 func click(t *testing.T, tab *harness.Tab, id string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Click(chromedp.ID(id)))
-	require.NoError(t, err, "click #%s", id)
+	require.NoError(t, tab.Click("#"+id), "click #%s", id)
 }
 
 func waitRole(t *testing.T, tab *harness.Tab, role string) {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tabfence/tabfence/e2e/harness"
@@ -25,59 +24,61 @@ import (
 // the tab holding the connection closes, the other says it holds it now,
 // with a higher token, and its edits still go through.
 func TestDemoTracker(t *testing.T) {
-	e := setup(t, false)
-	s := scope(t)
-	user := "ada" // its own server and browser: the screenshot shows a person's name
-	a := e.trackerTab(s, user)
-	b := e.trackerTab(s, user)
-	waitRows(t, "one tab holds the connection", func() bool {
-		roles := []string{text(t, a, "rt-role"), text(t, b, "rt-role")}
-		slices.Sort(roles)
-		return slices.Equal(roles, []string{"Another tab holds the connection", "This tab holds the connection"})
-	})
-	leader, follower := a, b
-	if text(t, b, "rt-role") == "This tab holds the connection" {
-		leader, follower = b, a
-	}
-	waitRows(t, "connected", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Connected") })
-
-	addIssue(t, follower, "Fix login")
-	for _, tab := range []*harness.Tab{a, b} {
-		waitRows(t, "Fix login in both tabs, saved", func() bool {
-			return slices.Equal(rows(t, tab), []string{"Fix login|open|"})
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		s := scope(t)
+		user := "ada" // its own server and browser: the screenshot shows a person's name
+		a := e.trackerTab(s, user)
+		b := e.trackerTab(s, user)
+		waitRows(t, "one tab holds the connection", func() bool {
+			roles := []string{text(t, a, "rt-role"), text(t, b, "rt-role")}
+			slices.Sort(roles)
+			return slices.Equal(roles, []string{"Another tab holds the connection", "This tab holds the connection"})
 		})
-	}
-	clickCSS(t, leader, "#issues li input.done")
-	waitRows(t, "ticked in the other tab", func() bool { return slices.Equal(rows(t, follower), []string{"Fix login|done|"}) })
+		leader, follower := a, b
+		if text(t, b, "rt-role") == "This tab holds the connection" {
+			leader, follower = b, a
+		}
+		waitRows(t, "connected", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Connected") })
 
-	clickCSS(t, leader, "#rt-offline")
-	waitRows(t, "offline", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Offline") })
-	waitRows(t, "the switch shown on in the other tab", func() bool { return checked(t, follower, "rt-offline") })
-	addIssue(t, follower, "Written offline")
-	for _, tab := range []*harness.Tab{a, b} {
-		waitRows(t, "the offline edit waits, shown in every tab", func() bool {
-			return slices.Contains(rows(t, tab), "Written offline|open|saving…") && strings.HasPrefix(text(t, tab, "rt-pending"), "1 edit")
-		})
-	}
-	screenshot(t, follower) // the README's: the list, an edit waiting, the panel
-	clickCSS(t, leader, "#rt-offline")
-	waitRows(t, "the switch shown off in the other tab", func() bool { return !checked(t, follower, "rt-offline") })
-	for _, tab := range []*harness.Tab{a, b} {
-		waitRows(t, "sent once the switch is off", func() bool {
-			return slices.Equal(rows(t, tab), []string{"Fix login|done|", "Written offline|open|"}) && text(t, tab, "rt-pending") == "nothing"
-		})
-	}
+		addIssue(t, follower, "Fix login")
+		for _, tab := range []*harness.Tab{a, b} {
+			waitRows(t, "Fix login in both tabs, saved", func() bool {
+				return slices.Equal(rows(t, tab), []string{"Fix login|open|"})
+			})
+		}
+		clickCSS(t, leader, "#issues li input.done")
+		waitRows(t, "ticked in the other tab", func() bool { return slices.Equal(rows(t, follower), []string{"Fix login|done|"}) })
 
-	token := eval[float64](t, follower, `tabfenceTracker.status.token`)
-	leader.Close()
-	waitRows(t, "the other tab takes the connection over", func() bool {
-		return text(t, follower, "rt-role") == "This tab holds the connection" &&
-			strings.HasPrefix(text(t, follower, "rt-state"), "Connected") &&
-			eval[float64](t, follower, `tabfenceTracker.status.token`) > token
-	})
-	addIssue(t, follower, "After the failover")
-	waitRows(t, "sent by the new holder", func() bool {
-		return slices.Equal(rows(t, follower), []string{"Fix login|done|", "Written offline|open|", "After the failover|open|"})
+		clickCSS(t, leader, "#rt-offline")
+		waitRows(t, "offline", func() bool { return strings.HasPrefix(text(t, follower, "rt-state"), "Offline") })
+		waitRows(t, "the switch shown on in the other tab", func() bool { return checked(t, follower, "rt-offline") })
+		addIssue(t, follower, "Written offline")
+		for _, tab := range []*harness.Tab{a, b} {
+			waitRows(t, "the offline edit waits, shown in every tab", func() bool {
+				return slices.Contains(rows(t, tab), "Written offline|open|saving…") && strings.HasPrefix(text(t, tab, "rt-pending"), "1 edit")
+			})
+		}
+		screenshot(t, follower) // the README's: the list, an edit waiting, the panel
+		clickCSS(t, leader, "#rt-offline")
+		waitRows(t, "the switch shown off in the other tab", func() bool { return !checked(t, follower, "rt-offline") })
+		for _, tab := range []*harness.Tab{a, b} {
+			waitRows(t, "sent once the switch is off", func() bool {
+				return slices.Equal(rows(t, tab), []string{"Fix login|done|", "Written offline|open|"}) && text(t, tab, "rt-pending") == "nothing"
+			})
+		}
+
+		token := eval[float64](t, follower, `tabfenceTracker.status.token`)
+		leader.Close()
+		waitRows(t, "the other tab takes the connection over", func() bool {
+			return text(t, follower, "rt-role") == "This tab holds the connection" &&
+				strings.HasPrefix(text(t, follower, "rt-state"), "Connected") &&
+				eval[float64](t, follower, `tabfenceTracker.status.token`) > token
+		})
+		addIssue(t, follower, "After the failover")
+		waitRows(t, "sent by the new holder", func() bool {
+			return slices.Equal(rows(t, follower), []string{"Fix login|done|", "Written offline|open|", "After the failover|open|"})
+		})
 	})
 }
 
@@ -121,10 +122,7 @@ func checked(t *testing.T, tab *harness.Tab, id string) bool {
 
 func clickCSS(t *testing.T, tab *harness.Tab, sel string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab.Ctx(), harness.EvalTimeout)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS(sel)))
-	require.NoError(t, err, "click %s", sel)
+	require.NoError(t, tab.Click(sel), "click %s", sel)
 }
 
 func waitRows(t *testing.T, what string, cond func() bool) {
@@ -137,16 +135,18 @@ func waitRows(t *testing.T, what string, cond func() bool) {
 // MutationRejectedError carrying the server's problem, and leaves nothing
 // pending.
 func TestDemoTrackerRefusedMutation(t *testing.T) {
-	e := setup(t, false)
-	s := scope(t)
-	tab := e.trackerTab(s, "tracker-"+s)
-	got := eval[map[string]any](t, tab, `tabfenceTracker.conn.mutate({op: "issue.fly", payload: {id: "x"}}).then(
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setup(t, k, false)
+		s := scope(t)
+		tab := e.trackerTab(s, "tracker-"+s)
+		got := eval[map[string]any](t, tab, `tabfenceTracker.conn.mutate({op: "issue.fly", payload: {id: "x"}}).then(
 		(ack) => ({resolved: true, ack}),
 		(err) => ({name: err.name, isError: err instanceof Error, type: err.problem && err.problem.type, status: err.problem && err.problem.status}))`)
-	require.Equal(t, "MutationRejectedError", got["name"], "%v", got)
-	require.Equal(t, true, got["isError"])
-	typ, _ := got["type"].(string)
-	require.True(t, strings.HasSuffix(typ, "unknown-op"), "the server's problem type: %v", got)
-	require.Equal(t, 422.0, got["status"])
-	waitRows(t, "nothing pending", func() bool { return eval[float64](t, tab, `tabfenceTracker.conn.status().pending`) == 0 })
+		require.Equal(t, "MutationRejectedError", got["name"], "%v", got)
+		require.Equal(t, true, got["isError"])
+		typ, _ := got["type"].(string)
+		require.True(t, strings.HasSuffix(typ, "unknown-op"), "the server's problem type: %v", got)
+		require.Equal(t, 422.0, got["status"])
+		waitRows(t, "nothing pending", func() bool { return eval[float64](t, tab, `tabfenceTracker.conn.status().pending`) == 0 })
+	})
 }

@@ -1,6 +1,7 @@
-// Package e2e holds tabfence's end-to-end tests: several real Chromium tabs
-// in one browser context, driven with chromedp, against the runtime built
-// by `make build` and the server of cmd/tabfence/server.
+// Package e2e holds tabfence's end-to-end tests: several real browser tabs
+// in one browser context (Chromium over CDP, Firefox ESR over WebDriver
+// BiDi; each test declares which, see docs/browsers.md), against the
+// runtime built by `make build` and the server of cmd/tabfence/server.
 //
 // They are behind the e2e build tag so `go test ./...` stays fast and
 // browser-free:

@@ -123,21 +123,23 @@ func appResult(t *testing.T, e *env, page string) map[string]string {
 // finding its files beside the loader). Each elects and gets one note
 // through the outbox to the demo server.
 func TestNpmPackageBundled(t *testing.T) {
-	app := npmApp(t, "esbuild@"+esbuildVersion, "vite@"+viteVersion)
-	run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "app.js", "--bundle", "--format=esm",
-		"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
-	require.NoError(t, os.WriteFile(filepath.Join(app, "out", "index.html"),
-		[]byte(`<!doctype html><script type="module" src="app.js"></script>`), 0o644))
-	run(t, app, filepath.Join("node_modules", ".bin", "vite"), "build", "--base", "/app/vite/", "--outDir", "vite",
-		"--logLevel", "warn")
+	chromiumOnly(t, "tests the npm package through esbuild and vite: the bundlers' output, not the browser, is under test, and one browser runs it", func(t *testing.T, k harness.Kind) {
+		app := npmApp(t, "esbuild@"+esbuildVersion, "vite@"+viteVersion)
+		run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "app.js", "--bundle", "--format=esm",
+			"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
+		require.NoError(t, os.WriteFile(filepath.Join(app, "out", "index.html"),
+			[]byte(`<!doctype html><script type="module" src="app.js"></script>`), 0o644))
+		run(t, app, filepath.Join("node_modules", ".bin", "vite"), "build", "--base", "/app/vite/", "--outDir", "vite",
+			"--logLevel", "warn")
 
-	e := setupServing(t, serveApp(app))
-	for _, page := range []string{"/app/out/index.html", "/app/vite/vite.html", "/app/unbundled.html"} {
-		got := appResult(t, e, page)
-		require.Empty(t, got["error"], page)
-		require.True(t, strings.HasPrefix(got["lockName"], "tabfence:npm-"), "%s: %v", page, got)
-		require.Equal(t, "n1:from the bundle", got["notes"], "%s: %v", page, got)
-	}
+		e := setupServing(t, k, serveApp(app))
+		for _, page := range []string{"/app/out/index.html", "/app/vite/vite.html", "/app/unbundled.html"} {
+			got := appResult(t, e, page)
+			require.Empty(t, got["error"], page)
+			require.True(t, strings.HasPrefix(got["lockName"], "tabfence:npm-"), "%s: %v", page, got)
+			require.Equal(t, "n1:from the bundle", got["notes"], "%s: %v", page, got)
+		}
+	})
 }
 
 // The package's worker entry as a user bundles it: "tabfence/sw" bundled
@@ -145,26 +147,28 @@ func TestNpmPackageBundled(t *testing.T) {
 // which drains its queue on the queue's sync tag (no session here: the
 // report says so, without a retry).
 func TestNpmWorkerBundled(t *testing.T) {
-	app := npmApp(t, "esbuild@"+esbuildVersion)
-	run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "worker.js", "--bundle", "--format=esm",
-		"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
-	e := setupServing(t, serveApp(app))
-	sws, err := e.b.ServiceWorkers()
-	require.NoError(t, err)
-	tab := e.open("raw-locks.html", scope(t), 1, "waiting")
-	eval[bool](t, tab, `navigator.serviceWorker.register("/app/out/worker.js", {type: "module"}).then(() => true)`)
-	sc := e.srv.URL + "/app/out/"
-	_, err = sws.WaitActive(context.Background(), sc, func(string) bool { return true })
-	require.NoError(t, err, "worker errors: %v", sws.Errors())
-	w, err := sws.Attach(context.Background(), sc)
-	require.NoError(t, err)
-	defer w.Close()
-	require.NoError(t, sws.DispatchSync(context.Background(), sc, "tabfence:outbox-npm-worker:v1", false))
-	var reps []harness.SyncReport
-	require.NoError(t, harness.Poll(t.Context(), "the report", appTimeout, 50*time.Millisecond, func() (bool, error) {
-		reps, err = w.SyncReports()
-		return len(reps) > 0, err
-	}), "worker errors: %v", sws.Errors())
-	require.Equal(t, "no-session", reps[0].Reason, "%+v", reps)
-	require.False(t, reps[0].Retry)
+	chromiumOnly(t, "dispatches sync to the bundled Service Worker and evaluates in it (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+		app := npmApp(t, "esbuild@"+esbuildVersion)
+		run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "worker.js", "--bundle", "--format=esm",
+			"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
+		e := setupServing(t, k, serveApp(app))
+		sws, err := e.b.ServiceWorkers()
+		require.NoError(t, err)
+		tab := e.open("raw-locks.html", scope(t), 1, "waiting")
+		eval[bool](t, tab, `navigator.serviceWorker.register("/app/out/worker.js", {type: "module"}).then(() => true)`)
+		sc := e.srv.URL + "/app/out/"
+		_, err = sws.WaitActive(context.Background(), sc, func(string) bool { return true })
+		require.NoError(t, err, "worker errors: %v", sws.Errors())
+		w, err := sws.Attach(context.Background(), sc)
+		require.NoError(t, err)
+		defer w.Close()
+		require.NoError(t, sws.DispatchSync(context.Background(), sc, "tabfence:outbox-npm-worker:v1", false))
+		var reps []harness.SyncReport
+		require.NoError(t, harness.Poll(t.Context(), "the report", appTimeout, 50*time.Millisecond, func() (bool, error) {
+			reps, err = w.SyncReports()
+			return len(reps) > 0, err
+		}), "worker errors: %v", sws.Errors())
+		require.Equal(t, "no-session", reps[0].Reason, "%+v", reps)
+		require.False(t, reps[0].Retry)
+	})
 }

@@ -161,34 +161,36 @@ func (e *obEnv) exactlyOnce(user string, n int) {
 // counts exactly 2,000 effects, in batches (about 2,000/100 requests), and
 // nothing goes one by one.
 func TestOutboxBatch2000Offline(t *testing.T) {
-	bc := newBatchCtl()
-	e := setupOutboxMW(t, harness.Options{}, bc.middleware)
-	tab := e.tab(scope(t), "alice", url.Values{"batch": {"1"}})
-	offline(t, tab, true)
-	const n = 2000
-	enqueueSpread(t, tab, "b", n, 50)
-	st := waitStatus(t, tab, "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
-	require.Equal(t, n, st.Pending, "offline: %+v", st)
-	require.Equal(t, 0, e.effects(), "offline: %+v", st)
-	start := time.Now()
-	offline(t, tab, false)
-	e.waitEffects(n, 90*time.Second)
-	took := time.Since(start)
-	waitStatus(t, tab, "2000 acked", 20*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
-	bc.waitIdle(t)
-	e.waitIdle()
-	e.exactlyOnce("alice", n)
-	keys, most := bc.applied()
-	require.Equal(t, n, keys, "keys applied through the batch route")
-	require.Equal(t, 1, most, "a key applied twice")
-	single, _ := e.ctl.keys()
-	require.Equal(t, 0, single, "records sent one by one beside the batches")
-	bc.mu.Lock()
-	reqs, sizes := bc.requests, slices.Clone(bc.sizes)
-	bc.mu.Unlock()
-	require.LessOrEqual(t, slices.Max(sizes), 100, "a batch above batch.max's default (sizes %v)", sizes)
-	require.LessOrEqual(t, reqs, 60, "%d batch requests for %d mutations: not batching (sizes %v)", reqs, n, sizes)
-	t.Logf("%d offline mutations in 50 entities delivered in %v after going online, in %d batch requests (sizes %v)", n, took, reqs, sizes)
+	each(t, func(t *testing.T, k harness.Kind) {
+		bc := newBatchCtl()
+		e := setupOutboxMW(t, k, harness.Options{}, bc.middleware)
+		tab := e.tab(scope(t), "alice", url.Values{"batch": {"1"}})
+		offline(t, tab, true)
+		const n = 2000
+		enqueueSpread(t, tab, "b", n, 50)
+		st := waitStatus(t, tab, "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
+		require.Equal(t, n, st.Pending, "offline: %+v", st)
+		require.Equal(t, 0, e.effects(), "offline: %+v", st)
+		start := time.Now()
+		offline(t, tab, false)
+		e.waitEffects(n, 90*time.Second)
+		took := time.Since(start)
+		waitStatus(t, tab, "2000 acked", 20*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
+		bc.waitIdle(t)
+		e.waitIdle()
+		e.exactlyOnce("alice", n)
+		keys, most := bc.applied()
+		require.Equal(t, n, keys, "keys applied through the batch route")
+		require.Equal(t, 1, most, "a key applied twice")
+		single, _ := e.ctl.keys()
+		require.Equal(t, 0, single, "records sent one by one beside the batches")
+		bc.mu.Lock()
+		reqs, sizes := bc.requests, slices.Clone(bc.sizes)
+		bc.mu.Unlock()
+		require.LessOrEqual(t, slices.Max(sizes), 100, "a batch above batch.max's default (sizes %v)", sizes)
+		require.LessOrEqual(t, reqs, 60, "%d batch requests for %d mutations: not batching (sizes %v)", reqs, n, sizes)
+		t.Logf("%d offline mutations in 50 entities delivered in %v after going online, in %d batch requests (sizes %v)", n, took, reqs, sizes)
+	})
 }
 
 // The flushing tab is closed after the server committed a batch but before
@@ -196,51 +198,53 @@ func TestOutboxBatch2000Offline(t *testing.T) {
 // records under their own keys, gets them replayed: every mutation has
 // exactly one effect.
 func TestOutboxBatchResponseLost(t *testing.T) {
-	bc := newBatchCtl()
-	e := setupOutboxMW(t, harness.Options{}, bc.middleware)
-	q := scope(t)
-	extra := url.Values{"batch": {"1"}}
-	tabs := []*harness.Tab{e.tab(q, "alice", extra), e.tab(q, "alice", extra), e.tab(q, "alice", extra)}
-	for _, tab := range tabs {
-		offline(t, tab, true)
-	}
-	const n = 300
-	enqueueSpread(t, tabs[1], "n", n, 10)
-	done, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	bc.set(func(c *batchCtl) { c.holdNext, c.done, c.release = true, done, release })
-	for _, tab := range tabs {
-		offline(t, tab, false)
-	}
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no batch reached the server")
-	}
-	owner := leaderOf(t, tabs)
-	bc.mu.Lock()
-	held := slices.Clone(bc.held)
-	bc.mu.Unlock()
-	require.NotEmpty(t, held, "the held batch applied nothing")
-	require.GreaterOrEqual(t, e.effects(), len(held), "the held batch's effects are committed before the close")
-	start := time.Now()
-	tabs[owner].Close()
-	e.waitEffects(n, 60*time.Second)
-	took := time.Since(start)
-	other := tabs[(owner+1)%3]
-	waitStatus(t, other, "300 acked", 20*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
-	bc.waitIdle(t)
-	e.waitIdle()
-	e.exactlyOnce("alice", n)
-	keys, most := bc.applied()
-	require.Equal(t, n, keys, "keys applied through the batch route")
-	require.Equal(t, 1, most, "a key applied twice")
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	for _, k := range held {
-		require.Contains(t, bc.outcomes[k], wire.BatchReplayed, "the lost answer's key %s was not resent and replayed (%v)", k, bc.outcomes[k])
-	}
-	t.Logf("owner closed with a committed batch of %d unanswered: the queue finished %v later, exactly once (%d batch requests)", len(held), took, bc.requests)
+	each(t, func(t *testing.T, k harness.Kind) {
+		bc := newBatchCtl()
+		e := setupOutboxMW(t, k, harness.Options{}, bc.middleware)
+		q := scope(t)
+		extra := url.Values{"batch": {"1"}}
+		tabs := []*harness.Tab{e.tab(q, "alice", extra), e.tab(q, "alice", extra), e.tab(q, "alice", extra)}
+		for _, tab := range tabs {
+			offline(t, tab, true)
+		}
+		const n = 300
+		enqueueSpread(t, tabs[1], "n", n, 10)
+		done, release := make(chan struct{}), make(chan struct{})
+		defer close(release)
+		bc.set(func(c *batchCtl) { c.holdNext, c.done, c.release = true, done, release })
+		for _, tab := range tabs {
+			offline(t, tab, false)
+		}
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no batch reached the server")
+		}
+		owner := leaderOf(t, tabs)
+		bc.mu.Lock()
+		held := slices.Clone(bc.held)
+		bc.mu.Unlock()
+		require.NotEmpty(t, held, "the held batch applied nothing")
+		require.GreaterOrEqual(t, e.effects(), len(held), "the held batch's effects are committed before the close")
+		start := time.Now()
+		tabs[owner].Close()
+		e.waitEffects(n, 60*time.Second)
+		took := time.Since(start)
+		other := tabs[(owner+1)%3]
+		waitStatus(t, other, "300 acked", 20*time.Second, func(s obStatus) bool { return s.Acked == n && s.Pending+s.Sending+s.Failed == 0 })
+		bc.waitIdle(t)
+		e.waitIdle()
+		e.exactlyOnce("alice", n)
+		keys, most := bc.applied()
+		require.Equal(t, n, keys, "keys applied through the batch route")
+		require.Equal(t, 1, most, "a key applied twice")
+		bc.mu.Lock()
+		defer bc.mu.Unlock()
+		for _, k := range held {
+			require.Contains(t, bc.outcomes[k], wire.BatchReplayed, "the lost answer's key %s was not resent and replayed (%v)", k, bc.outcomes[k])
+		}
+		t.Logf("owner closed with a committed batch of %d unanswered: the queue finished %v later, exactly once (%d batch requests)", len(held), took, bc.requests)
+	})
 }
 
 // The Service Worker opens the queue with the pages' options, the batch
@@ -248,27 +252,31 @@ func TestOutboxBatchResponseLost(t *testing.T) {
 // with every tab closed, its drain sends the queue in batches, each
 // mutation once.
 func TestSWDrainsInBatches(t *testing.T) {
-	_, bc, rep := swBatchDrain(t)
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	t.Logf("the worker drained in %d batch requests (sizes %v), report %+v", bc.requests, bc.sizes, rep)
+	chromiumOnly(t, "dispatches sync to the Service Worker and reads its reports (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+		_, bc, rep := swBatchDrain(t, k)
+		bc.mu.Lock()
+		defer bc.mu.Unlock()
+		t.Logf("the worker drained in %d batch requests (sizes %v), report %+v", bc.requests, bc.sizes, rep)
+	})
 }
 
 // The drain's report counts its requests (SyncReport.requests), as the
 // server saw them.
 func TestSWDrainReportCountsRequests(t *testing.T) {
-	_, bc, rep := swBatchDrain(t)
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	require.Equal(t, bc.requests, rep.Requests, "the report's requests against the server's count (report %+v)", rep)
+	chromiumOnly(t, "dispatches sync to the Service Worker and reads its reports (CDP ServiceWorker domain)", func(t *testing.T, k harness.Kind) {
+		_, bc, rep := swBatchDrain(t, k)
+		bc.mu.Lock()
+		defer bc.mu.Unlock()
+		require.Equal(t, bc.requests, rep.Requests, "the report's requests against the server's count (report %+v)", rep)
+	})
 }
 
 // swBatchDrain queues 250 mutations offline in 5 entities in a tab with
 // batch=1, closes it, dispatches the sync event and checks that the worker
 // sent each once, in batches; it returns the worker's report.
-func swBatchDrain(t *testing.T) (*swEnv, *batchCtl, harness.SyncReport) {
+func swBatchDrain(t *testing.T, k harness.Kind) (*swEnv, *batchCtl, harness.SyncReport) {
 	bc := newBatchCtl()
-	e := setupSWMW(t, bc.middleware)
+	e := setupSWMW(t, k, bc.middleware)
 	q := scope(t)
 	tab := e.swTab(q, "alice", url.Values{"bgsync": {"0"}, "batch": {"1"}})
 	e.active(1)

@@ -72,7 +72,7 @@ func (r *restartable) stop() {
 	}
 }
 
-func setupRestartable(t *testing.T) (*obEnv, *restartable) {
+func setupRestartable(t *testing.T, k harness.Kind) (*obEnv, *restartable) {
 	t.Helper()
 	require.NoError(t, harness.CheckDist(distDir))
 	ctl := newNoteCtl()
@@ -87,7 +87,7 @@ func setupRestartable(t *testing.T) (*obEnv, *restartable) {
 	ln.Close()
 	r.start()
 	t.Cleanup(func() { r.stop(); srv.Close() })
-	b, err := harness.Start(context.Background(), harness.Options{})
+	b, err := harness.Start(context.Background(), harness.Options{Browser: k})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &obEnv{t: t, b: b, url: "http://" + r.addr, ctl: ctl}, r
@@ -126,41 +126,43 @@ func healthy(s obHealth) bool {
 // when the next attempt is; restarted, the queue drains and both statuses
 // clear. Then the same for a server that answers 500.
 func TestOutboxStatusServerDown(t *testing.T) {
-	e, srv := setupRestartable(t)
-	q := scope(t)
-	fast := url.Values{"backoffBase": {"200"}, "backoffCap": {"1500"}}
-	tabs := []*harness.Tab{e.tab(q, "alice", fast), e.tab(q, "alice", fast)}
-	for _, tab := range tabs {
-		waitHealth(t, tab, "healthy at start", healthy)
-	}
+	each(t, func(t *testing.T, k harness.Kind) {
+		e, srv := setupRestartable(t, k)
+		q := scope(t)
+		fast := url.Values{"backoffBase": {"200"}, "backoffCap": {"1500"}}
+		tabs := []*harness.Tab{e.tab(q, "alice", fast), e.tab(q, "alice", fast)}
+		for _, tab := range tabs {
+			waitHealth(t, tab, "healthy at start", healthy)
+		}
 
-	srv.stop()
-	enqueue(t, tabs[0], "down", 3)
-	for i, tab := range tabs {
-		st := waitHealth(t, tab, "unreachable in tab "+strconv.Itoa(i), func(s obHealth) bool {
-			// Waiting, not yet sent (the fencing token request failed) or
-			// sent and failed (a flush in progress when the server stopped).
-			return s.Pending+s.Failed == 3 && failingWith(s, "unreachable", harness.NowMs())
-		})
-		require.Contains(t, st.LastError.Message, "Failed to fetch", "tab %d: lastError %+v", i, *st.LastError)
-	}
-	srv.start()
-	for _, tab := range tabs {
-		waitHealth(t, tab, "drained and healthy", func(s obHealth) bool { return s.Acked == 3 && s.Pending == 0 && healthy(s) })
-	}
-	e.waitEffects(3, 10*time.Second)
+		srv.stop()
+		enqueue(t, tabs[0], "down", 3)
+		for i, tab := range tabs {
+			st := waitHealth(t, tab, "unreachable in tab "+strconv.Itoa(i), func(s obHealth) bool {
+				// Waiting, not yet sent (the fencing token request failed) or
+				// sent and failed (a flush in progress when the server stopped).
+				return s.Pending+s.Failed == 3 && failingWith(s, "unreachable", harness.NowMs())
+			})
+			require.Contains(t, st.LastError.Message, "Failed to fetch", "tab %d: lastError %+v", i, *st.LastError)
+		}
+		srv.start()
+		for _, tab := range tabs {
+			waitHealth(t, tab, "drained and healthy", func(s obHealth) bool { return s.Acked == 3 && s.Pending == 0 && healthy(s) })
+		}
+		e.waitEffects(3, 10*time.Second)
 
-	e.ctl.set(func(c *noteCtl) { c.fail500 = 1 << 30 })
-	enqueue(t, tabs[1], "five", 1)
-	for _, tab := range tabs {
-		st := waitHealth(t, tab, "server-error", func(s obHealth) bool {
-			return s.Failed == 1 && failingWith(s, "server-error", harness.NowMs())
-		})
-		require.Equal(t, "http_500", st.LastError.Code, "lastError %+v", *st.LastError)
-	}
-	e.ctl.set(func(c *noteCtl) { c.fail500 = 0 })
-	for _, tab := range tabs {
-		waitHealth(t, tab, "drained and healthy", func(s obHealth) bool { return s.Acked == 4 && s.Failed == 0 && healthy(s) })
-	}
-	e.waitEffects(4, 10*time.Second)
+		e.ctl.set(func(c *noteCtl) { c.fail500 = 1 << 30 })
+		enqueue(t, tabs[1], "five", 1)
+		for _, tab := range tabs {
+			st := waitHealth(t, tab, "server-error", func(s obHealth) bool {
+				return s.Failed == 1 && failingWith(s, "server-error", harness.NowMs())
+			})
+			require.Equal(t, "http_500", st.LastError.Code, "lastError %+v", *st.LastError)
+		}
+		e.ctl.set(func(c *noteCtl) { c.fail500 = 0 })
+		for _, tab := range tabs {
+			waitHealth(t, tab, "drained and healthy", func(s obHealth) bool { return s.Acked == 4 && s.Failed == 0 && healthy(s) })
+		}
+		e.waitEffects(4, 10*time.Second)
+	})
 }

@@ -17,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -179,16 +176,20 @@ type obEnv struct {
 	ctl *noteCtl
 }
 
-func setupOutbox(t *testing.T) *obEnv { return setupOutboxWith(t, harness.Options{}) }
+func setupOutbox(t *testing.T, k harness.Kind) *obEnv {
+	return setupOutboxWith(t, k, harness.Options{})
+}
 
 // setupOutboxWith starts the server and a browser with o (Throttle and
 // SharedWindow: hidden background tabs with throttled timers, as users'
 // tabs are).
-func setupOutboxWith(t *testing.T, o harness.Options) *obEnv { return setupOutboxMW(t, o, nil) }
+func setupOutboxWith(t *testing.T, k harness.Kind, o harness.Options) *obEnv {
+	return setupOutboxMW(t, k, o, nil)
+}
 
 // setupOutboxMW is setupOutboxWith with mw, when not nil, in front of
 // noteCtl's middleware (e.g. batchCtl's, for the batch route).
-func setupOutboxMW(t *testing.T, o harness.Options, mw func(http.Handler) http.Handler) *obEnv {
+func setupOutboxMW(t *testing.T, k harness.Kind, o harness.Options, mw func(http.Handler) http.Handler) *obEnv {
 	t.Helper()
 	require.NoError(t, harness.CheckDist(distDir))
 	ctl := newNoteCtl()
@@ -205,6 +206,7 @@ func setupOutboxMW(t *testing.T, o harness.Options, mw func(http.Handler) http.H
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); srv.Close() })
+	o.Browser = k
 	b, err := harness.Start(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
@@ -290,17 +292,7 @@ func waitStatus(t *testing.T, tab *harness.Tab, what string, timeout time.Durati
 // offline cuts the tab's network (fetch fails) and fires offline/online.
 func offline(t *testing.T, tab *harness.Tab, off bool) {
 	t.Helper()
-	ctx := tab.Ctx()
-	_, err := chromedp.Call(ctx, network.Enable, network.EnableParams{})
-	require.NoError(t, err)
-	conds := []*network.Conditions{}
-	if off {
-		conds = append(conds, &network.Conditions{Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
-	}
-	_, err = chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: conds})
-	require.NoError(t, err)
-	_, err = chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: off, DownloadThroughput: -1, UploadThroughput: -1})
-	require.NoError(t, err)
+	require.NoError(t, tab.SetOffline(off))
 }
 
 // enqueue adds n notes from the tab, ids prefix-0..n-1; returns the record ids.
@@ -348,91 +340,95 @@ func leaderOf(t *testing.T, tabs []*harness.Tab) int {
 // Three tabs enqueue 300 mutations while offline, go online, every tab
 // triggers a flush: exactly 300 effects, each key sent once.
 func TestOutbox300OfflineMutations(t *testing.T) {
-	e := setupOutbox(t)
-	q := scope(t)
-	tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
-	for _, tab := range tabs {
-		offline(t, tab, true)
-	}
-	var wg sync.WaitGroup
-	for i, tab := range tabs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			enqueue(t, tab, "t"+strconv.Itoa(i), 100)
-		}()
-	}
-	wg.Wait()
-	// Enqueues announce themselves, so a tab may be trying to flush right
-	// now: judge the queue between attempts, when no record is in the
-	// middle of a send. Being offline is not the records' fault: nothing
-	// may be charged (no attempt, no backoff), all 300 wait as pending.
-	st := waitStatus(t, tabs[0], "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
-	require.Equal(t, 300, st.Pending, "offline: %+v, effects %d", st, e.effects())
-	require.Equal(t, 0, st.Failed, "offline: %+v, effects %d", st, e.effects())
-	require.Equal(t, 0, e.effects(), "offline: %+v, effects %d", st, e.effects())
-	start := time.Now()
-	for _, tab := range tabs {
-		offline(t, tab, false) // fires "online" in every tab: each one tries to flush
-	}
-	e.waitEffects(300, 30*time.Second)
-	took := time.Since(start)
-	for _, tab := range tabs {
-		waitStatus(t, tab, "300 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 300 && s.Pending+s.Sending+s.Failed == 0 })
-	}
-	e.waitIdle() // nothing is left to send; a resend would already be on the wire
-	n := e.effects()
-	require.Equal(t, 300, n, "effects %d after settling", n)
-	keys, max := e.ctl.keys()
-	t.Logf("300 offline mutations delivered in %v after going online; %d keys, at most %d request(s) per key", took, keys, max)
-	skips := 0
-	for i, tab := range tabs {
-		skips += eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.flush.skip_locked").length`)
-		t.Logf("tab %d events: %s", i, eventSummary(t, tab))
-		n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
-		assert.Equal(t, 0, n, "tab %d: %d retries: an offline send was charged and backed off", i, n)
-	}
-	if skips == 0 {
-		t.Log("no tab saw the lock taken (the flush was quicker than the other triggers)")
-	}
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutbox(t, k)
+		q := scope(t)
+		tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
+		for _, tab := range tabs {
+			offline(t, tab, true)
+		}
+		var wg sync.WaitGroup
+		for i, tab := range tabs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				enqueue(t, tab, "t"+strconv.Itoa(i), 100)
+			}()
+		}
+		wg.Wait()
+		// Enqueues announce themselves, so a tab may be trying to flush right
+		// now: judge the queue between attempts, when no record is in the
+		// middle of a send. Being offline is not the records' fault: nothing
+		// may be charged (no attempt, no backoff), all 300 wait as pending.
+		st := waitStatus(t, tabs[0], "no send in progress", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 })
+		require.Equal(t, 300, st.Pending, "offline: %+v, effects %d", st, e.effects())
+		require.Equal(t, 0, st.Failed, "offline: %+v, effects %d", st, e.effects())
+		require.Equal(t, 0, e.effects(), "offline: %+v, effects %d", st, e.effects())
+		start := time.Now()
+		for _, tab := range tabs {
+			offline(t, tab, false) // fires "online" in every tab: each one tries to flush
+		}
+		e.waitEffects(300, 30*time.Second)
+		took := time.Since(start)
+		for _, tab := range tabs {
+			waitStatus(t, tab, "300 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 300 && s.Pending+s.Sending+s.Failed == 0 })
+		}
+		e.waitIdle() // nothing is left to send; a resend would already be on the wire
+		n := e.effects()
+		require.Equal(t, 300, n, "effects %d after settling", n)
+		keys, max := e.ctl.keys()
+		t.Logf("300 offline mutations delivered in %v after going online; %d keys, at most %d request(s) per key", took, keys, max)
+		skips := 0
+		for i, tab := range tabs {
+			skips += eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.flush.skip_locked").length`)
+			t.Logf("tab %d events: %s", i, eventSummary(t, tab))
+			n := eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
+			assert.Equal(t, 0, n, "tab %d: %d retries: an offline send was charged and backed off", i, n)
+		}
+		if skips == 0 {
+			t.Log("no tab saw the lock taken (the flush was quicker than the other triggers)")
+		}
+	})
 }
 
 // The flushing tab is closed after the server committed a mutation but
 // before the answer reached it: the other tabs take over, resend the same
 // idempotency key, get the stored answer replayed: exactly once.
 func TestOutboxResponseLost(t *testing.T) {
-	e := setupOutbox(t)
-	q := scope(t)
-	tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
-	for _, tab := range tabs {
-		offline(t, tab, true)
-	}
-	enqueueIn(t, tabs[1], "n", 20, "list")
-	committed, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
-	for _, tab := range tabs {
-		offline(t, tab, false)
-	}
-	select {
-	case <-committed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no request reached the server")
-	}
-	owner := leaderOf(t, tabs)
-	require.Equal(t, 1, e.effects(), "effects %d before the close", e.effects())
-	start := time.Now()
-	tabs[owner].Close()
-	e.waitEffects(20, 30*time.Second)
-	took := time.Since(start)
-	other := tabs[(owner+1)%3]
-	waitStatus(t, other, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
-	e.waitIdle()
-	n := e.effects()
-	require.Equal(t, 20, n, "effects %d, want exactly 20", n)
-	_, max := e.ctl.keys()
-	require.GreaterOrEqual(t, max, 2, "the lost answer's key was never resent (max %d request per key)", max)
-	t.Logf("owner closed mid-answer: the queue finished %v later, exactly once (the lost key was sent %d times)", took, max)
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutbox(t, k)
+		q := scope(t)
+		tabs := []*harness.Tab{e.tab(q, "alice", nil), e.tab(q, "alice", nil), e.tab(q, "alice", nil)}
+		for _, tab := range tabs {
+			offline(t, tab, true)
+		}
+		enqueueIn(t, tabs[1], "n", 20, "list")
+		committed, release := make(chan struct{}), make(chan struct{})
+		defer close(release)
+		e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
+		for _, tab := range tabs {
+			offline(t, tab, false)
+		}
+		select {
+		case <-committed:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no request reached the server")
+		}
+		owner := leaderOf(t, tabs)
+		require.Equal(t, 1, e.effects(), "effects %d before the close", e.effects())
+		start := time.Now()
+		tabs[owner].Close()
+		e.waitEffects(20, 30*time.Second)
+		took := time.Since(start)
+		other := tabs[(owner+1)%3]
+		waitStatus(t, other, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
+		e.waitIdle()
+		n := e.effects()
+		require.Equal(t, 20, n, "effects %d, want exactly 20", n)
+		_, max := e.ctl.keys()
+		require.GreaterOrEqual(t, max, 2, "the lost answer's key was never resent (max %d request per key)", max)
+		t.Logf("owner closed mid-answer: the queue finished %v later, exactly once (the lost key was sent %d times)", took, max)
+	})
 }
 
 // The device goes offline in the middle of a flush (after the server
@@ -441,56 +437,66 @@ func TestOutboxResponseLost(t *testing.T) {
 // backoff, no retry event), and when the network returns the queue drains
 // at once, exactly once (the committed mutation's key is replayed).
 func TestOutboxOfflineMidFlush(t *testing.T) {
-	e := setupOutbox(t)
-	q := scope(t)
-	tab := e.tab(q, "alice", nil)
-	offline(t, tab, true)
-	enqueueIn(t, tab, "n", 20, "list")
-	committed, release := make(chan struct{}), make(chan struct{})
-	e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
-	offline(t, tab, false)
-	select {
-	case <-committed:
-	case <-time.After(20 * time.Second):
-		close(release)
-		t.Fatal("no request reached the server")
-	}
-	offline(t, tab, true)
-	close(release) // the held answer, if the browser still takes it
-	e.waitIdle()
-	st := waitStatus(t, tab, "the flush stopped", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 && !s.Leader })
-	require.Equal(t, 0, st.Failed, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
-	require.Equal(t, 0, st.DeadLetter, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
-	require.Equal(t, 20, st.Pending+st.Acked, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
-	require.NotEqual(t, 0, st.Pending, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
-	n := e.effects()
-	require.GreaterOrEqual(t, n, 1, "effects %d while going offline, want 1 or 2", n)
-	require.LessOrEqual(t, n, 2, "effects %d while going offline, want 1 or 2", n)
-	offline(t, tab, false)
-	e.waitEffects(20, 30*time.Second)
-	waitStatus(t, tab, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
-	e.waitIdle()
-	n = e.effects()
-	require.Equal(t, 20, n, "effects %d, want exactly 20", n)
-	kinds := eventSummary(t, tab)
-	n = eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
-	require.Equal(t, 0, n, "%d retries: the outage was charged (%s)", n, kinds)
-	require.NotEqual(t, 0, eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.offline").length`), "no outbox.offline event: the flush did not see the outage (%s)", kinds)
-	t.Logf("events: %s", kinds)
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutbox(t, k)
+		q := scope(t)
+		tab := e.tab(q, "alice", nil)
+		offline(t, tab, true)
+		enqueueIn(t, tab, "n", 20, "list")
+		committed, release := make(chan struct{}), make(chan struct{})
+		e.ctl.set(func(c *noteCtl) { c.holdNext, c.committed, c.release = true, committed, release })
+		offline(t, tab, false)
+		select {
+		case <-committed:
+		case <-time.After(20 * time.Second):
+			close(release)
+			t.Fatal("no request reached the server")
+		}
+		offline(t, tab, true)
+		close(release) // the held answer, if the browser still takes it
+		e.waitIdle()
+		st := waitStatus(t, tab, "the flush stopped", 10*time.Second, func(s obStatus) bool { return s.Sending == 0 && !s.Leader })
+		require.Equal(t, 0, st.Failed, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+		require.Equal(t, 0, st.DeadLetter, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+		require.Equal(t, 20, st.Pending+st.Acked, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+		require.NotEqual(t, 0, st.Pending, "offline mid-flush: %+v (nothing may be charged for the outage)", st)
+		n := e.effects()
+		require.GreaterOrEqual(t, n, 1, "effects %d while going offline, want 1 or 2", n)
+		require.LessOrEqual(t, n, 2, "effects %d while going offline, want 1 or 2", n)
+		offline(t, tab, false)
+		e.waitEffects(20, 30*time.Second)
+		waitStatus(t, tab, "20 acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
+		e.waitIdle()
+		n = e.effects()
+		require.Equal(t, 20, n, "effects %d, want exactly 20", n)
+		kinds := eventSummary(t, tab)
+		n = eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.record.retry" || e.kind === "outbox.dead_letter").length`)
+		require.Equal(t, 0, n, "%d retries: the outage was charged (%s)", n, kinds)
+		require.NotEqual(t, 0, eval[int](t, tab, `tabfenceNotes.events.filter(e => e.kind === "outbox.offline").length`), "no outbox.offline event: the flush did not see the outage (%s)", kinds)
+		t.Logf("events: %s", kinds)
+	})
 }
 
 // A frozen owner (CDP Page.setWebLifecycleState frozen) keeps its Web Lock;
 // the other tabs notice the stall, ask it, get no answer, steal and flush
 // under a higher token; after it is resumed the old owner changes nothing.
-func TestOutboxFrozenOwner(t *testing.T) { frozenOwner(t, false) }
+func TestOutboxFrozenOwner(t *testing.T) {
+	chromiumOnly(t, "freezes the flushing owner page: Page.setWebLifecycleState is CDP-only", func(t *testing.T, k harness.Kind) {
+		frozenOwner(t, k, false)
+	})
+}
 
 // The same with Chromium's background throttling: the tabs share a window,
 // so all but the newest are hidden and their timers run about once a
 // second; the watchdog's timers are among them.
-func TestOutboxFrozenOwnerThrottled(t *testing.T) { frozenOwner(t, true) }
+func TestOutboxFrozenOwnerThrottled(t *testing.T) {
+	chromiumOnly(t, "freezes the flushing owner page: Page.setWebLifecycleState is CDP-only", func(t *testing.T, k harness.Kind) {
+		frozenOwner(t, k, true)
+	})
+}
 
-func frozenOwner(t *testing.T, throttle bool) {
-	e := setupOutboxWith(t, harness.Options{Throttle: throttle, SharedWindow: throttle})
+func frozenOwner(t *testing.T, k harness.Kind, throttle bool) {
+	e := setupOutboxWith(t, k, harness.Options{Throttle: throttle, SharedWindow: throttle})
 	q := scope(t)
 	const statusTimeout, stallAfter = 1500, 1000
 	extra := url.Values{"statusTimeout": {strconv.Itoa(statusTimeout)}, "stallAfter": {strconv.Itoa(stallAfter)}}
@@ -519,7 +525,7 @@ func frozenOwner(t *testing.T, throttle bool) {
 		}
 	}
 	frozenAt := time.Now()
-	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
+	if err := tabs[owner].SetFrozen(true); err != nil {
 		t.Fatal(err)
 	}
 	// Requests the frozen tab sent before the freeze may still land: the
@@ -558,7 +564,7 @@ func frozenOwner(t *testing.T, throttle bool) {
 	other := tabs[(owner+1)%3]
 	waitStatus(t, other, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == n })
 	before := recordsSnapshot(t, other, q)
-	if _, err := chromedp.Call(tabs[owner].Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateActive}); err != nil {
+	if err := tabs[owner].SetFrozen(false); err != nil {
 		t.Fatal(err)
 	}
 	tok := strconv.FormatFloat(oldTok, 'f', 0, 64)
@@ -578,103 +584,107 @@ func frozenOwner(t *testing.T, throttle bool) {
 // Faults: a 500 storm then recovery; 429 with Retry-After respected; 400 not
 // retried; dead letter after maxAttempts.
 func TestOutboxFaults(t *testing.T) {
-	e := setupOutbox(t)
-	q := scope(t)
-	tab := e.tab(q, "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"20"}})
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutbox(t, k)
+		q := scope(t)
+		tab := e.tab(q, "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"20"}})
 
-	// 500 storm (20 answers over 10 records: fewer than any record's budget)
-	e.ctl.set(func(c *noteCtl) { c.fail500 = 19 })
-	enqueue(t, tab, "storm", 10)
-	e.waitEffects(10, 30*time.Second)
-	waitStatus(t, tab, "storm acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 10 })
-	e.ctl.mu.Lock()
-	left := e.ctl.fail500
-	e.ctl.mu.Unlock()
-	require.Equal(t, 0, left, "storm not exhausted: %d left", left)
+		// 500 storm (20 answers over 10 records: fewer than any record's budget)
+		e.ctl.set(func(c *noteCtl) { c.fail500 = 19 })
+		enqueue(t, tab, "storm", 10)
+		e.waitEffects(10, 30*time.Second)
+		waitStatus(t, tab, "storm acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 10 })
+		e.ctl.mu.Lock()
+		left := e.ctl.fail500
+		e.ctl.mu.Unlock()
+		require.Equal(t, 0, left, "storm not exhausted: %d left", left)
 
-	// 429 with Retry-After: 2
-	e.ctl.set(func(c *noteCtl) { c.r429, c.retryAfter = 1, "2" })
-	ids := enqueue(t, tab, "slow", 1)
-	e.waitEffects(11, 30*time.Second)
-	var gap time.Duration
-	e.ctl.mu.Lock()
-	for _, ts := range e.ctl.arrivals {
-		if len(ts) == 2 && ts[1].Sub(ts[0]) > gap {
-			gap = ts[1].Sub(ts[0])
+		// 429 with Retry-After: 2
+		e.ctl.set(func(c *noteCtl) { c.r429, c.retryAfter = 1, "2" })
+		ids := enqueue(t, tab, "slow", 1)
+		e.waitEffects(11, 30*time.Second)
+		var gap time.Duration
+		e.ctl.mu.Lock()
+		for _, ts := range e.ctl.arrivals {
+			if len(ts) == 2 && ts[1].Sub(ts[0]) > gap {
+				gap = ts[1].Sub(ts[0])
+			}
 		}
-	}
-	e.ctl.mu.Unlock()
-	require.GreaterOrEqual(t, gap, 2*time.Second, "resent %v after a 429 with Retry-After: 2", gap)
-	t.Logf("429 Retry-After: 2 -> resent after %v (record %s)", gap, ids[0])
+		e.ctl.mu.Unlock()
+		require.GreaterOrEqual(t, gap, 2*time.Second, "resent %v after a 429 with Retry-After: 2", gap)
+		t.Logf("429 Retry-After: 2 -> resent after %v (record %s)", gap, ids[0])
 
-	// 400: not retried
-	before := e.effects()
-	eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "bad", payload: "not json"})`)
-	waitStatus(t, tab, "terminal", 10*time.Second, func(s obStatus) bool { return s.Terminal == 1 })
-	e.waitIdle() // terminal: nothing is left to send; a resend would already be on the wire
-	e.ctl.mu.Lock()
-	bad := 0
-	for k, st := range e.ctl.answers {
-		if len(st) > 0 && st[0] == 400 {
-			bad = e.ctl.byKey[k]
+		// 400: not retried
+		before := e.effects()
+		eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "bad", payload: "not json"})`)
+		waitStatus(t, tab, "terminal", 10*time.Second, func(s obStatus) bool { return s.Terminal == 1 })
+		e.waitIdle() // terminal: nothing is left to send; a resend would already be on the wire
+		e.ctl.mu.Lock()
+		bad := 0
+		for k, st := range e.ctl.answers {
+			if len(st) > 0 && st[0] == 400 {
+				bad = e.ctl.byKey[k]
+			}
 		}
-	}
-	e.ctl.mu.Unlock()
-	require.Equal(t, 1, bad, "400 sent %d times, effects %d -> %d", bad, before, e.effects())
-	require.Equal(t, before, e.effects(), "400 sent %d times, effects %d -> %d", bad, before, e.effects())
+		e.ctl.mu.Unlock()
+		require.Equal(t, 1, bad, "400 sent %d times, effects %d -> %d", bad, before, e.effects())
+		require.Equal(t, before, e.effects(), "400 sent %d times, effects %d -> %d", bad, before, e.effects())
 
-	// dead letter after maxAttempts (4), in another queue
-	tab = e.tab(q+"-dl", "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"4"}})
-	e.ctl.set(func(c *noteCtl) { c.failText = "doomed" })
-	eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "doomed", payload: {id: "doomed", text: "doomed"}})`)
-	waitStatus(t, tab, "dead letter", 20*time.Second, func(s obStatus) bool { return s.DeadLetter == 1 })
-	dl := eval[[]struct {
-		Status   string
-		Attempts int
-	}](t, tab, `tabfenceNotes.outbox.deadLetters()`)
-	var attempts []int
-	for _, d := range dl {
-		if d.Status == "dead_letter" {
-			attempts = append(attempts, d.Attempts)
+		// dead letter after maxAttempts (4), in another queue
+		tab = e.tab(q+"-dl", "alice", url.Values{"backoffBase": {"50"}, "backoffCap": {"200"}, "maxAttempts": {"4"}})
+		e.ctl.set(func(c *noteCtl) { c.failText = "doomed" })
+		eval[any](t, tab, `tabfenceNotes.outbox.enqueue({operationType: "put-note", entityType: "note", entityId: "doomed", payload: {id: "doomed", text: "doomed"}})`)
+		waitStatus(t, tab, "dead letter", 20*time.Second, func(s obStatus) bool { return s.DeadLetter == 1 })
+		dl := eval[[]struct {
+			Status   string
+			Attempts int
+		}](t, tab, `tabfenceNotes.outbox.deadLetters()`)
+		var attempts []int
+		for _, d := range dl {
+			if d.Status == "dead_letter" {
+				attempts = append(attempts, d.Attempts)
+			}
 		}
-	}
-	require.Len(t, attempts, 1, "dead letters %+v", dl)
-	require.Equal(t, 4, attempts[0], "dead letters %+v", dl)
+		require.Len(t, attempts, 1, "dead letters %+v", dl)
+		require.Equal(t, 4, attempts[0], "dead letters %+v", dl)
+	})
 }
 
 // Logout in one tab, login as another user in another: nothing of the first
 // user is sent after the logout.
 func TestOutboxSessionSwitch(t *testing.T) {
-	e := setupOutbox(t)
-	q := scope(t)
-	a, b := e.tab(q, "alice", nil), e.tab(q, "alice", nil)
-	offline(t, a, true)
-	offline(t, b, true)
-	enqueue(t, a, "alice", 10)
-	eval[any](t, a, `tabfenceNotes.outbox.logout({purge: false})`)
-	eval[any](t, b, `tabfenceNotes.outbox.login("bob")`)
-	enqueue(t, b, "bob", 5)
-	offline(t, a, false)
-	offline(t, b, false)
-	e.waitEffects(5, 20*time.Second)
-	// Wait until both tabs are done: bob's five acked and every flush
-	// either tab started has ended; whatever would have sent alice's
-	// records has had its chance.
-	waitStatus(t, b, "bob's five acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 5 })
-	for _, tab := range []*harness.Tab{a, b} {
-		waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
-	}
-	e.waitIdle()
-	e.ctl.mu.Lock()
-	alice, bob := e.ctl.byUser["alice"], e.ctl.byUser["bob"]
-	e.ctl.mu.Unlock()
-	require.Equal(t, 0, alice, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
-	require.Equal(t, 5, bob, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
-	require.Equal(t, 5, e.effects(), "requests alice %d bob %d, effects %d", alice, bob, e.effects())
-	st := status(t, b)
-	// (a flush that was already running when the tab went offline may have
-	// tried one of them: network error, not sent, waiting as failed)
-	require.Equal(t, 10, st.Pending+st.Failed, "alice's records must wait, unsent: %+v", st)
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutbox(t, k)
+		q := scope(t)
+		a, b := e.tab(q, "alice", nil), e.tab(q, "alice", nil)
+		offline(t, a, true)
+		offline(t, b, true)
+		enqueue(t, a, "alice", 10)
+		eval[any](t, a, `tabfenceNotes.outbox.logout({purge: false})`)
+		eval[any](t, b, `tabfenceNotes.outbox.login("bob")`)
+		enqueue(t, b, "bob", 5)
+		offline(t, a, false)
+		offline(t, b, false)
+		e.waitEffects(5, 20*time.Second)
+		// Wait until both tabs are done: bob's five acked and every flush
+		// either tab started has ended; whatever would have sent alice's
+		// records has had its chance.
+		waitStatus(t, b, "bob's five acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 5 })
+		for _, tab := range []*harness.Tab{a, b} {
+			waitJS(t, tab, "its flushes to end", flushesEndedJS+`(tabfenceNotes.events)`)
+		}
+		e.waitIdle()
+		e.ctl.mu.Lock()
+		alice, bob := e.ctl.byUser["alice"], e.ctl.byUser["bob"]
+		e.ctl.mu.Unlock()
+		require.Equal(t, 0, alice, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
+		require.Equal(t, 5, bob, "requests alice %d bob %d, effects %d", alice, bob, e.effects())
+		require.Equal(t, 5, e.effects(), "requests alice %d bob %d, effects %d", alice, bob, e.effects())
+		st := status(t, b)
+		// (a flush that was already running when the tab went offline may have
+		// tried one of them: network error, not sent, waiting as failed)
+		require.Equal(t, 10, st.Pending+st.Failed, "alice's records must wait, unsent: %+v", st)
+	})
 }
 
 // eventSummary counts a tab's outbox events by kind and reason.
@@ -736,15 +746,16 @@ const flushesEndedJS = `((ev) => { const open = new Set();
 // status and flush hint, follow the commit within a task or two, not at
 // the tab's next timer wake-up; online, it is sent and acked as promptly.
 func TestOutboxEnqueueInThrottledTab(t *testing.T) {
-	e := setupOutboxWith(t, harness.Options{Throttle: true, SharedWindow: true})
-	bg := e.tab(scope(t), "alice", nil)
-	e.tab(scope(t), "bob", nil) // the newest tab is the visible one
-	require.Equal(t, "hidden", eval[string](t, bg, `document.visibilityState`), "the background tab is")
-	// delays enqueues five records, one after the other, each once the
-	// event of kind about the one before arrived: the ms from each
-	// enqueue's commit (its promise) to that event.
-	delays := func(kind, prefix string) []float64 {
-		return eval[[]float64](t, bg, `(async (kind, prefix) => {
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupOutboxWith(t, k, harness.Options{Throttle: true, SharedWindow: true})
+		bg := e.tab(scope(t), "alice", nil)
+		e.tab(scope(t), "bob", nil) // the newest tab is the visible one
+		require.Equal(t, "hidden", eval[string](t, bg, `document.visibilityState`), "the background tab is")
+		// delays enqueues five records, one after the other, each once the
+		// event of kind about the one before arrived: the ms from each
+		// enqueue's commit (its promise) to that event.
+		delays := func(kind, prefix string) []float64 {
+			return eval[[]float64](t, bg, `(async (kind, prefix) => {
 			const ob = tabfenceNotes.outbox, seen = new Map();
 			ob.onEvent((e) => { if (e.kind === kind) seen.get(e.recordId)?.(performance.now()); });
 			const delays = [];
@@ -757,18 +768,19 @@ func TestOutboxEnqueueInThrottledTab(t *testing.T) {
 				delays.push(await ev - t0);
 			}
 			return delays; })("`+kind+`", "`+prefix+`")`)
-	}
-	offline(t, bg, true) // the bookkeeping alone, not the flush
-	events := delays("outbox.enqueue", "bg")
-	t.Logf("commit -> enqueue event in a hidden tab (ms): %.0f", events)
-	for _, d := range events {
-		require.LessOrEqual(t, d, float64(400), "an enqueue event came %.0f ms after the commit (throttled timers fire about once a second): %.0f", d, events)
-	}
-	offline(t, bg, false)
-	e.waitEffects(5, 10*time.Second)
-	acks := delays("outbox.record.ack", "on")
-	t.Logf("commit -> ack in a hidden tab (ms): %.0f", acks)
-	for _, d := range acks {
-		require.LessOrEqual(t, d, float64(500), "an enqueue in a hidden tab was acked %.0f ms after its commit: %.0f", d, acks)
-	}
+		}
+		offline(t, bg, true) // the bookkeeping alone, not the flush
+		events := delays("outbox.enqueue", "bg")
+		t.Logf("commit -> enqueue event in a hidden tab (ms): %.0f", events)
+		for _, d := range events {
+			require.LessOrEqual(t, d, float64(400), "an enqueue event came %.0f ms after the commit (throttled timers fire about once a second): %.0f", d, events)
+		}
+		offline(t, bg, false)
+		e.waitEffects(5, 10*time.Second)
+		acks := delays("outbox.record.ack", "on")
+		t.Logf("commit -> ack in a hidden tab (ms): %.0f", acks)
+		for _, d := range acks {
+			require.LessOrEqual(t, d, float64(500), "an enqueue in a hidden tab was acked %.0f ms after its commit: %.0f", d, acks)
+		}
+	})
 }

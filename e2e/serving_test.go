@@ -21,61 +21,63 @@ import (
 // the page takes it from the browser's cache without asking: the served
 // loader names it by its content's hash, which the server marks immutable.
 func TestModuleOnTheWireIsBrotliAndCached(t *testing.T) {
-	br, err := os.Stat(filepath.Join(distDir, "tabfence.wasm.br"))
-	require.NoError(t, err, "make build writes tabfence.wasm.br")
-	var mu sync.Mutex
-	var sent []int // the server's statuses for the module
-	e := setupServing(t, func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !strings.HasSuffix(r.URL.Path, ".wasm") {
-				next.ServeHTTP(w, r)
-				return
-			}
-			sw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r)
-			mu.Lock()
-			sent = append(sent, sw.status)
-			mu.Unlock()
+	chromiumOnly(t, "reads wire sizes and cache hits from CDP Network events (harness.WatchNetwork)", func(t *testing.T, k harness.Kind) {
+		br, err := os.Stat(filepath.Join(distDir, "tabfence.wasm.br"))
+		require.NoError(t, err, "make build writes tabfence.wasm.br")
+		var mu sync.Mutex
+		var sent []int // the server's statuses for the module
+		e := setupServing(t, k, func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasSuffix(r.URL.Path, ".wasm") {
+					next.ServeHTTP(w, r)
+					return
+				}
+				sw := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+				next.ServeHTTP(sw, r)
+				mu.Lock()
+				sent = append(sent, sw.status)
+				mu.Unlock()
+			})
 		})
-	})
-	statuses := func() []int {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]int(nil), sent...)
-	}
-	tab, err := e.b.Open(e.srv.URL + "/raw-locks.html")
-	require.NoError(t, err)
-	t.Cleanup(tab.Close)
-	net, err := tab.WatchNetwork()
-	require.NoError(t, err)
-
-	load := func() harness.Transfer {
-		t.Helper()
-		_, err := harness.Eval[string](tab, `import("/dist/tabfence.js").then((m) => m.load()).then((tf) => tf.lockName("s", 1))`)
+		statuses := func() []int {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]int(nil), sent...)
+		}
+		tab, err := e.b.Open(e.srv.URL + "/raw-locks.html")
 		require.NoError(t, err)
-		var tr harness.Transfer
-		require.NoError(t, harness.Poll(t.Context(), "the module's transfer finished", startTimeout, 20*time.Millisecond, func() (bool, error) {
-			var ok bool
-			tr, ok = net.Finished("/dist/tabfence.wasm")
-			return ok, nil
-		}))
-		return tr
-	}
-	first := load()
-	t.Logf("first load: %+v, brotli file %d bytes", first, br.Size())
-	require.Equal(t, int64(200), first.Status)
-	require.Equal(t, "br", first.Encoding)
-	assert.False(t, first.FromCache)
-	assert.GreaterOrEqual(t, first.Wire, float64(br.Size()), "the body on the wire is the brotli file")
-	assert.Less(t, first.Wire, float64(br.Size()+1024), "the body on the wire is the brotli file, plus headers")
+		t.Cleanup(tab.Close)
+		net, err := tab.WatchNetwork()
+		require.NoError(t, err)
 
-	net.Reset()
-	require.NoError(t, tab.Navigate(e.srv.URL+"/raw-locks.html"))
-	again := load()
-	t.Logf("repeat load: %+v", again)
-	assert.True(t, again.FromCache, "from the cache: %+v", again)
-	assert.Equal(t, []int{200}, statuses(), "the second load asked the server nothing: %+v", again)
-	assert.Zero(t, again.Wire, "nothing on the wire: %+v", again)
+		load := func() harness.Transfer {
+			t.Helper()
+			_, err := harness.Eval[string](tab, `import("/dist/tabfence.js").then((m) => m.load()).then((tf) => tf.lockName("s", 1))`)
+			require.NoError(t, err)
+			var tr harness.Transfer
+			require.NoError(t, harness.Poll(t.Context(), "the module's transfer finished", startTimeout, 20*time.Millisecond, func() (bool, error) {
+				var ok bool
+				tr, ok = net.Finished("/dist/tabfence.wasm")
+				return ok, nil
+			}))
+			return tr
+		}
+		first := load()
+		t.Logf("first load: %+v, brotli file %d bytes", first, br.Size())
+		require.Equal(t, int64(200), first.Status)
+		require.Equal(t, "br", first.Encoding)
+		assert.False(t, first.FromCache)
+		assert.GreaterOrEqual(t, first.Wire, float64(br.Size()), "the body on the wire is the brotli file")
+		assert.Less(t, first.Wire, float64(br.Size()+1024), "the body on the wire is the brotli file, plus headers")
+
+		net.Reset()
+		require.NoError(t, tab.Navigate(e.srv.URL+"/raw-locks.html"))
+		again := load()
+		t.Logf("repeat load: %+v", again)
+		assert.True(t, again.FromCache, "from the cache: %+v", again)
+		assert.Equal(t, []int{200}, statuses(), "the second load asked the server nothing: %+v", again)
+		assert.Zero(t, again.Wire, "nothing on the wire: %+v", again)
+	})
 }
 
 type statusRecorder struct {

@@ -35,15 +35,15 @@ type env struct {
 	srv *server.Local
 }
 
-// setup starts the server and a browser for one test. throttle keeps
-// Chromium's background-tab throttling and opens the tabs in one window,
+// setup starts the server and a browser of kind k for one test. throttle
+// keeps the browser's background-tab throttling and opens the tabs in one window,
 // so all but the newest are hidden, as a user's background tabs are.
-func setup(t *testing.T, throttle bool) *env {
+func setup(t *testing.T, k harness.Kind, throttle bool) *env {
 	t.Helper()
 	srv, err := startServer(nil)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	b, err := harness.Start(context.Background(), harness.Options{Throttle: throttle, SharedWindow: throttle})
+	b, err := harness.Start(context.Background(), harness.Options{Browser: k, Throttle: throttle, SharedWindow: throttle})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}
@@ -51,12 +51,12 @@ func setup(t *testing.T, throttle bool) *env {
 
 // setupServing is setup (browser in the foreground) with mw in front of
 // the server: test routes, delays, headers.
-func setupServing(t *testing.T, mw func(http.Handler) http.Handler) *env {
+func setupServing(t *testing.T, k harness.Kind, mw func(http.Handler) http.Handler) *env {
 	t.Helper()
 	srv, err := startServer(mw)
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
-	b, err := harness.Start(context.Background(), harness.Options{})
+	b, err := harness.Start(context.Background(), harness.Options{Browser: k})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	return &env{t: t, b: b, srv: srv}

@@ -21,34 +21,36 @@ import (
 // one), and the tab's own triggers send everything when the network
 // returns: the tab owns the queue, not a worker.
 func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
-	e := setupSW(t)
-	q := scope(t)
-	hide := func(tab *harness.Tab) error { return tab.HideSyncManager() }
-	// No worker yet: navigator.serviceWorker.ready would never settle.
-	bare := e.tabWith(q, "alice", url.Values{"sw": {"0"}}, hide)
-	require.Empty(t, e.sw.Versions(e.scope), "a worker is registered")
-	require.True(t, eval[bool](t, bare, `typeof SyncManager === "undefined" && !("sync" in ServiceWorkerRegistration.prototype)`), "SyncManager still there")
-	offline(t, bare, true)
-	took := timedEnqueue(t, bare, "d0", 10)
-	require.Less(t, took, 5*time.Second, "10 enqueues without a worker took %v", took)
+	chromiumOnly(t, "reads the worker's versions from the CDP ServiceWorker domain (harness.ServiceWorkers)", func(t *testing.T, k harness.Kind) {
+		e := setupSW(t, k)
+		q := scope(t)
+		hide := func(tab *harness.Tab) error { return tab.HideSyncManager() }
+		// No worker yet: navigator.serviceWorker.ready would never settle.
+		bare := e.tabWith(q, "alice", url.Values{"sw": {"0"}}, hide)
+		require.Empty(t, e.sw.Versions(e.scope), "a worker is registered")
+		require.True(t, eval[bool](t, bare, `typeof SyncManager === "undefined" && !("sync" in ServiceWorkerRegistration.prototype)`), "SyncManager still there")
+		offline(t, bare, true)
+		took := timedEnqueue(t, bare, "d0", 10)
+		require.Less(t, took, 5*time.Second, "10 enqueues without a worker took %v", took)
 
-	// With the worker installed and active, still no Background Sync.
-	tab := e.tabWith(q, "alice", url.Values{"sw": {"1"}}, hide)
-	e.active(1)
-	offline(t, tab, true)
-	took2 := timedEnqueue(t, tab, "d1", 10)
-	require.Less(t, took2, 5*time.Second, "10 enqueues beside a worker took %v", took2)
-	require.Equal(t, 0, e.effects(), "sent while offline")
+		// With the worker installed and active, still no Background Sync.
+		tab := e.tabWith(q, "alice", url.Values{"sw": {"1"}}, hide)
+		e.active(1)
+		offline(t, tab, true)
+		took2 := timedEnqueue(t, tab, "d1", 10)
+		require.Less(t, took2, 5*time.Second, "10 enqueues beside a worker took %v", took2)
+		require.Equal(t, 0, e.effects(), "sent while offline")
 
-	offline(t, tab, false) // "online": the tab's own trigger
-	e.waitEffects(20, swTimeout)
-	st := waitStatus(t, tab, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
-	e.waitIdle()
-	e.requireOncePerKey(20)
-	e.requireFencesNeverBack()
-	id := eval[string](t, tab, `tabfenceNotes.outbox.id`)
-	require.Equal(t, id, st.OwnerID, "the queue was flushed by %q, not the tab %q (status %+v)", st.OwnerID, id, st)
-	t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one; sent by the tab's online trigger", took, took2)
+		offline(t, tab, false) // "online": the tab's own trigger
+		e.waitEffects(20, swTimeout)
+		st := waitStatus(t, tab, "all acked", 10*time.Second, func(s obStatus) bool { return s.Acked == 20 && s.Pending+s.Sending+s.Failed == 0 })
+		e.waitIdle()
+		e.requireOncePerKey(20)
+		e.requireFencesNeverBack()
+		id := eval[string](t, tab, `tabfenceNotes.outbox.id`)
+		require.Equal(t, id, st.OwnerID, "the queue was flushed by %q, not the tab %q (status %+v)", st.OwnerID, id, st)
+		t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one; sent by the tab's online trigger", took, took2)
+	})
 }
 
 // timedEnqueue enqueues n notes and returns how long the enqueues took.
@@ -64,20 +66,22 @@ func timedEnqueue(t *testing.T, tab *harness.Tab, prefix string, n int) time.Dur
 // server fails every request, so the event the browser fires at once asks
 // for a retry and the registration stays listed.)
 func TestSWPagesRegisterTheTag(t *testing.T) {
-	e := setupSW(t)
-	q := scope(t)
-	tab := e.swTab(q, "alice", nil)
-	e.active(1)
-	e.ctl.set(func(c *noteCtl) { c.fail500 = 1 << 30 })
-	offline(t, tab, true)
-	tag := syncTag(t, tab)
-	require.Equal(t, "tabfence:outbox-"+q+":v1", tag, "the queue's lock name")
-	enqueue(t, tab, "g", 1)
-	var tags []string
-	err := harness.Poll(context.Background(), "the sync tag registered", swTimeout, 50*time.Millisecond, func() (bool, error) {
-		tags = eval[[]string](t, tab, `navigator.serviceWorker.getRegistration().then((r) => r.sync.getTags())`)
-		return slices.Contains(tags, tag), nil
+	chromiumOnly(t, "lists registration.sync tags: Background Sync (SyncManager) is Chromium's, Firefox has none", func(t *testing.T, k harness.Kind) {
+		e := setupSW(t, k)
+		q := scope(t)
+		tab := e.swTab(q, "alice", nil)
+		e.active(1)
+		e.ctl.set(func(c *noteCtl) { c.fail500 = 1 << 30 })
+		offline(t, tab, true)
+		tag := syncTag(t, tab)
+		require.Equal(t, "tabfence:outbox-"+q+":v1", tag, "the queue's lock name")
+		enqueue(t, tab, "g", 1)
+		var tags []string
+		err := harness.Poll(context.Background(), "the sync tag registered", swTimeout, 50*time.Millisecond, func() (bool, error) {
+			tags = eval[[]string](t, tab, `navigator.serviceWorker.getRegistration().then((r) => r.sync.getTags())`)
+			return slices.Contains(tags, tag), nil
+		})
+		require.NoError(t, err, "tags %q, want %q", tags, tag)
+		require.Equal(t, 0, e.effects(), "effects "+strconv.Itoa(e.effects()))
 	})
-	require.NoError(t, err, "tags %q, want %q", tags, tag)
-	require.Equal(t, 0, e.effects(), "effects "+strconv.Itoa(e.effects()))
 }

@@ -40,12 +40,12 @@ type swEnv struct {
 	w     *harness.Worker
 }
 
-func setupSW(t *testing.T) *swEnv { return setupSWMW(t, nil) }
+func setupSW(t *testing.T, k harness.Kind) *swEnv { return setupSWMW(t, k, nil) }
 
 // setupSWMW is setupSW with mw in front of noteCtl (setupOutboxMW).
-func setupSWMW(t *testing.T, mw func(http.Handler) http.Handler) *swEnv {
+func setupSWMW(t *testing.T, k harness.Kind, mw func(http.Handler) http.Handler) *swEnv {
 	t.Helper()
-	e := &swEnv{obEnv: setupOutboxMW(t, harness.Options{}, mw)}
+	e := &swEnv{obEnv: setupOutboxMW(t, k, harness.Options{}, mw)}
 	var err error
 	e.sw, err = e.b.ServiceWorkers()
 	require.NoError(t, err)

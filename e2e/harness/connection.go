@@ -117,7 +117,7 @@ type ConnNames struct {
 // OpenConn waits until the page loaded the runtime, then joins the
 // connection with o.
 func (t *Tab) OpenConn(o ConnOptions) (ConnNames, error) {
-	err := Poll(t.ctx, "the runtime to load", 30*time.Second, 20*time.Millisecond, func() (bool, error) {
+	err := Poll(context.Background(), "the runtime to load", 30*time.Second, 20*time.Millisecond, func() (bool, error) {
 		s, err := Eval[string](t, `window.RT ? (RT.error ? "error: " + RT.error : String(RT.loaded)) : "false"`)
 		if err == nil && len(s) > 6 && s[:6] == "error:" {
 			return false, errors.New("harness: " + s)

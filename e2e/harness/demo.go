@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -59,7 +60,7 @@ func Last(evs []Event, typ string) (Event, bool) {
 // and returns the nth.
 func (t *Tab) WaitEvent(typ string, n int, timeout time.Duration) (Event, error) {
 	var got Event
-	err := Poll(t.ctx, strconv.Itoa(n)+" "+typ+" event(s)", timeout, 20*time.Millisecond, func() (bool, error) {
+	err := Poll(context.Background(), strconv.Itoa(n)+" "+typ+" event(s)", timeout, 20*time.Millisecond, func() (bool, error) {
 		evs, err := t.Events()
 		if err != nil {
 			return false, err

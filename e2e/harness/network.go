@@ -31,13 +31,18 @@ type NetLog struct {
 }
 
 // WatchNetwork turns the Network domain on in the tab (a Bare tab has it
-// off) and records its transfers from now on.
+// off) and records its transfers from now on. Chromium only (CDP Network
+// events): ErrChromiumOnly elsewhere.
 func (t *Tab) WatchNetwork() (*NetLog, error) {
-	n := &NetLog{byID: map[network.RequestID]*Transfer{}}
-	if err := chromedp.Listen(t.ctx, n.on); err != nil {
+	tctx, err := t.CDP()
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, EvalTimeout)
+	n := &NetLog{byID: map[network.RequestID]*Transfer{}}
+	if err := chromedp.Listen(tctx, n.on); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(tctx, EvalTimeout)
 	defer cancel()
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
@@ -43,7 +42,7 @@ type SWVersion struct {
 // ServiceWorkers tracks and drives the browser's Service Workers. Make one
 // per browser (Browser.ServiceWorkers).
 type ServiceWorkers struct {
-	b        *Browser
+	ctx      context.Context // the browser's first tab (Browser.CDP)
 	mu       sync.Mutex
 	scopes   map[serviceworker.RegistrationID]string // live registrations
 	versions map[string]*SWVersion
@@ -53,14 +52,19 @@ type ServiceWorkers struct {
 
 // ServiceWorkers enables the ServiceWorker domain in the browser's first tab
 // and returns the tracker, which has the current registrations and versions
-// (Chromium reports them on enable) and follows them from then on.
+// (Chromium reports them on enable) and follows them from then on. Chromium
+// only (the CDP ServiceWorker domain): ErrChromiumOnly elsewhere.
 func (b *Browser) ServiceWorkers() (*ServiceWorkers, error) {
-	s := &ServiceWorkers{b: b, scopes: map[serviceworker.RegistrationID]string{},
-		versions: map[string]*SWVersion{}, changed: make(chan struct{})}
-	if err := chromedp.Listen(b.ctx, s.on); err != nil {
+	bctx, err := b.CDP()
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, EvalTimeout)
+	s := &ServiceWorkers{ctx: bctx, scopes: map[serviceworker.RegistrationID]string{},
+		versions: map[string]*SWVersion{}, changed: make(chan struct{})}
+	if err := chromedp.Listen(bctx, s.on); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(bctx, EvalTimeout)
 	defer cancel()
 	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
 		return nil, errors.New("harness: ServiceWorker.enable: " + err.Error())
@@ -195,7 +199,7 @@ func (s *ServiceWorkers) DispatchSync(ctx context.Context, scope, tag string, la
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(s.b.ctx, EvalTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, EvalTimeout)
 	defer cancel()
 	_, err = chromedp.Call(ctx, serviceworker.DispatchSyncEvent, serviceworker.DispatchSyncEventParams{
 		Origin: u.Scheme + "://" + u.Host, RegistrationID: v.RegistrationID, Tag: tag, LastChance: lastChance})
@@ -206,7 +210,7 @@ func (s *ServiceWorkers) DispatchSync(ctx context.Context, scope, tag string, la
 // event promises are abandoned, nothing of its memory survives, the browser
 // releases its Web Locks), and waits until Chromium reports it stopped.
 func (s *ServiceWorkers) Stop(ctx context.Context, v SWVersion) error {
-	cctx, cancel := context.WithTimeout(s.b.ctx, EvalTimeout)
+	cctx, cancel := context.WithTimeout(s.ctx, EvalTimeout)
 	defer cancel()
 	if _, err := chromedp.Call(cctx, serviceworker.StopWorker, serviceworker.StopWorkerParams{VersionID: v.VersionID}); err != nil {
 		return err
@@ -239,7 +243,7 @@ func (s *ServiceWorkers) Attach(ctx context.Context, scope string) (*Worker, err
 		return nil, errors.New("harness: no active Service Worker at " + scope)
 	}
 	if v.Running != serviceworker.VersionRunningStatusRunning || v.TargetID == "" {
-		sctx, cancel := context.WithTimeout(s.b.ctx, EvalTimeout)
+		sctx, cancel := context.WithTimeout(s.ctx, EvalTimeout)
 		_, err := chromedp.Call(sctx, serviceworker.StartWorker, serviceworker.StartWorkerParams{ScopeURL: scope})
 		cancel()
 		if err != nil {
@@ -262,7 +266,7 @@ func (s *ServiceWorkers) Attach(ctx context.Context, scope string) (*Worker, err
 			v = x
 		}
 	}
-	wctx, cancel := chromedp.NewContext(s.b.ctx, chromedp.WithTargetID(v.TargetID), chromedp.WithDetachOnCancel())
+	wctx, cancel := chromedp.NewContext(s.ctx, chromedp.WithTargetID(v.TargetID), chromedp.WithDetachOnCancel())
 	// The first run attaches, with the context the session lives as long
 	// as (not a child with a deadline: its end would end the session).
 	if err := chromedp.Do(wctx); err != nil {
@@ -322,9 +326,4 @@ if (globalThis.ServiceWorkerRegistration) delete ServiceWorkerRegistration.proto
 
 // HideSyncManager makes every document the tab loads from now on start
 // without Background Sync (HideSyncManagerJS). Call it before Navigate.
-func (t *Tab) HideSyncManager() error {
-	ctx, cancel := context.WithTimeout(t.ctx, EvalTimeout)
-	defer cancel()
-	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: HideSyncManagerJS})
-	return err
-}
+func (t *Tab) HideSyncManager() error { return t.AddInitScript(HideSyncManagerJS) }

@@ -11,15 +11,20 @@ import (
 )
 
 // SetFrozen freezes the page (Page Lifecycle "frozen": its timers and
-// IndexedDB events stop, it keeps its Web Locks) or resumes it.
+// IndexedDB events stop, it keeps its Web Locks) or resumes it. Chromium
+// only (Page.setWebLifecycleState): ErrChromiumOnly elsewhere.
 func (t *Tab) SetFrozen(frozen bool) error {
-	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	tctx, err := t.CDP()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(tctx, 10*time.Second)
 	defer cancel()
 	state := page.SetWebLifecycleStateStateActive
 	if frozen {
 		state = page.SetWebLifecycleStateStateFrozen
 	}
-	_, err := chromedp.Call(ctx, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: state})
+	_, err = chromedp.Call(ctx, page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: state})
 	return err
 }
 

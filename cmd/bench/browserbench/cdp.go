@@ -1,22 +1,12 @@
 package browserbench
 
 import (
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
-
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
 // disableCache makes every request of the tab go to the server, as a first
 // visit does (and keeps Chromium from serving cached compiled wasm).
-func disableCache(t *harness.Tab) error {
-	if _, err := chromedp.Call(t.Ctx(), network.Enable, network.EnableParams{}); err != nil {
-		return err
-	}
-	_, err := chromedp.Call(t.Ctx(), network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
-	return err
-}
+func disableCache(t *harness.Tab) error { return t.BypassCache(true) }
 
 // grantProbe wraps navigator.locks.request before any page script runs and
 // stores when the browser last granted a lock to this page (a callback
@@ -36,7 +26,4 @@ const grantProbe = `(() => {
 	};
 })();`
 
-func installGrantProbe(t *harness.Tab) error {
-	_, err := chromedp.Call(t.Ctx(), page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: grantProbe})
-	return err
-}
+func installGrantProbe(t *harness.Tab) error { return t.AddInitScript(grantProbe) }

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/tabfence/tabfence/e2e/harness"
 
 	"github.com/tabfence/tabfence/cmd/bench/figures"
@@ -445,13 +443,7 @@ var rttProfile func(x, y *harness.Tab) (stop func())
 
 // evalLong is harness.Eval with a deadline that fits a benchmark.
 func evalLong[T any](t *harness.Tab, expr string) (T, error) {
-	ctx, cancel := context.WithTimeout(t.Ctx(), 3*time.Minute)
-	defer cancel()
-	return evalCtx[T](ctx, expr)
-}
-
-func evalCtx[T any](ctx context.Context, expr string) (T, error) {
-	return chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	return harness.EvalFor[T](t, 3*time.Minute, expr)
 }
 
 // RunFence measures and prints the fencing figures in a browser of their

@@ -10,7 +10,6 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/heapprofiler"
-	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -65,10 +64,14 @@ const memoryProbe = `(() => {
 type tabMemory struct{ heap, wasm float64 }
 
 func measureTab(t *harness.Tab) (tabMemory, error) {
-	if _, err := chromedp.Call(t.Ctx(), heapprofiler.CollectGarbage, cdp.Empty{}); err != nil {
+	ctx, err := t.CDP()
+	if err != nil {
 		return tabMemory{}, err
 	}
-	u, err := chromedp.Call(t.Ctx(), cdpruntime.GetHeapUsage, cdp.Empty{})
+	if _, err := chromedp.Call(ctx, heapprofiler.CollectGarbage, cdp.Empty{}); err != nil {
+		return tabMemory{}, err
+	}
+	u, err := chromedp.Call(ctx, cdpruntime.GetHeapUsage, cdp.Empty{})
 	if err != nil {
 		return tabMemory{}, err
 	}
@@ -82,7 +85,7 @@ func openMemoryTabs(b *harness.Browser, url string) ([]*harness.Tab, error) {
 		t, err := b.NewTab()
 		if err == nil {
 			tabs = append(tabs, t)
-			_, err = chromedp.Call(t.Ctx(), page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: memoryProbe})
+			err = t.AddInitScript(memoryProbe)
 		}
 		if err == nil {
 			err = t.Navigate(url)

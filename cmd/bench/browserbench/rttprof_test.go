@@ -23,13 +23,21 @@ func init() {
 	}
 	rttProfile = func(x, y *harness.Tab) func() {
 		for _, t := range []*harness.Tab{x, y} {
-			chromedp.Call(t.Ctx(), profiler.Enable, cdp.Empty{})
-			chromedp.Call(t.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 50})
-			chromedp.Call(t.Ctx(), profiler.Start, cdp.Empty{})
+			ctx, err := t.CDP()
+			if err != nil {
+				continue
+			}
+			chromedp.Call(ctx, profiler.Enable, cdp.Empty{})
+			chromedp.Call(ctx, profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 50})
+			chromedp.Call(ctx, profiler.Start, cdp.Empty{})
 		}
 		return func() {
 			for name, t := range map[string]*harness.Tab{"x": x, "y": y} {
-				res, err := chromedp.Call(t.Ctx(), profiler.Stop, cdp.Empty{})
+				ctx, err := t.CDP()
+				if err != nil {
+					continue
+				}
+				res, err := chromedp.Call(ctx, profiler.Stop, cdp.Empty{})
 				if err != nil {
 					continue
 				}

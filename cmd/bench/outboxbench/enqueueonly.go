@@ -23,11 +23,15 @@ import (
 // profile starts Chromium's CPU profiler in tab, sampling every interval µs;
 // the returned func stops it and writes the profile to path ("" drops it).
 func profile(tab *harness.Tab, interval int) func(path string) {
-	chromedp.Call(tab.Ctx(), profiler.Enable, cdp.Empty{})
-	chromedp.Call(tab.Ctx(), profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: int64(interval)})
-	chromedp.Call(tab.Ctx(), profiler.Start, cdp.Empty{})
+	ctx, err := tab.CDP()
+	if err != nil {
+		return func(string) {}
+	}
+	chromedp.Call(ctx, profiler.Enable, cdp.Empty{})
+	chromedp.Call(ctx, profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: int64(interval)})
+	chromedp.Call(ctx, profiler.Start, cdp.Empty{})
 	return func(path string) {
-		res, err := chromedp.Call(tab.Ctx(), profiler.Stop, cdp.Empty{})
+		res, err := chromedp.Call(ctx, profiler.Stop, cdp.Empty{})
 		if err != nil || path == "" {
 			return
 		}

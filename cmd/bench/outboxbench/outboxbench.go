@@ -29,9 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
-
 	"github.com/tabfence/tabfence/cmd/tabfence/server"
 	"github.com/tabfence/tabfence/e2e/harness"
 	"github.com/tabfence/tabfence/outbox/queue"
@@ -199,9 +196,7 @@ func (bn *bench) inPage(b *harness.Browser, name, js string) (rates, error) {
 		return rates{}, err
 	}
 	defer tab.Close()
-	ctx, cancel := context.WithTimeout(tab.Ctx(), 5*time.Minute)
-	defer cancel()
-	r, err := chromedp.Run(ctx, chromedp.Evaluate[rates](js, chromedp.EvalAwaitPromise))
+	r, err := harness.EvalFor[rates](tab, 5*time.Minute, js)
 	if err == nil && len(r.Ratios) == 0 {
 		err = errors.New("no rounds")
 	}
@@ -219,10 +214,8 @@ func (bn *bench) drain(b *harness.Browser, entities int) (drain, error) {
 		return drain{}, err
 	}
 	defer tab.Close()
-	ctx, cancel := context.WithTimeout(tab.Ctx(), 10*time.Minute)
-	defer cancel()
 	before := bn.batches.Load()
-	d, err := chromedp.Run(ctx, chromedp.Evaluate[drain](drainVsRawJS(DrainN, entities, DrainPer, DrainRounds), chromedp.EvalAwaitPromise))
+	d, err := harness.EvalFor[drain](tab, 10*time.Minute, drainVsRawJS(DrainN, entities, DrainPer, DrainRounds))
 	if err == nil && len(d.VsBatch) == 0 {
 		err = errors.New("no rounds")
 	}
@@ -435,10 +428,10 @@ func (bn *bench) frozenOnce(a, c *harness.Tab) (float64, error) {
 		return 0, err
 	}
 	t0 := time.Now()
-	if _, err := chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateFrozen}); err != nil {
+	if err := owner.SetFrozen(true); err != nil {
 		return 0, err
 	}
-	defer chromedp.Call(owner.Ctx(), page.SetWebLifecycleState, page.SetWebLifecycleStateParams{State: page.SetWebLifecycleStateStateActive})
+	defer owner.SetFrozen(false)
 	time.Sleep(2 * frozenServerDelay) // the request on the wire lands
 	base, err := bn.effects()
 	if err != nil {

@@ -7,9 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/chromedp"
-
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
@@ -117,18 +114,4 @@ func (bn *bench) fillOffline(ctx context.Context, n int) error {
 
 // offline cuts the tab's network (fetch fails, navigator.onLine is false);
 // it needs the Network domain a bare tab has off.
-func offline(tab *harness.Tab, off bool) error {
-	ctx := tab.Ctx()
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		return err
-	}
-	conds := []*network.Conditions{}
-	if off {
-		conds = append(conds, &network.Conditions{Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
-	}
-	if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: conds}); err != nil {
-		return err
-	}
-	_, err := chromedp.Call(ctx, network.OverrideNetworkState, network.OverrideNetworkStateParams{Offline: off, DownloadThroughput: -1, UploadThroughput: -1})
-	return err
-}
+func offline(tab *harness.Tab, off bool) error { return tab.SetOffline(off) }

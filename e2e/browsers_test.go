@@ -1,0 +1,175 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tabfence/tabfence/e2e/harness"
+)
+
+// Every test says which browsers it runs in: each (every engine the
+// harness drives) or chromiumOnly (a CDP-only feature, named in why).
+// TABFENCE_BROWSERS (comma-separated: chromium, firefox; default both)
+// selects the engines a run uses.
+
+// allKinds are the engines the harness drives, in the order tests run them.
+var allKinds = []harness.Kind{harness.KindChromium, harness.KindFirefox}
+
+// selectedKinds are the engines TABFENCE_BROWSERS names; an unknown name
+// fails the test (a typo must not quietly run nothing).
+func selectedKinds(t *testing.T) []harness.Kind {
+	t.Helper()
+	env := strings.TrimSpace(os.Getenv("TABFENCE_BROWSERS"))
+	if env == "" {
+		return allKinds
+	}
+	var out []harness.Kind
+	for _, name := range strings.Split(env, ",") {
+		k := harness.Kind(strings.TrimSpace(name))
+		if !slices.Contains(allKinds, k) {
+			t.Fatalf("TABFENCE_BROWSERS: unknown browser %q (want chromium, firefox)", name)
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// each runs body as one subtest per selected engine ("chromium",
+// "firefox").
+func each(t *testing.T, body func(t *testing.T, k harness.Kind)) {
+	t.Helper()
+	for _, k := range selectedKinds(t) {
+		t.Run(string(k), func(t *testing.T) { body(t, k) })
+	}
+}
+
+// chromiumOnly runs body as the subtest "chromium" only, saying why in the
+// log: why names the CDP-only feature the test needs. With Chromium not
+// selected the test is skipped with that reason, never silently.
+func chromiumOnly(t *testing.T, why string, body func(t *testing.T, k harness.Kind)) {
+	t.Helper()
+	if why == "" {
+		t.Fatal("chromiumOnly needs a reason")
+	}
+	t.Logf("chromium only: %s", why)
+	if !slices.Contains(selectedKinds(t), harness.KindChromium) {
+		t.Skipf("chromium only (%s) and TABFENCE_BROWSERS does not select chromium", why)
+	}
+	t.Run(string(harness.KindChromium), func(t *testing.T) { body(t, harness.KindChromium) })
+}
+
+// TestEveryTestDeclaresItsBrowsers reads the package's test files: every
+// TestXxx(t *testing.T) starts with each or chromiumOnly, every
+// chromiumOnly's reason is a non-empty string literal, and docs/browsers.md
+// lists exactly the chromiumOnly tests with the same reasons.
+func TestEveryTestDeclaresItsBrowsers(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	only := map[string]string{} // test -> why
+	n := 0
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		for _, d := range af.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !isTestFunc(fn) || fn.Name.Name == "TestEveryTestDeclaresItsBrowsers" {
+				continue
+			}
+			n++
+			name, why, err := declaration(fn)
+			if err != "" {
+				t.Errorf("%s: %s: %s", fset.Position(fn.Pos()), fn.Name.Name, err)
+				continue
+			}
+			if name == "chromiumOnly" {
+				only[fn.Name.Name] = why
+			}
+		}
+	}
+	require.NotZero(t, n, "no tests found")
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "browsers.md"))
+	require.NoError(t, err)
+	require.Equal(t, only, docTable(string(doc)), "docs/browsers.md's table of Chromium-only tests is not what the tests declare")
+	t.Logf("%d tests: %d in every browser, %d in Chromium only", n, n-len(only), len(only))
+}
+
+func isTestFunc(fn *ast.FuncDecl) bool {
+	if !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
+		return false
+	}
+	ps := fn.Type.Params.List
+	if len(ps) != 1 || len(ps[0].Names) != 1 {
+		return false
+	}
+	star, ok := ps[0].Type.(*ast.StarExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := star.X.(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == "T"
+}
+
+// declaration returns which of each / chromiumOnly fn's body starts with,
+// and chromiumOnly's reason; or what is wrong.
+func declaration(fn *ast.FuncDecl) (name, why, problem string) {
+	if fn.Body == nil || len(fn.Body.List) == 0 {
+		return "", "", "empty body: its first statement must be each(t, ...) or chromiumOnly(t, why, ...)"
+	}
+	es, ok := fn.Body.List[0].(*ast.ExprStmt)
+	var call *ast.CallExpr
+	if ok {
+		call, ok = es.X.(*ast.CallExpr)
+	}
+	var id *ast.Ident
+	if ok {
+		id, ok = call.Fun.(*ast.Ident)
+	}
+	if !ok || (id.Name != "each" && id.Name != "chromiumOnly") {
+		return "", "", "the first statement must be each(t, ...) or chromiumOnly(t, why, ...)"
+	}
+	if id.Name == "each" {
+		return "each", "", ""
+	}
+	if len(call.Args) != 3 {
+		return "", "", "chromiumOnly takes (t, why, body)"
+	}
+	lit, ok := call.Args[1].(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", "", "chromiumOnly's why must be a string literal"
+	}
+	why, err := strconv.Unquote(lit.Value)
+	if err != nil || strings.TrimSpace(why) == "" {
+		return "", "", "chromiumOnly's why must be a non-empty string"
+	}
+	return "chromiumOnly", why, ""
+}
+
+// docTable reads the rows "| TestX | why |" of docs/browsers.md.
+func docTable(doc string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(doc, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 2 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		if strings.HasPrefix(name, "Test") && name != "Test" {
+			out[name] = strings.TrimSpace(cells[1])
+		}
+	}
+	return out
+}
