@@ -41,6 +41,7 @@ type part struct {
 func parts(dist string) []part {
 	return []part{
 		{"browser", "browser runtime (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.Run(ctx, w, dist) }},
+		{"firefox", "browser runtime in Firefox ESR (headless, WebDriver BiDi)", func(ctx context.Context, w io.Writer) error { return browserbench.RunFirefox(ctx, w, dist) }},
 		{"fence", "fencing and channel round trip (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunFence(ctx, w, dist) }},
 		{"serving", "serving: the runtime on the wire, first and repeat visit (headless Chromium, tabfence serve)", func(ctx context.Context, w io.Writer) error { return browserbench.RunServing(ctx, w, dist) }},
 		{"watchdog", "election watchdog (headless Chromium)", func(ctx context.Context, w io.Writer) error { return browserbench.RunWatchdog(ctx, w, dist) }},
@@ -63,7 +64,7 @@ func parts(dist string) []part {
 
 func main() {
 	dist := flag.String("dist", "dist", "directory with the built runtime (make build)")
-	only := flag.String("only", "", "run one part: browser, fence, serving, watchdog, memory, outbox, sw, connection, size or server")
+	only := flag.String("only", "", "run one part: browser, firefox, fence, serving, watchdog, memory, outbox, sw, connection, size or server")
 	out := flag.String("figures", "docs/figures.md", "the file the figures are written to (the sections run replace theirs); empty: print only")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
