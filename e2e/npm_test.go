@@ -121,9 +121,9 @@ func appResult(t *testing.T, e *env, page string) map[string]string {
 // and the hook modules inlined into the bundle), by Vite (load() without
 // options: Vite emits the module the loader names), and unbundled (load()
 // finding its files beside the loader). Each elects and gets one note
-// through the outbox to the demo server.
+// through the outbox to the demo server, in each browser.
 func TestNpmPackageBundled(t *testing.T) {
-	chromiumOnly(t, "tests the npm package through esbuild and vite: the bundlers' output, not the browser, is under test, and one browser runs it", func(t *testing.T, k harness.Kind) {
+	each(t, func(t *testing.T, k harness.Kind) {
 		app := npmApp(t, "esbuild@"+esbuildVersion, "vite@"+viteVersion)
 		run(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "app.js", "--bundle", "--format=esm",
 			"--outdir=out", "--loader:.wasm=file", "--public-path=/app/out/", "--log-level=warning")
