@@ -121,6 +121,13 @@ func healthy(s obHealth) bool {
 	return !s.Failing && s.Failure == nil && s.LastError == nil && s.NextAttemptAt == nil
 }
 
+// fetchFailed is the TypeError text each browser gives a fetch that
+// reached no server: the status passes the browser's reason on as it is.
+var fetchFailed = map[harness.Kind]string{
+	harness.KindChromium: "Failed to fetch",
+	harness.KindFirefox:  "NetworkError when attempting to fetch resource",
+}
+
 // The server is stopped under two tabs with pending records: both tabs'
 // status says that sending fails, that the server is unreachable, why, and
 // when the next attempt is; restarted, the queue drains and both statuses
@@ -143,7 +150,7 @@ func TestOutboxStatusServerDown(t *testing.T) {
 				// sent and failed (a flush in progress when the server stopped).
 				return s.Pending+s.Failed == 3 && failingWith(s, "unreachable", harness.NowMs())
 			})
-			require.Contains(t, st.LastError.Message, "Failed to fetch", "tab %d: lastError %+v", i, *st.LastError)
+			require.Contains(t, st.LastError.Message, fetchFailed[k], "tab %d: lastError %+v", i, *st.LastError)
 		}
 		srv.start()
 		for _, tab := range tabs {
