@@ -13,8 +13,8 @@ import (
 )
 
 // Users' hidden tabs are throttled (timers about once a second), so this
-// test keeps Chromium's default background throttling, which the other
-// tests turn off. Failover must not depend on timers: the browser grants
+// test keeps the browser's default background throttling (Chromium's, or
+// Firefox's), which the other tests turn off. Failover must not depend on timers: the browser grants
 // the lock to the next waiter and the runtime reacts to that callback.
 func TestFailoverWithThrottledBackgroundTabs(t *testing.T) {
 	each(t, func(t *testing.T, k harness.Kind) {
