@@ -177,7 +177,7 @@ func (c *chain) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	granted, err := harness.Eval[float64](c.next, `window.__tabfenceBenchGrant || 0`)
+	granted, err := harness.Eval[float64](c.next, `window.__tabfenceBenchGrants?.[`+strconv.Quote(c.lock)+`] || 0`)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,10 @@ import (
 func disableCache(t *harness.Tab) error { return t.BypassCache(true) }
 
 // grantProbe wraps navigator.locks.request before any page script runs and
-// stores when the browser last granted a lock to this page (a callback
-// called with a lock, not the null of a failed ifAvailable probe). The
+// stores, per lock name, when the browser last granted that lock to this
+// page (a callback called with a lock, not the null of a failed
+// ifAvailable probe): per name, since the runtime takes other locks right
+// after it leads, in an order that differs between browsers. The
 // difference to the page's onLeader timestamp is what the runtime itself
 // adds to a failover; the rest is the browser's.
 const grantProbe = `(() => {
@@ -20,7 +22,7 @@ const grantProbe = `(() => {
 	locks.request = (name, options, callback) => {
 		if (typeof options === "function") { callback = options; options = {}; }
 		return request(name, options, (lock) => {
-			if (lock) window.__tabfenceBenchGrant = performance.timeOrigin + performance.now();
+			if (lock) (window.__tabfenceBenchGrants ??= {})[name] = performance.timeOrigin + performance.now();
 			return callback(lock);
 		});
 	};
