@@ -113,18 +113,3 @@ func withoutBackgroundSync(k harness.Kind) func(*harness.Tab) error {
 	}
 	return nil
 }
-
-// cutSendsJS makes the page's POSTs fail as a network error
-// (TypeError), as offline, from before its scripts run until the test
-// calls __tabfenceUncut(): a tab that loads its page while its sends have
-// no network. Only the tab it runs in is cut; its loads and GETs are not.
-const cutSendsJS = `(() => {
-	const real = globalThis.fetch;
-	let cut = true;
-	globalThis.__tabfenceUncut = () => { cut = false; };
-	globalThis.fetch = function (input, init) {
-		const method = String((init && init.method) || (input instanceof Request ? input.method : "GET")).toUpperCase();
-		if (cut && method !== "GET") return Promise.reject(new TypeError("NetworkError when attempting to fetch resource."));
-		return real.apply(this, arguments);
-	};
-})();`
