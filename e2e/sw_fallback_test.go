@@ -15,31 +15,38 @@ import (
 	"github.com/tabfence/tabfence/e2e/harness"
 )
 
-// A browser without Background Sync (SyncManager and registration.sync
-// hidden before the page's scripts run, as in Firefox and Safari): enqueues
-// resolve at once, also before any worker is installed (nothing waits for
-// one), and the tab's own triggers send everything when the network
-// returns: the tab owns the queue, not a worker.
+// A browser without Background Sync (Firefox, Safari; in Chromium,
+// SyncManager and registration.sync hidden before the page's scripts run):
+// enqueues resolve at once, also before any worker is installed (nothing
+// waits for one), and the tab's own triggers send everything when the
+// network returns: the tab owns the queue, not a worker. The worker is
+// read from the pages (swPageEnv), so the test runs in every engine.
 func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
-	chromiumOnly(t, "reads the worker's versions from the CDP ServiceWorker domain (harness.ServiceWorkers)", func(t *testing.T, k harness.Kind) {
-		e := setupSW(t, k)
+	each(t, func(t *testing.T, k harness.Kind) {
+		e := setupSWPage(t, k)
 		q := scope(t)
-		hide := func(tab *harness.Tab) error { return tab.HideSyncManager() }
+		noSync := withoutBackgroundSync(k)
 		// No worker yet: navigator.serviceWorker.ready would never settle.
-		bare := e.tabWith(q, "alice", url.Values{"sw": {"0"}}, hide)
-		require.Empty(t, e.sw.Versions(e.scope), "a worker is registered")
-		require.True(t, eval[bool](t, bare, `typeof SyncManager === "undefined" && !("sync" in ServiceWorkerRegistration.prototype)`), "SyncManager still there")
+		bare := e.tabWith(q, "alice", url.Values{"sw": {"0"}}, noSync)
+		require.Empty(t, registrations(t, bare), "a worker is registered")
+		require.True(t, eval[bool](t, bare, noBackgroundSyncJS), "Background Sync in the page (%s hides it: %v)", k, noSync != nil)
 		offline(t, bare, true)
 		took := timedEnqueue(t, bare, "d0", 10)
 		require.Less(t, took, 5*time.Second, "10 enqueues without a worker took %v", took)
 
 		// With the worker installed and active, still no Background Sync.
-		tab := e.tabWith(q, "alice", url.Values{"sw": {"1"}}, hide)
-		e.active(1)
+		// The tab loads its page online with d0 queued, so it may rightly
+		// send some of d0 before it goes offline; nothing of d1, enqueued
+		// offline, may leave until the network returns.
+		tab := e.tabWith(q, "alice", url.Values{"sw": {"1"}}, noSync)
+		w := e.activeFrom(tab, 1)
+		require.True(t, eval[bool](t, tab, noBackgroundSyncJS), "Background Sync beside the worker %s", w.ScriptURL)
 		offline(t, tab, true)
 		took2 := timedEnqueue(t, tab, "d1", 10)
 		require.Less(t, took2, 5*time.Second, "10 enqueues beside a worker took %v", took2)
-		require.Equal(t, 0, e.effects(), "sent while offline")
+		for _, ef := range e.effectsLog() {
+			require.NotContains(t, string(ef.Body), `"d1-`, "sent while offline: %s", ef.Body)
+		}
 
 		offline(t, tab, false) // "online": the tab's own trigger
 		e.waitEffects(20, swTimeout)
@@ -49,7 +56,7 @@ func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
 		e.requireFencesNeverBack()
 		id := eval[string](t, tab, `tabfenceNotes.outbox.id`)
 		require.Equal(t, id, st.OwnerID, "the queue was flushed by %q, not the tab %q (status %+v)", st.OwnerID, id, st)
-		t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one; sent by the tab's online trigger", took, took2)
+		t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one (%s); sent by the tab's online trigger", took, took2, w.ScriptURL)
 	})
 }
 

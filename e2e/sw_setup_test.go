@@ -68,19 +68,26 @@ func (e *swEnv) swTab(queue, user string, extra url.Values) *harness.Tab {
 // (0: any) and returns it.
 func (e *swEnv) active(schema int) harness.SWVersion {
 	e.t.Helper()
-	v, err := e.sw.WaitActive(context.Background(), e.scope, func(script string) bool {
-		if schema == 0 {
-			return true
-		}
-		u, err := url.Parse(script)
-		got := u.Query().Get("schema")
-		if got == "" {
-			got = "1"
-		}
-		return err == nil && got == strconv.Itoa(schema)
-	})
+	v, err := e.sw.WaitActive(context.Background(), e.scope, func(script string) bool { return hasSchema(script, schema) })
 	require.NoError(e.t, err)
 	return v
+}
+
+// hasSchema says whether a worker's script URL asks for the outbox schema
+// (its schema parameter, 1 when absent); schema 0 matches any.
+func hasSchema(script string, schema int) bool {
+	if schema == 0 {
+		return true
+	}
+	u, err := url.Parse(script)
+	if err != nil {
+		return false
+	}
+	got := u.Query().Get("schema")
+	if got == "" {
+		got = "1"
+	}
+	return got == strconv.Itoa(schema)
 }
 
 // dispatch fires a sync event of tag at the active worker.
@@ -168,7 +175,7 @@ func (e *swEnv) waitReportWhere(what string, pick func([]harness.SyncReport) (ha
 }
 
 // effectsLog returns the server's new effects so far, in order.
-func (e *swEnv) effectsLog() []noteEffect {
+func (e *obEnv) effectsLog() []noteEffect {
 	e.ctl.mu.Lock()
 	defer e.ctl.mu.Unlock()
 	return append([]noteEffect(nil), e.ctl.effectLog...)
@@ -176,7 +183,7 @@ func (e *swEnv) effectsLog() []noteEffect {
 
 // requireOncePerKey checks that the server changed once per key of want,
 // and nothing else.
-func (e *swEnv) requireOncePerKey(want int) {
+func (e *obEnv) requireOncePerKey(want int) {
 	e.t.Helper()
 	byKey := map[string]int{}
 	for _, ef := range e.effectsLog() {
@@ -192,7 +199,7 @@ func (e *swEnv) requireOncePerKey(want int) {
 // requireFencesNeverBack checks one owner at a time as the server saw it:
 // no effect under a fencing token lower than that of an effect the server
 // had already made before the request arrived.
-func (e *swEnv) requireFencesNeverBack() map[uint64]int {
+func (e *obEnv) requireFencesNeverBack() map[uint64]int {
 	e.t.Helper()
 	log := e.effectsLog()
 	byTok := map[uint64]int{}
