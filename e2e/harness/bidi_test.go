@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,4 +358,39 @@ func TestBiDiCallsInFlightTogether(t *testing.T) {
 	require.Equal(t, 2, evalIn[int](t, a, `1 + 1`), "the same page answers beside its pending call")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A call whose ctx is spent, or ends while its message is being written,
+// fails alone: the socket and every other page's calls live on.
+func TestBiDiSpentDeadlineFailsOnlyItsCall(t *testing.T) {
+	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+	a := openPage(t, e, true, srv.URL+"/")
+	b := openPage(t, e, true, srv.URL+"/")
+	spent, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := a.evaluate(spent, `1`)
+	require.ErrorIs(t, err, context.Canceled)
+	// A big message takes a while to write: deadlines of a few
+	// microseconds end during the write, not before it.
+	big := `"` + strings.Repeat("x", 4<<20) + `".length`
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i*50)*time.Microsecond)
+		_, err := a.evaluate(ctx, big)
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+	}
+	require.Equal(t, 2, evalIn[int](t, b, `1 + 1`), "the other page's calls still work")
+	require.Equal(t, 4<<20, evalIn[int](t, a, big), "and the page's own")
+}
+
+// A call on a socket that has closed (before the read loop has noticed)
+// fails with ErrBrowserGone, as every call after the browser went does.
+func TestBiDiClosedSocketIsBrowserGone(t *testing.T) {
+	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+	p := openPage(t, e, true, srv.URL+"/")
+	require.NoError(t, e.conn.ws.CloseNow())
+	_, err := p.evaluate(within(t, EvalTimeout), `1`)
+	require.ErrorIs(t, err, ErrBrowserGone)
 }
