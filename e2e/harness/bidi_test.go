@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -393,4 +394,17 @@ func TestBiDiClosedSocketIsBrowserGone(t *testing.T) {
 	require.NoError(t, e.conn.ws.CloseNow())
 	_, err := p.evaluate(within(t, EvalTimeout), `1`)
 	require.ErrorIs(t, err, ErrBrowserGone)
+}
+
+// A browser that never prints its BiDi address fails the start at the
+// start timeout, even under a ctx without a deadline.
+func TestBiDiStartTimesOut(t *testing.T) {
+	silent := t.TempDir() + "/silent-firefox"
+	require.NoError(t, os.WriteFile(silent, []byte("#!/bin/sh\nexec sleep 600\n"), 0o700))
+	defer func(d time.Duration) { firefoxStartTimeout = d }(firefoxStartTimeout)
+	firefoxStartTimeout = time.Second
+	t0 := time.Now()
+	_, err := startBiDi(context.Background(), Options{ExecPath: silent})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(t0), 15*time.Second)
 }
