@@ -154,7 +154,9 @@ func TestBiDiEvaluateMatchesJSONStringify(t *testing.T) {
 		`(() => { let o = {leaf: true}; for (let i = 0; i < 30; i++) o = {i, o, a: [i, [i]]}; return o; })()`,
 		`(() => { const o = {x: 1}; return [o, o, {o, p: [o]}]; })()`,
 		`new Date(0)`, `[new Date(1700000000123)]`, `/re+/gi`, `new Map([[1, 2], ["a", {b: 3}]])`,
-		`new Set([1, 2])`, `new Error("e")`, `({err: new TypeError("t")})`, `document.body`,
+		`new Set([1, 2])`, `(() => { const o = {}; return [new Map([[1, o]]), o]; })()`,
+		`(() => { const o = {a: [1]}, k = {k: 1}; return [new Set([[o]]), o, new Map([[k, 1]]), {k}]; })()`,
+		`new Error("e")`, `({err: new TypeError("t")})`, `document.body`,
 		`document.querySelectorAll("title")`, `new WeakMap()`, `new ArrayBuffer(4)`,
 		`Promise.resolve({resolved: [1, 2]})`,
 	}
