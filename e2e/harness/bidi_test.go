@@ -53,6 +53,21 @@ func newBiDiServer(t *testing.T) *bidiServer {
 			window.clicks = [];
 			document.getElementById("b").addEventListener("click", e => clicks.push(e.isTrusted));
 		</script></body>`, html)
+	page("/late", `<!doctype html><body>
+		<button id="hidden" style="display:none">later</button>
+		<script>
+			window.clicks = [];
+			const h = document.getElementById("hidden");
+			h.addEventListener("click", e => clicks.push("hidden"));
+			setTimeout(() => {
+				const b = document.createElement("button");
+				b.id = "late";
+				b.textContent = "late";
+				b.addEventListener("click", e => clicks.push("late"));
+				document.body.append(b);
+				h.style.display = "";
+			}, 300);
+		</script></body>`, html)
 	page("/cacheable", `cached`, map[string]string{"Content-Type": "text/plain", "Cache-Control": "public, max-age=3600"})
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -273,7 +288,14 @@ func TestBiDiClickScreenshotReload(t *testing.T) {
 	p := openPage(t, e, true, srv.URL+"/button")
 	require.NoError(t, p.click(within(t, 20*time.Second), "#b"))
 	pollTrue(t, p, "the trusted click", `clicks.length === 1 && clicks[0] === true`)
-	require.ErrorIs(t, p.click(within(t, 20*time.Second), "#none"), ErrNoElement)
+	require.ErrorIs(t, p.click(within(t, time.Second), "#none"), ErrNoElement)
+
+	// click waits for an element that does not exist yet, or has no box.
+	require.NoError(t, p.navigate(within(t, 30*time.Second), srv.URL+"/late"))
+	require.NoError(t, p.click(within(t, 20*time.Second), "#hidden"))
+	require.NoError(t, p.click(within(t, 20*time.Second), "#late"))
+	pollTrue(t, p, "both clicks", `clicks.join() === "hidden,late"`)
+	require.NoError(t, p.navigate(within(t, 30*time.Second), srv.URL+"/button"))
 
 	png, err := p.screenshot(within(t, 20*time.Second))
 	require.NoError(t, err)
