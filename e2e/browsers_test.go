@@ -72,7 +72,8 @@ func chromiumOnly(t *testing.T, why string, body func(t *testing.T, k harness.Ki
 }
 
 // TestEveryTestDeclaresItsBrowsers reads the package's test files: every
-// TestXxx(t *testing.T) starts with each or chromiumOnly, every
+// TestXxx(t *testing.T) is one call of each or chromiumOnly whose body
+// uses its Kind, every
 // chromiumOnly's reason is a non-empty string literal, and docs/browsers.md
 // lists exactly the chromiumOnly tests with the same reasons.
 func TestEveryTestDeclaresItsBrowsers(t *testing.T) {
@@ -101,6 +102,7 @@ func TestEveryTestDeclaresItsBrowsers(t *testing.T) {
 		}
 	}
 	require.NotZero(t, n, "no tests found")
+	checkCatches(t)
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "browsers.md"))
 	require.NoError(t, err)
 	require.Equal(t, only, docTable(string(doc)), "docs/browsers.md's table of Chromium-only tests is not what the tests declare")
@@ -112,7 +114,7 @@ func isTestFunc(fn *ast.FuncDecl) bool {
 		return false
 	}
 	ps := fn.Type.Params.List
-	if len(ps) != 1 || len(ps[0].Names) != 1 {
+	if len(ps) != 1 || len(ps[0].Names) > 1 { // func TestX(*testing.T) too
 		return false
 	}
 	star, ok := ps[0].Type.(*ast.StarExpr)
@@ -123,11 +125,14 @@ func isTestFunc(fn *ast.FuncDecl) bool {
 	return ok && sel.Sel.Name == "T"
 }
 
-// declaration returns which of each / chromiumOnly fn's body starts with,
-// and chromiumOnly's reason; or what is wrong.
+// declaration returns which of each / chromiumOnly fn's body is, and
+// chromiumOnly's reason; or what is wrong. The body is that one call, so
+// nothing runs outside the subtests it declares, and the function literal
+// it passes uses its Kind, so a subtest starts the browser it is named for.
 func declaration(fn *ast.FuncDecl) (name, why, problem string) {
-	if fn.Body == nil || len(fn.Body.List) == 0 {
-		return "", "", "empty body: its first statement must be each(t, ...) or chromiumOnly(t, why, ...)"
+	const want = "each(t, func(t *testing.T, k harness.Kind) {...}) or chromiumOnly(t, why, func(...) {...})"
+	if fn.Body == nil || len(fn.Body.List) != 1 {
+		return "", "", "the body must be exactly one statement: " + want
 	}
 	es, ok := fn.Body.List[0].(*ast.ExprStmt)
 	var call *ast.CallExpr
@@ -139,13 +144,17 @@ func declaration(fn *ast.FuncDecl) (name, why, problem string) {
 		id, ok = call.Fun.(*ast.Ident)
 	}
 	if !ok || (id.Name != "each" && id.Name != "chromiumOnly") {
-		return "", "", "the first statement must be each(t, ...) or chromiumOnly(t, why, ...)"
+		return "", "", "the body's statement must be " + want
+	}
+	args := map[string]int{"each": 2, "chromiumOnly": 3}[id.Name]
+	if len(call.Args) != args {
+		return "", "", id.Name + " takes " + map[string]string{"each": "(t, body)", "chromiumOnly": "(t, why, body)"}[id.Name]
+	}
+	if p := usesKind(call.Args[args-1]); p != "" {
+		return "", "", id.Name + "'s body " + p
 	}
 	if id.Name == "each" {
 		return "each", "", ""
-	}
-	if len(call.Args) != 3 {
-		return "", "", "chromiumOnly takes (t, why, body)"
 	}
 	lit, ok := call.Args[1].(*ast.BasicLit)
 	if !ok || lit.Kind != token.STRING {
@@ -156,6 +165,59 @@ func declaration(fn *ast.FuncDecl) (name, why, problem string) {
 		return "", "", "chromiumOnly's why must be a non-empty string"
 	}
 	return "chromiumOnly", why, ""
+}
+
+// usesKind reports what is wrong unless body is a function literal whose
+// second parameter (the Kind) is named and used in it.
+func usesKind(body ast.Expr) string {
+	lit, ok := body.(*ast.FuncLit)
+	if !ok {
+		return "must be a function literal func(t *testing.T, k harness.Kind) {...}"
+	}
+	var names []*ast.Ident
+	for _, f := range lit.Type.Params.List {
+		names = append(names, f.Names...)
+	}
+	if len(names) != 2 || names[1].Name == "_" {
+		return "must name its Kind parameter: func(t *testing.T, k harness.Kind)"
+	}
+	k := names[1]
+	used := false
+	ast.Inspect(lit.Body, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && id.Name == k.Name && (id.Obj == nil || id.Obj == k.Obj) {
+			used = true
+		}
+		return !used
+	})
+	if !used {
+		return "never uses its Kind parameter " + k.Name + ": the subtest must start the browser it is named for"
+	}
+	return ""
+}
+
+// checkCatches makes sure the check rejects the ways a test could run
+// outside its declared browsers, and accepts the two good forms.
+func checkCatches(t *testing.T) {
+	const head = "package e2e\nimport \"testing\"\n"
+	for src, bad := range map[string]bool{
+		`func TestA(t *testing.T) { each(t, func(t *testing.T, k harness.Kind) { setup(t, k) }) }`:                false,
+		`func TestA(t *testing.T) { chromiumOnly(t, "freezing", func(t *testing.T, k harness.Kind) { use(k) }) }`: false,
+		`func TestA(*testing.T) { start() }`: true,
+		`func TestA(t *testing.T) { x := 1; each(t, func(t *testing.T, k harness.Kind) { use(k, x) }) }`:  true,
+		`func TestA(t *testing.T) { each(t, func(t *testing.T, k harness.Kind) { use(k) }); start() }`:    true,
+		`func TestA(t *testing.T) { each(t, func(t *testing.T, _ harness.Kind) { start() }) }`:            true,
+		`func TestA(t *testing.T) { each(t, func(*testing.T, harness.Kind) { start() }) }`:                true,
+		`func TestA(t *testing.T) { each(t, func(t *testing.T, k harness.Kind) { start() }) }`:            true,
+		`func TestA(t *testing.T) { each(t, body) }`:                                                      true,
+		`func TestA(t *testing.T) { chromiumOnly(t, "", func(t *testing.T, k harness.Kind) { use(k) }) }`: true,
+	} {
+		af, err := parser.ParseFile(token.NewFileSet(), "x_test.go", head+src, 0)
+		require.NoError(t, err, src)
+		fn := af.Decls[1].(*ast.FuncDecl)
+		require.True(t, isTestFunc(fn), src)
+		_, _, problem := declaration(fn)
+		require.Equal(t, bad, problem != "", "%s: %q", src, problem)
+	}
 }
 
 // docTable reads the rows "| TestX | why |" of docs/browsers.md.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -163,7 +164,7 @@ func (c *bidiConn) call(ctx context.Context, method string, params, out any) err
 		Params any    `json:"params"`
 	}{id, method, params})
 	if err == nil {
-		err = c.ws.Write(ctx, websocket.MessageText, data)
+		err = c.send(ctx, data)
 	}
 	if err != nil {
 		c.forget(id)
@@ -190,6 +191,44 @@ func (c *bidiConn) call(ctx context.Context, method string, params, out any) err
 	case <-ctx.Done():
 		c.forget(id)
 		return ctx.Err()
+	}
+}
+
+// bidiWriteTimeout bounds one message's write. A write that outlives its
+// context closes the whole socket (coder/websocket's write timeout), so
+// it must not be the caller's: one tab's spent deadline would end every
+// tab's session. Only a browser that stops reading hits this bound.
+const bidiWriteTimeout = 10 * time.Second
+
+// send writes one message under a context of its own. The caller stops
+// waiting when its ctx ends; the write itself runs on to its own bound.
+// A write on a socket that has gone reports ErrBrowserGone.
+func (c *bidiConn) send(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bidiWriteTimeout)
+		defer cancel()
+		done <- c.ws.Write(wctx, websocket.MessageText, data)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	// The read loop ends right after the socket closes; its error says
+	// why (the browser went away, or close ran).
+	select {
+	case <-c.done:
+		return c.err
+	case <-time.After(time.Second):
+		return err
 	}
 }
 

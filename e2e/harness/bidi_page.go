@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // bidiPage is one top-level browsing context of the Firefox engine.
@@ -87,31 +88,57 @@ func (p *bidiPage) addInitScript(ctx context.Context, source string) error {
 }
 
 // clickTarget scrolls the element into view and returns its centre in
-// viewport coordinates, or null when nothing matches.
+// viewport coordinates, or null while nothing matches or the element has
+// no box (not rendered, or zero-sized). The scroll is instant: a smooth
+// one would leave the element moving under the pointer.
 const clickTarget = `((sel) => {
 	const el = document.querySelector(sel);
 	if (!el) return null;
-	el.scrollIntoView({block: "center", inline: "center"});
-	const r = el.getBoundingClientRect();
+	let r = el.getBoundingClientRect();
+	if (r.width === 0 || r.height === 0) return null;
+	el.scrollIntoView({block: "center", inline: "center", behavior: "instant"});
+	r = el.getBoundingClientRect();
 	return [r.left + r.width / 2, r.top + r.height / 2];
 })(%s)`
 
-// ErrNoElement is returned by click when no element matches the selector.
-var ErrNoElement = errors.New("harness: no element matches the selector")
+// ErrNoElement is returned by click when no element with a box matched
+// the selector before ctx ended.
+var ErrNoElement = errors.New("harness: no element with a box matches the selector")
+
+// clickPoll is how often click looks again for an element not there yet.
+const clickPoll = 20 * time.Millisecond
+
+// clickPoint waits, as chromedp.Click does, until an element matching
+// selector exists and has a box, and returns its centre.
+func (p *bidiPage) clickPoint(ctx context.Context, selector string) (x, y int, err error) {
+	sel, _ := json.Marshal(selector)
+	for {
+		raw, err := p.evaluate(ctx, fmt.Sprintf(clickTarget, sel))
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, 0, fmt.Errorf("%w: %s (%w)", ErrNoElement, selector, ctx.Err())
+			}
+			return 0, 0, err
+		}
+		var at []float64
+		if json.Unmarshal(raw, &at) == nil && len(at) == 2 {
+			return int(math.Floor(at[0])), int(math.Floor(at[1])), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w: %s (%w)", ErrNoElement, selector, ctx.Err())
+		case <-time.After(clickPoll):
+		}
+	}
+}
 
 // click moves the mouse to the element's centre and presses and releases
 // its main button: input events the page sees as trusted.
 func (p *bidiPage) click(ctx context.Context, selector string) error {
-	sel, _ := json.Marshal(selector)
-	raw, err := p.evaluate(ctx, fmt.Sprintf(clickTarget, sel))
+	x, y, err := p.clickPoint(ctx, selector)
 	if err != nil {
 		return err
 	}
-	var at []float64
-	if err := json.Unmarshal(raw, &at); err != nil || len(at) != 2 {
-		return fmt.Errorf("%w: %s", ErrNoElement, selector)
-	}
-	x, y := int(math.Floor(at[0])), int(math.Floor(at[1]))
 	params := map[string]any{
 		"context": p.id,
 		"actions": []any{map[string]any{

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,6 +52,21 @@ func newBiDiServer(t *testing.T) *bidiServer {
 		<script>
 			window.clicks = [];
 			document.getElementById("b").addEventListener("click", e => clicks.push(e.isTrusted));
+		</script></body>`, html)
+	page("/late", `<!doctype html><body>
+		<button id="hidden" style="display:none">later</button>
+		<script>
+			window.clicks = [];
+			const h = document.getElementById("hidden");
+			h.addEventListener("click", e => clicks.push("hidden"));
+			setTimeout(() => {
+				const b = document.createElement("button");
+				b.id = "late";
+				b.textContent = "late";
+				b.addEventListener("click", e => clicks.push("late"));
+				document.body.append(b);
+				h.style.display = "";
+			}, 300);
 		</script></body>`, html)
 	page("/cacheable", `cached`, map[string]string{"Content-Type": "text/plain", "Cache-Control": "public, max-age=3600"})
 	s.Server = httptest.NewServer(mux)
@@ -152,7 +169,9 @@ func TestBiDiEvaluateMatchesJSONStringify(t *testing.T) {
 		`(() => { let o = {leaf: true}; for (let i = 0; i < 30; i++) o = {i, o, a: [i, [i]]}; return o; })()`,
 		`(() => { const o = {x: 1}; return [o, o, {o, p: [o]}]; })()`,
 		`new Date(0)`, `[new Date(1700000000123)]`, `/re+/gi`, `new Map([[1, 2], ["a", {b: 3}]])`,
-		`new Set([1, 2])`, `new Error("e")`, `({err: new TypeError("t")})`, `document.body`,
+		`new Set([1, 2])`, `(() => { const o = {}; return [new Map([[1, o]]), o]; })()`,
+		`(() => { const o = {a: [1]}, k = {k: 1}; return [new Set([[o]]), o, new Map([[k, 1]]), {k}]; })()`,
+		`new Error("e")`, `({err: new TypeError("t")})`, `document.body`,
 		`document.querySelectorAll("title")`, `new WeakMap()`, `new ArrayBuffer(4)`,
 		`Promise.resolve({resolved: [1, 2]})`,
 	}
@@ -269,7 +288,14 @@ func TestBiDiClickScreenshotReload(t *testing.T) {
 	p := openPage(t, e, true, srv.URL+"/button")
 	require.NoError(t, p.click(within(t, 20*time.Second), "#b"))
 	pollTrue(t, p, "the trusted click", `clicks.length === 1 && clicks[0] === true`)
-	require.ErrorIs(t, p.click(within(t, 20*time.Second), "#none"), ErrNoElement)
+	require.ErrorIs(t, p.click(within(t, time.Second), "#none"), ErrNoElement)
+
+	// click waits for an element that does not exist yet, or has no box.
+	require.NoError(t, p.navigate(within(t, 30*time.Second), srv.URL+"/late"))
+	require.NoError(t, p.click(within(t, 20*time.Second), "#hidden"))
+	require.NoError(t, p.click(within(t, 20*time.Second), "#late"))
+	pollTrue(t, p, "both clicks", `clicks.join() === "hidden,late"`)
+	require.NoError(t, p.navigate(within(t, 30*time.Second), srv.URL+"/button"))
 
 	png, err := p.screenshot(within(t, 20*time.Second))
 	require.NoError(t, err)
@@ -357,4 +383,52 @@ func TestBiDiCallsInFlightTogether(t *testing.T) {
 	require.Equal(t, 2, evalIn[int](t, a, `1 + 1`), "the same page answers beside its pending call")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A call whose ctx is spent, or ends while its message is being written,
+// fails alone: the socket and every other page's calls live on.
+func TestBiDiSpentDeadlineFailsOnlyItsCall(t *testing.T) {
+	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+	a := openPage(t, e, true, srv.URL+"/")
+	b := openPage(t, e, true, srv.URL+"/")
+	spent, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := a.evaluate(spent, `1`)
+	require.ErrorIs(t, err, context.Canceled)
+	// A big message takes a while to write: deadlines of a few
+	// microseconds end during the write, not before it.
+	big := `"` + strings.Repeat("x", 4<<20) + `".length`
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i*50)*time.Microsecond)
+		_, err := a.evaluate(ctx, big)
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+	}
+	require.Equal(t, 2, evalIn[int](t, b, `1 + 1`), "the other page's calls still work")
+	require.Equal(t, 4<<20, evalIn[int](t, a, big), "and the page's own")
+}
+
+// A call on a socket that has closed (before the read loop has noticed)
+// fails with ErrBrowserGone, as every call after the browser went does.
+func TestBiDiClosedSocketIsBrowserGone(t *testing.T) {
+	e, srv := startFirefox(t, Options{}), newBiDiServer(t)
+	p := openPage(t, e, true, srv.URL+"/")
+	require.NoError(t, e.conn.ws.CloseNow())
+	_, err := p.evaluate(within(t, EvalTimeout), `1`)
+	require.ErrorIs(t, err, ErrBrowserGone)
+}
+
+// A browser that never prints its BiDi address fails the start at the
+// start timeout, even under a ctx without a deadline.
+func TestBiDiStartTimesOut(t *testing.T) {
+	silent := t.TempDir() + "/silent-firefox"
+	require.NoError(t, os.WriteFile(silent, []byte("#!/bin/sh\nexec sleep 600\n"), 0o700))
+	defer func(d time.Duration) { firefoxStartTimeout = d }(firefoxStartTimeout)
+	firefoxStartTimeout = time.Second
+	t0 := time.Now()
+	_, err := startBiDi(context.Background(), Options{ExecPath: silent})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(t0), 15*time.Second)
 }

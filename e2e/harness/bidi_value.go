@@ -27,7 +27,8 @@ type remoteValue struct {
 // -0 becomes 0, undefined becomes null (omitted in an object, as a
 // function or symbol is), a Date becomes its ISO string, and a Map, Set,
 // RegExp, Error, Promise or DOM node becomes {} (none has own enumerable
-// properties). Not seen: toJSON methods (BiDi does not call them) and a
+// properties; the objects inside a Map or Set are still recorded, as a
+// later reference may name one). Not seen: toJSON methods (BiDi does not call them) and a
 // typed array's elements (BiDi sends none; JSON.stringify keys them by
 // index), so both come out as their plain-object form.
 func remoteJSON(raw json.RawMessage) ([]byte, error) {
@@ -99,10 +100,52 @@ func (e *valueEncoder) encode(rv *remoteValue) error {
 		return e.object(rv)
 	case "nodelist", "htmlcollection":
 		return e.indexed(rv)
-	default: // map, set, regexp, error, promise, node, window, weak*, ...
+	case "map", "set":
+		// JSON.stringify writes {} for both, but an object first sent in
+		// full inside one is sent as a bare reference after it.
+		e.record(rv)
+		e.buf.WriteString("{}")
+	default: // regexp, error, promise, node, window, weak*, ...
 		e.buf.WriteString("{}")
 	}
 	return nil
+}
+
+// record notes every object sent in full within rv's contents (children
+// of arrays, sets, node lists, objects and maps, keys included) in seen,
+// without writing anything: the contents JSON.stringify leaves out still
+// define the objects later references name.
+func (e *valueEncoder) record(rv *remoteValue) {
+	if rv.Value == nil {
+		return
+	}
+	if rv.InternalID != "" {
+		if _, ok := e.seen[rv.InternalID]; !ok {
+			e.seen[rv.InternalID] = rv
+		}
+	}
+	switch rv.Type {
+	case "array", "set", "nodelist", "htmlcollection":
+		var list []remoteValue
+		if json.Unmarshal(rv.Value, &list) == nil {
+			for i := range list {
+				e.record(&list[i])
+			}
+		}
+	case "object", "map":
+		var pairs [][2]json.RawMessage
+		if json.Unmarshal(rv.Value, &pairs) != nil {
+			return
+		}
+		for _, p := range pairs {
+			for _, raw := range p {
+				var v remoteValue
+				if json.Unmarshal(raw, &v) == nil { // a string key is no remote value
+					e.record(&v)
+				}
+			}
+		}
+	}
 }
 
 // number writes a finite number as the browser printed it, and the

@@ -3,7 +3,9 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -11,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -140,12 +143,13 @@ func (p *cdpPage) reload(ctx context.Context) error {
 	return err
 }
 
-// evaluate asks for the value by value ([]byte: CDP's JSON); undefined has
-// none and is reported as null.
+// evaluate asks for the value by value (CDP's JSON); cdpJSON makes the
+// values CDP cannot send as JSON come out as Firefox's engine and
+// JSON.stringify give them.
 func (p *cdpPage) evaluate(ctx context.Context, script string) ([]byte, error) {
 	c, cancel := p.bound(ctx)
 	defer cancel()
-	raw, err := chromedp.Run(c, chromedp.Evaluate[[]byte](script, chromedp.EvalAwaitPromise))
+	res, err := chromedp.Run(c, chromedp.Evaluate[*runtime.RemoteObject](script, chromedp.EvalAwaitPromise, chromedp.EvalAsValue))
 	var exc *chromedp.ExceptionError
 	if errors.As(err, &exc) {
 		return nil, &EvalError{Message: exc.Error()}
@@ -153,10 +157,34 @@ func (p *cdpPage) evaluate(ctx context.Context, script string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) == 0 {
-		raw = []byte("null")
+	return cdpJSON(res)
+}
+
+// cdpJSON is a by-value result as JSON. undefined has no value (null);
+// a top-level NaN, ±Infinity, -0 or BigInt comes as unserializableValue
+// with none: NaN and ±Infinity become null and -0 becomes 0, as
+// JSON.stringify writes them, and a BigInt is ErrNotJSON, as JSON.stringify
+// (and the Firefox engine) rejects it.
+func cdpJSON(res *runtime.RemoteObject) ([]byte, error) {
+	if res == nil {
+		return []byte("null"), nil
 	}
-	return raw, nil
+	if u := string(res.UnserializableValue); u != "" {
+		switch {
+		case u == "NaN", u == "Infinity", u == "-Infinity":
+			return []byte("null"), nil
+		case u == "-0":
+			return []byte("0"), nil
+		case res.Type == runtime.RemoteObjectTypeBigint || strings.HasSuffix(u, "n"):
+			return nil, fmt.Errorf("%w: BigInt value can't be serialized in JSON", ErrNotJSON)
+		default:
+			return nil, fmt.Errorf("harness: cdp unserializable value %q", u)
+		}
+	}
+	if len(res.Value) == 0 {
+		return []byte("null"), nil
+	}
+	return []byte(res.Value), nil
 }
 
 // setOffline turns the Network domain on (a Bare tab has it off), then

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/chromedp/cdproto/runtime"
 )
 
 // decode keeps chromedp's null rule for every engine: null (or undefined)
@@ -38,5 +40,31 @@ func TestDecodeNullRule(t *testing.T) {
 	}
 	if v, err := decode[bool]([]byte(`false`)); err != nil || v {
 		t.Errorf(`decode[bool](false): %v, %v`, v, err)
+	}
+}
+
+// cdpJSON gives a top-level value CDP cannot send as JSON (it comes as
+// unserializableValue) the JSON JSON.stringify and the Firefox engine give.
+func TestCDPJSONUnserializable(t *testing.T) {
+	for _, c := range []struct {
+		ro   *runtime.RemoteObject
+		want string
+	}{
+		{&runtime.RemoteObject{Type: "number", UnserializableValue: "NaN"}, "null"},
+		{&runtime.RemoteObject{Type: "number", UnserializableValue: "Infinity"}, "null"},
+		{&runtime.RemoteObject{Type: "number", UnserializableValue: "-Infinity"}, "null"},
+		{&runtime.RemoteObject{Type: "number", UnserializableValue: "-0"}, "0"},
+		{&runtime.RemoteObject{Type: "undefined"}, "null"},
+		{&runtime.RemoteObject{Type: "number", Value: []byte("1.5")}, "1.5"},
+		{&runtime.RemoteObject{Type: "object", Value: []byte(`{"a":[1]}`)}, `{"a":[1]}`},
+		{nil, "null"},
+	} {
+		got, err := cdpJSON(c.ro)
+		if err != nil || string(got) != c.want {
+			t.Errorf("cdpJSON(%+v) = %s, %v; want %s", c.ro, got, err, c.want)
+		}
+	}
+	if _, err := cdpJSON(&runtime.RemoteObject{Type: "bigint", UnserializableValue: "10n"}); !errors.Is(err, ErrNotJSON) {
+		t.Errorf("BigInt: %v, want ErrNotJSON", err)
 	}
 }

@@ -181,12 +181,18 @@ type bidiEngine struct {
 	closeMu sync.Once
 }
 
-// startBiDi launches Firefox and opens its BiDi session. ctx bounds the
-// start only; the browser lives until close.
+// firefoxStartTimeout bounds the start even when the caller's ctx has no
+// deadline: a Firefox that never prints its address fails, not hangs.
+var firefoxStartTimeout = 60 * time.Second
+
+// startBiDi launches Firefox and opens its BiDi session. ctx (and
+// firefoxStartTimeout) bound the start only; the browser lives until close.
 func startBiDi(ctx context.Context, o Options) (engine, error) {
 	if o.Features != "" {
 		return nil, errors.New("harness: Options.Features is a Chromium flag; Firefox has none")
 	}
+	ctx, cancel := context.WithTimeout(ctx, firefoxStartTimeout)
+	defer cancel()
 	proc, url, err := launchFirefox(ctx, o)
 	if err != nil {
 		return nil, err

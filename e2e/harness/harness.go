@@ -172,13 +172,17 @@ func (t *Tab) BypassCache(bypass bool) error {
 }
 
 // AddInitScript runs source in every document the tab loads from now on,
-// before the document's own scripts. Call it before Navigate.
+// before the document's own scripts. Call it before Navigate. Firefox runs
+// source as a function body, so its top-level var and function
+// declarations are local there (Chromium makes them globals): assign to
+// window.* for a global both engines see.
 func (t *Tab) AddInitScript(source string) error {
 	return call(EvalTimeout, func(ctx context.Context) error { return t.p.addInitScript(ctx, source) })
 }
 
 // Click clicks (press and release of a real pointer) the first element
-// matching the CSS selector.
+// matching the CSS selector, waiting (as chromedp.Click does) until one
+// exists and has a box.
 func (t *Tab) Click(selector string) error {
 	return call(EvalTimeout, func(ctx context.Context) error { return t.p.click(ctx, selector) })
 }
