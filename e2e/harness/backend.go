@@ -18,8 +18,8 @@ const (
 )
 
 // ErrChromiumOnly is returned by a harness call that needs a CDP-only
-// feature (freezing a page, heap usage, Service Worker sync dispatch,
-// network event logs) on a browser that is not Chromium.
+// feature (freezing a page, heap usage, Service Worker sync dispatch) on
+// a browser that is not Chromium.
 var ErrChromiumOnly = errors.New("harness: needs Chromium (a CDP-only feature)")
 
 // engine is one running browser as the harness drives it: cdp.go

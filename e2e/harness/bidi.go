@@ -40,8 +40,11 @@ type bidiConn struct {
 	pending map[uint64]chan bidiReply
 	waiters map[uint64]*bidiWaiter
 	nextW   uint64
-	err     error         // why the connection ended, once done is closed
-	done    chan struct{} // closed when the read loop ends
+	// listeners get every event of their methods until removed (a
+	// network log); waiters get one.
+	listeners map[uint64]*bidiListener
+	err       error         // why the connection ended, once done is closed
+	done      chan struct{} // closed when the read loop ends
 }
 
 // bidiReply is one command's outcome.
@@ -55,6 +58,14 @@ type bidiWaiter struct {
 	method string
 	match  func(params json.RawMessage) bool
 	ch     chan json.RawMessage // buffered 1; the first matching event
+}
+
+// bidiListener is handed every event whose method is in methods. on runs
+// on the read loop with the connection's lock held: it must be quick and
+// must not call the connection.
+type bidiListener struct {
+	methods map[string]bool
+	on      func(method string, params json.RawMessage)
 }
 
 // bidiMessage is every message the browser sends: a command's success or
@@ -79,7 +90,9 @@ func newBiDiConn(ws *websocket.Conn) *bidiConn {
 		ws:      ws,
 		pending: map[uint64]chan bidiReply{},
 		waiters: map[uint64]*bidiWaiter{},
-		done:    make(chan struct{}),
+		// listeners share the waiters' ids (nextW).
+		listeners: map[uint64]*bidiListener{},
+		done:      make(chan struct{}),
 	}
 	go c.readLoop()
 	return c
@@ -138,6 +151,11 @@ func (c *bidiConn) dispatch(m *bidiMessage) {
 		if w.method == m.Method && (w.match == nil || w.match(m.Params)) {
 			w.ch <- m.Params
 			delete(c.waiters, id)
+		}
+	}
+	for _, l := range c.listeners {
+		if l.methods[m.Method] {
+			l.on(m.Method, m.Params)
 		}
 	}
 }
@@ -265,6 +283,25 @@ func (c *bidiConn) await(method string, match func(json.RawMessage) bool) (wait 
 		}
 	}
 	return wait, cancel
+}
+
+// listen hands on every later event of methods until the returned remove
+// is called; after remove returns, on is not called again.
+func (c *bidiConn) listen(methods []string, on func(method string, params json.RawMessage)) (remove func()) {
+	l := &bidiListener{methods: map[string]bool{}, on: on}
+	for _, m := range methods {
+		l.methods[m] = true
+	}
+	c.mu.Lock()
+	c.nextW++
+	id := c.nextW
+	c.listeners[id] = l
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.listeners, id)
+		c.mu.Unlock()
+	}
 }
 
 // close ends the socket; pending and later calls fail with ErrBrowserGone.

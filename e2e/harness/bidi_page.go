@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -14,6 +15,17 @@ import (
 type bidiPage struct {
 	conn *bidiConn
 	id   string // the BiDi context id
+
+	mu      sync.Mutex
+	closers []func(context.Context) // run by close first (network logs)
+}
+
+// onClose registers f to run when the page closes, before the context
+// goes.
+func (p *bidiPage) onClose(f func(context.Context)) {
+	p.mu.Lock()
+	p.closers = append(p.closers, f)
+	p.mu.Unlock()
 }
 
 func (p *bidiPage) navigate(ctx context.Context, url string) error {
@@ -170,6 +182,13 @@ func (p *bidiPage) screenshot(ctx context.Context) ([]byte, error) {
 // destroyed (browsingContext.contextDestroyed), so its Web Locks are
 // released and its queued lock requests withdrawn.
 func (p *bidiPage) close(ctx context.Context) error {
+	p.mu.Lock()
+	closers := p.closers
+	p.closers = nil
+	p.mu.Unlock()
+	for _, f := range closers {
+		f(ctx)
+	}
 	wait, cancel := p.conn.await("browsingContext.contextDestroyed", func(params json.RawMessage) bool {
 		var c struct {
 			Context string `json:"context"`

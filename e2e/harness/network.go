@@ -15,30 +15,51 @@ type Transfer struct {
 	Status   int64
 	Encoding string // the response's Content-Encoding
 	// Wire is the bytes received from the network for it (CDP's
-	// encodedDataLength at loadingFinished: headers and the body as sent,
-	// compressed if it was); 0 for an answer from the browser's cache.
+	// encodedDataLength at loadingFinished, BiDi's bytesReceived: headers
+	// and the body as sent, compressed if it was); 0 for an answer from
+	// the browser's cache.
 	Wire float64
 	// FromCache: answered from the disk or memory cache, no request sent.
 	FromCache bool
 	Finished  bool
 }
 
-// NetLog records a tab's transfers from CDP Network events.
+// NetLog records a tab's transfers from the browser's network events
+// (CDP's Network domain in Chromium, WebDriver BiDi's network module in
+// Firefox), keyed by the browser's request id.
 type NetLog struct {
 	mu    sync.Mutex
-	byID  map[network.RequestID]*Transfer
+	byID  map[string]*Transfer
 	order []*Transfer
 }
 
-// WatchNetwork turns the Network domain on in the tab (a Bare tab has it
-// off) and records its transfers from now on. Chromium only (CDP Network
-// events): ErrChromiumOnly elsewhere.
+func newNetLog() *NetLog { return &NetLog{byID: map[string]*Transfer{}} }
+
+// begin records a new request; a redirect's next hop reuses its id and
+// becomes a transfer of its own.
+func (n *NetLog) begin(id, url string) {
+	tr := &Transfer{URL: url}
+	n.byID[id] = tr
+	n.order = append(n.order, tr)
+}
+
+// WatchNetwork records the tab's transfers from now on (in Chromium it
+// turns the Network domain on, which a Bare tab has off).
 func (t *Tab) WatchNetwork() (*NetLog, error) {
+	if p, ok := t.p.(*bidiPage); ok {
+		var n *NetLog
+		err := call(EvalTimeout, func(ctx context.Context) error {
+			var err error
+			n, err = p.watchNetwork(ctx)
+			return err
+		})
+		return n, err
+	}
 	tctx, err := t.CDP()
 	if err != nil {
 		return nil, err
 	}
-	n := &NetLog{byID: map[network.RequestID]*Transfer{}}
+	n := newNetLog()
 	if err := chromedp.Listen(tctx, n.on); err != nil {
 		return nil, err
 	}
@@ -55,11 +76,9 @@ func (n *NetLog) on(ev any) {
 	defer n.mu.Unlock()
 	switch e := ev.(type) {
 	case *network.EventRequestWillBeSent:
-		tr := &Transfer{URL: e.Request.URL}
-		n.byID[e.RequestID] = tr
-		n.order = append(n.order, tr)
+		n.begin(string(e.RequestID), e.Request.URL)
 	case *network.EventResponseReceived:
-		if tr := n.byID[e.RequestID]; tr != nil && e.Response != nil {
+		if tr := n.byID[string(e.RequestID)]; tr != nil && e.Response != nil {
 			tr.Status = e.Response.Status
 			tr.FromCache = tr.FromCache || e.Response.FromDiskCache
 			for k, v := range e.Response.Headers {
@@ -69,15 +88,15 @@ func (n *NetLog) on(ev any) {
 			}
 		}
 	case *network.EventRequestServedFromCache:
-		if tr := n.byID[e.RequestID]; tr != nil {
+		if tr := n.byID[string(e.RequestID)]; tr != nil {
 			tr.FromCache = true
 		}
 	case *network.EventLoadingFinished:
-		if tr := n.byID[e.RequestID]; tr != nil {
+		if tr := n.byID[string(e.RequestID)]; tr != nil {
 			tr.Wire, tr.Finished = e.EncodedDataLength, true
 		}
 	case *network.EventLoadingFailed:
-		if tr := n.byID[e.RequestID]; tr != nil {
+		if tr := n.byID[string(e.RequestID)]; tr != nil {
 			tr.Finished = true
 		}
 	}
@@ -87,7 +106,7 @@ func (n *NetLog) on(ev any) {
 func (n *NetLog) Reset() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.byID = map[network.RequestID]*Transfer{}
+	n.byID = map[string]*Transfer{}
 	n.order = nil
 }
 
