@@ -17,7 +17,7 @@ import (
 
 // The election watchdog (elect({stallAfter})) across real tabs: a frozen
 // leader is stolen from by a visible follower, and a hidden leader under
-// Chromium's default throttling is not.
+// the browser's default throttling is not.
 
 // watchTab opens a demo tab whose fenced election has the watchdog and
 // waits until it leads or follows (want).
@@ -87,24 +87,41 @@ func TestWatchdogFrozenLeaderIsStolenFrom(t *testing.T) {
 	})
 }
 
-// Chromium's default background throttling: three tabs in one window, so
-// only the newest is visible and the others' timers run about once a
-// second. The hidden leader's heartbeats still arrive (about a second
-// apart), and over five times stallAfter nobody steals. Then the hidden
-// leader is frozen: the visible follower steals, the hidden one does not.
-func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
-	chromiumOnly(t, "ends by freezing the hidden leader: Page.setWebLifecycleState is CDP-only", func(t *testing.T, k harness.Kind) {
-		e := setup(t, k, true)
-		s := scope(t)
-		const stall = 3000 // the minimum: the least room for a late heartbeat
-		leader := e.watchTab(s, stall, "leader")
-		hidden := e.watchTab(s, stall, "follower")
-		shown := e.watchTab(s, stall, "follower")
-		require.Equal(t, "hidden", visibility(t, leader), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
-		require.Equal(t, "hidden", visibility(t, hidden), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
-		require.Equal(t, "visible", visibility(t, shown), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
-		eval[bool](t, shown, harness.HeartbeatLogJS)
+// throttledTrio opens three watchdog tabs (stallAfter stall) in one window
+// under the browser's default background throttling: the leader and a
+// follower hidden, the newest follower visible and logging the leader's
+// heartbeats.
+func throttledTrio(t *testing.T, k harness.Kind, stall int) (leader, hidden, shown *harness.Tab) {
+	t.Helper()
+	e := setup(t, k, true)
+	s := scope(t)
+	leader = e.watchTab(s, stall, "leader")
+	hidden = e.watchTab(s, stall, "follower")
+	shown = e.watchTab(s, stall, "follower")
+	require.Equal(t, "hidden", visibility(t, leader), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
+	require.Equal(t, "hidden", visibility(t, hidden), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
+	require.Equal(t, "visible", visibility(t, shown), "visibility %s %s %s, want hidden hidden visible", visibility(t, leader), visibility(t, hidden), visibility(t, shown))
+	eval[bool](t, shown, harness.HeartbeatLogJS)
+	return leader, hidden, shown
+}
 
+// requireThrottled fails unless the heartbeats logged so far came about a
+// second apart or more: a visible leader beats every 500 ms.
+func requireThrottled(t *testing.T, gaps []float64) {
+	t.Helper()
+	require.NotEqual(t, 0, len(gaps), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
+	require.GreaterOrEqual(t, harness.Percentile(gaps, 50), float64(900), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
+}
+
+// The browser's default background throttling (Chromium's, and Firefox's
+// with Options.Throttle): three tabs in one window, so only the newest is
+// visible and the others' timers run about once a second. The hidden
+// leader's heartbeats still arrive (about a second apart), and over five
+// times stallAfter nobody steals.
+func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
+	each(t, func(t *testing.T, k harness.Kind) {
+		const stall = 3000 // the minimum: the least room for a late heartbeat
+		leader, hidden, shown := throttledTrio(t, k, stall)
 		const watch = 5 * stall * time.Millisecond
 		deadline := time.Now().Add(watch)
 		for time.Now().Before(deadline) {
@@ -116,15 +133,30 @@ func TestWatchdogHiddenThrottledLeaderKeepsLock(t *testing.T) {
 		}
 		gaps, err := harness.HeartbeatGaps(shown)
 		require.NoError(t, err)
-		// Throttling is real here: a visible leader beats every 500 ms.
-		require.NotEqual(t, 0, len(gaps), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
-		require.GreaterOrEqual(t, harness.Percentile(gaps, 50), float64(900), "heartbeat gaps %v: the leader's timers were not throttled", gaps)
+		requireThrottled(t, gaps)
 		t.Logf("hidden leader, %d heartbeats over %v: gap p50 %.0f ms, max %.0f ms", len(gaps)+1, watch,
 			harness.Percentile(gaps, 50), harness.Percentile(gaps, 100))
 		for _, tab := range []*harness.Tab{leader, hidden, shown} {
 			evs, _ := tab.Events()
 			require.Equal(t, 0, harness.Count(evs, "lost"), "a leadership was lost: %+v", evs)
 		}
+	})
+}
+
+// The hidden, throttled leader of TestWatchdogHiddenThrottledLeaderKeepsLock,
+// once its throttled heartbeats are seen, is frozen: the visible follower
+// steals, the hidden one does not.
+func TestWatchdogHiddenFrozenLeaderIsStolenFrom(t *testing.T) {
+	chromiumOnly(t, "ends by freezing the hidden leader: Page.setWebLifecycleState is CDP-only", func(t *testing.T, k harness.Kind) {
+		const stall = 3000
+		leader, hidden, shown := throttledTrio(t, k, stall)
+		var gaps []float64
+		require.NoError(t, harness.Poll(t.Context(), "three heartbeats of the hidden leader", startTimeout, 100*time.Millisecond, func() (bool, error) {
+			var err error
+			gaps, err = harness.HeartbeatGaps(shown)
+			return len(gaps) >= 2, err
+		}))
+		requireThrottled(t, gaps)
 
 		r, err := harness.FreezeLeader(leader, shown, 1, failoverTimeout)
 		require.NoError(t, err)
