@@ -56,19 +56,22 @@ func each(t *testing.T, body func(t *testing.T, k harness.Kind)) {
 	}
 }
 
-// chromiumOnly runs body as the subtest "chromium" only, saying why in the
-// log: why names the CDP-only feature the test needs. With Chromium not
-// selected the test is skipped with that reason, never silently.
+// chromiumOnly runs body as the subtest "chromium" only; why names the
+// CDP-only feature the test needs. Each other selected engine gets a
+// subtest that is skipped with that reason, so a run's output counts and
+// names what did not run there, never silently.
 func chromiumOnly(t *testing.T, why string, body func(t *testing.T, k harness.Kind)) {
 	t.Helper()
 	if why == "" {
 		t.Fatal("chromiumOnly needs a reason")
 	}
-	t.Logf("chromium only: %s", why)
-	if !slices.Contains(selectedKinds(t), harness.KindChromium) {
-		t.Skipf("chromium only (%s) and TABFENCE_BROWSERS does not select chromium", why)
+	for _, k := range selectedKinds(t) {
+		if k == harness.KindChromium {
+			t.Run(string(k), func(t *testing.T) { body(t, k) })
+			continue
+		}
+		t.Run(string(k), func(t *testing.T) { t.Skip("chromium only: " + why) })
 	}
-	t.Run(string(harness.KindChromium), func(t *testing.T) { body(t, harness.KindChromium) })
 }
 
 // TestEveryTestDeclaresItsBrowsers reads the package's test files: every

@@ -44,7 +44,8 @@ func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
 		offline(t, tab, true)
 		took2 := timedEnqueue(t, tab, "d1", 10)
 		require.Less(t, took2, 5*time.Second, "10 enqueues beside a worker took %v", took2)
-		for _, ef := range e.effectsLog() {
+		early := e.effectsLog()
+		for _, ef := range early {
 			require.NotContains(t, string(ef.Body), `"d1-`, "sent while offline: %s", ef.Body)
 		}
 
@@ -56,7 +57,7 @@ func TestSWNoSyncManagerForegroundFlushes(t *testing.T) {
 		e.requireFencesNeverBack()
 		id := eval[string](t, tab, `tabfenceNotes.outbox.id`)
 		require.Equal(t, id, st.OwnerID, "the queue was flushed by %q, not the tab %q (status %+v)", st.OwnerID, id, st)
-		t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one (%s); sent by the tab's online trigger", took, took2, w.ScriptURL)
+		t.Logf("without SyncManager: 10 enqueues in %v without a worker, %v beside one (%s); %d of d0 sent by the tab as it loaded, the rest by its online trigger", took, took2, w.ScriptURL, len(early))
 	})
 }
 
