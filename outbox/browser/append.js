@@ -117,7 +117,24 @@ export function hooks(core) {
     }
   };
 
-  // targets: outbox handle -> where its plain appends go ({db, names,
+  // doneKey reports now the queued commits of outbox handle key, whose
+  // target is going away (the outbox closes, and releases done right
+  // after): left for the timer, they would never reach Go, which then
+  // neither emits their enqueue events nor announces them, though each
+  // committed and resolved while the outbox was open.
+  const doneKey = (key) => {
+    for (const [t, ids] of doneQ) {
+      if (t.key !== key) continue;
+      doneQ.delete(t);
+      try {
+        t.done(ids.join(";"));
+      } catch (err) {
+        report(err);
+      }
+    }
+  };
+
+  // targets: outbox handle -> where its plain appends go ({key, db, names,
   // opts, done, kick, action}, Go's Runtime.publishTarget).
   const targets = new Map();
   core.onStop(() => {
@@ -208,10 +225,15 @@ export function hooks(core) {
       };
     },
     // appends sets where outbox handle key's plain appends go, or deletes
-    // it (db null): Go calls it synchronously on every change (close).
+    // it (db null) after reporting its queued commits: Go calls it
+    // synchronously on every change (close, before it releases done).
     appends(key, db, names, opts, done, kick, action) {
-      if (typeof db === "object" && db !== null) targets.set(key, { db, names, opts, done, kick, action });
-      else targets.delete(key);
+      if (typeof db === "object" && db !== null) {
+        targets.set(key, { key, db, names, opts, done, kick, action });
+        return;
+      }
+      targets.delete(key);
+      doneKey(key);
     },
   };
 }
