@@ -29,9 +29,15 @@ type tusServer struct {
 
 func newTus(t *testing.T, dir string, maxSize int64) *tusServer {
 	t.Helper()
+	return newTusWith(t, upload.Options{Dir: dir, MaxSize: maxSize})
+}
+
+func newTusWith(t *testing.T, o upload.Options) *tusServer {
+	t.Helper()
 	s, err := upload.New(upload.Options{
-		Dir:     dir,
-		MaxSize: maxSize,
+		Dir:            o.Dir,
+		MaxSize:        o.MaxSize,
+		NetworkTimeout: o.NetworkTimeout,
 		Scope: func(r *http.Request) (string, error) {
 			if u := r.Header.Get("X-User"); u != "" {
 				return u, nil
