@@ -179,7 +179,7 @@ func TestStaleOffsetConflicts(t *testing.T) {
 	c := ts.create(t, "alice", "rec-1", sum(data), len(data))
 	loc := pathOf(t, c.header.Get("Location"))
 	require.Equal(t, 204, ts.patch(t, loc, "alice", 0, data[:chunk]).status)
-	stale := ts.patch(t, loc, "alice", 0, payload(chunk+5)[5:])
+	stale := ts.patch(t, loc, "alice", 0, payload(chunk + 5)[5:])
 	require.Equal(t, 409, stale.status, stale.body)
 	ahead := ts.patch(t, loc, "alice", chunk+1, data[chunk+1:])
 	require.Equal(t, 409, ahead.status, ahead.body)
