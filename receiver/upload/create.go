@@ -1,6 +1,7 @@
 package upload
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -24,7 +25,15 @@ var (
 	errHashMismatch    = tusd.NewError("ERR_CHECKSUM_MISMATCH", "the bytes' sha256 is not the declared one; the upload is failed", 460)
 	errTerminateDone   = tusd.NewError("ERR_UPLOAD_COMPLETE", "a complete upload may be referenced and is not deleted over tus", http.StatusForbidden)
 	errInternal        = tusd.NewError("ERR_INTERNAL", "internal server error", http.StatusInternalServerError)
+	errBusy            = busy()
 )
+
+// busy answers a creation that gave up waiting for another of its key.
+func busy() tusd.Error {
+	e := tusd.NewError("ERR_CREATION_BUSY", "another creation of this key is still being answered; retry", http.StatusServiceUnavailable)
+	e.HTTPResponse.Header["Retry-After"] = "1"
+	return e
+}
 
 func errBadMeta(msg string) error {
 	return tusd.NewError("ERR_INVALID_METADATA", msg, http.StatusBadRequest)
@@ -77,7 +86,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, user string) {
 		writeError(w, tusd.ErrMaxSizeExceeded)
 		return
 	}
-	defer s.keys.lock(s.files.index(user, m.Key))()
+	wait, cancel := context.WithTimeout(r.Context(), s.opts.CreateWait)
+	unlock, err := s.keys.lock(wait, s.files.index(user, m.Key))
+	cancel()
+	if err != nil {
+		writeError(w, errBusy) // unread if the client gave up
+		return
+	}
+	defer unlock()
 	found, offset, err := s.existing(r, user, m, size)
 	if err != nil {
 		writeError(w, err)
@@ -118,9 +134,8 @@ func (s *Server) existing(r *http.Request, user string, m meta, size int64) (str
 	if rec.User != user {
 		return "", 0, fmt.Errorf("upload: key index of %s names another user's upload: %w", id, ErrCorrupt)
 	}
-	if rec.SHA256 != m.SHA256 || rec.Size != size {
-		return "", 0, errKeyReused
-	}
+	// A failed or deleted upload is replaced, whatever it declared: the
+	// client corrects its sha256 or size under the same key.
 	if rec.Status == statusFailed {
 		return "", 0, nil
 	}
@@ -130,6 +145,9 @@ func (s *Server) existing(r *http.Request, user string, m meta, size int64) (str
 	}
 	if err != nil {
 		return "", 0, err
+	}
+	if rec.SHA256 != m.SHA256 || rec.Size != size {
+		return "", 0, errKeyReused
 	}
 	fi, err := up.GetInfo(r.Context())
 	if err != nil {
@@ -223,6 +241,11 @@ func (s *Server) verify(rec record, path string) (record, error) {
 	rec.Status = statusFailed
 	if n == rec.Size && hex.EncodeToString(h.Sum(nil)) == rec.SHA256 {
 		rec.Status = statusComplete
+		// The record must not outlive the bytes it vouches for: tusd
+		// writes them without fsync.
+		if err := f.Sync(); err != nil {
+			return rec, fmt.Errorf("upload: sync %s: %w", rec.ID, err)
+		}
 	}
 	return rec, s.files.writeRecord(rec)
 }

@@ -1,6 +1,7 @@
 package upload
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -120,7 +121,24 @@ func writeAtomic(path string, data []byte) error {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("upload: write %s: %w", path, werr)
 	}
+	// The rename is durable only once the directory is: without this a
+	// crash may bring back the old entry after the caller went on.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("upload: write %s: %w", path, err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // newID is 128 random bits in hex: unguessable, and a fixed alphabet that
@@ -146,35 +164,46 @@ func validID(id string) bool {
 
 // keyLocks serialises the creations of one (user, key), so two concurrent
 // creations for one record cannot both miss the index and start two uploads.
+// A waiter gives up with its context: a creation-with-upload holds the lock
+// while its body arrives, and its retry must not queue behind it unbounded.
 type keyLocks struct {
 	mu    sync.Mutex
 	locks map[string]*keyLock
 }
 
 type keyLock struct {
-	mu   sync.Mutex
+	held chan struct{} // a token while held
 	refs int
 }
 
-func (k *keyLocks) lock(name string) func() {
+// lock takes the lock of name, or returns ctx's error once it is done.
+func (k *keyLocks) lock(ctx context.Context, name string) (func(), error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = map[string]*keyLock{}
 	}
 	l := k.locks[name]
 	if l == nil {
-		l = &keyLock{}
+		l = &keyLock{held: make(chan struct{}, 1)}
 		k.locks[name] = l
 	}
 	l.refs++
 	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	drop := func() {
 		k.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(k.locks, name)
 		}
 		k.mu.Unlock()
 	}
+	select {
+	case l.held <- struct{}{}:
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+	return func() {
+		<-l.held
+		drop()
+	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ var (
 // sends nothing for that long is cut off and keeps what was stored.
 const DefaultNetworkTimeout = 60 * time.Second
 
+// DefaultCreateWait is Options.CreateWait's default: longer than a creation
+// takes, shorter than a client's patience.
+const DefaultCreateWait = 10 * time.Second
+
 // Options configure a Server.
 type Options struct {
 	// Dir holds the uploads (tusd's file store) and their owner records;
@@ -52,6 +57,10 @@ type Options struct {
 	Scope func(*http.Request) (string, error)
 	// NetworkTimeout bounds each read of a request body (default 60s).
 	NetworkTimeout time.Duration
+	// CreateWait bounds how long a creation waits for another creation of
+	// the same (user, key) still being answered (default 10s); then it is
+	// answered 503 with Retry-After.
+	CreateWait time.Duration
 	// Logger receives this package's errors (default slog.Default()).
 	// tusd's own per-request logs are discarded: they would log every chunk.
 	Logger *slog.Logger
@@ -72,6 +81,7 @@ type Server struct {
 	files files
 	store filestore.FileStore
 	tus   *tusd.Handler
+	lock  tusd.Locker
 	keys  keyLocks
 }
 
@@ -92,6 +102,9 @@ func New(o Options) (*Server, error) {
 	if o.NetworkTimeout <= 0 {
 		o.NetworkTimeout = DefaultNetworkTimeout
 	}
+	if o.CreateWait <= 0 {
+		o.CreateWait = DefaultCreateWait
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -100,14 +113,22 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.store = filestore.New(s.files.store())
+	// Only the extensions create accepts, so OPTIONS advertises no
+	// creation-defer-length or concatenation (a final upload could name
+	// another user's partial ones).
 	composer := tusd.NewStoreComposer()
-	s.store.UseIn(composer)
-	memorylocker.New().UseIn(composer)
+	composer.UseCore(s.store)
+	composer.UseTerminater(s.store)
+	s.lock = memorylocker.New()
+	composer.UseLocker(s.lock)
 	h, err := tusd.NewHandler(tusd.Config{
-		StoreComposer:              composer,
-		BasePath:                   o.BasePath,
-		MaxSize:                    o.MaxSize,
-		DisableConcatenation:       true, // a final upload could name another user's partial ones
+		StoreComposer:        composer,
+		BasePath:             o.BasePath,
+		MaxSize:              o.MaxSize,
+		DisableConcatenation: true,
+		// The outbox never reads an upload back, and a slow GET of a large
+		// file would be cut by the server's write deadline.
+		DisableDownload:            true,
 		Cors:                       &tusd.CorsConfig{Disable: true},
 		Logger:                     expslog.New(expslog.NewTextHandler(io.Discard, nil)),
 		NetworkTimeout:             o.NetworkTimeout,
@@ -132,9 +153,18 @@ func (s *Server) Handler() http.Handler {
 // uploads. OPTIONS (protocol discovery, no credentials in a preflight)
 // reveals the server's limits only.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodOptions {
+	switch r.Method {
+	case http.MethodOptions:
 		s.tus.ServeHTTP(w, r)
 		return
+	case http.MethodGet, http.MethodHead:
+	default:
+		// As tusd, before anything of ours answers: a client of another
+		// protocol version must not read our 200 or 400 as its own.
+		if r.Header.Get("Tus-Resumable") != "1.0.0" {
+			writeError(w, tusd.ErrUnsupportedVersion)
+			return
+		}
 	}
 	if r.Header.Get("X-HTTP-Method-Override") != "" {
 		// tusd would turn a POST into a PATCH after the checks below.
@@ -162,6 +192,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.opts.Logger.Error("upload: owner record", "id", id, "err", err)
 		writeError(w, errInternal)
+	case rec.Status == statusFailed && (r.Method == http.MethodHead || r.Method == http.MethodPatch):
+		// tusd would show all bytes stored, as if finished.
+		writeError(w, errHashMismatch)
 	default:
 		s.tus.ServeHTTP(w, r)
 	}
@@ -170,7 +203,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // Complete is what a business handler calls, in its receiver transaction,
 // before it references uploadID: the upload must be user's, whole, and
 // match its declared SHA-256. An upload whose last chunk was stored just
-// before a crash (so its finish hook never ran) is verified here.
+// before a crash (so its finish hook never ran) is verified here, under
+// tusd's lock of the upload so no PATCH or DELETE runs meanwhile.
 func (s *Server) Complete(ctx context.Context, user, uploadID string) (Info, error) {
 	rec, err := s.files.readRecord(uploadID)
 	if err != nil {
@@ -180,28 +214,84 @@ func (s *Server) Complete(ctx context.Context, user, uploadID string) (Info, err
 		return Info{}, ErrUploadNotFound
 	}
 	if rec.Status == statusOpen {
-		up, err := s.store.GetUpload(ctx, uploadID)
-		if errors.Is(err, tusd.ErrNotFound) {
-			return Info{}, ErrUploadNotFound
-		}
-		if err != nil {
-			return Info{}, fmt.Errorf("upload: %s: %w", uploadID, err)
-		}
-		fi, err := up.GetInfo(ctx)
-		if err != nil {
-			return Info{}, fmt.Errorf("upload: %s: %w", uploadID, err)
-		}
-		if fi.SizeIsDeferred || fi.Offset < fi.Size {
-			return Info{}, ErrUploadIncomplete
-		}
-		if rec, err = s.verify(rec, fi.Storage[filestore.StorageKeyPath]); err != nil {
+		if rec, err = s.verifyLocked(ctx, rec); err != nil {
 			return Info{}, err
 		}
 	}
-	if rec.Status == statusFailed {
+	switch rec.Status {
+	case statusFailed:
 		return Info{}, ErrUploadHashMismatch
+	case statusComplete:
+		if err := s.checkSize(ctx, rec); err != nil {
+			return Info{}, err
+		}
+	default:
+		return Info{}, ErrUploadIncomplete
 	}
 	return Info{ID: rec.ID, Size: rec.Size, SHA256: rec.SHA256, Key: rec.Key, Filename: rec.Filename}, nil
+}
+
+// verifyLocked verifies an open upload whose bytes have all arrived. An
+// unfinished one is answered without the lock, which would interrupt the
+// PATCH sending its bytes.
+func (s *Server) verifyLocked(ctx context.Context, rec record) (record, error) {
+	if _, err := s.whole(ctx, rec.ID); err != nil {
+		return rec, err
+	}
+	lock, err := s.lock.NewLock(rec.ID)
+	if err != nil {
+		return rec, fmt.Errorf("upload: lock %s: %w", rec.ID, err)
+	}
+	if err := lock.Lock(ctx, func() {}); err != nil {
+		return rec, fmt.Errorf("upload: lock %s: %w", rec.ID, err)
+	}
+	defer func() { _ = lock.Unlock() }()
+	// Re-read both: a DELETE, or the finish hook, may have run meanwhile.
+	if rec, err = s.files.readRecord(rec.ID); err != nil || rec.Status != statusOpen {
+		return rec, err
+	}
+	path, err := s.whole(ctx, rec.ID)
+	if err != nil {
+		return rec, err
+	}
+	return s.verify(rec, path)
+}
+
+// whole returns the data file of upload id once all its bytes are stored.
+func (s *Server) whole(ctx context.Context, id string) (string, error) {
+	up, err := s.store.GetUpload(ctx, id)
+	if errors.Is(err, tusd.ErrNotFound) {
+		return "", ErrUploadNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("upload: %s: %w", id, err)
+	}
+	fi, err := up.GetInfo(ctx)
+	if err != nil {
+		return "", fmt.Errorf("upload: %s: %w", id, err)
+	}
+	if fi.SizeIsDeferred || fi.Offset < fi.Size {
+		return "", ErrUploadIncomplete
+	}
+	return fi.Storage[filestore.StorageKeyPath], nil
+}
+
+// checkSize tells a verified upload whose bytes were lost since (a disk
+// that did not keep them, a hand that truncated them) from an intact one.
+func (s *Server) checkSize(ctx context.Context, rec record) error {
+	up, err := s.store.GetUpload(ctx, rec.ID)
+	if err != nil {
+		return fmt.Errorf("upload: verified %s has no data: %w", rec.ID, ErrCorrupt)
+	}
+	fi, err := up.GetInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("upload: %s: %w", rec.ID, err)
+	}
+	st, err := os.Stat(fi.Storage[filestore.StorageKeyPath])
+	if err != nil || st.Size() != rec.Size {
+		return fmt.Errorf("upload: verified %s lost bytes: %w", rec.ID, ErrCorrupt)
+	}
+	return nil
 }
 
 func contextWith(r *http.Request, c *creation) context.Context {
