@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +27,7 @@ import (
 type tusServer struct {
 	*upload.Server
 	http *httptest.Server
+	dir  string
 }
 
 func newTus(t *testing.T, dir string, maxSize int64) *tusServer {
@@ -38,6 +41,7 @@ func newTusWith(t *testing.T, o upload.Options) *tusServer {
 		Dir:            o.Dir,
 		MaxSize:        o.MaxSize,
 		NetworkTimeout: o.NetworkTimeout,
+		CreateWait:     o.CreateWait,
 		Scope: func(r *http.Request) (string, error) {
 			if u := r.Header.Get("X-User"); u != "" {
 				return u, nil
@@ -51,7 +55,7 @@ func newTusWith(t *testing.T, o upload.Options) *tusServer {
 	mux.Handle("/files/", s.Handler())
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
-	return &tusServer{Server: s, http: ts}
+	return &tusServer{Server: s, http: ts, dir: o.Dir}
 }
 
 func sum(b []byte) string {
@@ -130,4 +134,13 @@ func payload(n int) []byte {
 		b[i] = byte(i*7 + i/251)
 	}
 	return b
+}
+
+// stored is what the data file of the upload at loc holds: downloads are
+// off, so the bytes are read where tusd keeps them.
+func (ts *tusServer) stored(t *testing.T, loc string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ts.dir, "data", idOf(t, loc)))
+	require.NoError(t, err)
+	return string(b)
 }

@@ -70,7 +70,7 @@ func TestNewOwnerInterruptsAHungPatch(t *testing.T) {
 	require.Equal(t, 204, p.status, p.body)
 	_, err = ts.Complete(context.Background(), "alice", idOf(t, loc))
 	require.NoError(t, err)
-	require.Equal(t, string(data), ts.do(t, "GET", loc, "alice", nil, nil).body)
+	require.Equal(t, string(data), ts.stored(t, loc))
 }
 
 // A client that stops sending is cut off after NetworkTimeout, and keeps
@@ -97,19 +97,8 @@ func TestSlowClientIsCutOff(t *testing.T) {
 // The last byte stored just before a crash, so the finish hook never ran:
 // Complete verifies the bytes itself.
 func TestCompleteVerifiesAfterACrashBeforeFinish(t *testing.T) {
-	dir := t.TempDir()
-	ts := newTus(t, dir, 0)
 	data := payload(chunk)
-	c := ts.create(t, "alice", "rec-1", sum(data), len(data))
-	loc := pathOf(t, c.header.Get("Location"))
-	require.Equal(t, 204, ts.patch(t, loc, "alice", 0, data[:chunk-1]).status)
-	f, err := os.OpenFile(filepath.Join(dir, "data", idOf(t, loc)), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	_, err = f.Write(data[chunk-1:])
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-
-	ts = newTus(t, dir, 0)
+	ts, loc := crashBeforeFinish(t, data, data[len(data)-1])
 	info, err := ts.Complete(context.Background(), "alice", idOf(t, loc))
 	require.NoError(t, err)
 	require.Equal(t, sum(data), info.SHA256)
