@@ -66,11 +66,20 @@ func TestHashMismatchFailsTheUpload(t *testing.T) {
 	require.Contains(t, p.body, "ERR_CHECKSUM_MISMATCH")
 	_, err := ts.Complete(context.Background(), "alice", idOf(t, loc))
 	require.ErrorIs(t, err, upload.ErrUploadHashMismatch)
-	// A new creation for the key replaces the failed upload; the failed one
-	// stays failed.
-	again := ts.create(t, "alice", "rec-1", wrong, len(data))
+	// A failed upload answers as failed, not as finished.
+	require.Equal(t, 460, ts.do(t, "HEAD", loc, "alice", nil, nil).status)
+	p = ts.patch(t, loc, "alice", len(data), nil)
+	require.Equal(t, 460, p.status)
+	require.Contains(t, p.body, "ERR_CHECKSUM_MISMATCH")
+	// A new creation for the key, with the sha256 corrected, replaces the
+	// failed upload; the failed one stays failed.
+	again := ts.create(t, "alice", "rec-1", sum(data), len(data))
 	require.Equal(t, 201, again.status, again.body)
-	require.NotEqual(t, loc, pathOf(t, again.header.Get("Location")))
+	loc2 := pathOf(t, again.header.Get("Location"))
+	require.NotEqual(t, loc, loc2)
+	require.Equal(t, 204, ts.patch(t, loc2, "alice", 0, data).status)
+	_, err = ts.Complete(context.Background(), "alice", idOf(t, loc2))
+	require.NoError(t, err)
 	_, err = ts.Complete(context.Background(), "alice", idOf(t, loc))
 	require.ErrorIs(t, err, upload.ErrUploadHashMismatch)
 }
@@ -124,11 +133,16 @@ func TestAnotherUsersUploadIsNotFound(t *testing.T) {
 	require.Equal(t, 201, c.status, c.body)
 	loc := pathOf(t, c.header.Get("Location"))
 	unknown := "/files/0123456789abcdef0123456789abcdef"
-	for _, path := range []string{loc, unknown, "/files/../data/x", "/files/" + idOf(t, loc) + ".info"} {
+	// Encoded, a traversal passes the mux (which redirects a plain
+	// "/files/../x") and reaches the handler as an id.
+	for _, path := range []string{loc, unknown, "/files/%2e%2e%2fowners%2f" + idOf(t, loc) + ".json",
+		"/files/..%2fdata%2f" + idOf(t, loc), "/files/" + idOf(t, loc) + ".info"} {
 		require.Equal(t, 404, ts.do(t, "HEAD", path, "bob", nil, nil).status, path)
-		require.Equal(t, 404, ts.patch(t, path, "bob", 0, data).status, path)
-		require.Equal(t, 404, ts.do(t, "GET", path, "bob", nil, nil).status, path)
-		require.Equal(t, 404, ts.do(t, "DELETE", path, "bob", nil, nil).status, path)
+		for _, a := range []answer{ts.patch(t, path, "bob", 0, data), ts.do(t, "GET", path, "bob", nil, nil),
+			ts.do(t, "DELETE", path, "bob", nil, nil)} {
+			require.Equal(t, 404, a.status, path)
+			require.Contains(t, a.body, "ERR_UPLOAD_NOT_FOUND", path)
+		}
 	}
 	_, err := ts.Complete(context.Background(), "bob", idOf(t, loc))
 	require.ErrorIs(t, err, upload.ErrUploadNotFound)
@@ -198,6 +212,8 @@ func TestOwnerMayAbandonAnUnfinishedUpload(t *testing.T) {
 	require.Equal(t, 204, ts.do(t, "DELETE", loc, "alice", nil, nil).status)
 	_, err := ts.Complete(context.Background(), "alice", idOf(t, loc))
 	require.ErrorIs(t, err, upload.ErrUploadNotFound)
-	again := ts.create(t, "alice", "rec-1", sum(data), len(data))
+	// The key is free again, for other bytes too.
+	other := data[:100]
+	again := ts.create(t, "alice", "rec-1", sum(other), len(other))
 	require.Equal(t, 201, again.status, again.body)
 }
