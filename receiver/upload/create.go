@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/tus/tusd/v2/pkg/filestore"
 	tusd "github.com/tus/tusd/v2/pkg/handler"
@@ -156,13 +158,50 @@ func (s *Server) existing(r *http.Request, user string, m meta, size int64) (str
 	return id, fi.Offset, nil
 }
 
-// location is the URL tusd would give upload id.
+// location is the URL tusd gives upload id, so a repeated creation names
+// the first upload exactly as its creation did.
 func (s *Server) location(r *http.Request, id string) string {
-	proto := "http"
+	host, proto := hostAndProto(r, s.opts.RespectForwardedHeaders)
+	return proto + "://" + host + s.opts.BasePath + id
+}
+
+var (
+	reForwardedHost  = regexp.MustCompile(`host="?([^;"]+)`)
+	reForwardedProto = regexp.MustCompile(`proto=(https?)`)
+)
+
+// hostAndProto reads the request's origin as tusd's getHostAndProtocol
+// does (unexported there): X-Forwarded-Host/-Proto, then Forwarded, when
+// allowed.
+func hostAndProto(r *http.Request, forwarded bool) (host, proto string) {
+	host, proto = r.Host, "http"
 	if r.TLS != nil {
 		proto = "https"
 	}
-	return proto + "://" + r.Host + s.opts.BasePath + id
+	if !forwarded {
+		return host, proto
+	}
+	if h := r.Header.Get("X-Forwarded-Host"); h != "" {
+		host = h
+	}
+	if h := r.Header.Get("X-Forwarded-Proto"); h == "http" || h == "https" {
+		proto = h
+	}
+	if h := r.Header.Get("Forwarded"); h != "" {
+		if m := reForwardedHost.FindStringSubmatch(h); len(m) == 2 {
+			host = m[1]
+		}
+		if m := reForwardedProto.FindStringSubmatch(h); len(m) == 2 {
+			proto = m[1]
+		}
+	}
+	switch proto {
+	case "http":
+		host = strings.TrimSuffix(host, ":80")
+	case "https":
+		host = strings.TrimSuffix(host, ":443")
+	}
+	return host, proto
 }
 
 // preCreate binds the new upload to its user and key before tusd creates

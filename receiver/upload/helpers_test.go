@@ -38,10 +38,11 @@ func newTus(t *testing.T, dir string, maxSize int64) *tusServer {
 func newTusWith(t *testing.T, o upload.Options) *tusServer {
 	t.Helper()
 	s, err := upload.New(upload.Options{
-		Dir:            o.Dir,
-		MaxSize:        o.MaxSize,
-		NetworkTimeout: o.NetworkTimeout,
-		CreateWait:     o.CreateWait,
+		Dir:                     o.Dir,
+		MaxSize:                 o.MaxSize,
+		NetworkTimeout:          o.NetworkTimeout,
+		CreateWait:              o.CreateWait,
+		RespectForwardedHeaders: o.RespectForwardedHeaders,
 		Scope: func(r *http.Request) (string, error) {
 			if u := r.Header.Get("X-User"); u != "" {
 				return u, nil

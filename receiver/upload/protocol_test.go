@@ -101,3 +101,30 @@ func TestCreationWaitIsBounded(t *testing.T) {
 	require.Equal(t, 200, again.status, again.body)
 	require.Equal(t, strconv.Itoa(chunk), again.header.Get("Upload-Offset"))
 }
+
+// Behind a proxy, Location names the proxy's origin, in tusd's 201 and in
+// our 200 of a repeated creation alike.
+func TestLocationRespectsForwardedHeaders(t *testing.T) {
+	data := payload(100)
+	fwd := map[string]string{"X-Forwarded-Host": "app.example", "X-Forwarded-Proto": "https",
+		"Upload-Length": strconv.Itoa(len(data)), "Upload-Metadata": metadata("key", "rec-1", "sha256", sum(data))}
+	ts := newTusWith(t, upload.Options{Dir: t.TempDir(), RespectForwardedHeaders: true})
+	c := ts.do(t, "POST", "/files/", "alice", fwd, nil)
+	require.Equal(t, 201, c.status, c.body)
+	require.Regexp(t, `^https://app\.example/files/[0-9a-f]{32}$`, c.header.Get("Location"))
+	again := ts.do(t, "POST", "/files/", "alice", fwd, nil)
+	require.Equal(t, 200, again.status, again.body)
+	require.Equal(t, c.header.Get("Location"), again.header.Get("Location"))
+	fwd["Forwarded"] = `for=1.2.3.4;host="other.example";proto=http`
+	fwd["Upload-Metadata"] = metadata("key", "rec-2", "sha256", sum(data))
+	c = ts.do(t, "POST", "/files/", "alice", fwd, nil)
+	require.Regexp(t, `^http://other\.example/files/`, c.header.Get("Location"))
+	require.Equal(t, c.header.Get("Location"), ts.do(t, "POST", "/files/", "alice", fwd, nil).header.Get("Location"))
+
+	// Off (the default), the headers are ignored.
+	plain := newTus(t, t.TempDir(), 0)
+	c = plain.do(t, "POST", "/files/", "alice", fwd, nil)
+	require.Equal(t, 201, c.status, c.body)
+	require.NotContains(t, c.header.Get("Location"), "example")
+	require.Equal(t, c.header.Get("Location"), plain.do(t, "POST", "/files/", "alice", fwd, nil).header.Get("Location"))
+}

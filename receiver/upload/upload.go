@@ -61,6 +61,10 @@ type Options struct {
 	// the same (user, key) still being answered (default 10s); then it is
 	// answered 503 with Retry-After.
 	CreateWait time.Duration
+	// RespectForwardedHeaders builds upload URLs (Location) from
+	// X-Forwarded-Host/-Proto and Forwarded, behind a proxy that sets them
+	// (tusd's option of that name). Off, they are the request's Host.
+	RespectForwardedHeaders bool
 	// Logger receives this package's errors (default slog.Default()).
 	// tusd's own per-request logs are discarded: they would log every chunk.
 	Logger *slog.Logger
@@ -132,6 +136,7 @@ func New(o Options) (*Server, error) {
 		Cors:                       &tusd.CorsConfig{Disable: true},
 		Logger:                     expslog.New(expslog.NewTextHandler(io.Discard, nil)),
 		NetworkTimeout:             o.NetworkTimeout,
+		RespectForwardedHeaders:    o.RespectForwardedHeaders,
 		PreUploadCreateCallback:    s.preCreate,
 		PreFinishResponseCallback:  s.preFinish,
 		PreUploadTerminateCallback: s.preTerminate,
