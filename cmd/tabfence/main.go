@@ -96,6 +96,7 @@ type serveConfig struct {
 	allowOrigins                        []string
 	uploadDir                           string
 	maxUpload                           int64
+	uploadForwarded                     bool
 }
 
 func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
@@ -111,6 +112,7 @@ func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", receiver.DefaultBodyTimeout, "time a client has to send a request's body (slower: 408, connection closed)")
 	fs.Int64Var(&cfg.maxBodyMemory, "max-body-memory", receiver.DefaultMaxBodyMemory, "bytes of request bodies held at once, all requests together (past it: 503 + Retry-After)")
 	fs.StringVar(&cfg.uploadDir, "upload-dir", "", "directory of the resumable uploads at /files/ (default: uploads/ beside a SQLite --db; with PostgreSQL, /files/ is off unless set, and then for one instance only)")
+	fs.BoolVar(&cfg.uploadForwarded, "upload-forwarded-headers", false, "build upload URLs (Location) from X-Forwarded-Host/-Proto and Forwarded: only behind a proxy that sets them")
 	fs.Int64Var(&cfg.maxUpload, "max-upload", server.DefaultMaxUpload, "largest resumable upload in bytes (a larger Upload-Length: 413)")
 	fs.Func("allow-origin", "an origin (https://app.example, or *) whose pages may call the API and /fence/ and load /dist/ (CORS); repeat or comma-separate for several", func(v string) error {
 		for _, o := range strings.Split(v, ",") {
@@ -180,7 +182,8 @@ func listenAndServe(ctx context.Context, cfg serveConfig, log *slog.Logger) erro
 		Receiver: receiver.Options{Retention: cfg.retention, MaxBody: cfg.maxBody,
 			BodyTimeout: cfg.bodyTimeout, MaxBodyMemory: cfg.maxBodyMemory},
 		AllowOrigins: cfg.allowOrigins,
-		Uploads:      server.UploadConfig{Dir: cfg.uploadDir, MaxSize: cfg.maxUpload},
+		Uploads: server.UploadConfig{Dir: cfg.uploadDir, MaxSize: cfg.maxUpload,
+			RespectForwardedHeaders: cfg.uploadForwarded},
 	})
 	if err != nil {
 		return err

@@ -24,6 +24,10 @@ type UploadConfig struct {
 	// MaxSize is the largest Upload-Length accepted (default
 	// DefaultMaxUpload); larger: 413.
 	MaxSize int64
+	// RespectForwardedHeaders builds upload URLs from X-Forwarded-Host/
+	// -Proto and Forwarded: only behind a proxy that sets them, as a client
+	// could otherwise name any origin in its own Location.
+	RespectForwardedHeaders bool
 }
 
 // newUploads builds the tus endpoint behind the demo's scope, or nil when
@@ -41,7 +45,7 @@ func newUploads(cfg Config) (*upload.Server, error) {
 		max = DefaultMaxUpload
 	}
 	return upload.New(upload.Options{Dir: dir, BasePath: UploadsPath, MaxSize: max,
-		Scope: demoScope, Logger: cfg.Logger})
+		RespectForwardedHeaders: cfg.Uploads.RespectForwardedHeaders, Scope: demoScope, Logger: cfg.Logger})
 }
 
 // Uploads returns the tus endpoint mounted at /files/ (nil when uploads are
@@ -54,7 +58,8 @@ func (s *Server) mountUploads(mux *http.ServeMux) {
 		return
 	}
 	// One pattern per method: a method-less "/files/" would conflict with
-	// the demo's "GET /".
+	// the demo's "GET /". GET stays mounted though downloads are off, so
+	// it is tus's answer (405, or 404 for another's id), not a demo page.
 	h := s.up.Handler()
 	for _, m := range []string{"POST", "HEAD", "PATCH", "GET", "DELETE", "OPTIONS"} {
 		mux.Handle(m+" "+UploadsPath, h)

@@ -65,8 +65,29 @@ func TestUploadsMounted(t *testing.T) {
 	require.Equal(t, int64(10), info.Size)
 	require.FileExists(t, filepath.Join(dir, "uploads", "data", id))
 	require.Equal(t, 404, tusCall(t, "HEAD", loc, "bob", nil, "").StatusCode)
+	// Downloads are off (the outbox never reads back), answered by tus.
+	g := tusCall(t, "GET", loc, "alice", nil, "")
+	require.Equal(t, 405, g.StatusCode)
+	require.Equal(t, "1.0.0", g.Header.Get("Tus-Resumable"))
 
 	create["Upload-Length"] = strconv.Itoa(11)
 	create["Upload-Metadata"] = "key " + b64("k2") + ",sha256 " + b64(hex.EncodeToString(h[:]))
 	require.Equal(t, 413, tusCall(t, "POST", hs.URL+"/files/", "alice", create, "").StatusCode)
+}
+
+// --upload-forwarded-headers: behind a proxy, Location names its origin.
+func TestUploadsRespectForwardedHeaders(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := server.New(server.Config{DB: filepath.Join(dir, "t.db"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Uploads: server.UploadConfig{RespectForwardedHeaders: true}})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
+	h := sha256.Sum256(nil)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	create := map[string]string{"Upload-Length": "0", "Upload-Metadata": "key " + b64("k1") + ",sha256 " + b64(hex.EncodeToString(h[:])),
+		"X-Forwarded-Host": "app.example", "X-Forwarded-Proto": "https"}
+	c := tusCall(t, "POST", hs.URL+"/files/", "alice", create, "")
+	require.Equal(t, 201, c.StatusCode)
+	require.True(t, strings.HasPrefix(c.Header.Get("Location"), "https://app.example/files/"), c.Header.Get("Location"))
 }
