@@ -8,6 +8,8 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
+	github.com/tus/tusd/v2 v2.9.1
+	golang.org/x/exp v0.0.0-20250106191152-7588d65b2ba8
 	modernc.org/sqlite v1.62.0
 )
 

@@ -53,6 +53,12 @@ func TestConnectionOfflineEditLeaderClosesFollowerResends(t *testing.T) {
 		require.Equal(t, "pending", mustMutation(t, b, "ugly").State, "b's mutate settled while the network was down")
 		require.Equal(t, v0, e.snapshot().Version, "the server applied something while the browser was offline")
 
+		// The leader's page goes away while the network is down. Closing
+		// the tab alone is not that in Chromium: chromedp detaches its CDP
+		// session (ending the emulation) before it closes the target, and
+		// in that gap the page is online again and resends "ugly". So the
+		// page is first navigated away, still offline, then the tab closes.
+		require.NoError(t, a.Navigate("about:blank"))
 		a.Close()
 		rest := []*harness.Tab{b, c}
 		ss := waitConn(t, rest, "one of the others to lead", failoverTimeout, func(_ int, s harness.ConnStatus) bool {

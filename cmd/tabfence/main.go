@@ -51,6 +51,9 @@ What "serve" serves:
   POST /api/signout  ends the caller's realtime connections (4401) and
                      clears the demo cookie
   POST /fence/{res}  {"resource":"...","token":N}: the next fencing token
+  /files/            resumable uploads (tus 1.0: POST, HEAD, PATCH, GET,
+                     DELETE), each bound to its user and idempotency key
+                     (docs/uploads.md)
   GET  /healthz      "ok": the server is up (for a load balancer or a probe)
   The demo has no accounts: every API call names its user in the
   X-Demo-User header or the tabfence_demo_user cookie (demo only; without
@@ -91,6 +94,9 @@ type serveConfig struct {
 	retention, bodyTimeout              time.Duration
 	maxBody, maxBodyMemory              int64
 	allowOrigins                        []string
+	uploadDir                           string
+	maxUpload                           int64
+	uploadForwarded                     bool
 }
 
 func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
@@ -105,6 +111,9 @@ func serveFlags(out io.Writer, cfg *serveConfig) *flag.FlagSet {
 	fs.Int64Var(&cfg.maxBody, "max-body", receiver.DefaultMaxBody, "largest accepted request body in bytes (larger: 413)")
 	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", receiver.DefaultBodyTimeout, "time a client has to send a request's body (slower: 408, connection closed)")
 	fs.Int64Var(&cfg.maxBodyMemory, "max-body-memory", receiver.DefaultMaxBodyMemory, "bytes of request bodies held at once, all requests together (past it: 503 + Retry-After)")
+	fs.StringVar(&cfg.uploadDir, "upload-dir", "", "directory of the resumable uploads at /files/ (default: uploads/ beside a SQLite --db; with PostgreSQL, /files/ is off unless set, and then for one instance only)")
+	fs.BoolVar(&cfg.uploadForwarded, "upload-forwarded-headers", false, "build upload URLs (Location) from X-Forwarded-Host/-Proto and Forwarded: only behind a proxy that sets them")
+	fs.Int64Var(&cfg.maxUpload, "max-upload", server.DefaultMaxUpload, "largest resumable upload in bytes (a larger Upload-Length: 413)")
 	fs.Func("allow-origin", "an origin (https://app.example, or *) whose pages may call the API and /fence/ and load /dist/ (CORS); repeat or comma-separate for several", func(v string) error {
 		for _, o := range strings.Split(v, ",") {
 			if o = strings.TrimSpace(o); o != "" {
@@ -173,6 +182,8 @@ func listenAndServe(ctx context.Context, cfg serveConfig, log *slog.Logger) erro
 		Receiver: receiver.Options{Retention: cfg.retention, MaxBody: cfg.maxBody,
 			BodyTimeout: cfg.bodyTimeout, MaxBodyMemory: cfg.maxBodyMemory},
 		AllowOrigins: cfg.allowOrigins,
+		Uploads: server.UploadConfig{Dir: cfg.uploadDir, MaxSize: cfg.maxUpload,
+			RespectForwardedHeaders: cfg.uploadForwarded},
 	})
 	if err != nil {
 		return err

@@ -18,10 +18,14 @@ var ErrBadOrigin = errors.New("server: allowed origin must be * or scheme://host
 // the fence, the realtime snapshot, and the runtime's files (a module
 // script or a fetch from another origin needs CORS too). The WebSocket
 // upgrade at /realtime is not CORS: its origin is checked at the upgrade.
-var corsPrefixes = []string{"/api/", "/fence/", "/realtime/", "/dist/"}
+var corsPrefixes = []string{"/api/", "/fence/", "/realtime/", "/dist/", UploadsPath}
 
-// exposed are the response headers the outbox reads (CORS hides the rest).
-const exposed = "Idempotent-Replayed, X-Fencing-Highest, Retry-After"
+// exposed are the response headers the outbox reads (CORS hides the rest);
+// a tus client also reads the upload's URL, offset and length.
+const (
+	exposed    = "Idempotent-Replayed, X-Fencing-Highest, Retry-After"
+	exposedTus = exposed + ", Location, Upload-Offset, Upload-Length, Upload-Metadata, Tus-Resumable, Tus-Version, Tus-Max-Size, Tus-Extension"
+)
 
 // maxRequestHeaders bounds the Access-Control-Request-Headers value echoed.
 const maxRequestHeaders = 1024
@@ -113,12 +117,16 @@ func (c *cors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Origin", "*")
 	}
 	if !preflight {
-		h.Set("Access-Control-Expose-Headers", exposed)
+		if strings.HasPrefix(r.URL.Path, UploadsPath) {
+			h.Set("Access-Control-Expose-Headers", exposedTus)
+		} else {
+			h.Set("Access-Control-Expose-Headers", exposed)
+		}
 		c.next.ServeHTTP(w, r)
 		return
 	}
 	h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
-	h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST")
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, PATCH, DELETE")
 	if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" && headerList(rh) {
 		h.Set("Access-Control-Allow-Headers", rh)
 	}

@@ -1,6 +1,7 @@
 // Package server is the HTTP server `tabfence serve` runs: the runtime files
-// from dist/, the demo pages, a demo mutation API behind the receiver, and
-// the demo's realtime endpoint (an issue tracker) at /realtime.
+// from dist/, the demo pages, a demo mutation API behind the receiver, the
+// demo's realtime endpoint (an issue tracker) at /realtime, and resumable
+// uploads (tus, receiver/upload) at /files/.
 //
 // It is importable so end-to-end tests can mount the same handler in-process
 // (httptest.NewServer(srv)) and wrap it with their own routes or faults
@@ -28,6 +29,7 @@ import (
 	"github.com/tabfence/tabfence/receiver/realtime"
 	"github.com/tabfence/tabfence/receiver/realtime/pgfeed"
 	"github.com/tabfence/tabfence/receiver/sqlitestore"
+	"github.com/tabfence/tabfence/receiver/upload"
 )
 
 //go:embed demo
@@ -74,6 +76,8 @@ type Config struct {
 	// buffers); Logger is set by the server, and the allowed origins are
 	// added to its Accept.OriginPatterns.
 	Realtime realtime.Options
+	// Uploads configures the resumable uploads (tus) at /files/.
+	Uploads UploadConfig
 }
 
 // feed is the realtime endpoint's change stream: a realtime.StoreFeed on
@@ -91,6 +95,7 @@ type Server struct {
 	rc      *receiver.Receiver
 	feed    feed
 	rt      *realtime.Server
+	up      *upload.Server
 	handler http.Handler
 	log     *slog.Logger
 	stop    context.CancelFunc
@@ -129,6 +134,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.rt = realtime.New(s.rc, s.feed, s.applyIssue, realtimeOptions(cfg))
+	if s.up, err = newUploads(cfg); err != nil {
+		_ = s.feed.Close()
+		_ = store.Close()
+		return nil, err
+	}
 	bodyTimeout := ropts.BodyTimeout
 	if bodyTimeout <= 0 {
 		bodyTimeout = receiver.DefaultBodyTimeout
@@ -268,6 +278,7 @@ func (s *Server) routes(dist string) http.Handler {
 	mux.HandleFunc("GET /realtime/snapshot", s.snapshot)
 	mux.HandleFunc("POST /api/signout", s.signOut)
 	mux.Handle("POST /fence/{resource...}", s.rc.FenceHandler())
+	s.mountUploads(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if dist != "" {
 		// The runtime and the demo: precompressed copies, ETags, no-cache
