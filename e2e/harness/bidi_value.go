@@ -93,7 +93,7 @@ func (e *valueEncoder) encode(rv *remoteValue) error {
 	case "number":
 		return e.number(rv.Value)
 	case "bigint":
-		return fmt.Errorf("%w: BigInt value can't be serialized in JSON", ErrNotJSON)
+		return errBigInt
 	case "array":
 		return e.array(rv)
 	case "object":
@@ -156,19 +156,32 @@ func (e *valueEncoder) number(v json.RawMessage) error {
 		e.buf.Write(v) // a plain JSON number
 		return nil
 	}
-	switch s {
-	case "NaN", "Infinity", "-Infinity":
-		e.buf.WriteString("null")
-	case "-0":
-		e.buf.WriteString("0")
-	default:
-		if _, err := strconv.ParseFloat(s, 64); err != nil {
-			return fmt.Errorf("harness: bidi number %q", s)
-		}
-		e.buf.WriteString(s)
+	if j, ok := specialNumberJSON(s); ok {
+		e.buf.WriteString(j)
+		return nil
 	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		return fmt.Errorf("harness: bidi number %q", s)
+	}
+	e.buf.WriteString(s)
 	return nil
 }
+
+// specialNumberJSON is what JSON.stringify writes for the numbers both
+// protocols send as text because JSON cannot carry them: NaN and
+// ±Infinity become null, -0 becomes 0.
+func specialNumberJSON(s string) (string, bool) {
+	switch s {
+	case "NaN", "Infinity", "-Infinity":
+		return "null", true
+	case "-0":
+		return "0", true
+	}
+	return "", false
+}
+
+// errBigInt is JSON.stringify's refusal of a BigInt, in both engines.
+var errBigInt = fmt.Errorf("%w: BigInt value can't be serialized in JSON", ErrNotJSON)
 
 // items decodes the value list of an array, set or node list; a missing
 // list means the browser stopped serializing at its depth limit.

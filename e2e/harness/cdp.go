@@ -170,16 +170,13 @@ func cdpJSON(res *runtime.RemoteObject) ([]byte, error) {
 		return []byte("null"), nil
 	}
 	if u := string(res.UnserializableValue); u != "" {
-		switch {
-		case u == "NaN", u == "Infinity", u == "-Infinity":
-			return []byte("null"), nil
-		case u == "-0":
-			return []byte("0"), nil
-		case res.Type == runtime.RemoteObjectTypeBigint || strings.HasSuffix(u, "n"):
-			return nil, fmt.Errorf("%w: BigInt value can't be serialized in JSON", ErrNotJSON)
-		default:
-			return nil, fmt.Errorf("harness: cdp unserializable value %q", u)
+		if j, ok := specialNumberJSON(u); ok {
+			return []byte(j), nil
 		}
+		if res.Type == runtime.RemoteObjectTypeBigint || strings.HasSuffix(u, "n") {
+			return nil, errBigInt
+		}
+		return nil, fmt.Errorf("harness: cdp unserializable value %q", u)
 	}
 	if len(res.Value) == 0 {
 		return []byte("null"), nil
